@@ -1,0 +1,1 @@
+//! callsmith-media

