@@ -1,0 +1,1158 @@
+//! The interpreter: runs a scenario snapshot against one call through a [`CallPort`].
+//!
+//! A [`Program`] indexes a snapshot once (brick ids, scenario-level defaults) and can run any
+//! number of calls. Running starts at the entry brick for the call's direction, enters bricks,
+//! takes outputs and stops at `end`/`end_call`, a hang-up, an unconnected output, or when the
+//! step budget (bricks entered, [`DEFAULT_MAX_STEPS`]) runs out. See `docs/bricks.md`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::LazyLock;
+
+use chrono::{DateTime, Datelike, Timelike, Utc};
+use chrono_tz::Tz;
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::condition::{self, Combine, ElementOp};
+use crate::history::{CallHistory, EndReason, Event, TraceEvent};
+use crate::model::*;
+use crate::opt::Opt;
+use crate::port::*;
+use crate::template::{self, Vars};
+use crate::validate::output;
+use crate::webhook::{self, CallMetadata, WebhookOutcome, WebhookStatus};
+
+/// Bricks a call may enter before the interpreter stops it as a loop.
+pub const DEFAULT_MAX_STEPS: usize = 1000;
+/// No-input timeout when a question sets none (seconds).
+pub const DEFAULT_NO_INPUT_SECS: f64 = 5.0;
+/// Transfer answer timeout when the brick sets none (seconds).
+pub const DEFAULT_TRANSFER_TIMEOUT_SECS: f64 = 30.0;
+/// Classifier confidence needed when `threshold` is unset.
+pub const DEFAULT_INTENT_THRESHOLD: f64 = 0.5;
+
+/// Direction of the call being run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Outbound,
+    Inbound,
+}
+
+/// Facts about the call the scenario runs in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallInfo {
+    pub direction: Direction,
+    pub recipient: String,
+    pub from: String,
+    pub communication_id: String,
+    /// The call's timezone (the agent's or the account's).
+    pub timezone: Tz,
+    /// The dispatch `data` map, already flattened to strings (see [`data_to_vars`]).
+    pub data: BTreeMap<String, String>,
+}
+
+/// Flattens a dispatch `data` map (scalars) into variables: strings verbatim, numbers and
+/// booleans as JSON text; nested values (rejected by the route) are kept as compact JSON.
+pub fn data_to_vars(data: &serde_json::Map<String, Value>) -> BTreeMap<String, String> {
+    data.iter()
+        .map(|(k, v)| (k.clone(), crate::codes::value_text(v)))
+        .collect()
+}
+
+/// The result of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRun {
+    pub end: EndReason,
+    /// Variables at the end of the call (built-ins excluded).
+    pub variables: BTreeMap<String, String>,
+    /// Goals reached, in order.
+    pub goals: Vec<String>,
+    /// Bricks entered.
+    pub steps: usize,
+    pub history: CallHistory,
+}
+
+/// An indexed snapshot, ready to run calls.
+#[derive(Debug)]
+pub struct Program<'a> {
+    by_id: HashMap<&'a str, BrickRef<'a>>,
+    start_call: Option<BrickRef<'a>>,
+    outbound_call: Option<BrickRef<'a>>,
+    inbound_call: Option<BrickRef<'a>>,
+    defaults: Option<&'a StartCallProps>,
+    /// Bricks a call may enter.
+    pub max_steps: usize,
+}
+
+impl<'a> Program<'a> {
+    /// Indexes a snapshot (first brick wins on duplicate ids; validate first).
+    pub fn new(snapshot: &'a Snapshot) -> Program<'a> {
+        let mut p = Program {
+            by_id: HashMap::new(),
+            start_call: None,
+            outbound_call: None,
+            inbound_call: None,
+            defaults: None,
+            max_steps: DEFAULT_MAX_STEPS,
+        };
+        if let Some(bricks) = snapshot.bricks() {
+            bricks.for_each(|b| {
+                if !b.id.is_empty() {
+                    p.by_id.entry(b.id).or_insert(b);
+                }
+                let slot = match b.kind {
+                    BrickKind::StartCall => &mut p.start_call,
+                    BrickKind::OutboundCall => &mut p.outbound_call,
+                    BrickKind::InboundCall => &mut p.inbound_call,
+                    _ => return,
+                };
+                if slot.is_none() {
+                    *slot = Some(b);
+                }
+            });
+        }
+        p.defaults = p.start_call.and_then(|b| match b.props {
+            Some(BrickProps::StartCall(s)) => Some(s),
+            _ => None,
+        });
+        p
+    }
+
+    /// Runs the scenario for one call.
+    pub async fn run(&self, call: &CallInfo, port: &mut dyn CallPort) -> CallRun {
+        let mut run = Run {
+            program: self,
+            call,
+            start: port.now(),
+            vars: call.data.clone(),
+            goals: Vec::new(),
+            history: CallHistory::default(),
+            regexes: HashMap::new(),
+            visits: 0,
+        };
+        let (end, steps) = run.walk(port).await;
+        run.record(
+            port,
+            Event::CallEnded {
+                reason: end.clone(),
+            },
+        );
+        CallRun {
+            end,
+            variables: run.vars,
+            goals: run.goals,
+            steps,
+            history: run.history,
+        }
+    }
+
+    fn entry(&self, direction: Direction) -> Option<BrickRef<'a>> {
+        match direction {
+            Direction::Outbound => self.start_call.or(self.outbound_call),
+            Direction::Inbound => self.inbound_call,
+        }
+    }
+}
+
+/// Variables plus built-ins, as seen by templates.
+struct Scope<'r> {
+    vars: &'r BTreeMap<String, String>,
+    call: &'r CallInfo,
+    now: DateTime<Tz>,
+}
+
+impl Vars for Scope<'_> {
+    fn lookup(&self, name: &str) -> Option<String> {
+        if let Some(v) = self.vars.get(name) {
+            return Some(v.clone());
+        }
+        let n = &self.now;
+        Some(match name {
+            "call.recipient" => self.call.recipient.clone(),
+            "call.from" => self.call.from.clone(),
+            "call.communication_id" => self.call.communication_id.clone(),
+            "call.direction" => match self.call.direction {
+                Direction::Outbound => "outbound".into(),
+                Direction::Inbound => "inbound".into(),
+            },
+            "time.now" => n.to_rfc3339(),
+            "time.date" => n.format("%Y-%m-%d").to_string(),
+            "time.time" => n.format("%H:%M:%S").to_string(),
+            "time.hour" => n.hour().to_string(),
+            "time.minute" => n.minute().to_string(),
+            "time.weekday" => n.weekday().number_from_monday().to_string(),
+            "time.timezone" => self.call.timezone.name().to_string(),
+            _ => return None,
+        })
+    }
+}
+
+/// What a brick decided: take an output, or stop.
+enum Step {
+    Take(String),
+    Stop(EndReason),
+}
+
+struct Run<'p, 'a> {
+    program: &'p Program<'a>,
+    call: &'p CallInfo,
+    start: DateTime<Utc>,
+    vars: BTreeMap<String, String>,
+    goals: Vec<String>,
+    history: CallHistory,
+    regexes: HashMap<String, Option<Regex>>,
+    visits: u64,
+}
+
+impl<'p, 'a> Run<'p, 'a> {
+    fn record(&mut self, port: &dyn CallPort, event: Event) {
+        let at_ms = (port.now() - self.start).num_milliseconds();
+        self.history.events.push(TraceEvent { at_ms, event });
+    }
+
+    fn render(&self, port: &dyn CallPort, text: &str) -> String {
+        if !text.contains("{{") {
+            return text.to_string();
+        }
+        let scope = Scope {
+            vars: &self.vars,
+            call: self.call,
+            now: port.now().with_timezone(&self.call.timezone),
+        };
+        template::render(text, &scope)
+    }
+
+    fn lookup(&self, port: &dyn CallPort, name: &str) -> Option<String> {
+        let scope = Scope {
+            vars: &self.vars,
+            call: self.call,
+            now: port.now().with_timezone(&self.call.timezone),
+        };
+        scope.lookup(name)
+    }
+
+    fn set_var(&mut self, port: &dyn CallPort, name: &str, value: String) {
+        let old = self.vars.insert(name.to_string(), value.clone());
+        if old.as_deref() != Some(value.as_str()) {
+            self.record(
+                port,
+                Event::VariableChanged {
+                    name: name.to_string(),
+                    old,
+                    new: value,
+                },
+            );
+        }
+    }
+
+    async fn walk(&mut self, port: &mut dyn CallPort) -> (EndReason, usize) {
+        let Some(mut brick) = self.program.entry(self.call.direction) else {
+            port.hangup("").await;
+            return (EndReason::NoStart, 0);
+        };
+        let mut steps = 0;
+        loop {
+            if steps >= self.program.max_steps {
+                port.hangup("").await;
+                return (EndReason::StepBudget { steps }, steps);
+            }
+            steps += 1;
+            self.visits += 1;
+            self.record(
+                &*port,
+                Event::BrickEntered {
+                    brick_id: brick.id.to_string(),
+                    kind: brick.kind.as_str().to_string(),
+                },
+            );
+            let out = match self.enter(brick, port).await {
+                Step::Stop(reason) => return (reason, steps),
+                Step::Take(out) => out,
+            };
+            // The specific output, else the catch-all `next`.
+            let chosen = brick.next_of(&out).map(|o| (out.clone(), o)).or_else(|| {
+                (out != output::NEXT)
+                    .then(|| {
+                        brick
+                            .next_of(output::NEXT)
+                            .map(|o| (output::NEXT.to_string(), o))
+                    })
+                    .flatten()
+            });
+            let target = chosen
+                .as_ref()
+                .and_then(|(_, o)| self.program.by_id.get(o.next.str()).copied());
+            let taken = chosen.as_ref().map(|(t, _)| t.clone()).unwrap_or(out);
+            self.record(
+                &*port,
+                Event::OutputTaken {
+                    brick_id: brick.id.to_string(),
+                    output: taken.clone(),
+                    next: target.map(|t| t.id.to_string()),
+                },
+            );
+            match target {
+                Some(t) => brick = t,
+                None => {
+                    port.hangup("").await;
+                    return (
+                        EndReason::Unconnected {
+                            brick_id: brick.id.to_string(),
+                            output: taken,
+                        },
+                        steps,
+                    );
+                }
+            }
+        }
+    }
+
+    async fn enter(&mut self, b: BrickRef<'a>, port: &mut dyn CallPort) -> Step {
+        let next = || Step::Take(output::NEXT.to_string());
+        let Some(props) = b.props else { return next() };
+        match props {
+            BrickProps::StartTree(_) | BrickProps::InboundCall(_) | BrickProps::StartCall(_) => {
+                next()
+            }
+            BrickProps::End(_) => {
+                port.hangup("").await;
+                Step::Stop(EndReason::End {
+                    brick_id: b.id.to_string(),
+                })
+            }
+            BrickProps::EndCall(p) => {
+                let signal = self.render(&*port, p.signal.str());
+                port.hangup(&signal).await;
+                Step::Stop(EndReason::EndCall {
+                    brick_id: b.id.to_string(),
+                    signal,
+                })
+            }
+            BrickProps::OutboundCall(p) => {
+                if !p.is_voicemail.flag() {
+                    return next();
+                }
+                let verdict = port.answering_machine().await;
+                self.record(
+                    &*port,
+                    Event::AnsweringMachine {
+                        brick_id: b.id.to_string(),
+                        verdict,
+                    },
+                );
+                Step::Take(
+                    match verdict {
+                        AmdVerdict::Machine => output::VOICEMAIL,
+                        AmdVerdict::Human | AmdVerdict::Unknown => output::HUMAN,
+                    }
+                    .to_string(),
+                )
+            }
+            BrickProps::Goal(p) => {
+                let goal = self.render(&*port, p.goal.str());
+                self.goals.push(goal.clone());
+                self.record(
+                    &*port,
+                    Event::GoalReached {
+                        brick_id: b.id.to_string(),
+                        goal,
+                    },
+                );
+                next()
+            }
+            BrickProps::Assignment(p) => {
+                for v in p.variables.items() {
+                    if let Some(name) = template::unwrap_target(v.name.str()) {
+                        let value = self.render(&*port, v.value.str());
+                        self.set_var(&*port, name, value);
+                    }
+                }
+                next()
+            }
+            BrickProps::Increment(p) => {
+                for v in p.variables.items() {
+                    if let Some(name) = template::unwrap_target(v.variable.str()) {
+                        let cur = self.lookup(&*port, name).unwrap_or_default();
+                        self.set_var(&*port, name, increment(&cur));
+                    }
+                }
+                next()
+            }
+            BrickProps::ConditionGroup(p) => Step::Take(self.condition_group(p, &*port)),
+            BrickProps::DataMapping(p) => {
+                let input = self.render(&*port, p.input.str());
+                let doc: Option<Value> = serde_json::from_str(&input).ok();
+                for m in p.variables.items() {
+                    let Some(name) = template::unwrap_target(m.name.str()) else {
+                        continue;
+                    };
+                    let found = doc
+                        .as_ref()
+                        .and_then(|d| webhook::json_path_first(m.path.str(), d));
+                    let value = found.unwrap_or_else(|| m.set_if_not_found.str().to_string());
+                    self.set_var(&*port, name, value);
+                }
+                next()
+            }
+            BrickProps::Audio(p) => {
+                let base = p.tts_general.get();
+                let audios = p.audios.items();
+                let chosen: Vec<&AudioEntry> =
+                    if p.play_mode.str() == "random" && !audios.is_empty() {
+                        let i = (fnv(&[
+                            self.call.communication_id.as_bytes(),
+                            b.id.as_bytes(),
+                            &self.visits.to_le_bytes(),
+                        ]) % audios.len() as u64) as usize;
+                        vec![&audios[i]]
+                    } else {
+                        audios.iter().collect()
+                    };
+                for a in chosen {
+                    let prompt = match a.mode.str() {
+                        "file" => PromptSpec::File {
+                            url: self.render(
+                                &*port,
+                                a.file_properties.get().map(|f| f.url.str()).unwrap_or(""),
+                            ),
+                        },
+                        _ => PromptSpec::Tts {
+                            text: self.render(
+                                &*port,
+                                a.tts_properties.get().map(|t| t.text.str()).unwrap_or(""),
+                            ),
+                            voice: self.voice(base),
+                        },
+                    };
+                    if self.play(b, port, prompt, false).await == PlayOutcome::HungUp {
+                        return Step::Stop(EndReason::HungUp);
+                    }
+                }
+                next()
+            }
+            BrickProps::AudioFile(p) => {
+                let prompt = PromptSpec::File {
+                    url: self.render(&*port, p.url.str()),
+                };
+                if self.play(b, port, prompt, false).await == PlayOutcome::HungUp {
+                    return Step::Stop(EndReason::HungUp);
+                }
+                next()
+            }
+            BrickProps::AudioTts(p) => {
+                let own = TtsSettings {
+                    language: p.language.clone(),
+                    voice: p.voice.clone(),
+                    engine: p.engine.clone(),
+                    model: p.model.clone(),
+                    ..TtsSettings::default()
+                };
+                let prompt = PromptSpec::Tts {
+                    text: self.render(&*port, p.text.str()),
+                    voice: self.voice(Some(&own)),
+                };
+                if self.play(b, port, prompt, false).await == PlayOutcome::HungUp {
+                    return Step::Stop(EndReason::HungUp);
+                }
+                next()
+            }
+            BrickProps::Sms(p) => {
+                let to = match self.render(&*port, p.to.str()).trim() {
+                    "" => self.call.recipient.clone(),
+                    t => t.to_string(),
+                };
+                let text = self.render(&*port, p.text.str());
+                let outcome = port.send_sms(&to, &text).await;
+                let out = match outcome {
+                    SmsOutcome::Sent => output::SUCCESS,
+                    SmsOutcome::Failed(_) => output::FAILURE,
+                };
+                self.record(
+                    &*port,
+                    Event::SmsSent {
+                        brick_id: b.id.to_string(),
+                        to,
+                        text,
+                        outcome,
+                    },
+                );
+                Step::Take(out.to_string())
+            }
+            BrickProps::CallTransfer(p) => {
+                let voice_base = p.tts_properties.get();
+                let spec = TransferSpec {
+                    mode: if p.transfer_mode.str() == "bridged" {
+                        TransferMode::Bridged
+                    } else {
+                        TransferMode::Blind
+                    },
+                    from: self.render(&*port, p.from.str()),
+                    number: self.render(&*port, p.number.str()),
+                    timeout_secs: p
+                        .timeout
+                        .f64()
+                        .filter(|t| *t > 0.0)
+                        .unwrap_or(DEFAULT_TRANSFER_TIMEOUT_SECS),
+                    sip_headers: p
+                        .sip_header
+                        .get()
+                        .map(|h| h.sip_headers.items())
+                        .unwrap_or(&[])
+                        .iter()
+                        .filter(|nv| !nv.name.str().trim().is_empty())
+                        .map(|nv| {
+                            (
+                                nv.name.str().trim().to_string(),
+                                self.render(&*port, nv.value.str()),
+                            )
+                        })
+                        .collect(),
+                    message_to_manager: self.prompt_audio(
+                        &*port,
+                        p.message_to_manager.get(),
+                        voice_base,
+                    ),
+                    message_to_client: self.prompt_audio(
+                        &*port,
+                        p.message_to_client.get(),
+                        voice_base,
+                    ),
+                };
+                let outcome = port.transfer(&spec).await;
+                let out = match outcome {
+                    TransferOutcome::Success => output::SUCCESS,
+                    TransferOutcome::Failure(_) => output::FAILURE,
+                    TransferOutcome::Timeout => output::TIMEOUT,
+                };
+                self.record(
+                    &*port,
+                    Event::Transferred {
+                        brick_id: b.id.to_string(),
+                        spec,
+                        outcome,
+                    },
+                );
+                Step::Take(out.to_string())
+            }
+            BrickProps::Webhook(p) => {
+                let metadata = CallMetadata {
+                    communication_id: self.call.communication_id.clone(),
+                    recipient: self.call.recipient.clone(),
+                    from: self.call.from.clone(),
+                };
+                let compiled = {
+                    let scope = Scope {
+                        vars: &self.vars,
+                        call: self.call,
+                        now: port.now().with_timezone(&self.call.timezone),
+                    };
+                    webhook::compile(p, &scope, Some(&metadata))
+                };
+                let mapping = p
+                    .response_mapping
+                    .get()
+                    .map(|m| m.variables.items())
+                    .unwrap_or(&[]);
+                let outcome = match compiled {
+                    Ok(req) => port.webhook(&req, mapping).await,
+                    Err(error) => WebhookOutcome::finish(String::new(), None, Err(error), mapping),
+                };
+                for (k, v) in &outcome.variables {
+                    self.set_var(&*port, k, v.clone());
+                }
+                if let Some(r) = &outcome.response {
+                    self.set_var(
+                        &*port,
+                        "webhook.status_code",
+                        r.http_status_code.to_string(),
+                    );
+                    self.set_var(&*port, "webhook.body", r.body.clone());
+                }
+                let out = match outcome.status {
+                    WebhookStatus::Processed => output::PROCESSED,
+                    WebhookStatus::Fail => output::FAIL,
+                };
+                self.record(
+                    &*port,
+                    Event::WebhookCalled {
+                        brick_id: b.id.to_string(),
+                        outcome,
+                    },
+                );
+                Step::Take(out.to_string())
+            }
+            BrickProps::Question(p) => self.question(b, p, port).await,
+        }
+    }
+
+    /// Brick TTS settings over the scenario-level `start_call.tts_general`, field by field.
+    fn voice(&self, brick: Option<&TtsSettings>) -> TtsVoice {
+        let base = self.program.defaults.and_then(|d| d.tts_general.get());
+        let pick = |f: fn(&TtsSettings) -> &Opt<String>| -> String {
+            let own = brick.map(|t| f(t).str()).unwrap_or("");
+            if own.is_empty() {
+                base.map(|t| f(t).str()).unwrap_or("").to_string()
+            } else {
+                own.to_string()
+            }
+        };
+        TtsVoice {
+            engine: pick(|t| &t.engine),
+            voice: pick(|t| &t.voice),
+            language: pick(|t| &t.language),
+            model: pick(|t| &t.model),
+            speed: brick
+                .and_then(|t| t.speed.f64())
+                .or_else(|| base.and_then(|t| t.speed.f64()))
+                .filter(|s| *s > 0.0),
+        }
+    }
+
+    fn prompt_audio(
+        &self,
+        port: &dyn CallPort,
+        p: Option<&PromptAudio>,
+        voice: Option<&TtsSettings>,
+    ) -> Option<PromptSpec> {
+        let p = p?;
+        let text = p.tts.get().map(|t| t.text.str()).unwrap_or("");
+        let url = p.file.get().map(|f| f.url.str()).unwrap_or("");
+        match p.mode.str() {
+            "file" if !url.is_empty() => Some(PromptSpec::File {
+                url: self.render(port, url),
+            }),
+            "tts" | "" if !text.is_empty() => Some(PromptSpec::Tts {
+                text: self.render(port, text),
+                voice: self.voice(voice),
+            }),
+            _ => None,
+        }
+    }
+
+    async fn play(
+        &mut self,
+        b: BrickRef<'a>,
+        port: &mut dyn CallPort,
+        prompt: PromptSpec,
+        interruptible: bool,
+    ) -> PlayOutcome {
+        let outcome = port.play(&prompt, interruptible).await;
+        self.record(
+            &*port,
+            Event::PromptPlayed {
+                brick_id: b.id.to_string(),
+                prompt,
+                interruptible,
+                outcome: outcome.clone(),
+            },
+        );
+        outcome
+    }
+
+    fn condition_group(&mut self, p: &ConditionGroupProps, port: &dyn CallPort) -> String {
+        for c in p
+            .condition
+            .get()
+            .map(|c| c.conditions.items())
+            .unwrap_or(&[])
+        {
+            let combine = Combine::parse(c.condition_operator.str()).unwrap_or(Combine::And);
+            let mut result = matches!(combine, Combine::And);
+            for el in c.elements.items() {
+                let left = template::unwrap_target(el.variable.str())
+                    .and_then(|n| self.lookup(port, n))
+                    .unwrap_or_default();
+                let right = self.render(port, el.value.str());
+                let hit = match ElementOp::parse(el.element_operator.str()) {
+                    Some(ElementOp::Regex) => {
+                        let re = self
+                            .regexes
+                            .entry(right.clone())
+                            .or_insert_with(|| Regex::new(&right).ok());
+                        re.as_ref().is_some_and(|r| r.is_match(&left))
+                    }
+                    Some(op) => condition::evaluate(op, &left, &right),
+                    None => false,
+                };
+                match combine {
+                    Combine::And if !hit => {
+                        result = false;
+                        break;
+                    }
+                    Combine::Or if hit => {
+                        result = true;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            if c.elements.items().is_empty() {
+                result = false;
+            }
+            if result {
+                return c.condition_id.str().to_string();
+            }
+        }
+        output::ELSE.to_string()
+    }
+
+    async fn question(
+        &mut self,
+        b: BrickRef<'a>,
+        p: &'a QuestionProps,
+        port: &mut dyn CallPort,
+    ) -> Step {
+        let answers = p.answer.get().map(|a| a.answers.items()).unwrap_or(&[]);
+        let voice = p.tts_properties.get();
+        let statement = p
+            .statement
+            .get()
+            .and_then(|s| self.prompt_audio(&*port, s.audio.get(), voice));
+        let interruptible = p.statement.get().is_some_and(|s| s.is_interruptible.flag());
+        let spec = self.listen_spec(p, answers);
+        let invalid = p
+            .fallback_invalid
+            .get()
+            .map(|f| f.fallbacks.items())
+            .unwrap_or(&[]);
+        let empty = p
+            .fallback_empty
+            .get()
+            .map(|f| f.fallbacks.items())
+            .unwrap_or(&[]);
+        let (mut n_invalid, mut n_empty) = (0usize, 0usize);
+        let mut pre: Option<(PromptSpec, bool)> = None;
+        let mut say_statement = true;
+        loop {
+            if let Some((prompt, intr)) = pre.take()
+                && self.play(b, port, prompt, intr).await == PlayOutcome::HungUp
+            {
+                return Step::Stop(EndReason::HungUp);
+            }
+            if say_statement
+                && let Some(s) = &statement
+                && self.play(b, port, s.clone(), interruptible).await == PlayOutcome::HungUp
+            {
+                return Step::Stop(EndReason::HungUp);
+            }
+            let heard = port.listen(&spec).await;
+            self.record(
+                &*port,
+                Event::InputHeard {
+                    brick_id: b.id.to_string(),
+                    heard: heard.clone(),
+                },
+            );
+            let matched = match &heard {
+                Heard::HungUp => return Step::Stop(EndReason::HungUp),
+                Heard::NoInput => {
+                    let Some(f) = empty.get(n_empty) else {
+                        return Step::Take(output::EMPTY.to_string());
+                    };
+                    self.record(
+                        &*port,
+                        Event::Fallback {
+                            brick_id: b.id.to_string(),
+                            kind: "empty".into(),
+                            index: n_empty,
+                        },
+                    );
+                    n_empty += 1;
+                    pre = self
+                        .prompt_audio(&*port, f.audio.get(), voice)
+                        .map(|s| (s, f.is_interruptible.flag()));
+                    say_statement = f.is_repeat_statement.flag();
+                    continue;
+                }
+                Heard::Dtmf { digits } => {
+                    let d = digits.trim();
+                    answers.iter().find(|a| {
+                        a.dtmf_input
+                            .get()
+                            .is_some_and(|i| !i.value.str().is_empty() && i.value.str().trim() == d)
+                    })
+                }
+                Heard::Speech { transcript, .. } => {
+                    self.match_speech(b, p, answers, transcript, port).await
+                }
+            };
+            match matched {
+                Some(a) => {
+                    if let Heard::Speech { transcript, .. } = &heard {
+                        self.extract_entities(a, transcript, &*port);
+                    }
+                    let id = a.answer_id.str().to_string();
+                    self.record(
+                        &*port,
+                        Event::AnswerMatched {
+                            brick_id: b.id.to_string(),
+                            answer_id: id.clone(),
+                        },
+                    );
+                    return Step::Take(id);
+                }
+                None => {
+                    let Some(f) = invalid.get(n_invalid) else {
+                        return Step::Take(output::INVALID.to_string());
+                    };
+                    self.record(
+                        &*port,
+                        Event::Fallback {
+                            brick_id: b.id.to_string(),
+                            kind: "invalid".into(),
+                            index: n_invalid,
+                        },
+                    );
+                    n_invalid += 1;
+                    pre = self
+                        .prompt_audio(&*port, f.audio.get(), voice)
+                        .map(|s| (s, f.is_interruptible.flag()));
+                    say_statement = f.is_repeat_statement.flag();
+                }
+            }
+        }
+    }
+
+    fn listen_spec(&self, p: &QuestionProps, answers: &[Answer]) -> ListenSpec {
+        let wants_dtmf = answers.iter().any(|a| {
+            a.dtmf_input
+                .get()
+                .is_some_and(|d| !d.value.str().is_empty())
+        });
+        let (speech_on, dtmf_on) = match p.input_mode.str() {
+            "speech" => (true, false),
+            "dtmf" => (false, true),
+            "speech_and_dtmf" => (true, true),
+            _ => (true, wants_dtmf || p.dtmf_properties.get().is_some()),
+        };
+        let stt = p.stt_properties.get();
+        let general = self.program.defaults.and_then(|d| d.stt_general.get());
+        let pick = |own: Option<&str>, base: Option<&str>| -> String {
+            match own.filter(|s| !s.is_empty()) {
+                Some(s) => s.to_string(),
+                None => base.unwrap_or("").to_string(),
+            }
+        };
+        let speech = speech_on.then(|| SpeechSpec {
+            engine: pick(stt.map(|s| s.engine.str()), general.map(|g| g.engine.str())),
+            language: pick(
+                stt.map(|s| s.language.str()),
+                general.map(|g| g.language.str()),
+            ),
+            model: pick(stt.map(|s| s.model.str()), general.map(|g| g.model.str())),
+            primary_language: pick(
+                stt.map(|s| s.primary_language.str()),
+                general.map(|g| g.primary_language.str()),
+            ),
+            fallback_languages: stt
+                .map(|s| s.fallback_languages.items())
+                .filter(|l| !l.is_empty())
+                .or_else(|| general.map(|g| g.fallback_languages.items()))
+                .unwrap_or(&[])
+                .to_vec(),
+            recognition_mode: stt
+                .map(|s| s.recognition_mode.str().to_string())
+                .unwrap_or_default(),
+            speech_timeout_secs: stt
+                .and_then(|s| s.speech_timeout.f64())
+                .filter(|t| *t > 0.0),
+            tokens: stt
+                .and_then(|s| s.tokens.get())
+                .map(phrases)
+                .unwrap_or_default(),
+            enable_voice_activity_detection: stt
+                .is_some_and(|s| s.enable_voice_activity_detection.flag()),
+            recognition_shift_ms: stt
+                .and_then(|s| s.recognition_shift.get())
+                .and_then(|s| s.duration.f64()),
+            interruption_shift_ms: stt
+                .and_then(|s| s.interruption_shift.get())
+                .and_then(|s| s.duration.f64()),
+        });
+        let d = p.dtmf_properties.get();
+        let dtmf = dtmf_on.then(|| DtmfSpec {
+            inter_digit_timeout_secs: d.and_then(|d| d.dtmf_timeout.f64()).filter(|t| *t > 0.0),
+            min_symbols: d.and_then(|d| d.min_symbols.f64()).unwrap_or(0.0).max(0.0) as u32,
+            max_symbols: d.and_then(|d| d.max_symbols.f64()).unwrap_or(0.0).max(0.0) as u32,
+            finish_on_key: d.and_then(|d| d.finish_on_key.str().chars().next()),
+        });
+        let no_input = stt
+            .and_then(|s| s.no_input_timeout.f64())
+            .filter(|t| *t > 0.0)
+            .or_else(|| {
+                d.and_then(|d| d.no_input_timeout.f64())
+                    .filter(|t| *t > 0.0)
+            })
+            .unwrap_or(DEFAULT_NO_INPUT_SECS);
+        ListenSpec {
+            speech,
+            dtmf,
+            no_input_timeout_secs: no_input,
+        }
+    }
+
+    async fn match_speech(
+        &mut self,
+        b: BrickRef<'a>,
+        p: &'a QuestionProps,
+        answers: &'a [Answer],
+        transcript: &str,
+        port: &mut dyn CallPort,
+    ) -> Option<&'a Answer> {
+        let ip = p
+            .stt_properties
+            .get()
+            .and_then(|s| s.intent_properties.get());
+        // 1. Classifier intents.
+        if let Some(c) = ip
+            .and_then(|i| i.classifier.get())
+            .filter(|c| !c.id.str().trim().is_empty())
+        {
+            let version = c.version.f64().unwrap_or(0.0) as i64;
+            match port.classify(c.id.str().trim(), version, transcript).await {
+                Ok(intents) => {
+                    let threshold = ip
+                        .and_then(|i| i.threshold.f64())
+                        .unwrap_or(DEFAULT_INTENT_THRESHOLD);
+                    let best = intents
+                        .iter()
+                        .filter(|s| s.confidence >= threshold)
+                        .max_by(|a, b| a.confidence.total_cmp(&b.confidence))
+                        .map(|s| s.intent.clone());
+                    self.record(
+                        &*port,
+                        Event::IntentsClassified {
+                            brick_id: b.id.to_string(),
+                            intents,
+                        },
+                    );
+                    if let Some(intent) = best
+                        && let Some(a) = answers.iter().find(|a| {
+                            a.speech_input
+                                .get()
+                                .and_then(|s| s.intent.get())
+                                .is_some_and(|i| i.id.str() == intent)
+                        })
+                    {
+                        return Some(a);
+                    }
+                }
+                Err(error) => self.record(
+                    &*port,
+                    Event::PortError {
+                        brick_id: b.id.to_string(),
+                        operation: "classify".into(),
+                        error,
+                    },
+                ),
+            }
+        }
+        // 2. Language model picks an answer id.
+        if let Some(l) = ip
+            .and_then(|i| i.llm_properties.get())
+            .filter(|l| !l.model.str().is_empty() || !l.messages.items().is_empty())
+        {
+            let mut messages: Vec<(String, String)> = l
+                .messages
+                .items()
+                .iter()
+                .map(|m| {
+                    (
+                        m.role.str().to_string(),
+                        self.render(&*port, m.content.str()),
+                    )
+                })
+                .collect();
+            let choices: Vec<String> = answers
+                .iter()
+                .map(|a| format!("{}: {}", a.answer_id.str(), a.description.str()))
+                .collect();
+            messages.push((
+                "system".into(),
+                format!(
+                    "Reply with exactly one answer id from this list, or none:\n{}",
+                    choices.join("\n")
+                ),
+            ));
+            messages.push(("user".into(), transcript.to_string()));
+            let req = LlmRequest {
+                engine: l.engine.str().to_string(),
+                model: l.model.str().to_string(),
+                provider: l.provider.str().to_string(),
+                temperature: l.temperature.f64(),
+                gdpr_required: l.gdpr_required.flag(),
+                messages,
+            };
+            match port.llm(&req).await {
+                Ok(reply) => {
+                    let r = reply
+                        .trim()
+                        .trim_matches(|c: char| c == '"' || c == '.' || c == '\'')
+                        .to_string();
+                    self.record(
+                        &*port,
+                        Event::LlmReplied {
+                            brick_id: b.id.to_string(),
+                            reply: reply.clone(),
+                        },
+                    );
+                    if let Some(a) = answers
+                        .iter()
+                        .find(|a| !a.answer_id.str().is_empty() && a.answer_id.str() == r)
+                    {
+                        return Some(a);
+                    }
+                }
+                Err(error) => self.record(
+                    &*port,
+                    Event::PortError {
+                        brick_id: b.id.to_string(),
+                        operation: "llm".into(),
+                        error,
+                    },
+                ),
+            }
+        }
+        // 3. Tokens, then 4. entity-only answers.
+        let norm = normalize(transcript);
+        for a in answers {
+            let Some(si) = a.speech_input.get() else {
+                continue;
+            };
+            let tokens = si.tokens.get().map(phrases).unwrap_or_default();
+            let exact = si.mode.str() == "exact";
+            if tokens.iter().any(|t| {
+                let t = normalize(t);
+                !t.is_empty()
+                    && if exact {
+                        norm == t
+                    } else {
+                        format!(" {norm} ").contains(&format!(" {t} "))
+                    }
+            }) {
+                return Some(a);
+            }
+        }
+        answers.iter().find(|a| {
+            a.speech_input.get().is_some_and(|si| {
+                let ents = si.entity.get().map(|e| e.entities.items()).unwrap_or(&[]);
+                si.tokens.get().map(phrases).unwrap_or_default().is_empty()
+                    && si.intent.get().is_none_or(|i| i.id.str().is_empty())
+                    && !ents.is_empty()
+                    && ents
+                        .iter()
+                        .all(|e| extract(e.kind.str(), transcript).is_some())
+            })
+        })
+    }
+
+    fn extract_entities(&mut self, a: &Answer, transcript: &str, port: &dyn CallPort) {
+        let Some(si) = a.speech_input.get() else {
+            return;
+        };
+        for e in si.entity.get().map(|e| e.entities.items()).unwrap_or(&[]) {
+            let Some(name) = e
+                .variable
+                .get()
+                .and_then(|v| template::unwrap_target(v.name.str()))
+            else {
+                continue;
+            };
+            if let Some(v) = extract(e.kind.str(), transcript) {
+                self.set_var(port, name, v);
+            }
+        }
+    }
+}
+
+/// Adds one to a variable: integers stay integers, decimals stay decimals, anything else
+/// (empty, text) counts as 0 and becomes "1".
+pub fn increment(cur: &str) -> String {
+    let t = cur.trim();
+    if let Ok(i) = t.parse::<i64>() {
+        return i.saturating_add(1).to_string();
+    }
+    match t.parse::<f64>() {
+        Ok(f) if f.is_finite() => (f + 1.0).to_string(),
+        _ => "1".to_string(),
+    }
+}
+
+/// Lower-cases and replaces everything but letters and digits with single spaces.
+pub fn normalize(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for w in s
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.extend(w.chars().flat_map(char::to_lowercase));
+    }
+    out
+}
+
+/// Phrases from a `tokens` value: an array of strings, or one string split on commas.
+pub fn phrases(v: &Value) -> Vec<String> {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|i| i.as_str())
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        Value::String(s) => s
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+static NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"-?\d+(?:[.,]\d+)?").expect("static regex"));
+static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}").expect("static regex")
+});
+const NUMBER_WORDS: &[&str] = &[
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+];
+
+/// Extracts an entity from a transcript: `number` (first number, digits or an English word
+/// zero..ten), `digits` (every digit, concatenated), `text` (the whole transcript), `email`.
+pub fn extract(kind: &str, transcript: &str) -> Option<String> {
+    match kind {
+        "number" => NUMBER
+            .find(transcript)
+            .map(|m| m.as_str().replace(',', "."))
+            .or_else(|| {
+                normalize(transcript)
+                    .split(' ')
+                    .find_map(|w| NUMBER_WORDS.iter().position(|n| *n == w))
+                    .map(|i| i.to_string())
+            }),
+        "digits" => {
+            let d: String = transcript.chars().filter(char::is_ascii_digit).collect();
+            (!d.is_empty()).then_some(d)
+        }
+        "text" => (!transcript.trim().is_empty()).then(|| transcript.trim().to_string()),
+        "email" => EMAIL.find(transcript).map(|m| m.as_str().to_string()),
+        _ => None,
+    }
+}
+
+/// FNV-1a over byte slices: a stable per-call choice for `play_mode: random`.
+fn fnv(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for p in parts {
+        for b in *p {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    }
+    h
+}

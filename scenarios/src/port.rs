@@ -1,0 +1,209 @@
+//! The call port: everything the interpreter needs from a live call, as one small async trait.
+//!
+//! The interpreter is the scenario logic; the port is the call's I/O (the engine implements it
+//! over SIP + media, tests use [`crate::testing::ScriptedCall`]). Every method reports what
+//! happened as a value: a hang-up is an outcome, never an error.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::model::MappingEntry;
+use crate::webhook::{CompiledRequest, WebhookOutcome};
+
+/// Speech-synthesis settings after merging brick over scenario-level `tts_general`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TtsVoice {
+    pub engine: String,
+    pub voice: String,
+    pub language: String,
+    pub model: String,
+    /// Speaking rate; `None` means the engine default.
+    pub speed: Option<f64>,
+}
+
+/// One prompt to play.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum PromptSpec {
+    /// Synthesised text (placeholders already rendered).
+    Tts { text: String, voice: TtsVoice },
+    /// A stored audio file (`aud_` id, location or storage url).
+    File { url: String },
+}
+
+/// How a prompt ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", content = "detail", rename_all = "snake_case")]
+pub enum PlayOutcome {
+    /// Played to the end.
+    Completed,
+    /// The caller spoke or pressed a key while an interruptible prompt played; the port keeps
+    /// what it heard for the next `listen`.
+    Interrupted,
+    /// The remote side hung up.
+    HungUp,
+    /// The prompt could not be played (synthesis or file error); the scenario goes on.
+    Failed(String),
+}
+
+/// Speech recognition settings after merging `stt_properties` over `stt_general`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpeechSpec {
+    pub engine: String,
+    pub language: String,
+    pub model: String,
+    pub primary_language: String,
+    pub fallback_languages: Vec<String>,
+    pub recognition_mode: String,
+    /// Seconds of silence that end an utterance; `None` = engine default.
+    pub speech_timeout_secs: Option<f64>,
+    /// Dictionary phrases to bias recognition.
+    pub tokens: Vec<String>,
+    pub enable_voice_activity_detection: bool,
+    /// Milliseconds to shift the start of recognition (positive = later).
+    pub recognition_shift_ms: Option<f64>,
+    /// Milliseconds to shift barge-in detection.
+    pub interruption_shift_ms: Option<f64>,
+}
+
+/// DTMF collection settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DtmfSpec {
+    /// Seconds allowed between digits; `None` = port default.
+    pub inter_digit_timeout_secs: Option<f64>,
+    pub min_symbols: u32,
+    /// 0 = no maximum.
+    pub max_symbols: u32,
+    /// Key that ends entry early (not included in the digits).
+    pub finish_on_key: Option<char>,
+}
+
+/// What to listen for. At least one of `speech` and `dtmf` is set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ListenSpec {
+    pub speech: Option<SpeechSpec>,
+    pub dtmf: Option<DtmfSpec>,
+    /// Seconds to wait for any input before reporting `NoInput`.
+    pub no_input_timeout_secs: f64,
+}
+
+/// What `listen` heard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "input", rename_all = "snake_case")]
+pub enum Heard {
+    /// A final transcript.
+    Speech {
+        transcript: String,
+        confidence: Option<f64>,
+    },
+    /// DTMF digits (without the finish key).
+    Dtmf { digits: String },
+    /// Nothing within the no-input timeout.
+    NoInput,
+    /// The remote side hung up.
+    HungUp,
+}
+
+/// One intent and its confidence (0..1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntentScore {
+    pub intent: String,
+    pub confidence: f64,
+}
+
+/// A chat request to a language model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LlmRequest {
+    pub engine: String,
+    pub model: String,
+    pub provider: String,
+    pub temperature: Option<f64>,
+    pub gdpr_required: bool,
+    /// (role, content) pairs, placeholders rendered.
+    pub messages: Vec<(String, String)>,
+}
+
+/// Result of sending an SMS.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", content = "detail", rename_all = "snake_case")]
+pub enum SmsOutcome {
+    Sent,
+    Failed(String),
+}
+
+/// Transfer mode: `blind` hands the call over; `bridged` dials the target and bridges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferMode {
+    Blind,
+    Bridged,
+}
+
+/// A call transfer to perform.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransferSpec {
+    pub mode: TransferMode,
+    /// Caller id to present ("" = the call's own from-number).
+    pub from: String,
+    pub number: String,
+    /// Seconds to wait for the target to answer.
+    pub timeout_secs: f64,
+    pub sip_headers: Vec<(String, String)>,
+    /// Played to the target before bridging (bridged mode).
+    pub message_to_manager: Option<PromptSpec>,
+    /// Played to the caller before the transfer.
+    pub message_to_client: Option<PromptSpec>,
+}
+
+/// Result of a transfer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", content = "detail", rename_all = "snake_case")]
+pub enum TransferOutcome {
+    Success,
+    Failure(String),
+    Timeout,
+}
+
+/// Answering-machine detection verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AmdVerdict {
+    Human,
+    Machine,
+    Unknown,
+}
+
+/// The call's I/O, as the interpreter sees it.
+#[async_trait]
+pub trait CallPort: Send {
+    /// Plays one prompt; `interruptible` allows barge-in by speech or DTMF.
+    async fn play(&mut self, prompt: &PromptSpec, interruptible: bool) -> PlayOutcome;
+    /// Waits for speech and/or DTMF.
+    async fn listen(&mut self, spec: &ListenSpec) -> Heard;
+    /// Classifies `text` with classifier `id` at `version` (0 = unversioned surface).
+    async fn classify(
+        &mut self,
+        id: &str,
+        version: i64,
+        text: &str,
+    ) -> Result<Vec<IntentScore>, String>;
+    /// One chat completion; returns the reply text.
+    async fn llm(&mut self, request: &LlmRequest) -> Result<String, String>;
+    /// Executes a compiled webhook and maps its response (see [`WebhookOutcome::finish`]).
+    async fn webhook(
+        &mut self,
+        request: &CompiledRequest,
+        mapping: &[MappingEntry],
+    ) -> WebhookOutcome;
+    /// Sends an SMS through the agent's provider.
+    async fn send_sms(&mut self, to: &str, text: &str) -> SmsOutcome;
+    /// Transfers the call.
+    async fn transfer(&mut self, spec: &TransferSpec) -> TransferOutcome;
+    /// Answering-machine verdict for the answered outbound call.
+    async fn answering_machine(&mut self) -> AmdVerdict;
+    /// Ends the call with a signal (`end_call.signal`, "" for a plain hang-up).
+    async fn hangup(&mut self, signal: &str);
+    /// The current time (the interpreter's clock: timestamps and `time.*` variables).
+    fn now(&self) -> DateTime<Utc>;
+}

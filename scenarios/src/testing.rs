@@ -1,0 +1,244 @@
+//! `ScriptedCall`: a [`CallPort`] with scripted caller behaviour, for tests and benchmarks.
+//!
+//! It is a stand-in for the live call (the real one is SIP + media in the engine): each
+//! `listen` pops the next scripted input, each service call pops the next scripted result,
+//! and everything the interpreter asked for is recorded for assertions. Its clock is virtual:
+//! a prompt advances it by `ms_per_play`, a listen by `ms_per_listen`, so traces are
+//! deterministic. An exhausted script behaves like a caller who hung up.
+
+use std::collections::VecDeque;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, TimeZone, Utc};
+
+use crate::model::MappingEntry;
+use crate::port::*;
+use crate::webhook::{self, CompiledRequest, WebhookOutcome, WebhookResponse};
+
+/// A scripted call.
+#[derive(Debug, Clone)]
+pub struct ScriptedCall {
+    /// The virtual clock.
+    pub clock: DateTime<Utc>,
+    pub ms_per_play: i64,
+    pub ms_per_listen: i64,
+    /// Inputs returned by `listen`, in order (empty → `HungUp`).
+    pub inputs: VecDeque<Heard>,
+    /// Classifier results, in order (empty → `Err`).
+    pub intents: VecDeque<Vec<IntentScore>>,
+    /// LLM replies, in order (empty → `Err`).
+    pub llm_replies: VecDeque<String>,
+    /// Webhook responses (`Err` = transport error), in order (empty → transport error).
+    pub webhook_responses: VecDeque<Result<WebhookResponse, String>>,
+    pub sms_outcomes: VecDeque<SmsOutcome>,
+    pub transfer_outcomes: VecDeque<TransferOutcome>,
+    pub amd: AmdVerdict,
+    /// Hang up when asked to play prompt number `n` (0-based), if set.
+    pub hang_up_on_play: Option<usize>,
+    /// Report an interruptible prompt as `Interrupted`.
+    pub barge_in: bool,
+
+    // Recordings.
+    pub played: Vec<(PromptSpec, bool)>,
+    pub listens: Vec<ListenSpec>,
+    pub classified: Vec<(String, i64, String)>,
+    pub llm_requests: Vec<LlmRequest>,
+    pub webhooks: Vec<CompiledRequest>,
+    pub sms: Vec<(String, String)>,
+    pub transfers: Vec<TransferSpec>,
+    pub hangups: Vec<String>,
+}
+
+impl Default for ScriptedCall {
+    fn default() -> Self {
+        ScriptedCall::new()
+    }
+}
+
+impl ScriptedCall {
+    /// A call starting at 2026-01-01T09:00:00Z, 1 s per prompt, 2 s per listen.
+    pub fn new() -> ScriptedCall {
+        ScriptedCall {
+            clock: Utc
+                .with_ymd_and_hms(2026, 1, 1, 9, 0, 0)
+                .single()
+                .unwrap_or_default(),
+            ms_per_play: 1000,
+            ms_per_listen: 2000,
+            inputs: VecDeque::new(),
+            intents: VecDeque::new(),
+            llm_replies: VecDeque::new(),
+            webhook_responses: VecDeque::new(),
+            sms_outcomes: VecDeque::new(),
+            transfer_outcomes: VecDeque::new(),
+            amd: AmdVerdict::Human,
+            hang_up_on_play: None,
+            barge_in: false,
+            played: Vec::new(),
+            listens: Vec::new(),
+            classified: Vec::new(),
+            llm_requests: Vec::new(),
+            webhooks: Vec::new(),
+            sms: Vec::new(),
+            transfers: Vec::new(),
+            hangups: Vec::new(),
+        }
+    }
+    /// The caller says `text`.
+    pub fn say(mut self, text: &str) -> Self {
+        self.inputs.push_back(Heard::Speech {
+            transcript: text.to_string(),
+            confidence: Some(0.9),
+        });
+        self
+    }
+    /// The caller presses `digits`.
+    pub fn press(mut self, digits: &str) -> Self {
+        self.inputs.push_back(Heard::Dtmf {
+            digits: digits.to_string(),
+        });
+        self
+    }
+    /// The caller stays silent once.
+    pub fn silence(mut self) -> Self {
+        self.inputs.push_back(Heard::NoInput);
+        self
+    }
+    /// The next classification returns `scores`.
+    pub fn intents(mut self, scores: &[(&str, f64)]) -> Self {
+        self.intents.push_back(
+            scores
+                .iter()
+                .map(|(i, c)| IntentScore {
+                    intent: (*i).to_string(),
+                    confidence: *c,
+                })
+                .collect(),
+        );
+        self
+    }
+    /// The next LLM reply.
+    pub fn llm_reply(mut self, reply: &str) -> Self {
+        self.llm_replies.push_back(reply.to_string());
+        self
+    }
+    /// The next webhook receives this response.
+    pub fn webhook_response(mut self, status: i64, headers: &[(&str, &str)], body: &str) -> Self {
+        let mut resp = WebhookResponse {
+            http_status_code: status,
+            http_status_text: String::new(),
+            body: body.to_string(),
+            duration: 5,
+            ..WebhookResponse::default()
+        };
+        for (k, v) in headers {
+            resp.headers
+                .entry((*k).to_string())
+                .or_default()
+                .push((*v).to_string());
+        }
+        self.webhook_responses.push_back(Ok(resp));
+        self
+    }
+    /// The next webhook fails in transport.
+    pub fn webhook_error(mut self, error: &str) -> Self {
+        self.webhook_responses.push_back(Err(error.to_string()));
+        self
+    }
+    /// The next SMS has this outcome.
+    pub fn sms_outcome(mut self, o: SmsOutcome) -> Self {
+        self.sms_outcomes.push_back(o);
+        self
+    }
+    /// The next transfer has this outcome.
+    pub fn transfer_outcome(mut self, o: TransferOutcome) -> Self {
+        self.transfer_outcomes.push_back(o);
+        self
+    }
+    /// The answering-machine verdict.
+    pub fn amd(mut self, v: AmdVerdict) -> Self {
+        self.amd = v;
+        self
+    }
+    /// Texts of the TTS prompts played, in order (files as `file:<url>`).
+    pub fn played_texts(&self) -> Vec<String> {
+        self.played
+            .iter()
+            .map(|(p, _)| match p {
+                PromptSpec::Tts { text, .. } => text.clone(),
+                PromptSpec::File { url } => format!("file:{url}"),
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl CallPort for ScriptedCall {
+    async fn play(&mut self, prompt: &PromptSpec, interruptible: bool) -> PlayOutcome {
+        let n = self.played.len();
+        self.played.push((prompt.clone(), interruptible));
+        self.clock += Duration::milliseconds(self.ms_per_play);
+        if self.hang_up_on_play == Some(n) {
+            return PlayOutcome::HungUp;
+        }
+        if interruptible && self.barge_in {
+            PlayOutcome::Interrupted
+        } else {
+            PlayOutcome::Completed
+        }
+    }
+    async fn listen(&mut self, spec: &ListenSpec) -> Heard {
+        self.listens.push(spec.clone());
+        self.clock += Duration::milliseconds(self.ms_per_listen);
+        self.inputs.pop_front().unwrap_or(Heard::HungUp)
+    }
+    async fn classify(
+        &mut self,
+        id: &str,
+        version: i64,
+        text: &str,
+    ) -> Result<Vec<IntentScore>, String> {
+        self.classified
+            .push((id.to_string(), version, text.to_string()));
+        self.intents
+            .pop_front()
+            .ok_or_else(|| "no scripted classification".to_string())
+    }
+    async fn llm(&mut self, request: &LlmRequest) -> Result<String, String> {
+        self.llm_requests.push(request.clone());
+        self.llm_replies
+            .pop_front()
+            .ok_or_else(|| "no scripted llm reply".to_string())
+    }
+    async fn webhook(
+        &mut self,
+        request: &CompiledRequest,
+        mapping: &[MappingEntry],
+    ) -> WebhookOutcome {
+        self.webhooks.push(request.clone());
+        let received = self
+            .webhook_responses
+            .pop_front()
+            .unwrap_or_else(|| Err("connection refused".to_string()));
+        WebhookOutcome::finish(webhook::to_curl(request), None, received, mapping)
+    }
+    async fn send_sms(&mut self, to: &str, text: &str) -> SmsOutcome {
+        self.sms.push((to.to_string(), text.to_string()));
+        self.sms_outcomes.pop_front().unwrap_or(SmsOutcome::Sent)
+    }
+    async fn transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
+        self.transfers.push(spec.clone());
+        self.transfer_outcomes
+            .pop_front()
+            .unwrap_or(TransferOutcome::Success)
+    }
+    async fn answering_machine(&mut self) -> AmdVerdict {
+        self.amd
+    }
+    async fn hangup(&mut self, signal: &str) {
+        self.hangups.push(signal.to_string());
+    }
+    fn now(&self) -> DateTime<Utc> {
+        self.clock
+    }
+}
