@@ -1,1 +1,57 @@
-//! callsmith-media
+//! callsmith-media: moves call audio with telephony-grade timing. Knows
+//! nothing of SIP or scenarios.
+//!
+//! Layers, bottom up:
+//! - sans-IO cores: [`g711`], [`rtp`], [`rtcp`], [`dtmf`], [`jitter`], [`vad`], [`amd`];
+//! - audio sources: [`prompt`] (decode, resample, cache, growing sources), [`tts`];
+//! - the pacing workers ([`worker`], private) behind [`MediaEngine`] / [`MediaSession`];
+//! - speech recognition clients and the batch helper: [`stt`];
+//! - [`recording`].
+//!
+//! Typical use (one engine per process, one session per call):
+//! ```no_run
+//! # async fn f() -> Result<(), callsmith_media::MediaError> {
+//! use callsmith_media::{MediaConfig, MediaEngine, g711::Codec};
+//! let engine = MediaEngine::new(MediaConfig::default())?;
+//! let session = engine.open_session(None)?;
+//! session.set_remote("127.0.0.1:40000".parse().unwrap(), Codec::Pcmu, Some(101))?;
+//! let prompt = std::sync::Arc::new(callsmith_media::prompt::Prompt::from_pcm(vec![0; 8000]));
+//! let outcome = session.play(prompt, true)?.wait().await;
+//! # let _ = outcome; Ok(()) }
+//! ```
+
+pub mod amd;
+pub mod clock;
+pub mod dtmf;
+mod engine;
+pub mod g711;
+pub mod jitter;
+pub mod prompt;
+pub mod recording;
+pub mod rtcp;
+pub mod rtp;
+mod session;
+pub mod stt;
+pub mod tts;
+pub mod vad;
+mod worker;
+
+pub use engine::{MediaConfig, MediaEngine, PacingSnapshot};
+pub use session::{
+    AudioFrame, Bridge, MediaEvent, MediaSession, PlayEnd, PlayHandle, PlayOutcome, SessionStats,
+};
+
+/// Errors of the session facade.
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    #[error("no free RTP port pair in the configured range")]
+    NoPorts,
+    #[error("I/O: {0}")]
+    Io(String),
+    #[error("the media engine stopped")]
+    EngineStopped,
+    #[error("recording: {0}")]
+    Recording(String),
+}

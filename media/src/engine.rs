@@ -1,0 +1,234 @@
+//! `MediaEngine`: owns the worker threads and the RTP port range, and opens sessions.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Sender, channel};
+
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+
+use crate::MediaError;
+use crate::session::MediaSession;
+use crate::vad::VadConfig;
+use crate::worker::{BUCKET_NS, Command, PacingStats, SessionInit, SessionSettings, run_worker};
+
+/// Engine configuration (all fields have defaults; see `Default`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct MediaConfig {
+    /// Pacing worker threads (each runs one timing loop for many sessions).
+    pub workers: usize,
+    /// Address RTP sockets bind to.
+    pub bind_ip: IpAddr,
+    /// Inclusive RTP port range; RTP takes even ports, RTCP the next odd one.
+    pub rtp_port_min: u16,
+    pub rtp_port_max: u16,
+    /// Report `RtpTimeout` after this long without RTP (0 disables).
+    pub rtp_timeout_ms: u64,
+    pub rtcp_interval_ms: u64,
+    /// Jitter buffer depth bounds, in 20 ms packets.
+    pub jitter_min_packets: usize,
+    pub jitter_max_packets: usize,
+    /// Voice activity detection on caller audio (None disables events and barge-in).
+    pub vad: Option<VadConfig>,
+    /// Duration of each sent DTMF digit.
+    pub dtmf_duration_ms: u32,
+    /// Recording hand-off queue, in 20 ms frames.
+    pub recording_queue_frames: usize,
+    /// Event channel capacity per session.
+    pub event_capacity: usize,
+}
+
+impl Default for MediaConfig {
+    fn default() -> Self {
+        MediaConfig {
+            workers: 1,
+            bind_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            rtp_port_min: 20000,
+            rtp_port_max: 29999,
+            rtp_timeout_ms: 30_000,
+            rtcp_interval_ms: 5000,
+            jitter_min_packets: 1,
+            jitter_max_packets: 10,
+            vad: Some(VadConfig::default()),
+            dtmf_duration_ms: 100,
+            recording_queue_frames: 500,
+            event_capacity: 256,
+        }
+    }
+}
+
+/// Send-lateness summary over all packets sent so far.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct PacingSnapshot {
+    pub packets: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    /// CPU time of all worker threads (updated every second).
+    pub worker_cpu_ms: f64,
+}
+
+struct Worker {
+    tx: Mutex<Sender<Command>>,
+    sessions: Arc<AtomicU64>,
+}
+
+/// The media engine. Cheap to clone.
+#[derive(Clone)]
+pub struct MediaEngine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: MediaConfig,
+    workers: Vec<Worker>,
+    next_port: Mutex<u16>,
+    next_id: AtomicU64,
+    pacing: Arc<PacingStats>,
+}
+
+impl MediaEngine {
+    /// Starts the worker threads.
+    pub fn new(cfg: MediaConfig) -> Result<MediaEngine, MediaError> {
+        if cfg.rtp_port_min >= cfg.rtp_port_max || cfg.rtp_port_min < 1024 {
+            return Err(MediaError::InvalidInput(
+                "rtp port range must be min < max, min >= 1024".into(),
+            ));
+        }
+        let pacing = Arc::new(PacingStats::new());
+        let mut workers = Vec::new();
+        for i in 0..cfg.workers.max(1) {
+            let (tx, rx) = channel();
+            let p = pacing.clone();
+            std::thread::Builder::new()
+                .name(format!("media-worker-{i}"))
+                .spawn(move || run_worker(rx, p))
+                .map_err(|e| MediaError::Io(e.to_string()))?;
+            workers.push(Worker {
+                tx: Mutex::new(tx),
+                sessions: Arc::new(AtomicU64::new(0)),
+            });
+        }
+        let first = cfg.rtp_port_min + (cfg.rtp_port_min % 2);
+        Ok(MediaEngine {
+            inner: Arc::new(Inner {
+                next_port: Mutex::new(first),
+                cfg,
+                workers,
+                next_id: AtomicU64::new(1),
+                pacing,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &MediaConfig {
+        &self.inner.cfg
+    }
+
+    /// Opens a session on the least-loaded worker with a fresh port pair.
+    /// `remote_hint`: where to send before the peer is known (usually from the SDP offer).
+    pub fn open_session(
+        &self,
+        remote_hint: Option<SocketAddr>,
+    ) -> Result<MediaSession, MediaError> {
+        let (rtp, rtcp) = self.bind_pair()?;
+        let local_rtp = rtp
+            .local_addr()
+            .map_err(|e| MediaError::Io(e.to_string()))?;
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let worker = self
+            .inner
+            .workers
+            .iter()
+            .min_by_key(|w| w.sessions.load(Ordering::Relaxed))
+            .ok_or(MediaError::EngineStopped)?;
+        worker.sessions.fetch_add(1, Ordering::Relaxed);
+        let (etx, erx) = mpsc::channel(self.inner.cfg.event_capacity.max(1));
+        let cfg = &self.inner.cfg;
+        let init = SessionInit {
+            id,
+            rtp,
+            rtcp,
+            remote: remote_hint,
+            events: etx,
+            settings: SessionSettings {
+                vad: cfg.vad,
+                jitter_min: cfg.jitter_min_packets,
+                jitter_max: cfg.jitter_max_packets,
+                rtp_timeout_ms: cfg.rtp_timeout_ms,
+                rtcp_interval_ms: cfg.rtcp_interval_ms,
+                dtmf_duration_ms: cfg.dtmf_duration_ms,
+            },
+        };
+        let tx = worker.tx.lock().clone();
+        tx.send(Command::Add(Box::new(init)))
+            .map_err(|_| MediaError::EngineStopped)?;
+        Ok(MediaSession {
+            id,
+            local_rtp,
+            cmd: tx,
+            events: Some(erx),
+            recorder: Mutex::new(None),
+            recording_queue_frames: cfg.recording_queue_frames,
+            load: worker.sessions.clone(),
+        })
+    }
+
+    fn bind_pair(&self) -> Result<(UdpSocket, UdpSocket), MediaError> {
+        let cfg = &self.inner.cfg;
+        let first = cfg.rtp_port_min + (cfg.rtp_port_min % 2);
+        let pairs = ((cfg.rtp_port_max - first) / 2).max(1) as usize;
+        let mut next = self.inner.next_port.lock();
+        for _ in 0..pairs {
+            let port = *next;
+            *next = if port + 3 > cfg.rtp_port_max {
+                first
+            } else {
+                port + 2
+            };
+            let Ok(rtp) = UdpSocket::bind(SocketAddr::new(cfg.bind_ip, port)) else {
+                continue;
+            };
+            let Ok(rtcp) = UdpSocket::bind(SocketAddr::new(cfg.bind_ip, port + 1)) else {
+                continue;
+            };
+            rtp.set_nonblocking(true)
+                .map_err(|e| MediaError::Io(e.to_string()))?;
+            rtcp.set_nonblocking(true)
+                .map_err(|e| MediaError::Io(e.to_string()))?;
+            return Ok((rtp, rtcp));
+        }
+        Err(MediaError::NoPorts)
+    }
+
+    /// Send lateness over all packets so far (against each packet's absolute deadline).
+    pub fn pacing(&self) -> PacingSnapshot {
+        let p = &self.inner.pacing;
+        let counts: Vec<u64> = p
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        let pct = |q: f64| {
+            let want = (total as f64 * q).ceil() as u64;
+            let mut acc = 0;
+            for (i, c) in counts.iter().enumerate() {
+                acc += c;
+                if acc >= want.max(1) {
+                    return ((i as u64 + 1) * BUCKET_NS) as f64 / 1000.0;
+                }
+            }
+            0.0
+        };
+        PacingSnapshot {
+            packets: total,
+            p50_us: pct(0.5),
+            p99_us: pct(0.99),
+            max_us: p.max_ns.load(Ordering::Relaxed) as f64 / 1000.0,
+            worker_cpu_ms: p.cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
+        }
+    }
+}

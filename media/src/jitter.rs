@@ -1,0 +1,298 @@
+//! Adaptive receive jitter buffer, sans-IO.
+//!
+//! Packets are stored by sequence number in preallocated slots (no allocation
+//! after construction). The playout side pulls one packet per tick. Playout
+//! starts once `target` packets are buffered; the target follows the measured
+//! interarrival jitter (RFC 3550 estimate), between `min_depth` and
+//! `max_depth`, so a clean network adds one frame of delay and a jittery one
+//! buys itself more. Missing packets are reported as `Lost` (the caller
+//! conceals them); packets arriving after their playout slot are dropped.
+
+/// Largest payload a slot holds (60 ms of G.711).
+pub const MAX_PAYLOAD: usize = 480;
+const CAPACITY: usize = 64;
+
+#[derive(Clone)]
+struct Slot {
+    seq: u16,
+    used: bool,
+    len: usize,
+    data: [u8; MAX_PAYLOAD],
+}
+
+/// What `insert` did with a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Insert {
+    Stored,
+    /// Arrived after its playout time; dropped.
+    Late,
+    Duplicate,
+    /// Too large for a slot; dropped.
+    TooLarge,
+    /// So far ahead that the buffer restarted at this packet.
+    Resynced,
+}
+
+/// What the playout side gets this tick.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Pop<'a> {
+    Frame(&'a [u8]),
+    /// The next packet is missing while later ones are present: conceal one frame.
+    Lost,
+    /// Nothing to play (buffering or underrun).
+    Empty,
+}
+
+/// Counters the buffer keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JitterStats {
+    pub late: u64,
+    pub duplicate: u64,
+    pub lost: u64,
+    pub resyncs: u64,
+    pub shrunk: u64,
+}
+
+pub struct JitterBuffer {
+    slots: Vec<Slot>,
+    next_seq: Option<u16>,
+    playing: bool,
+    buffered: usize,
+    target: usize,
+    min_depth: usize,
+    max_depth: usize,
+    stats: JitterStats,
+}
+
+impl JitterBuffer {
+    /// `min_depth`/`max_depth` in packets (clamped to 1..=32).
+    pub fn new(min_depth: usize, max_depth: usize) -> Self {
+        let min_depth = min_depth.clamp(1, 32);
+        let max_depth = max_depth.clamp(min_depth, 32);
+        JitterBuffer {
+            slots: vec![
+                Slot {
+                    seq: 0,
+                    used: false,
+                    len: 0,
+                    data: [0; MAX_PAYLOAD]
+                };
+                CAPACITY
+            ],
+            next_seq: None,
+            playing: false,
+            buffered: 0,
+            target: min_depth,
+            min_depth,
+            max_depth,
+            stats: JitterStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> JitterStats {
+        self.stats
+    }
+
+    /// Packets currently buffered.
+    pub fn depth(&self) -> usize {
+        self.buffered
+    }
+
+    /// Current playout target in packets.
+    pub fn target(&self) -> usize {
+        self.target
+    }
+
+    /// Adapts the target to the interarrival jitter (RTP units) of a `ptime_units` packet stream.
+    pub fn set_jitter(&mut self, jitter_units: u32, ptime_units: u32) {
+        let ptime = ptime_units.max(1);
+        let want = 1 + (2 * jitter_units).div_ceil(ptime) as usize;
+        self.target = want.clamp(self.min_depth, self.max_depth);
+    }
+
+    fn clear(&mut self) {
+        for s in &mut self.slots {
+            s.used = false;
+        }
+        self.buffered = 0;
+        self.playing = false;
+    }
+
+    pub fn insert(&mut self, seq: u16, payload: &[u8]) -> Insert {
+        if payload.len() > MAX_PAYLOAD {
+            return Insert::TooLarge;
+        }
+        let mut outcome = Insert::Stored;
+        match self.next_seq {
+            None => self.next_seq = Some(seq),
+            Some(next) => {
+                let ahead = seq.wrapping_sub(next) as i16;
+                if ahead < 0 {
+                    if self.playing {
+                        self.stats.late += 1;
+                        return Insert::Late;
+                    }
+                    // Still buffering: an earlier packet moves the start back, if it fits.
+                    let span = self.highest_ahead(next) as i32 - ahead as i32;
+                    if span >= CAPACITY as i32 {
+                        self.stats.late += 1;
+                        return Insert::Late;
+                    }
+                    self.next_seq = Some(seq);
+                } else if ahead as usize >= CAPACITY {
+                    self.stats.resyncs += 1;
+                    self.clear();
+                    self.next_seq = Some(seq);
+                    outcome = Insert::Resynced;
+                }
+            }
+        }
+        let slot = &mut self.slots[seq as usize % CAPACITY];
+        if slot.used && slot.seq == seq {
+            self.stats.duplicate += 1;
+            return Insert::Duplicate;
+        }
+        if !slot.used {
+            self.buffered += 1;
+        }
+        slot.used = true;
+        slot.seq = seq;
+        slot.len = payload.len();
+        slot.data[..payload.len()].copy_from_slice(payload);
+        outcome
+    }
+
+    fn highest_ahead(&self, next: u16) -> u16 {
+        self.slots
+            .iter()
+            .filter(|s| s.used)
+            .map(|s| s.seq.wrapping_sub(next))
+            .filter(|d| (*d as i16) >= 0)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Pulls the packet for this tick.
+    pub fn pop(&mut self) -> Pop<'_> {
+        let Some(next) = self.next_seq else {
+            return Pop::Empty;
+        };
+        if !self.playing {
+            if self.buffered >= self.target {
+                self.playing = true;
+            } else {
+                return Pop::Empty;
+            }
+        }
+        // Too much buffered for the current target: skip one packet to cut delay.
+        if self.buffered > self.target + 2 {
+            let idx = next as usize % CAPACITY;
+            if self.slots[idx].used && self.slots[idx].seq == next {
+                self.slots[idx].used = false;
+                self.buffered -= 1;
+            }
+            self.stats.shrunk += 1;
+            self.next_seq = Some(next.wrapping_add(1));
+            return self.pop();
+        }
+        if self.buffered == 0 {
+            self.playing = false;
+            return Pop::Empty;
+        }
+        let idx = next as usize % CAPACITY;
+        self.next_seq = Some(next.wrapping_add(1));
+        if self.slots[idx].used && self.slots[idx].seq == next {
+            self.slots[idx].used = false;
+            self.buffered -= 1;
+            let s = &self.slots[idx];
+            Pop::Frame(&s.data[..s.len])
+        } else {
+            self.stats.lost += 1;
+            Pop::Lost
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(p: Pop<'_>) -> Option<u8> {
+        match p {
+            Pop::Frame(b) => Some(b[0]),
+            Pop::Lost => Some(255),
+            Pop::Empty => None,
+        }
+    }
+
+    #[test]
+    fn reorders_within_target() {
+        let mut jb = JitterBuffer::new(4, 10);
+        for seq in [10u16, 12, 11, 13, 15, 14] {
+            jb.insert(seq, &[seq as u8; 160]);
+        }
+        let got: Vec<_> = (0..6).filter_map(|_| frame(jb.pop())).collect();
+        assert_eq!(got, vec![10, 11, 12, 13, 14, 15]);
+        assert_eq!(frame(jb.pop()), None);
+    }
+
+    #[test]
+    fn early_reorder_before_playout_moves_start_back() {
+        let mut jb = JitterBuffer::new(2, 10);
+        jb.insert(101, &[101; 160]);
+        jb.insert(100, &[100; 160]);
+        assert_eq!(frame(jb.pop()), Some(100));
+        assert_eq!(frame(jb.pop()), Some(101));
+    }
+
+    #[test]
+    fn loss_is_reported_and_late_dropped() {
+        let mut jb = JitterBuffer::new(1, 10);
+        jb.insert(1, &[1; 160]);
+        assert_eq!(frame(jb.pop()), Some(1));
+        jb.insert(3, &[3; 160]);
+        assert_eq!(frame(jb.pop()), Some(255)); // 2 missing
+        assert_eq!(frame(jb.pop()), Some(3));
+        assert_eq!(jb.insert(2, &[2; 160]), Insert::Late);
+        assert_eq!(jb.stats().lost, 1);
+        assert_eq!(jb.stats().late, 1);
+        jb.insert(4, &[4; 160]);
+        assert_eq!(jb.insert(4, &[4; 160]), Insert::Duplicate);
+        assert_eq!(jb.insert(5, &[0; 2000]), Insert::TooLarge);
+    }
+
+    #[test]
+    fn wraps_and_resyncs() {
+        let mut jb = JitterBuffer::new(1, 10);
+        let mut seq = 65534u16;
+        for _ in 0..5 {
+            jb.insert(seq, &[seq as u8; 10]);
+            assert!(matches!(jb.pop(), Pop::Frame(_)));
+            seq = seq.wrapping_add(1);
+        }
+        assert_eq!(
+            jb.insert(seq.wrapping_add(1000), &[1; 10]),
+            Insert::Resynced
+        );
+        assert!(matches!(jb.pop(), Pop::Frame(_)));
+    }
+
+    #[test]
+    fn target_adapts_to_jitter_and_shrinks() {
+        let mut jb = JitterBuffer::new(1, 8);
+        jb.set_jitter(0, 160);
+        assert_eq!(jb.target(), 1);
+        jb.set_jitter(400, 160);
+        assert_eq!(jb.target(), 6);
+        jb.set_jitter(100_000, 160);
+        assert_eq!(jb.target(), 8);
+        jb.set_jitter(0, 160);
+        for s in 0..10u16 {
+            jb.insert(s, &[s as u8; 160]);
+        }
+        // 10 buffered for a target of 1: the buffer drops old packets to catch up.
+        let first = frame(jb.pop()).unwrap();
+        assert!(first > 0, "skipped ahead, got {first}");
+        assert!(jb.stats().shrunk > 0);
+    }
+}

@@ -1,0 +1,524 @@
+//! Prompts: audio decoded once to 8 kHz mono, pre-encoded to both G.711 laws,
+//! and shared across calls through `Arc`, so playing a prompt on the hot path
+//! is a slice copy. Also the growing source (`StreamingAudio`) used for
+//! streamed synthesis and for bridging two sessions.
+//!
+//! Decoding: WAV through hound (falling back to symphonia for formats hound
+//! does not read, e.g. µ-law WAV), MP3/OGG-Vorbis/FLAC through symphonia;
+//! any rate and channel count is mixed to mono and resampled with rubato.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use thiserror::Error;
+
+use crate::g711::Codec;
+
+/// Telephony sample rate.
+pub const SAMPLE_RATE: u32 = 8000;
+/// Samples in one 20 ms frame at 8 kHz.
+pub const FRAME_SAMPLES: usize = 160;
+
+/// Why audio could not be loaded.
+#[derive(Debug, Error)]
+pub enum PromptError {
+    #[error("cannot decode audio: {0}")]
+    Decode(String),
+    #[error("cannot resample audio: {0}")]
+    Resample(String),
+    #[error("cannot fetch audio from {source_ref}: {message}")]
+    Fetch { source_ref: String, message: String },
+    #[error("audio source is empty")]
+    Empty,
+}
+
+/// A decoded prompt: 8 kHz mono samples plus both G.711 encodings.
+#[derive(Debug)]
+pub struct Prompt {
+    pcm: Vec<i16>,
+    ulaw: Vec<u8>,
+    alaw: Vec<u8>,
+}
+
+impl Prompt {
+    /// Builds a prompt from 8 kHz mono samples; the length is padded to whole 20 ms frames with silence.
+    pub fn from_pcm(mut pcm: Vec<i16>) -> Prompt {
+        let rem = pcm.len() % FRAME_SAMPLES;
+        if rem != 0 {
+            pcm.resize(pcm.len() + FRAME_SAMPLES - rem, 0);
+        }
+        let ulaw = pcm.iter().map(|s| Codec::Pcmu.encode(*s)).collect();
+        let alaw = pcm.iter().map(|s| Codec::Pcma.encode(*s)).collect();
+        Prompt { pcm, ulaw, alaw }
+    }
+
+    /// Decodes any supported container at any rate/channel count.
+    pub fn decode(bytes: &[u8], extension_hint: Option<&str>) -> Result<Prompt, PromptError> {
+        let (samples, rate) = decode_mono(bytes, extension_hint)?;
+        let pcm = resample_to_8k(&samples, rate)?;
+        if pcm.is_empty() {
+            return Err(PromptError::Empty);
+        }
+        Ok(Prompt::from_pcm(pcm))
+    }
+
+    /// The 8 kHz samples.
+    pub fn pcm(&self) -> &[i16] {
+        &self.pcm
+    }
+
+    /// The pre-encoded bytes for `codec`.
+    pub fn encoded(&self, codec: Codec) -> &[u8] {
+        match codec {
+            Codec::Pcmu => &self.ulaw,
+            Codec::Pcma => &self.alaw,
+        }
+    }
+
+    /// Number of 20 ms frames.
+    pub fn frames(&self) -> usize {
+        self.pcm.len() / FRAME_SAMPLES
+    }
+
+    /// Duration in milliseconds.
+    pub fn duration_ms(&self) -> u64 {
+        self.pcm.len() as u64 * 1000 / SAMPLE_RATE as u64
+    }
+}
+
+/// A growing 8 kHz source: a producer pushes samples while the player drains
+/// them one frame per tick. Used for streamed synthesis and session bridges.
+/// The player only `try_lock`s, so a busy producer costs a silent frame, never a stall.
+#[derive(Debug)]
+pub struct StreamingAudio {
+    inner: Mutex<StreamState>,
+    /// Oldest samples are dropped beyond this many (bridges keep latency bounded).
+    max_buffered: usize,
+}
+
+#[derive(Debug)]
+struct StreamState {
+    samples: VecDeque<i16>,
+    finished: bool,
+}
+
+/// What a player got from a growing source this tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamFrame {
+    /// A full frame was copied out.
+    Frame,
+    /// No full frame available yet (the player sends silence).
+    Starved,
+    /// The producer finished and everything was played.
+    Finished,
+}
+
+impl StreamingAudio {
+    /// A source that buffers at most `max_buffered` samples (oldest dropped first).
+    pub fn new(max_buffered: usize) -> Arc<StreamingAudio> {
+        Arc::new(StreamingAudio {
+            inner: Mutex::new(StreamState {
+                samples: VecDeque::with_capacity(max_buffered.min(1 << 20)),
+                finished: false,
+            }),
+            max_buffered: max_buffered.max(FRAME_SAMPLES),
+        })
+    }
+
+    /// Appends 8 kHz samples.
+    pub fn push(&self, pcm: &[i16]) {
+        let mut s = self.inner.lock();
+        if s.finished {
+            return;
+        }
+        s.samples.extend(pcm.iter().copied());
+        let excess = s.samples.len().saturating_sub(self.max_buffered);
+        if excess > 0 {
+            s.samples.drain(..excess);
+        }
+    }
+
+    /// Marks the end of the source; the player completes once it has drained.
+    pub fn finish(&self) {
+        self.inner.lock().finished = true;
+    }
+
+    /// True once `finish` was called.
+    pub fn is_finished(&self) -> bool {
+        self.inner.lock().finished
+    }
+
+    /// Samples waiting to be played.
+    pub fn buffered(&self) -> usize {
+        self.inner.lock().samples.len()
+    }
+
+    /// Takes one frame (player side, non-blocking).
+    pub fn take_frame(&self, out: &mut [i16; FRAME_SAMPLES]) -> StreamFrame {
+        let Some(mut s) = self.inner.try_lock() else {
+            return StreamFrame::Starved;
+        };
+        if s.samples.len() >= FRAME_SAMPLES {
+            for (o, v) in out.iter_mut().zip(s.samples.drain(..FRAME_SAMPLES)) {
+                *o = v;
+            }
+            StreamFrame::Frame
+        } else if s.finished {
+            if s.samples.is_empty() {
+                StreamFrame::Finished
+            } else {
+                out.fill(0);
+                for (o, v) in out.iter_mut().zip(s.samples.drain(..)) {
+                    *o = v;
+                }
+                StreamFrame::Frame
+            }
+        } else {
+            StreamFrame::Starved
+        }
+    }
+}
+
+/// Something a session can play.
+#[derive(Debug, Clone)]
+pub enum Playable {
+    Prompt(Arc<Prompt>),
+    Stream(Arc<StreamingAudio>),
+}
+
+impl From<Arc<Prompt>> for Playable {
+    fn from(p: Arc<Prompt>) -> Self {
+        Playable::Prompt(p)
+    }
+}
+
+impl From<Arc<StreamingAudio>> for Playable {
+    fn from(s: Arc<StreamingAudio>) -> Self {
+        Playable::Stream(s)
+    }
+}
+
+/// Decodes to mono f32 at the source rate.
+pub fn decode_mono(
+    bytes: &[u8],
+    extension_hint: Option<&str>,
+) -> Result<(Vec<f32>, u32), PromptError> {
+    if bytes.len() >= 12
+        && &bytes[..4] == b"RIFF"
+        && &bytes[8..12] == b"WAVE"
+        && let Ok(r) = decode_wav_hound(bytes)
+    {
+        return Ok(r);
+    }
+    decode_symphonia(bytes, extension_hint)
+}
+
+fn decode_wav_hound(bytes: &[u8]) -> Result<(Vec<f32>, u32), PromptError> {
+    let reader = hound::WavReader::new(std::io::Cursor::new(bytes))
+        .map_err(|e| PromptError::Decode(e.to_string()))?;
+    let spec = reader.spec();
+    let channels = spec.channels.max(1) as usize;
+    let interleaved: Vec<f32> = match spec.sample_format {
+        hound::SampleFormat::Float => reader
+            .into_samples::<f32>()
+            .collect::<Result<_, _>>()
+            .map_err(|e| PromptError::Decode(e.to_string()))?,
+        hound::SampleFormat::Int => {
+            let scale = 1.0 / (1u64 << (spec.bits_per_sample.clamp(1, 32) - 1)) as f32;
+            reader
+                .into_samples::<i32>()
+                .map(|s| s.map(|v| v as f32 * scale))
+                .collect::<Result<_, _>>()
+                .map_err(|e| PromptError::Decode(e.to_string()))?
+        }
+    };
+    Ok((mix_down(&interleaved, channels), spec.sample_rate))
+}
+
+fn mix_down(interleaved: &[f32], channels: usize) -> Vec<f32> {
+    if channels <= 1 {
+        return interleaved.to_vec();
+    }
+    interleaved
+        .chunks_exact(channels)
+        .map(|c| c.iter().sum::<f32>() / channels as f32)
+        .collect()
+}
+
+fn decode_symphonia(
+    bytes: &[u8],
+    extension_hint: Option<&str>,
+) -> Result<(Vec<f32>, u32), PromptError> {
+    use symphonia::core::audio::SampleBuffer;
+    use symphonia::core::codecs::DecoderOptions;
+    use symphonia::core::errors::Error as SymErr;
+    use symphonia::core::formats::FormatOptions;
+    use symphonia::core::io::MediaSourceStream;
+    use symphonia::core::meta::MetadataOptions;
+    use symphonia::core::probe::Hint;
+
+    let derr = |e: SymErr| PromptError::Decode(e.to_string());
+    let mss = MediaSourceStream::new(
+        Box::new(std::io::Cursor::new(bytes.to_vec())),
+        Default::default(),
+    );
+    let mut hint = Hint::new();
+    if let Some(ext) = extension_hint {
+        hint.with_extension(ext);
+    }
+    let probed = symphonia::default::get_probe()
+        .format(
+            &hint,
+            mss,
+            &FormatOptions::default(),
+            &MetadataOptions::default(),
+        )
+        .map_err(derr)?;
+    let mut format = probed.format;
+    let track = format
+        .default_track()
+        .ok_or_else(|| PromptError::Decode("no audio track".into()))?
+        .clone();
+    let mut decoder = symphonia::default::get_codecs()
+        .make(&track.codec_params, &DecoderOptions::default())
+        .map_err(derr)?;
+    let mut rate = track.codec_params.sample_rate.unwrap_or(0);
+    let mut out = Vec::new();
+    loop {
+        let packet = match format.next_packet() {
+            Ok(p) => p,
+            Err(SymErr::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(SymErr::ResetRequired) => break,
+            Err(e) => return Err(derr(e)),
+        };
+        if packet.track_id() != track.id {
+            continue;
+        }
+        let decoded = match decoder.decode(&packet) {
+            Ok(d) => d,
+            Err(SymErr::DecodeError(_)) => continue, // skip a corrupt packet, as players do
+            Err(e) => return Err(derr(e)),
+        };
+        let spec = *decoded.spec();
+        rate = spec.rate;
+        let channels = spec.channels.count().max(1);
+        let mut buf = SampleBuffer::<f32>::new(decoded.capacity() as u64, spec);
+        buf.copy_interleaved_ref(decoded);
+        out.extend(mix_down(buf.samples(), channels));
+    }
+    if rate == 0 {
+        return Err(PromptError::Decode("unknown sample rate".into()));
+    }
+    Ok((out, rate))
+}
+
+/// Resamples mono f32 to 8 kHz i16.
+pub fn resample_to_8k(samples: &[f32], rate: u32) -> Result<Vec<i16>, PromptError> {
+    use rubato::{FftFixedInOut, Resampler};
+    let to_i16 = |v: f32| (v.clamp(-1.0, 1.0) * 32767.0).round() as i16;
+    if rate == SAMPLE_RATE {
+        return Ok(samples.iter().map(|v| to_i16(*v)).collect());
+    }
+    if rate == 0 {
+        return Err(PromptError::Resample("sample rate 0".into()));
+    }
+    let rerr = |e: &dyn std::fmt::Display| PromptError::Resample(e.to_string());
+    let mut rs = FftFixedInOut::<f32>::new(rate as usize, SAMPLE_RATE as usize, 1024, 1)
+        .map_err(|e| rerr(&e))?;
+    let expected = (samples.len() as u64 * SAMPLE_RATE as u64 / rate as u64) as usize;
+    let delay = rs.output_delay();
+    let mut out: Vec<f32> = Vec::with_capacity(expected + delay + 2048);
+    let mut pos = 0;
+    while samples.len() - pos >= rs.input_frames_next() {
+        let n = rs.input_frames_next();
+        let r = rs
+            .process(&[&samples[pos..pos + n]], None)
+            .map_err(|e| rerr(&e))?;
+        out.extend_from_slice(&r[0]);
+        pos += n;
+    }
+    if pos < samples.len() {
+        let r = rs
+            .process_partial(Some(&[&samples[pos..]]), None)
+            .map_err(|e| rerr(&e))?;
+        out.extend_from_slice(&r[0]);
+    }
+    let mut guard = 0;
+    while out.len() < expected + delay && guard < 16 {
+        let r = rs
+            .process_partial::<&[f32]>(None, None)
+            .map_err(|e| rerr(&e))?;
+        out.extend_from_slice(&r[0]);
+        guard += 1;
+    }
+    Ok(out
+        .iter()
+        .skip(delay)
+        .take(expected)
+        .map(|v| to_i16(*v))
+        .collect())
+}
+
+/// Where a prompt comes from: a local path, an object-store URL (`file://`,
+/// `s3://`, `memory://` through object_store) or an http(s) URL.
+pub async fn fetch_bytes(source: &str) -> Result<Vec<u8>, PromptError> {
+    let ferr = |m: String| PromptError::Fetch {
+        source_ref: source.to_string(),
+        message: m,
+    };
+    if source.starts_with("http://") || source.starts_with("https://") {
+        let resp = reqwest::get(source)
+            .await
+            .map_err(|e| ferr(e.to_string()))?;
+        if !resp.status().is_success() {
+            return Err(ferr(format!("HTTP status {}", resp.status())));
+        }
+        return Ok(resp
+            .bytes()
+            .await
+            .map_err(|e| ferr(e.to_string()))?
+            .to_vec());
+    }
+    if source.contains("://") {
+        let url = url::Url::parse(source).map_err(|e| ferr(e.to_string()))?;
+        let (store, path) = object_store::parse_url(&url).map_err(|e| ferr(e.to_string()))?;
+        let got = store.get(&path).await.map_err(|e| ferr(e.to_string()))?;
+        return Ok(got.bytes().await.map_err(|e| ferr(e.to_string()))?.to_vec());
+    }
+    tokio::fs::read(source)
+        .await
+        .map_err(|e| ferr(e.to_string()))
+}
+
+fn extension_of(source: &str) -> Option<&str> {
+    let path = source.split(['?', '#']).next().unwrap_or(source);
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.rsplit_once('.').map(|(_, e)| e)
+}
+
+/// Decoded prompts shared across calls, keyed by source string. Bounded by
+/// entry count; the oldest insert is evicted first.
+#[derive(Debug)]
+pub struct PromptCache {
+    inner: Mutex<CacheInner>,
+    capacity: usize,
+}
+
+#[derive(Debug, Default)]
+struct CacheInner {
+    map: HashMap<String, Arc<Prompt>>,
+    order: VecDeque<String>,
+}
+
+impl PromptCache {
+    pub fn new(capacity: usize) -> PromptCache {
+        PromptCache {
+            inner: Mutex::new(CacheInner::default()),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// The cached prompt for `key`, if any.
+    pub fn get(&self, key: &str) -> Option<Arc<Prompt>> {
+        self.inner.lock().map.get(key).cloned()
+    }
+
+    /// Inserts a prompt under `key`.
+    pub fn insert(&self, key: String, prompt: Arc<Prompt>) {
+        let mut g = self.inner.lock();
+        if g.map.insert(key.clone(), prompt).is_none() {
+            g.order.push_back(key);
+        }
+        while g.map.len() > self.capacity {
+            let Some(old) = g.order.pop_front() else {
+                break;
+            };
+            g.map.remove(&old);
+        }
+    }
+
+    /// Loads (or returns the cached) prompt for a path or URL.
+    pub async fn load(&self, source: &str) -> Result<Arc<Prompt>, PromptError> {
+        if let Some(p) = self.get(source) {
+            return Ok(p);
+        }
+        let bytes = fetch_bytes(source).await?;
+        let ext = extension_of(source).map(str::to_owned);
+        let prompt = tokio::task::spawn_blocking(move || Prompt::decode(&bytes, ext.as_deref()))
+            .await
+            .map_err(|e| PromptError::Decode(e.to_string()))??;
+        let prompt = Arc::new(prompt);
+        self.insert(source.to_string(), prompt.clone());
+        Ok(prompt)
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.lock().map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_pcm_pads_to_frames_and_encodes() {
+        let p = Prompt::from_pcm(vec![1000; 200]);
+        assert_eq!(p.frames(), 2);
+        assert_eq!(p.encoded(Codec::Pcmu).len(), 320);
+        assert_eq!(p.encoded(Codec::Pcmu)[0], Codec::Pcmu.encode(1000));
+        assert_eq!(p.encoded(Codec::Pcma)[319], Codec::Pcma.encode(0));
+        assert_eq!(p.duration_ms(), 40);
+    }
+
+    #[test]
+    fn resample_keeps_length_and_tone() {
+        let rate = 22050;
+        let src: Vec<f32> = (0..rate)
+            .map(|i| (i as f32 * 2.0 * std::f32::consts::PI * 440.0 / rate as f32).sin() * 0.5)
+            .collect();
+        let out = resample_to_8k(&src, rate as u32).unwrap();
+        assert_eq!(out.len(), 8000);
+        // Zero crossings of a 440 Hz tone over one second: ~880.
+        let zc = out
+            .windows(2)
+            .filter(|w| (w[0] >= 0) != (w[1] >= 0))
+            .count();
+        assert!((860..=900).contains(&zc), "zero crossings {zc}");
+    }
+
+    #[test]
+    fn streaming_audio_frames_and_finish() {
+        let s = StreamingAudio::new(8000);
+        let mut f = [0i16; FRAME_SAMPLES];
+        assert_eq!(s.take_frame(&mut f), StreamFrame::Starved);
+        s.push(&[5; 200]);
+        assert_eq!(s.take_frame(&mut f), StreamFrame::Frame);
+        assert_eq!(s.take_frame(&mut f), StreamFrame::Starved);
+        s.finish();
+        assert_eq!(s.take_frame(&mut f), StreamFrame::Frame);
+        assert_eq!(f[39], 5);
+        assert_eq!(f[40], 0);
+        assert_eq!(s.take_frame(&mut f), StreamFrame::Finished);
+        let bounded = StreamingAudio::new(320);
+        bounded.push(&[1; 1000]);
+        assert_eq!(bounded.buffered(), 320);
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert!(Prompt::decode(b"not audio at all, certainly not", None).is_err());
+        assert!(Prompt::decode(b"RIFF\0\0\0\0WAVEjunk", Some("wav")).is_err());
+    }
+
+    #[test]
+    fn extension_is_found() {
+        assert_eq!(extension_of("http://x/a/b.mp3?sig=1"), Some("mp3"));
+        assert_eq!(extension_of("/tmp/x.flac"), Some("flac"));
+    }
+}

@@ -1,0 +1,816 @@
+//! The media worker: one OS thread, one absolute-deadline timing loop, many
+//! sessions. The 20 ms period is split into `SLOTS` 1 ms slots and each
+//! session lives in one slot, so a worker with 1000 sessions serves ~50 per
+//! wake instead of 1000 at once (keeps send lateness flat as load grows).
+//!
+//! Per session and tick: drain the sockets (non-blocking), play one caller
+//! frame out of the jitter buffer (VAD, taps, recording), then send one
+//! packet: DTMF event, prompt audio or silence. Nothing on this path
+//! allocates: prompts are pre-encoded, buffers are preallocated, and every
+//! hand-off to async code is a `try_send` on a bounded channel.
+
+use std::collections::VecDeque;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::clock::{now_ns, sleep_until_ns};
+use crate::dtmf::{DtmfDetector, DtmfGenerator, EventPacket};
+use crate::g711::Codec;
+use crate::jitter::{JitterBuffer, Pop};
+use crate::prompt::{FRAME_SAMPLES, Playable, StreamFrame};
+use crate::recording::RecorderTap;
+use crate::rtcp::{ReceiverStats, ReportBlock, RtcpReport, SenderInfo, ntp_timestamp};
+use crate::rtp::{RtpPacket, looks_like_rtcp, write_rtp_header};
+use crate::session::{AudioFrame, MediaEvent, PlayEnd, PlayOutcome, SessionStats};
+use crate::vad::{SpeechDetector, SpeechTransition, VadConfig};
+
+/// Slots per 20 ms period.
+pub(crate) const SLOTS: usize = 20;
+const PERIOD_NS: u64 = 20_000_000;
+const SLOT_NS: u64 = PERIOD_NS / SLOTS as u64;
+/// Max datagrams drained per socket per tick (bounds work under a flood).
+const MAX_RX_PER_TICK: usize = 64;
+
+/// Session settings fixed at creation.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionSettings {
+    pub vad: Option<VadConfig>,
+    pub jitter_min: usize,
+    pub jitter_max: usize,
+    pub rtp_timeout_ms: u64,
+    pub rtcp_interval_ms: u64,
+    pub dtmf_duration_ms: u32,
+}
+
+pub(crate) struct SessionInit {
+    pub id: u64,
+    pub rtp: UdpSocket,
+    pub rtcp: UdpSocket,
+    pub remote: Option<SocketAddr>,
+    pub events: mpsc::Sender<MediaEvent>,
+    pub settings: SessionSettings,
+}
+
+/// Where caller audio goes besides VAD and recording.
+pub(crate) enum Tap {
+    Channel(mpsc::Sender<AudioFrame>),
+    Stream(Arc<crate::prompt::StreamingAudio>),
+}
+
+pub(crate) enum Command {
+    Add(Box<SessionInit>),
+    Remove(u64, Option<oneshot::Sender<SessionStats>>),
+    SetRemote {
+        id: u64,
+        addr: SocketAddr,
+        codec: Codec,
+        te_pt: Option<u8>,
+    },
+    Play {
+        id: u64,
+        source: Playable,
+        interruptible: bool,
+        done: oneshot::Sender<PlayOutcome>,
+    },
+    StopPlayout(u64),
+    SendDtmf {
+        id: u64,
+        digits: Vec<char>,
+    },
+    AddTap {
+        id: u64,
+        tap: Tap,
+    },
+    StartRecording {
+        id: u64,
+        tap: RecorderTap,
+    },
+    StopRecording {
+        id: u64,
+        done: oneshot::Sender<()>,
+    },
+    Stats(u64, oneshot::Sender<SessionStats>),
+}
+
+/// Send-lateness histogram shared with the engine (10 µs buckets up to 50 ms).
+pub(crate) struct PacingStats {
+    pub buckets: Vec<AtomicU64>,
+    pub max_ns: AtomicU64,
+    pub count: AtomicU64,
+    pub cpu_ns: AtomicU64,
+}
+
+pub(crate) const BUCKET_NS: u64 = 10_000;
+const BUCKETS: usize = 5000;
+
+impl PacingStats {
+    pub fn new() -> PacingStats {
+        PacingStats {
+            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            max_ns: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+            cpu_ns: AtomicU64::new(0),
+        }
+    }
+
+    fn record(&self, lateness_ns: u64) {
+        let b = ((lateness_ns / BUCKET_NS) as usize).min(BUCKETS - 1);
+        self.buckets[b].fetch_add(1, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.max_ns.fetch_max(lateness_ns, Ordering::Relaxed);
+    }
+}
+
+struct ActivePlay {
+    source: Playable,
+    pos: usize,
+    interruptible: bool,
+    done: Option<oneshot::Sender<PlayOutcome>>,
+    frames_played: u64,
+}
+
+impl ActivePlay {
+    fn end(&mut self, end: PlayEnd) {
+        if let Some(d) = self.done.take() {
+            let _ = d.send(PlayOutcome {
+                end,
+                played_ms: self.frames_played * 20,
+            });
+        }
+    }
+}
+
+struct Session {
+    id: u64,
+    rtp: UdpSocket,
+    rtcp: UdpSocket,
+    events: mpsc::Sender<MediaEvent>,
+    settings: SessionSettings,
+    // Addressing
+    remote_rtp: Option<SocketAddr>,
+    remote_rtcp: Option<SocketAddr>,
+    latched: bool,
+    rtcp_latched: bool,
+    codec: Codec,
+    te_pt: Option<u8>,
+    // Send state
+    ssrc: u32,
+    seq: u16,
+    ts: u32,
+    talkspurt: bool,
+    packets_sent: u64,
+    octets_sent: u64,
+    // Receive state
+    rx_stats: ReceiverStats,
+    remote_ssrc: Option<u32>,
+    jb: JitterBuffer,
+    rx_pcm: VecDeque<i16>,
+    last_payload_len: usize,
+    dtmf_rx: DtmfDetector,
+    last_rx_ns: u64,
+    timeout_reported: bool,
+    counters: SessionStats,
+    // Playout
+    current: Option<ActivePlay>,
+    queue: VecDeque<ActivePlay>,
+    dtmf_queue: VecDeque<char>,
+    dtmf_gen: Option<DtmfGenerator>,
+    dtmf_gap: u32,
+    // Caller-side processing
+    vad: Option<SpeechDetector>,
+    taps: Vec<Tap>,
+    recorder: Option<RecorderTap>,
+    // Timing
+    epoch_ns: u64,
+    tick: u64,
+    next_rtcp_tick: u64,
+}
+
+impl Session {
+    fn new(init: SessionInit, now: u64) -> Session {
+        let settings = init.settings;
+        let jb = JitterBuffer::new(settings.jitter_min, settings.jitter_max);
+        let vad = settings.vad.map(SpeechDetector::new);
+        let rtcp_ticks = (settings.rtcp_interval_ms / 20).max(1);
+        Session {
+            id: init.id,
+            rtp: init.rtp,
+            rtcp: init.rtcp,
+            events: init.events,
+            remote_rtp: init.remote,
+            remote_rtcp: init
+                .remote
+                .map(|a| SocketAddr::new(a.ip(), a.port().wrapping_add(1))),
+            latched: false,
+            rtcp_latched: false,
+            codec: Codec::Pcmu,
+            te_pt: Some(101),
+            ssrc: rand::random(),
+            seq: rand::random(),
+            ts: rand::random(),
+            talkspurt: true,
+            packets_sent: 0,
+            octets_sent: 0,
+            rx_stats: ReceiverStats::default(),
+            remote_ssrc: None,
+            jb,
+            rx_pcm: VecDeque::with_capacity(4096),
+            last_payload_len: FRAME_SAMPLES,
+            dtmf_rx: DtmfDetector::default(),
+            last_rx_ns: now,
+            timeout_reported: false,
+            counters: SessionStats::default(),
+            current: None,
+            queue: VecDeque::new(),
+            dtmf_queue: VecDeque::new(),
+            dtmf_gen: None,
+            dtmf_gap: 0,
+            vad,
+            taps: Vec::new(),
+            recorder: None,
+            epoch_ns: now,
+            tick: 0,
+            next_rtcp_tick: rtcp_ticks / 2 + 1,
+            settings,
+        }
+    }
+
+    fn emit(&mut self, ev: MediaEvent) {
+        if self.events.try_send(ev).is_err() {
+            self.counters.events_dropped += 1;
+        }
+    }
+
+    fn at_ms(&self) -> u64 {
+        self.tick * 20
+    }
+
+    fn stats(&self) -> SessionStats {
+        let mut s = self.counters.clone();
+        s.packets_sent = self.packets_sent;
+        s.octets_sent = self.octets_sent;
+        s.packets_received = self.rx_stats.received();
+        s.packets_expected = self.rx_stats.expected();
+        s.packets_lost = self.rx_stats.cumulative_lost();
+        s.jitter_ms = self.rx_stats.jitter() as f64 / 8.0;
+        let j = self.jb.stats();
+        s.late = j.late;
+        s.duplicate = j.duplicate;
+        s.concealed = j.lost;
+        s.jitter_target_packets = self.jb.target() as u32;
+        s.remote = self.remote_rtp;
+        s
+    }
+
+    fn finish_all(&mut self, end: PlayEnd) {
+        if let Some(mut p) = self.current.take() {
+            p.end(end);
+        }
+        for mut p in self.queue.drain(..) {
+            p.end(end);
+        }
+    }
+}
+
+/// Scratch buffers owned by the worker (no per-tick allocation).
+struct Scratch {
+    rx: [u8; 2048],
+    tx: [[u8; 1500]; 3],
+    caller: [i16; FRAME_SAMPLES],
+    bot: [i16; FRAME_SAMPLES],
+}
+
+pub(crate) fn run_worker(rx: Receiver<Command>, pacing: Arc<PacingStats>) {
+    let mut slots: Vec<Vec<Session>> = (0..SLOTS).map(|_| Vec::new()).collect();
+    let mut scratch = Box::new(Scratch {
+        rx: [0; 2048],
+        tx: [[0; 1500]; 3],
+        caller: [0; FRAME_SAMPLES],
+        bot: [0; FRAME_SAMPLES],
+    });
+    let start = now_ns();
+    let mut step: u64 = 0;
+    let mut cpu_last = crate::clock::thread_cpu_ns();
+    loop {
+        step += 1;
+        let mut deadline = start + step * SLOT_NS;
+        sleep_until_ns(deadline);
+        let woke = now_ns();
+        // Fell far behind (machine stalled): skip missed slots instead of bursting.
+        if woke > deadline + 5 * PERIOD_NS {
+            step = (woke - start) / SLOT_NS;
+            deadline = start + step * SLOT_NS;
+        }
+        let mut disconnected = false;
+        loop {
+            match rx.try_recv() {
+                Ok(cmd) => handle_command(cmd, &mut slots, woke),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    disconnected = true;
+                    break;
+                }
+            }
+        }
+        if disconnected && slots.iter().all(|s| s.is_empty()) {
+            break;
+        }
+        let slot = (step % SLOTS as u64) as usize;
+        for s in slots[slot].iter_mut() {
+            tick_session(s, &mut scratch, deadline, &pacing);
+        }
+        if step.is_multiple_of(50) {
+            let cpu = crate::clock::thread_cpu_ns();
+            pacing
+                .cpu_ns
+                .fetch_add(cpu.saturating_sub(cpu_last), Ordering::Relaxed);
+            cpu_last = cpu;
+        }
+    }
+}
+
+fn find(slots: &mut [Vec<Session>], id: u64) -> Option<&mut Session> {
+    slots
+        .iter_mut()
+        .flat_map(|s| s.iter_mut())
+        .find(|s| s.id == id)
+}
+
+fn handle_command(cmd: Command, slots: &mut [Vec<Session>], now: u64) {
+    match cmd {
+        Command::Add(init) => {
+            let slot = (0..SLOTS).min_by_key(|i| slots[*i].len()).unwrap_or(0);
+            slots[slot].push(Session::new(*init, now));
+        }
+        Command::Remove(id, done) => {
+            for slot in slots.iter_mut() {
+                if let Some(i) = slot.iter().position(|s| s.id == id) {
+                    let mut s = slot.swap_remove(i);
+                    s.finish_all(PlayEnd::Stopped);
+                    if let Some(d) = done {
+                        let _ = d.send(s.stats());
+                    }
+                    return;
+                }
+            }
+        }
+        Command::SetRemote {
+            id,
+            addr,
+            codec,
+            te_pt,
+        } => {
+            if let Some(s) = find(slots, id) {
+                s.codec = codec;
+                s.te_pt = te_pt;
+                if !s.latched {
+                    s.remote_rtp = Some(addr);
+                }
+                if !s.rtcp_latched {
+                    s.remote_rtcp = Some(SocketAddr::new(addr.ip(), addr.port().wrapping_add(1)));
+                }
+            }
+        }
+        Command::Play {
+            id,
+            source,
+            interruptible,
+            done,
+        } => {
+            let play = ActivePlay {
+                source,
+                pos: 0,
+                interruptible,
+                done: Some(done),
+                frames_played: 0,
+            };
+            match find(slots, id) {
+                Some(s) if s.current.is_none() => {
+                    s.current = Some(play);
+                    s.talkspurt = true;
+                }
+                Some(s) => s.queue.push_back(play),
+                None => {
+                    let mut play = play;
+                    play.end(PlayEnd::Stopped);
+                }
+            }
+        }
+        Command::StopPlayout(id) => {
+            if let Some(s) = find(slots, id) {
+                s.finish_all(PlayEnd::Stopped);
+            }
+        }
+        Command::SendDtmf { id, digits } => {
+            if let Some(s) = find(slots, id) {
+                s.dtmf_queue.extend(digits);
+            }
+        }
+        Command::AddTap { id, tap } => {
+            if let Some(s) = find(slots, id) {
+                s.taps.push(tap);
+            }
+        }
+        Command::StartRecording { id, tap } => {
+            if let Some(s) = find(slots, id) {
+                s.recorder = Some(tap);
+            }
+        }
+        Command::StopRecording { id, done } => {
+            if let Some(s) = find(slots, id) {
+                s.recorder = None;
+            }
+            let _ = done.send(());
+        }
+        Command::Stats(id, done) => {
+            if let Some(s) = find(slots, id) {
+                let _ = done.send(s.stats());
+            }
+        }
+    }
+}
+
+fn tick_session(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingStats) {
+    let now = now_ns();
+    receive(s, sc, now);
+    caller_frame(s, sc);
+    let at_ms = s.at_ms();
+
+    // VAD and barge-in.
+    if let Some(vad) = s.vad.as_mut() {
+        match vad.push(&sc.caller) {
+            Some(SpeechTransition::Started) => {
+                if s.current.as_ref().is_some_and(|p| p.interruptible) {
+                    if let Some(mut p) = s.current.take() {
+                        p.end(PlayEnd::Interrupted);
+                    }
+                    // Queued prompts after an interrupted one are dropped too (the caller took the turn).
+                    for mut p in s.queue.drain(..) {
+                        p.end(PlayEnd::Interrupted);
+                    }
+                }
+                s.emit(MediaEvent::SpeechStarted { at_ms });
+            }
+            Some(SpeechTransition::Stopped) => s.emit(MediaEvent::SpeechStopped { at_ms }),
+            None => {}
+        }
+    }
+
+    // Caller audio taps; closed receivers are removed.
+    if !s.taps.is_empty() {
+        let frame = AudioFrame {
+            pcm: sc.caller,
+            at_ms,
+        };
+        let mut dropped = 0;
+        s.taps.retain(|t| match t {
+            Tap::Channel(tx) => match tx.try_send(frame) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    dropped += 1;
+                    true
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            },
+            Tap::Stream(st) => {
+                st.push(&sc.caller);
+                Arc::strong_count(st) > 1 && !st.is_finished()
+            }
+        });
+        s.counters.tap_frames_dropped += dropped;
+    }
+
+    send_tick(s, sc, deadline, pacing);
+
+    if let Some(r) = &s.recorder {
+        r.push(&sc.caller, &sc.bot);
+    }
+
+    if s.tick >= s.next_rtcp_tick {
+        send_rtcp(s, sc);
+        s.next_rtcp_tick = s.tick + (s.settings.rtcp_interval_ms / 20).max(1);
+    }
+
+    if !s.timeout_reported
+        && s.settings.rtp_timeout_ms > 0
+        && now.saturating_sub(s.last_rx_ns) > s.settings.rtp_timeout_ms * 1_000_000
+    {
+        s.timeout_reported = true;
+        s.emit(MediaEvent::RtpTimeout { at_ms });
+    }
+    s.tick += 1;
+    s.ts = s.ts.wrapping_add(FRAME_SAMPLES as u32);
+}
+
+fn receive(s: &mut Session, sc: &mut Scratch, now: u64) {
+    for _ in 0..MAX_RX_PER_TICK {
+        let (n, from) = match s.rtp.recv_from(&mut sc.rx) {
+            Ok(v) => v,
+            Err(_) => break, // WouldBlock or transient ICMP error
+        };
+        if !s.latched {
+            s.latched = true;
+            if s.remote_rtp != Some(from) {
+                s.remote_rtp = Some(from);
+                if !s.rtcp_latched {
+                    s.remote_rtcp = Some(SocketAddr::new(from.ip(), from.port().wrapping_add(1)));
+                }
+            }
+            let at_ms = s.at_ms();
+            s.emit(MediaEvent::RemoteLatched { addr: from, at_ms });
+        } else if s.remote_rtp != Some(from) {
+            s.counters.foreign_packets += 1;
+            continue;
+        }
+        let buf = &sc.rx[..n];
+        if looks_like_rtcp(buf) {
+            on_rtcp(s, buf, now);
+            continue;
+        }
+        let pkt = match RtpPacket::parse(buf) {
+            Ok(p) => p,
+            Err(_) => {
+                s.counters.malformed_rtp += 1;
+                continue;
+            }
+        };
+        s.last_rx_ns = now;
+        s.timeout_reported = false;
+        let arrival = ((now - s.epoch_ns) / 125_000) as u32; // 8 kHz units
+        if s.remote_ssrc != Some(pkt.ssrc) {
+            if s.remote_ssrc.is_some() {
+                s.rx_stats = ReceiverStats::default();
+            }
+            s.remote_ssrc = Some(pkt.ssrc);
+        }
+        if Some(pkt.payload_type) == s.te_pt {
+            s.rx_stats.on_packet(pkt.sequence, pkt.timestamp, arrival);
+            match s.dtmf_rx.on_packet(pkt.timestamp, pkt.payload) {
+                Ok(Some(d)) => {
+                    let at_ms = s.at_ms();
+                    s.emit(MediaEvent::Dtmf {
+                        digit: d.digit,
+                        duration_ms: d.duration as u32 / 8,
+                        at_ms,
+                    });
+                }
+                Ok(None) => {}
+                Err(_) => s.counters.malformed_rtp += 1,
+            }
+        } else if Codec::from_payload_type(pkt.payload_type) == Some(s.codec) {
+            s.rx_stats.on_packet(pkt.sequence, pkt.timestamp, arrival);
+            s.jb.insert(pkt.sequence, pkt.payload);
+            s.jb.set_jitter(s.rx_stats.jitter(), FRAME_SAMPLES as u32);
+        } else if pkt.payload_type == 13 {
+            // Comfort noise: keep the stream alive, play silence.
+            s.rx_stats.on_packet(pkt.sequence, pkt.timestamp, arrival);
+        } else {
+            s.counters.unknown_payload_type += 1;
+        }
+    }
+    for _ in 0..8 {
+        let (n, from) = match s.rtcp.recv_from(&mut sc.rx) {
+            Ok(v) => v,
+            Err(_) => break,
+        };
+        if !s.rtcp_latched {
+            s.rtcp_latched = true;
+            s.remote_rtcp = Some(from);
+        }
+        let buf = &sc.rx[..n];
+        on_rtcp(s, buf, now);
+    }
+}
+
+fn on_rtcp(s: &mut Session, buf: &[u8], now: u64) {
+    match RtcpReport::parse(buf) {
+        Ok(r) => {
+            s.counters.rtcp_received += 1;
+            if let Some(si) = r.sender_info {
+                s.rx_stats
+                    .on_sender_report(si.ntp_timestamp, now / 1_000_000);
+            }
+            if let Some(b) = r.blocks().iter().find(|b| b.ssrc == s.ssrc) {
+                s.counters.remote_fraction_lost = b.fraction_lost as f64 / 256.0;
+                s.counters.remote_cumulative_lost = b.cumulative_lost as i64;
+                s.counters.remote_jitter_ms = b.jitter as f64 / 8.0;
+            }
+        }
+        Err(_) => s.counters.malformed_rtcp += 1,
+    }
+}
+
+/// Fills `sc.caller` with this tick's caller audio (silence when none).
+fn caller_frame(s: &mut Session, sc: &mut Scratch) {
+    let codec = s.codec;
+    let mut guard = 0;
+    while s.rx_pcm.len() < FRAME_SAMPLES && guard < 8 {
+        guard += 1;
+        match s.jb.pop() {
+            Pop::Frame(payload) => {
+                s.last_payload_len = payload.len().max(1);
+                if s.rx_pcm.len() + payload.len() <= s.rx_pcm.capacity() {
+                    s.rx_pcm.extend(payload.iter().map(|b| codec.decode(*b)));
+                }
+            }
+            Pop::Lost => {
+                let n = s.last_payload_len;
+                if s.rx_pcm.len() + n <= s.rx_pcm.capacity() {
+                    s.rx_pcm.extend(std::iter::repeat_n(0i16, n));
+                }
+            }
+            Pop::Empty => break,
+        }
+    }
+    if s.rx_pcm.len() >= FRAME_SAMPLES {
+        for (o, v) in sc.caller.iter_mut().zip(s.rx_pcm.drain(..FRAME_SAMPLES)) {
+            *o = v;
+        }
+    } else {
+        sc.caller.fill(0);
+    }
+}
+
+fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingStats) {
+    sc.bot.fill(0);
+    let Some(remote) = s.remote_rtp else {
+        advance_playout_without_sending(s, sc);
+        return;
+    };
+    // DTMF takes the stream while a digit lasts (prompt playout pauses).
+    if s.dtmf_gen.is_none()
+        && s.dtmf_gap == 0
+        && let (Some(d), Some(_)) = (s.dtmf_queue.front().copied(), s.te_pt)
+    {
+        s.dtmf_queue.pop_front();
+        let dur = (s.settings.dtmf_duration_ms * 8).min(u16::MAX as u32) as u16;
+        s.dtmf_gen = DtmfGenerator::new(d, s.ts, dur).ok();
+    }
+    if let (Some(g), Some(te)) = (s.dtmf_gen.as_mut(), s.te_pt) {
+        let mut evs = [EventPacket {
+            marker: false,
+            timestamp: 0,
+            payload: [0; 4],
+        }; 3];
+        let n = g.next_tick(&mut evs);
+        let done = g.is_done();
+        let mut lens = [0usize; 3];
+        for (i, ev) in evs[..n].iter().enumerate() {
+            let seq = s.seq;
+            s.seq = s.seq.wrapping_add(1);
+            let buf = &mut sc.tx[i];
+            if write_rtp_header(buf, ev.marker, te, seq, ev.timestamp, s.ssrc).is_ok() {
+                buf[12..16].copy_from_slice(&ev.payload);
+                lens[i] = 16;
+            }
+        }
+        let sent = send_batch(&s.rtp, &sc.tx, &lens[..n], remote);
+        pacing.record(now_ns().saturating_sub(deadline));
+        s.packets_sent += sent as u64;
+        s.octets_sent += 4 * sent as u64;
+        if done {
+            s.dtmf_gen = None;
+            s.dtmf_gap = 3; // 60 ms between digits
+            s.talkspurt = true;
+        }
+        return;
+    }
+    if s.dtmf_gap > 0 {
+        s.dtmf_gap -= 1;
+    }
+
+    let codec = s.codec;
+    let marker = s.talkspurt;
+    s.talkspurt = false;
+    let payload = &mut sc.tx[0][12..12 + FRAME_SAMPLES];
+    fill_bot_frame(s, codec, payload, &mut sc.bot);
+    let buf = &mut sc.tx[0];
+    if write_rtp_header(buf, marker, codec.payload_type(), s.seq, s.ts, s.ssrc).is_err() {
+        return;
+    }
+    s.seq = s.seq.wrapping_add(1);
+    let len = 12 + FRAME_SAMPLES;
+    pacing.record(now_ns().saturating_sub(deadline));
+    if s.rtp.send_to(&buf[..len], remote).is_ok() {
+        s.packets_sent += 1;
+        s.octets_sent += FRAME_SAMPLES as u64;
+    } else {
+        s.counters.send_errors += 1;
+    }
+}
+
+/// Without a remote the playout clock still runs (prompts advance, handles complete).
+fn advance_playout_without_sending(s: &mut Session, sc: &mut Scratch) {
+    let mut scratch = [0u8; FRAME_SAMPLES];
+    let codec = s.codec;
+    fill_bot_frame(s, codec, &mut scratch, &mut sc.bot);
+}
+
+/// Produces the bot's next frame: encoded into `payload`, linear into `bot`.
+fn fill_bot_frame(
+    s: &mut Session,
+    codec: Codec,
+    payload: &mut [u8],
+    bot: &mut [i16; FRAME_SAMPLES],
+) {
+    loop {
+        let Some(play) = s.current.as_mut() else {
+            payload.fill(codec.silence_byte());
+            bot.fill(0);
+            return;
+        };
+        match &play.source {
+            Playable::Prompt(p) => {
+                let enc = p.encoded(codec);
+                if play.pos + FRAME_SAMPLES <= enc.len() {
+                    payload.copy_from_slice(&enc[play.pos..play.pos + FRAME_SAMPLES]);
+                    bot.copy_from_slice(&p.pcm()[play.pos..play.pos + FRAME_SAMPLES]);
+                    play.pos += FRAME_SAMPLES;
+                    play.frames_played += 1;
+                    return;
+                }
+            }
+            Playable::Stream(st) => match st.take_frame(bot) {
+                StreamFrame::Frame => {
+                    codec.encode_into(bot, payload);
+                    play.frames_played += 1;
+                    return;
+                }
+                StreamFrame::Starved => {
+                    payload.fill(codec.silence_byte());
+                    bot.fill(0);
+                    return;
+                }
+                StreamFrame::Finished => {}
+            },
+        }
+        // Current source is exhausted: complete it and start the next one.
+        if let Some(mut done) = s.current.take() {
+            done.end(PlayEnd::Completed);
+        }
+        s.current = s.queue.pop_front();
+        s.talkspurt = true;
+    }
+}
+
+/// Sends several datagrams to one peer; sendmmsg when more than one.
+fn send_batch(sock: &UdpSocket, bufs: &[[u8; 1500]; 3], lens: &[usize], to: SocketAddr) -> usize {
+    if lens.len() == 1 {
+        return usize::from(sock.send_to(&bufs[0][..lens[0]], to).is_ok());
+    }
+    use std::os::fd::AsRawFd;
+    let addr = socket2::SockAddr::from(to);
+    let mut iov: [libc::iovec; 3] = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; 3];
+    // SAFETY: zeroed mmsghdr is a valid "empty" value (null pointers, zero lengths).
+    let mut msgs: [libc::mmsghdr; 3] = unsafe { std::mem::zeroed() };
+    let n = lens.len().min(3);
+    for i in 0..n {
+        iov[i] = libc::iovec {
+            iov_base: bufs[i].as_ptr() as *mut libc::c_void,
+            iov_len: lens[i],
+        };
+    }
+    for i in 0..n {
+        msgs[i].msg_hdr.msg_name = addr.as_ptr() as *mut libc::c_void;
+        msgs[i].msg_hdr.msg_namelen = addr.len();
+        msgs[i].msg_hdr.msg_iov = &mut iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: msgs/iov/addr outlive the call; each msg points at one valid iovec and a valid sockaddr.
+    let rc = unsafe { libc::sendmmsg(sock.as_raw_fd(), msgs.as_mut_ptr(), n as libc::c_uint, 0) };
+    if rc < 0 { 0 } else { rc as usize }
+}
+
+fn send_rtcp(s: &mut Session, sc: &mut Scratch) {
+    let Some(to) = s.remote_rtcp else { return };
+    let now_ms = now_ns() / 1_000_000;
+    let mut blocks = [ReportBlock::default(); 4];
+    let mut count = 0;
+    if let Some(remote_ssrc) = s.remote_ssrc {
+        blocks[0] = s.rx_stats.report_block(remote_ssrc, now_ms);
+        count = 1;
+    }
+    let report = RtcpReport {
+        ssrc: s.ssrc,
+        sender_info: (s.packets_sent > 0).then(|| SenderInfo {
+            ntp_timestamp: ntp_timestamp(std::time::SystemTime::now()),
+            rtp_timestamp: s.ts,
+            packet_count: s.packets_sent as u32,
+            octet_count: s.octets_sent as u32,
+        }),
+        blocks,
+        block_count: count,
+    };
+    if let Ok(n) = report.write(&mut sc.tx[0])
+        && s.rtcp.send_to(&sc.tx[0][..n], to).is_ok()
+    {
+        s.counters.rtcp_sent += 1;
+    }
+}
