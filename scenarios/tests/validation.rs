@@ -1,0 +1,450 @@
+//! Validation: one test per SCN code, plus "every problem at once" and the entry shape.
+
+use callsmith_scenarios::codes::Code;
+use callsmith_scenarios::{AcceptAll, ScenarioError, ValidationContext, validate_value};
+use serde_json::{Value, json};
+
+fn fixture() -> Value {
+    serde_json::from_str(include_str!("fixtures/all_bricks.json")).expect("fixture is JSON")
+}
+
+/// start_call → audio_tts → end.
+fn base() -> Value {
+    json!({"name": "base", "constructor": {"bricks": {
+        "start_call": {"v1": [{"id": "s", "description": "", "properties": {}, "outputs": [{"type": "next", "description": "", "next": "t"}]}]},
+        "audio_tts": {"v1": [{"id": "t", "description": "", "properties": {"text": "Hello"}, "outputs": [{"type": "next", "description": "", "next": "e"}]}]},
+        "end": {"v1": [{"id": "e", "description": "", "properties": {}, "outputs": []}]}
+    }}})
+}
+
+fn bricks(v: &mut Value) -> &mut Value {
+    &mut v["constructor"]["bricks"]
+}
+
+/// Adds `brick` of `kind` and links `t` to it instead of `e`; the brick links on to `e` via `out`.
+fn with_brick(kind: &str, mut brick: Value) -> Value {
+    let mut v = base();
+    let id = brick["id"].as_str().expect("id").to_string();
+    if brick.get("outputs").is_none() {
+        brick["outputs"] = json!([{"type": "next", "description": "", "next": "e"}]);
+    }
+    bricks(&mut v)[kind] = json!({"v1": [brick]});
+    bricks(&mut v)["audio_tts"]["v1"][0]["outputs"][0]["next"] = json!(id);
+    v
+}
+
+fn codes(errs: &[ScenarioError]) -> Vec<&str> {
+    errs.iter().map(|e| e.code.as_str()).collect()
+}
+
+fn only(v: &Value, code: &str) -> ScenarioError {
+    only_with(v, code, &AcceptAll)
+}
+
+fn only_with(v: &Value, code: &str, ctx: &dyn ValidationContext) -> ScenarioError {
+    let errs = validate_value(v, ctx);
+    assert_eq!(codes(&errs), vec![code], "{errs:#?}");
+    errs.into_iter().next().expect("one error")
+}
+
+#[test]
+fn the_every_kind_fixture_and_the_base_are_valid() {
+    assert_eq!(validate_value(&fixture(), &AcceptAll), vec![]);
+    assert_eq!(validate_value(&base(), &AcceptAll), vec![]);
+}
+
+#[test]
+fn scn101_unknown_kind() {
+    let mut v = base();
+    bricks(&mut v)["hologram"] = json!({"v1": []});
+    let e = only(&v, "SCN101");
+    assert_eq!(e.invalid_value, "hologram");
+    assert_eq!(e.summary, "unknown brick kind");
+}
+
+#[test]
+fn scn102_malformed_structure() {
+    let mut v = base();
+    bricks(&mut v)["goal"] = json!("not a group");
+    let e = only(&v, "SCN102");
+    assert_eq!(e.property, "constructor.bricks.goal");
+    let mut v = base();
+    bricks(&mut v)["audio_tts"]["v1"][0]["properties"] = json!([1]);
+    let e = only(&v, "SCN102");
+    assert_eq!(
+        (e.node_id.as_str(), e.property.as_str()),
+        ("t", "properties")
+    );
+    assert_eq!(
+        codes(&validate_value(&json!([1, 2]), &AcceptAll)),
+        vec!["SCN102"]
+    );
+}
+
+#[test]
+fn scn103_duplicate_id() {
+    let mut v = base();
+    bricks(&mut v)["goal"] =
+        json!({"v1": [{"id": "t", "properties": {"goal": "x"}, "outputs": []}]});
+    let errs = validate_value(&v, &AcceptAll);
+    let dup = errs.iter().find(|e| e.code == "SCN103").expect("SCN103");
+    assert_eq!(dup.node_id, "t");
+    assert_eq!(dup.duplicate_node_index, "goal.v1[0]");
+}
+
+#[test]
+fn scn104_missing_id() {
+    let mut v = base();
+    bricks(&mut v)["end"]["v1"][0]["id"] = json!("");
+    let errs = validate_value(&v, &AcceptAll);
+    // the audio_tts output now dangles too: both problems are reported
+    assert!(codes(&errs).contains(&"SCN104"), "{errs:#?}");
+    assert!(codes(&errs).contains(&"SCN105"), "{errs:#?}");
+}
+
+#[test]
+fn scn105_dangling_output() {
+    let mut v = base();
+    bricks(&mut v)["audio_tts"]["v1"][0]["outputs"][0]["next"] = json!("nowhere");
+    let errs = validate_value(&v, &AcceptAll);
+    let e = errs.iter().find(|e| e.code == "SCN105").expect("SCN105");
+    assert_eq!(
+        (
+            e.node_id.as_str(),
+            e.output_type.as_str(),
+            e.invalid_value.as_str()
+        ),
+        ("t", "next", "nowhere")
+    );
+    assert_eq!(e.tree_id, "s");
+    assert_eq!(e.property, "outputs[0].next");
+}
+
+#[test]
+fn scn106_duplicate_output() {
+    let mut v = base();
+    bricks(&mut v)["audio_tts"]["v1"][0]["outputs"] =
+        json!([{"type": "next", "next": "e"}, {"type": "next", "next": "e"}]);
+    let e = only(&v, "SCN106");
+    assert_eq!(
+        (e.output_type.as_str(), e.duplicate_node_index.as_str()),
+        ("next", "outputs[1]")
+    );
+}
+
+#[test]
+fn scn107_output_type_not_taken_by_kind() {
+    let mut v = base();
+    bricks(&mut v)["audio_tts"]["v1"][0]["outputs"] =
+        json!([{"type": "next", "next": "e"}, {"type": "yes", "next": "e"}]);
+    let e = only(&v, "SCN107");
+    assert_eq!(e.output_type, "yes");
+    let mut v = base();
+    bricks(&mut v)["end"]["v1"][0]["outputs"] = json!([{"type": "next", "next": "t"}]);
+    only(&v, "SCN107");
+}
+
+#[test]
+fn scn108_missing_start() {
+    let mut v = base();
+    bricks(&mut v)
+        .as_object_mut()
+        .expect("obj")
+        .remove("start_call");
+    bricks(&mut v)["start_tree"] = json!({"v1": [{"id": "tree", "properties": {}, "outputs": [{"type": "next", "next": "t"}]}]});
+    let e = only(&v, "SCN108");
+    assert_eq!(e.node_id, "");
+    let errs = validate_value(&json!({"name": "empty"}), &AcceptAll);
+    assert_eq!(codes(&errs), vec!["SCN108"]);
+}
+
+#[test]
+fn scn109_duplicate_start() {
+    let mut v = base();
+    bricks(&mut v)["start_call"]["v1"]
+        .as_array_mut()
+        .expect("arr")
+        .push(json!({"id": "s2", "properties": {}, "outputs": [{"type": "next", "next": "t"}]}));
+    let e = only(&v, "SCN109");
+    assert_eq!(
+        (e.node_id.as_str(), e.duplicate_tree_index.as_str()),
+        ("s2", "start_call.v1[1]")
+    );
+}
+
+#[test]
+fn scn110_unreachable_brick() {
+    let mut v = base();
+    bricks(&mut v)["goal"] = json!({"v1": [{"id": "orphan", "properties": {"goal": "g"}, "outputs": [{"type": "next", "next": "e"}]}]});
+    let e = only(&v, "SCN110");
+    assert_eq!((e.node_id.as_str(), e.tree_id.as_str()), ("orphan", ""));
+}
+
+#[test]
+fn scn111_missing_required_property() {
+    let mut v = base();
+    bricks(&mut v)["audio_tts"]["v1"][0]["properties"] = json!({"text": "  "});
+    let e = only(&v, "SCN111");
+    assert_eq!(
+        (e.node_id.as_str(), e.property.as_str()),
+        ("t", "properties.text")
+    );
+    let v = with_brick(
+        "call_transfer",
+        json!({"id": "x", "properties": {"transfer_mode": "blind"}}),
+    );
+    assert_eq!(only(&v, "SCN111").property, "properties.number");
+}
+
+#[test]
+fn scn112_wrong_property_type() {
+    let mut v = base();
+    bricks(&mut v)["audio_tts"]["v1"][0]["properties"] = json!({"text": "hi", "voice": 7});
+    let e = only(&v, "SCN112");
+    assert_eq!(
+        (e.property.as_str(), e.invalid_value.as_str()),
+        ("properties.voice", "7")
+    );
+    let v = with_brick(
+        "outbound_call",
+        json!({"id": "o", "properties": {"is_voicemail": "yes"}}),
+    );
+    assert_eq!(only(&v, "SCN112").property, "properties.is_voicemail");
+}
+
+#[test]
+fn scn113_number_out_of_range() {
+    let v = with_brick(
+        "audio",
+        json!({"id": "a", "properties": {"audios": [{"mode": "tts", "tts_properties": {"text": "x"}}], "tts_general": {"speed": 9}}}),
+    );
+    let e = only(&v, "SCN113");
+    assert_eq!(
+        (e.property.as_str(), e.invalid_value.as_str()),
+        ("properties.tts_general.speed", "9")
+    );
+    let q = json!({"id": "q", "properties": {"dtmf_properties": {"min_symbols": 4, "max_symbols": 2}},
+                   "outputs": [{"type": "next", "next": "e"}]});
+    let e = only(&with_brick("question", q), "SCN113");
+    assert_eq!(e.property, "properties.dtmf_properties.min_symbols");
+    let q = json!({"id": "q", "properties": {"dtmf_properties": {"max_symbols": 1.5}}});
+    only(&with_brick("question", q), "SCN113");
+}
+
+#[test]
+fn scn114_value_outside_enumeration() {
+    let v = with_brick(
+        "audio",
+        json!({"id": "a", "properties": {"play_mode": "shuffle", "audios": [{"mode": "tts", "tts_properties": {"text": "x"}}]}}),
+    );
+    let e = only(&v, "SCN114");
+    assert_eq!(
+        (e.property.as_str(), e.invalid_value.as_str()),
+        ("properties.play_mode", "shuffle")
+    );
+}
+
+#[test]
+fn scn115_bad_placeholder() {
+    let mut v = base();
+    bricks(&mut v)["audio_tts"]["v1"][0]["properties"] = json!({"text": "Hi {{first name}}"});
+    let e = only(&v, "SCN115");
+    assert_eq!(
+        (e.property.as_str(), e.invalid_value.as_str()),
+        ("properties.text", "Hi {{first name}}")
+    );
+    let v = with_brick(
+        "sms",
+        json!({"id": "m", "properties": {"to": "{{phone", "text": "ok"}}),
+    );
+    assert_eq!(only(&v, "SCN115").property, "properties.to");
+}
+
+#[test]
+fn scn116_invalid_variable_name() {
+    let v = with_brick(
+        "assignment",
+        json!({"id": "a", "properties": {"variables": [{"name": "bad name", "value": "1"}]}}),
+    );
+    let e = only(&v, "SCN116");
+    assert_eq!(e.property, "properties.variables[0].name");
+    let v = with_brick(
+        "increment",
+        json!({"id": "i", "properties": {"variables": [{"variable": "a/b"}]}}),
+    );
+    only(&v, "SCN116");
+}
+
+struct Known;
+impl ValidationContext for Known {
+    fn classifier_exists(&self, id: &str, version: i64) -> bool {
+        id == "clf-1" && version <= 2
+    }
+    fn audio_exists(&self, url: &str) -> bool {
+        url == "aud_known"
+    }
+}
+
+#[test]
+fn scn117_unknown_classifier() {
+    let q = |version: i64| {
+        json!({"id": "q", "properties": {"stt_properties": {"intent_properties": {"classifier": {"id": "clf-1", "version": version}}}},
+               "outputs": [{"type": "next", "next": "e"}]})
+    };
+    assert_eq!(
+        validate_value(&with_brick("question", q(2)), &Known),
+        vec![]
+    );
+    let e = only_with(&with_brick("question", q(3)), "SCN117", &Known);
+    assert_eq!(
+        (e.invalid_value.as_str(), e.node_id.as_str()),
+        ("clf-1@3", "q")
+    );
+}
+
+#[test]
+fn scn118_unknown_audio_file() {
+    let v = with_brick(
+        "audio_file",
+        json!({"id": "f", "properties": {"url": "aud_known"}}),
+    );
+    assert_eq!(validate_value(&v, &Known), vec![]);
+    let v = with_brick(
+        "audio_file",
+        json!({"id": "f", "properties": {"url": "aud_missing"}}),
+    );
+    let e = only_with(&v, "SCN118", &Known);
+    assert_eq!(e.invalid_value, "aud_missing");
+}
+
+fn condition_group(conditions: Value) -> Value {
+    with_brick(
+        "condition_group",
+        json!({"id": "c", "properties": {"condition": {"conditions": conditions}}, "outputs": [{"type": "else", "next": "e"}]}),
+    )
+}
+
+#[test]
+fn scn119_invalid_regex() {
+    let v = condition_group(json!([{"condition_id": "a", "condition_operator": "and",
+        "elements": [{"variable": "x", "element_operator": "regex", "value": "(unclosed"}]}]));
+    let e = only(&v, "SCN119");
+    assert_eq!(e.invalid_value, "(unclosed");
+}
+
+fn webhook(request: Value, mapping: Value) -> Value {
+    with_brick(
+        "webhook",
+        json!({"id": "w", "properties": {"request": request, "response_mapping": {"variables": mapping}},
+               "outputs": [{"type": "processed", "next": "e"}, {"type": "fail", "next": "e"}]}),
+    )
+}
+
+#[test]
+fn scn120_invalid_json_path() {
+    let v = webhook(
+        json!({"method": "GET", "url": "http://127.0.0.1/x"}),
+        json!([{"name": "{{v}}", "source": "body", "path": "$.a[", "set_if_not_found": ""}]),
+    );
+    let e = only(&v, "SCN120");
+    assert_eq!(e.property, "properties.response_mapping.variables[0].path");
+}
+
+#[test]
+fn scn121_invalid_url() {
+    let v = webhook(
+        json!({"method": "GET", "url": "ftp://127.0.0.1/x"}),
+        json!([]),
+    );
+    assert_eq!(only(&v, "SCN121").property, "properties.request.url");
+    let v = webhook(
+        json!({"method": "GET", "url": "not a url {{x}}"}),
+        json!([]),
+    );
+    only(&v, "SCN121");
+    // a URL that is one placeholder is only known at run time
+    let v = webhook(json!({"method": "GET", "url": "{{target}}"}), json!([]));
+    assert_eq!(validate_value(&v, &AcceptAll), vec![]);
+}
+
+#[test]
+fn scn122_duplicate_branch_id() {
+    let el = json!([{"variable": "x", "element_operator": "empty", "value": ""}]);
+    let v = condition_group(json!([
+        {"condition_id": "a", "condition_operator": "and", "elements": el},
+        {"condition_id": "a", "condition_operator": "or", "elements": el}
+    ]));
+    let e = only(&v, "SCN122");
+    assert_eq!(
+        e.property,
+        "properties.condition.conditions[1].condition_id"
+    );
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let mut v = base();
+    bricks(&mut v)["hologram"] = json!({});
+    bricks(&mut v)["audio_tts"]["v1"][0]["properties"] = json!({"text": "{{"});
+    bricks(&mut v)["audio_tts"]["v1"][0]["outputs"] =
+        json!([{"type": "next", "next": "gone"}, {"type": "next", "next": "e"}]);
+    bricks(&mut v)["goal"] = json!({"v1": [{"id": "g", "properties": {}, "outputs": []}]});
+    let errs = validate_value(&v, &AcceptAll);
+    let mut got = codes(&errs);
+    got.sort();
+    assert_eq!(
+        got,
+        vec!["SCN101", "SCN105", "SCN106", "SCN110", "SCN111", "SCN115"],
+        "{errs:#?}"
+    );
+}
+
+#[test]
+fn entries_serialise_every_field_as_a_string() {
+    let mut v = base();
+    bricks(&mut v)["audio_tts"]["v1"][0]["outputs"][0]["next"] = json!("nowhere");
+    let errs = validate_value(&v, &AcceptAll);
+    let json = serde_json::to_value(&errs[0]).expect("ser");
+    let obj = json.as_object().expect("object");
+    for key in [
+        "code",
+        "message",
+        "summary",
+        "tree_id",
+        "node_id",
+        "output_type",
+        "duplicate_tree_index",
+        "duplicate_node_index",
+        "property",
+        "invalid_value",
+    ] {
+        assert!(
+            obj.get(key).is_some_and(Value::is_string),
+            "{key} missing or not a string"
+        );
+    }
+    assert_eq!(obj.len(), 10);
+}
+
+#[test]
+fn the_code_registry_is_documented_and_distinct() {
+    let doc = include_str!("../../docs/scenario-codes.md");
+    let mut seen = std::collections::HashSet::new();
+    for code in Code::ALL {
+        assert!(
+            seen.insert(code.as_str()),
+            "{} registered twice",
+            code.as_str()
+        );
+        assert!(
+            doc.contains(code.as_str()),
+            "{} is not in docs/scenario-codes.md",
+            code.as_str()
+        );
+        assert!(
+            doc.contains(code.summary()),
+            "summary of {} is not documented",
+            code.as_str()
+        );
+    }
+}
