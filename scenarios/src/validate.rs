@@ -498,7 +498,8 @@ fn llm(l: &Opt<LlmProperties>, path: &str, out: &mut Vec<ScenarioError>) {
 fn variable_name(name: &str, path: &str, out: &mut Vec<ScenarioError>) {
     if name.trim().is_empty() {
         out.push(missing(path, "a variable name"));
-    } else if template::unwrap_target(name).is_none() {
+    } else if template::check(name).is_ok() && template::unwrap_target(name).is_none() {
+        // A broken `{{` is already reported as SCN115 by the field walk.
         out.push(
             ScenarioError::new(
                 Code::InvalidVariableName,

@@ -529,7 +529,8 @@ pub fn validate_mapping(
                 ScenarioError::new(Code::MissingProperty, "a mapping needs a target name")
                     .property(format!("{at}.name")),
             );
-        } else if template::unwrap_target(name).is_none() {
+        } else if template::check(name).is_ok() && template::unwrap_target(name).is_none() {
+            // A broken `{{` is already reported as SCN115 by the field walk.
             out.push(
                 ScenarioError::new(
                     Code::InvalidVariableName,
@@ -557,7 +558,9 @@ pub fn validate_mapping(
                 ScenarioError::new(Code::MissingProperty, "a mapping needs a path")
                     .property(format!("{at}.path")),
             );
-        } else if !is_header && let Err(e) = serde_json_path::JsonPath::parse(path_s) {
+        } else if matches!(source, "" | "body")
+            && let Err(e) = serde_json_path::JsonPath::parse(path_s)
+        {
             out.push(
                 ScenarioError::new(
                     Code::InvalidJsonPath,
