@@ -1,1 +1,27 @@
-//! callsmith-sip
+//! callsmith-sip: SIP signalling for the callsmith engine.
+//!
+//! The engine starts a [`SipStack`], places outbound calls through named trunks with
+//! [`SipStack::place_call`] and takes inbound calls from [`SipStack::take_incoming`].
+//! Every call is a [`CallLeg`] whose [`LegEvent`]s carry negotiated media parameters
+//! ([`NegotiatedMedia`]) and the end of the call with its [`CallStatus`].
+//! No media bytes and no scenario logic live here.
+//!
+//! Pure, unit-tested cores: [`sdp`] (offer/answer), [`status`] (call_status mapping),
+//! [`trunk`] (selection, number format, inbound sources), [`digest`] (MD5/SHA-256),
+//! [`wire`] (request validation, 400 decisions).
+
+pub mod config;
+pub mod digest;
+mod leg;
+pub mod sdp;
+mod stack;
+pub mod status;
+pub mod trunk;
+pub mod wire;
+
+pub use config::{SipConfig, SipTimers};
+pub use leg::{CallLeg, EndInfo, LegController, LegDirection, LegEvent, Party, TransferOutcome};
+pub use sdp::{Codec, Direction, LocalMedia, NegotiatedMedia};
+pub use stack::{CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack};
+pub use status::CallStatus;
+pub use trunk::{DigestCredentials, NumberFormat, SipTransport, TrunkConfig};

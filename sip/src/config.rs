@@ -1,0 +1,61 @@
+//! Stack configuration.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sdp::Codec;
+use crate::trunk::TrunkConfig;
+
+/// Timers the engine may tune. Defaults follow RFC 3261 and common carrier practice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SipTimers {
+    /// RFC 3261 T1 (retransmit base). 500 ms.
+    pub t1: Duration,
+    /// How long a blind transfer waits for the final NOTIFY. 32 s.
+    pub refer_timeout: Duration,
+    /// Session-Expires we accept as minimum (RFC 4028 Min-SE). 90 s.
+    pub min_session_expires: u32,
+}
+
+impl Default for SipTimers {
+    fn default() -> Self {
+        SipTimers {
+            t1: Duration::from_millis(500),
+            refer_timeout: Duration::from_secs(32),
+            min_session_expires: 90,
+        }
+    }
+}
+
+/// Everything [`crate::SipStack::start`] needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SipConfig {
+    /// UDP listen address (`None` disables UDP). Port 0 picks a free port.
+    pub udp: Option<SocketAddr>,
+    /// TCP listen address (`None` disables TCP). Port 0 picks a free port.
+    pub tcp: Option<SocketAddr>,
+    pub trunks: Vec<TrunkConfig>,
+    /// Trunk used when an outbound call names none.
+    pub default_trunk: Option<String>,
+    /// Codecs the media side can handle; an inbound offer with none of them gets 488.
+    pub codecs: Vec<Codec>,
+    pub user_agent: String,
+    pub timers: SipTimers,
+}
+
+impl Default for SipConfig {
+    fn default() -> Self {
+        let addr: SocketAddr = ([127, 0, 0, 1], 5060).into();
+        SipConfig {
+            udp: Some(addr),
+            tcp: Some(addr),
+            trunks: Vec::new(),
+            default_trunk: None,
+            codecs: vec![Codec::Pcmu, Codec::Pcma],
+            user_agent: "callsmith".into(),
+            timers: SipTimers::default(),
+        }
+    }
+}

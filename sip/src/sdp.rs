@@ -1,0 +1,575 @@
+//! A small SDP model (RFC 4566 / RFC 3264 offer-answer) covering what a G.711 telephony
+//! leg needs: one audio stream, PCMU/PCMA and telephone-event, and a direction attribute.
+//!
+//! Pure code: the engine hands a [`LocalMedia`]; this module builds offers and answers and
+//! turns the peer's SDP into [`NegotiatedMedia`]. Nothing here touches a socket.
+
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+/// Audio codecs this stack negotiates. Static payload types per RFC 3551.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Codec {
+    /// G.711 µ-law, payload type 0.
+    Pcmu,
+    /// G.711 A-law, payload type 8.
+    Pcma,
+}
+
+impl Codec {
+    pub fn payload_type(self) -> u8 {
+        match self {
+            Codec::Pcmu => 0,
+            Codec::Pcma => 8,
+        }
+    }
+    pub fn encoding_name(self) -> &'static str {
+        match self {
+            Codec::Pcmu => "PCMU",
+            Codec::Pcma => "PCMA",
+        }
+    }
+    pub fn clock_rate(self) -> u32 {
+        8000
+    }
+    fn from_name(name: &str) -> Option<Codec> {
+        match name.to_ascii_uppercase().as_str() {
+            "PCMU" => Some(Codec::Pcmu),
+            "PCMA" => Some(Codec::Pcma),
+            _ => None,
+        }
+    }
+    fn from_static_pt(pt: u8) -> Option<Codec> {
+        match pt {
+            0 => Some(Codec::Pcmu),
+            8 => Some(Codec::Pcma),
+            _ => None,
+        }
+    }
+}
+
+/// Media direction attribute (RFC 3264 §6.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Direction {
+    #[default]
+    SendRecv,
+    SendOnly,
+    RecvOnly,
+    Inactive,
+}
+
+impl Direction {
+    fn attr(self) -> &'static str {
+        match self {
+            Direction::SendRecv => "sendrecv",
+            Direction::SendOnly => "sendonly",
+            Direction::RecvOnly => "recvonly",
+            Direction::Inactive => "inactive",
+        }
+    }
+    /// The direction an answerer uses for an offer with this direction.
+    pub fn mirrored(self) -> Direction {
+        match self {
+            Direction::SendRecv => Direction::SendRecv,
+            Direction::SendOnly => Direction::RecvOnly,
+            Direction::RecvOnly => Direction::SendOnly,
+            Direction::Inactive => Direction::Inactive,
+        }
+    }
+    /// True when the peer stopped sending us media (it put us on hold).
+    pub fn is_hold(self) -> bool {
+        matches!(self, Direction::SendOnly | Direction::Inactive)
+    }
+}
+
+/// What the engine's media side offers: where it receives RTP and which codecs it can do,
+/// in order of preference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalMedia {
+    pub addr: IpAddr,
+    pub port: u16,
+    pub codecs: Vec<Codec>,
+    /// Offer RFC 4733 telephone-event (DTMF) with this dynamic payload type.
+    pub telephone_event: Option<u8>,
+    /// Packetisation time in ms (20 for the usual G.711 stream).
+    pub ptime: u32,
+}
+
+impl LocalMedia {
+    /// PCMU, PCMA and telephone-event/101 at 20 ms: the usual telephony offer.
+    pub fn g711(addr: IpAddr, port: u16) -> Self {
+        LocalMedia {
+            addr,
+            port,
+            codecs: vec![Codec::Pcmu, Codec::Pcma],
+            telephone_event: Some(101),
+            ptime: 20,
+        }
+    }
+}
+
+/// The outcome of offer/answer the media side needs to send and receive RTP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NegotiatedMedia {
+    /// Where to send RTP.
+    pub remote_rtp: SocketAddr,
+    pub codec: Codec,
+    pub payload_type: u8,
+    /// The peer's telephone-event payload type, when both sides have it.
+    pub telephone_event: Option<u8>,
+    /// Direction as the peer declared it.
+    pub remote_direction: Direction,
+    pub ptime: Option<u32>,
+}
+
+/// One parsed `m=` section with the attributes that matter for audio.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaSection {
+    pub kind: String,
+    pub port: u16,
+    pub proto: String,
+    pub formats: Vec<u8>,
+    /// (payload type, encoding name, clock rate) from `a=rtpmap`.
+    pub rtpmaps: Vec<(u8, String, u32)>,
+    pub connection: Option<IpAddr>,
+    pub direction: Option<Direction>,
+    pub ptime: Option<u32>,
+}
+
+/// A parsed session description (only the parts this stack uses).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionDescription {
+    pub origin_session_id: String,
+    pub origin_version: u64,
+    pub connection: Option<IpAddr>,
+    pub direction: Option<Direction>,
+    pub media: Vec<MediaSection>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SdpError {
+    #[error("sdp is not valid: {0}")]
+    Invalid(String),
+    #[error("sdp has no audio stream")]
+    NoAudio,
+    #[error("no common codec")]
+    NoCommonCodec,
+    #[error("sdp audio stream has no connection address")]
+    NoConnection,
+}
+
+fn parse_direction(attr: &str) -> Option<Direction> {
+    match attr {
+        "sendrecv" => Some(Direction::SendRecv),
+        "sendonly" => Some(Direction::SendOnly),
+        "recvonly" => Some(Direction::RecvOnly),
+        "inactive" => Some(Direction::Inactive),
+        _ => None,
+    }
+}
+
+fn parse_connection(value: &str) -> Result<IpAddr, SdpError> {
+    // c=IN IP4 192.0.2.1[/ttl]
+    let mut parts = value.split_whitespace();
+    let (net, _addrtype, addr) = (parts.next(), parts.next(), parts.next());
+    if net != Some("IN") {
+        return Err(SdpError::Invalid(format!("connection line {value:?}")));
+    }
+    let addr = addr.ok_or_else(|| SdpError::Invalid(format!("connection line {value:?}")))?;
+    let addr = addr.split('/').next().unwrap_or(addr);
+    addr.parse()
+        .map_err(|_| SdpError::Invalid(format!("connection address {addr:?}")))
+}
+
+impl SessionDescription {
+    /// Parse an SDP body. Unknown lines are ignored; structural errors are reported.
+    pub fn parse(text: &str) -> Result<SessionDescription, SdpError> {
+        let mut sd = SessionDescription {
+            origin_session_id: String::new(),
+            origin_version: 0,
+            connection: None,
+            direction: None,
+            media: Vec::new(),
+        };
+        let mut saw_version = false;
+        for raw in text.lines() {
+            let line = raw.trim_end_matches('\r');
+            if line.is_empty() {
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                return Err(SdpError::Invalid(format!("line {line:?}")));
+            };
+            if key.len() != 1 {
+                return Err(SdpError::Invalid(format!("line {line:?}")));
+            }
+            match key {
+                "v" => {
+                    if value != "0" {
+                        return Err(SdpError::Invalid(format!("version {value:?}")));
+                    }
+                    saw_version = true;
+                }
+                "o" => {
+                    let fields: Vec<&str> = value.split_whitespace().collect();
+                    if fields.len() >= 3 {
+                        sd.origin_session_id = fields[1].to_string();
+                        sd.origin_version = fields[2].parse().unwrap_or(0);
+                    }
+                }
+                "c" => {
+                    let addr = parse_connection(value)?;
+                    match sd.media.last_mut() {
+                        Some(m) => m.connection = Some(addr),
+                        None => sd.connection = Some(addr),
+                    }
+                }
+                "m" => {
+                    let fields: Vec<&str> = value.split_whitespace().collect();
+                    if fields.len() < 3 {
+                        return Err(SdpError::Invalid(format!("media line {value:?}")));
+                    }
+                    let port_field = fields[1].split('/').next().unwrap_or("");
+                    let port: u16 = port_field
+                        .parse()
+                        .map_err(|_| SdpError::Invalid(format!("media port {:?}", fields[1])))?;
+                    let formats = fields[3..]
+                        .iter()
+                        .filter_map(|f| f.parse::<u8>().ok())
+                        .collect();
+                    sd.media.push(MediaSection {
+                        kind: fields[0].to_string(),
+                        port,
+                        proto: fields[2].to_string(),
+                        formats,
+                        rtpmaps: Vec::new(),
+                        connection: None,
+                        direction: None,
+                        ptime: None,
+                    });
+                }
+                "a" => {
+                    let (name, attr_value) = match value.split_once(':') {
+                        Some((n, v)) => (n, Some(v)),
+                        None => (value, None),
+                    };
+                    if let Some(dir) = parse_direction(name) {
+                        match sd.media.last_mut() {
+                            Some(m) => m.direction = Some(dir),
+                            None => sd.direction = Some(dir),
+                        }
+                        continue;
+                    }
+                    let Some(m) = sd.media.last_mut() else {
+                        continue;
+                    };
+                    match (name, attr_value) {
+                        ("rtpmap", Some(v)) => {
+                            // a=rtpmap:<pt> <name>/<rate>[/<channels>]
+                            let mut it = v.split_whitespace();
+                            let pt = it.next().and_then(|p| p.parse::<u8>().ok());
+                            let enc = it.next();
+                            if let (Some(pt), Some(enc)) = (pt, enc) {
+                                let mut enc_parts = enc.split('/');
+                                let name = enc_parts.next().unwrap_or("").to_string();
+                                let rate =
+                                    enc_parts.next().and_then(|r| r.parse().ok()).unwrap_or(0);
+                                m.rtpmaps.push((pt, name, rate));
+                            }
+                        }
+                        ("ptime", Some(v)) => m.ptime = v.trim().parse().ok(),
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !saw_version {
+            return Err(SdpError::Invalid("missing v= line".into()));
+        }
+        Ok(sd)
+    }
+
+    /// The first audio stream, if any.
+    pub fn audio(&self) -> Option<&MediaSection> {
+        self.media.iter().find(|m| m.kind == "audio")
+    }
+}
+
+impl MediaSection {
+    /// The codec a payload type means in this section: rtpmap first, static types second.
+    fn codec_of(&self, pt: u8) -> Option<Codec> {
+        match self.rtpmaps.iter().find(|(p, _, _)| *p == pt) {
+            Some((_, name, rate)) => {
+                Codec::from_name(name).filter(|c| *rate == 0 || *rate == c.clock_rate())
+            }
+            None => Codec::from_static_pt(pt),
+        }
+    }
+    fn telephone_event_pt(&self) -> Option<u8> {
+        self.rtpmaps
+            .iter()
+            .find(|(pt, name, rate)| {
+                name.eq_ignore_ascii_case("telephone-event")
+                    && *rate == 8000
+                    && self.formats.contains(pt)
+            })
+            .map(|(pt, _, _)| *pt)
+    }
+}
+
+/// Render an SDP body for `local` with the given codecs and direction.
+fn render(
+    local: &LocalMedia,
+    session_id: u64,
+    version: u64,
+    codecs: &[(u8, Codec)],
+    telephone_event: Option<u8>,
+    direction: Direction,
+) -> String {
+    let ip_kind = if local.addr.is_ipv6() { "IP6" } else { "IP4" };
+    let mut pts: Vec<String> = codecs.iter().map(|(pt, _)| pt.to_string()).collect();
+    if let Some(te) = telephone_event {
+        pts.push(te.to_string());
+    }
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "v=0\r\no=callsmith {session_id} {version} IN {ip_kind} {addr}\r\ns=callsmith\r\nc=IN {ip_kind} {addr}\r\nt=0 0\r\nm=audio {port} RTP/AVP {pts}\r\n",
+        addr = local.addr,
+        port = local.port,
+        pts = pts.join(" ")
+    );
+    for (pt, codec) in codecs {
+        let _ = write!(
+            s,
+            "a=rtpmap:{pt} {}/{}\r\n",
+            codec.encoding_name(),
+            codec.clock_rate()
+        );
+    }
+    if let Some(te) = telephone_event {
+        let _ = write!(
+            s,
+            "a=rtpmap:{te} telephone-event/8000\r\na=fmtp:{te} 0-16\r\n"
+        );
+    }
+    let _ = write!(s, "a=ptime:{}\r\na={}\r\n", local.ptime, direction.attr());
+    s
+}
+
+/// Build an SDP offer from the engine's local media description.
+pub fn build_offer(
+    local: &LocalMedia,
+    session_id: u64,
+    version: u64,
+    direction: Direction,
+) -> String {
+    let codecs: Vec<(u8, Codec)> = local
+        .codecs
+        .iter()
+        .map(|c| (c.payload_type(), *c))
+        .collect();
+    render(
+        local,
+        session_id,
+        version,
+        &codecs,
+        local.telephone_event,
+        direction,
+    )
+}
+
+/// Answer a remote offer: pick the first codec in the offerer's order that we support
+/// (RFC 3264 §6.1 lets the answerer follow the offerer's preference), mirror the direction,
+/// and return the answer body with the negotiated parameters.
+pub fn answer_offer(
+    offer: &SessionDescription,
+    local: &LocalMedia,
+    session_id: u64,
+    version: u64,
+) -> Result<(String, NegotiatedMedia), SdpError> {
+    let audio = offer.audio().ok_or(SdpError::NoAudio)?;
+    let (pt, codec) = audio
+        .formats
+        .iter()
+        .filter_map(|pt| audio.codec_of(*pt).map(|c| (*pt, c)))
+        .find(|(_, c)| local.codecs.contains(c))
+        .ok_or(SdpError::NoCommonCodec)?;
+    let remote_te = audio
+        .telephone_event_pt()
+        .filter(|_| local.telephone_event.is_some());
+    let remote_direction = audio.direction.or(offer.direction).unwrap_or_default();
+    let ip = audio
+        .connection
+        .or(offer.connection)
+        .ok_or(SdpError::NoConnection)?;
+    // A 0.0.0.0 connection (RFC 2543 hold) means the peer sends nothing.
+    let remote_direction = if ip.is_unspecified() && remote_direction == Direction::SendRecv {
+        Direction::SendOnly
+    } else {
+        remote_direction
+    };
+    let body = render(
+        local,
+        session_id,
+        version,
+        &[(pt, codec)],
+        remote_te,
+        remote_direction.mirrored(),
+    );
+    Ok((
+        body,
+        NegotiatedMedia {
+            remote_rtp: SocketAddr::new(ip, audio.port),
+            codec,
+            payload_type: pt,
+            telephone_event: remote_te,
+            remote_direction,
+            ptime: audio.ptime,
+        },
+    ))
+}
+
+/// Read the negotiated parameters from the peer's answer (or early-media SDP) to our offer.
+pub fn negotiated_from_answer(
+    answer: &SessionDescription,
+    local: &LocalMedia,
+) -> Result<NegotiatedMedia, SdpError> {
+    let audio = answer.audio().ok_or(SdpError::NoAudio)?;
+    if audio.port == 0 {
+        return Err(SdpError::NoCommonCodec);
+    }
+    let (pt, codec) = audio
+        .formats
+        .iter()
+        .filter_map(|pt| audio.codec_of(*pt).map(|c| (*pt, c)))
+        .find(|(_, c)| local.codecs.contains(c))
+        .ok_or(SdpError::NoCommonCodec)?;
+    let ip = audio
+        .connection
+        .or(answer.connection)
+        .ok_or(SdpError::NoConnection)?;
+    Ok(NegotiatedMedia {
+        remote_rtp: SocketAddr::new(ip, audio.port),
+        codec,
+        payload_type: pt,
+        telephone_event: audio
+            .telephone_event_pt()
+            .filter(|_| local.telephone_event.is_some()),
+        remote_direction: audio.direction.or(answer.direction).unwrap_or_default(),
+        ptime: audio.ptime,
+    })
+}
+
+/// A placeholder address for tests and defaults.
+pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SIPP_OFFER: &str = "v=0\r\no=user1 53655765 2353687637 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 6000 RTP/AVP 8 0 101\r\na=rtpmap:8 PCMA/8000\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:101 telephone-event/8000\r\n";
+
+    fn local() -> LocalMedia {
+        LocalMedia::g711(LOOPBACK, 40000)
+    }
+
+    #[test]
+    fn offer_lists_pcmu_pcma_and_telephone_event() {
+        let offer = build_offer(&local(), 1, 1, Direction::SendRecv);
+        assert!(offer.contains("m=audio 40000 RTP/AVP 0 8 101\r\n"));
+        assert!(offer.contains("a=rtpmap:101 telephone-event/8000\r\n"));
+        assert!(offer.contains("c=IN IP4 127.0.0.1\r\n"));
+        let parsed = SessionDescription::parse(&offer).unwrap();
+        assert_eq!(parsed.audio().unwrap().formats, vec![0, 8, 101]);
+    }
+
+    #[test]
+    fn answer_follows_offerer_preference() {
+        let offer = SessionDescription::parse(SIPP_OFFER).unwrap();
+        let (body, neg) = answer_offer(&offer, &local(), 7, 7).unwrap();
+        assert_eq!(neg.codec, Codec::Pcma);
+        assert_eq!(neg.payload_type, 8);
+        assert_eq!(neg.telephone_event, Some(101));
+        assert_eq!(neg.remote_rtp, "127.0.0.1:6000".parse().unwrap());
+        assert!(body.contains("m=audio 40000 RTP/AVP 8 101\r\n"));
+        assert!(body.contains("a=sendrecv"));
+    }
+
+    #[test]
+    fn no_common_codec_is_an_error() {
+        let offer = SessionDescription::parse(
+            "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 6000 RTP/AVP 18 9\r\na=rtpmap:18 G729/8000\r\na=rtpmap:9 G722/8000\r\n",
+        )
+        .unwrap();
+        assert_eq!(
+            answer_offer(&offer, &local(), 1, 1).unwrap_err(),
+            SdpError::NoCommonCodec
+        );
+    }
+
+    #[test]
+    fn hold_offer_is_mirrored() {
+        let text = SIPP_OFFER.to_string() + "a=sendonly\r\n";
+        let offer = SessionDescription::parse(&text).unwrap();
+        let (body, neg) = answer_offer(&offer, &local(), 1, 2).unwrap();
+        assert_eq!(neg.remote_direction, Direction::SendOnly);
+        assert!(neg.remote_direction.is_hold());
+        assert!(body.contains("a=recvonly"));
+        let inactive =
+            SessionDescription::parse(&(SIPP_OFFER.to_string() + "a=inactive\r\n")).unwrap();
+        let (body, _) = answer_offer(&inactive, &local(), 1, 3).unwrap();
+        assert!(body.contains("a=inactive"));
+        let old_hold = SessionDescription::parse(
+            &SIPP_OFFER.replace("c=IN IP4 127.0.0.1", "c=IN IP4 0.0.0.0"),
+        )
+        .unwrap();
+        let (body, neg) = answer_offer(&old_hold, &local(), 1, 4).unwrap();
+        assert!(neg.remote_direction.is_hold());
+        assert!(body.contains("a=recvonly"));
+    }
+
+    #[test]
+    fn dynamic_payload_type_uses_rtpmap() {
+        let offer = SessionDescription::parse(
+            "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 7000 RTP/AVP 96\r\nc=IN IP4 127.0.0.2\r\na=rtpmap:96 PCMU/8000\r\n",
+        )
+        .unwrap();
+        let (_, neg) = answer_offer(&offer, &local(), 1, 1).unwrap();
+        assert_eq!((neg.codec, neg.payload_type), (Codec::Pcmu, 96));
+        assert_eq!(neg.remote_rtp, "127.0.0.2:7000".parse().unwrap());
+    }
+
+    #[test]
+    fn answer_to_our_offer_is_read() {
+        let answer = SessionDescription::parse(
+            "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 6002 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\na=ptime:20\r\n",
+        )
+        .unwrap();
+        let neg = negotiated_from_answer(&answer, &local()).unwrap();
+        assert_eq!(neg.codec, Codec::Pcmu);
+        assert_eq!(neg.ptime, Some(20));
+        assert_eq!(neg.telephone_event, None);
+    }
+
+    #[test]
+    fn garbage_is_rejected_not_panicking() {
+        for text in [
+            "",
+            "hello",
+            "v=1\r\n",
+            "v=0\r\nm=audio x RTP/AVP 0\r\n",
+            "v=0\r\nc=IN IP4 nope\r\n",
+            "v=0\r\nm=\r\n",
+        ] {
+            assert!(SessionDescription::parse(text).is_err(), "{text:?}");
+        }
+        let no_audio = SessionDescription::parse("v=0\r\nm=video 5000 RTP/AVP 96\r\n").unwrap();
+        assert_eq!(
+            answer_offer(&no_audio, &local(), 1, 1).unwrap_err(),
+            SdpError::NoAudio
+        );
+    }
+}

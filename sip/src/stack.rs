@@ -1,0 +1,677 @@
+//! The running stack: transports, the inbound request loop and outbound call placement.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rsipstack::EndpointBuilder;
+use rsipstack::dialog::authenticate::Credential;
+use rsipstack::dialog::dialog::Dialog;
+use rsipstack::dialog::dialog_layer::DialogLayer;
+use rsipstack::dialog::invitation::InviteOption;
+use rsipstack::sip::prelude::*;
+use rsipstack::sip::{Header, Method, Request, StatusCode};
+use rsipstack::transaction::endpoint::EndpointOption;
+use rsipstack::transaction::transaction::Transaction;
+use rsipstack::transport::tcp_listener::TcpListenerConnection;
+use rsipstack::transport::udp::UdpConnection;
+use rsipstack::transport::{SipAddr, TransportLayer};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::config::SipConfig;
+use crate::leg::{CallLeg, Command, Driver, LegDirection, LegEvent, SessionTimer, new_leg};
+use crate::sdp::{self, Direction, LocalMedia, NegotiatedMedia, SessionDescription};
+use crate::trunk::{self, SipTransport, TrunkConfig, TrunkError};
+use crate::wire;
+
+/// Errors the engine can get back from the stack.
+#[derive(Debug, thiserror::Error)]
+pub enum SipError {
+    #[error(transparent)]
+    Trunk(#[from] TrunkError),
+    #[error("transport {0:?} is not enabled")]
+    TransportDisabled(SipTransport),
+    #[error("invalid header {0:?}: {1}")]
+    InvalidHeader(String, &'static str),
+    #[error("sip stack error: {0}")]
+    Stack(String),
+    #[error("call ended before it could be answered")]
+    CallGone,
+    #[error("cannot answer: {0}")]
+    Answer(String),
+}
+
+impl From<rsipstack::Error> for SipError {
+    fn from(e: rsipstack::Error) -> Self {
+        SipError::Stack(e.to_string())
+    }
+}
+
+/// Decides whether an inbound called number exists (the engine's number table).
+/// Unknown numbers are answered 404 without bothering the engine.
+pub trait CallRouter: Send + Sync + 'static {
+    fn is_known_number(&self, trunk: &str, called: &str) -> bool;
+}
+
+impl<F> CallRouter for F
+where
+    F: Fn(&str, &str) -> bool + Send + Sync + 'static,
+{
+    fn is_known_number(&self, trunk: &str, called: &str) -> bool {
+        self(trunk, called)
+    }
+}
+
+/// An outbound call request.
+#[derive(Debug, Clone)]
+pub struct OutboundCall {
+    /// Trunk name; `None` uses [`SipConfig::default_trunk`]. The engine passes the trunk bound
+    /// to the calling number, else the tenant's default trunk.
+    pub trunk: Option<String>,
+    /// Caller id (From user), formatted per the trunk's number format.
+    pub from_number: String,
+    pub from_display: Option<String>,
+    pub to_number: String,
+    /// Extra SIP headers on the INVITE (e.g. the call_transfer brick's sip_headers).
+    pub headers: Vec<(String, String)>,
+    pub local_media: LocalMedia,
+    /// CANCEL when not answered within this time; status `no_answer`.
+    pub ring_timeout: Duration,
+}
+
+/// Headers the stack owns; user headers may not replace them.
+const RESERVED: &[&str] = &[
+    "via",
+    "from",
+    "to",
+    "call-id",
+    "cseq",
+    "contact",
+    "content-length",
+    "content-type",
+    "max-forwards",
+    "route",
+    "record-route",
+    "refer-to",
+    "authorization",
+    "proxy-authorization",
+    "v",
+    "f",
+    "t",
+    "i",
+    "m",
+    "l",
+    "c",
+];
+
+/// Validate engine-supplied headers and turn them into SIP headers.
+pub(crate) fn custom_headers(headers: &[(String, String)]) -> Result<Vec<Header>, SipError> {
+    let mut out = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        let token_ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-.!%*_+`'~".contains(c));
+        if !token_ok {
+            return Err(SipError::InvalidHeader(
+                name.clone(),
+                "name is not a SIP token",
+            ));
+        }
+        if RESERVED.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(SipError::InvalidHeader(
+                name.clone(),
+                "header is managed by the stack",
+            ));
+        }
+        if value.chars().any(|c| c == '\r' || c == '\n' || c == '\0') {
+            return Err(SipError::InvalidHeader(
+                name.clone(),
+                "value contains a line break",
+            ));
+        }
+        out.push(Header::Other(name.clone(), value.clone()));
+    }
+    Ok(out)
+}
+
+struct Inner {
+    config: SipConfig,
+    dialog_layer: Arc<DialogLayer>,
+    udp_addr: Option<SocketAddr>,
+    tcp_addr: Option<SocketAddr>,
+    router: Arc<dyn CallRouter>,
+    cancel: CancellationToken,
+}
+
+/// The running SIP stack. Dropping it stops the transports.
+pub struct SipStack {
+    inner: Arc<Inner>,
+    incoming: parking_lot::Mutex<Option<IncomingCalls>>,
+}
+
+impl Drop for SipStack {
+    fn drop(&mut self) {
+        self.inner.cancel.cancel();
+    }
+}
+
+/// The stream of inbound calls accepted by trunk, number and codec checks.
+pub struct IncomingCalls {
+    rx: mpsc::Receiver<IncomingCall>,
+}
+
+impl IncomingCalls {
+    pub async fn recv(&mut self) -> Option<IncomingCall> {
+        self.rx.recv().await
+    }
+}
+
+/// An inbound call waiting for the engine: ring it, answer it or reject it.
+/// Watch [`IncomingCall::next_event`] for the caller's CANCEL (`Ended{canceled}`).
+pub struct IncomingCall {
+    pub trunk: String,
+    /// Caller number (From user) as received.
+    pub from: String,
+    pub from_display: Option<String>,
+    /// Called number (Request-URI user), normalised (digits, leading + kept).
+    pub to: String,
+    /// All headers of the INVITE, in order (name, value).
+    pub headers: Vec<(String, String)>,
+    /// The caller's offer read against the configured codecs (answer may still differ
+    /// if the engine answers with fewer codecs).
+    pub remote_media: NegotiatedMedia,
+    /// Where the INVITE came from.
+    pub source: SocketAddr,
+    leg: CallLeg,
+}
+
+impl std::fmt::Debug for IncomingCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IncomingCall")
+            .field("trunk", &self.trunk)
+            .field("from", &self.from)
+            .field("to", &self.to)
+            .field("call_id", &self.leg.call_id)
+            .finish()
+    }
+}
+
+impl IncomingCall {
+    pub fn call_id(&self) -> &str {
+        self.leg.call_id()
+    }
+    /// Send 180 Ringing.
+    pub fn ring(&self) {
+        self.leg.controller.send(Command::Ring);
+    }
+    /// Answer with 200 and an SDP answer for `local` (first codec of the offer that `local`
+    /// supports). Returns the leg, whose first event is `Answered`.
+    pub async fn answer(self, local: LocalMedia) -> Result<CallLeg, SipError> {
+        let (tx, rx) = oneshot::channel();
+        if !self
+            .leg
+            .controller
+            .send(Command::Answer { local, reply: tx })
+        {
+            return Err(SipError::CallGone);
+        }
+        match rx.await {
+            Ok(Ok(_)) => Ok(self.leg),
+            Ok(Err(e)) => Err(SipError::Answer(e)),
+            Err(_) => Err(SipError::CallGone),
+        }
+    }
+    /// Reject with a final status (e.g. 486, 603) and optional Reason text.
+    pub fn reject(self, code: u16, reason: Option<String>) {
+        let code = if (300..700).contains(&code) {
+            code
+        } else {
+            603
+        };
+        self.leg.controller.send(Command::Reject { code, reason });
+    }
+    /// Events before answer (only `Ended` can occur: the caller canceled or went away).
+    pub async fn next_event(&mut self) -> Option<LegEvent> {
+        self.leg.next_event().await
+    }
+}
+
+fn free_tcp_port(ip: IpAddr) -> std::io::Result<u16> {
+    let l = std::net::TcpListener::bind((ip, 0))?;
+    Ok(l.local_addr()?.port())
+}
+
+fn sip_addr(t: SipTransport, addr: SocketAddr) -> SipAddr {
+    SipAddr {
+        r#type: Some(match t {
+            SipTransport::Udp => rsipstack::sip::Transport::Udp,
+            SipTransport::Tcp => rsipstack::sip::Transport::Tcp,
+        }),
+        addr: addr.into(),
+    }
+}
+
+fn user_of(uri: &rsipstack::sip::Uri) -> String {
+    uri.auth
+        .as_ref()
+        .map(|a| a.user.clone())
+        .unwrap_or_default()
+}
+
+/// The address the request really came from: the connection's peer, else Via received/rport.
+fn source_of(tx: &Transaction) -> Option<SocketAddr> {
+    if let Some(a) = tx.connection.as_ref().and_then(|c| c.get_remote_addr())
+        && let Ok(sa) = a.get_socketaddr()
+    {
+        return Some(sa);
+    }
+    let via = tx.original.via_header().ok()?.typed().ok()?;
+    let mut ip: Option<IpAddr> = via.uri.host_with_port.host.to_string().parse().ok();
+    let mut port = via.uri.host_with_port.port.map(u16::from).unwrap_or(5060);
+    for p in via.params.iter() {
+        match p {
+            rsipstack::sip::Param::Received(r) => {
+                ip = r.value().trim_matches(['[', ']']).parse().ok().or(ip)
+            }
+            rsipstack::sip::Param::Rport(Some(rp)) => port = *rp,
+            _ => {}
+        }
+    }
+    Some(SocketAddr::new(ip?, port))
+}
+
+impl SipStack {
+    /// Bind the transports and start serving. TCP with port 0 gets a free port picked here.
+    pub async fn start(config: SipConfig, router: impl CallRouter) -> Result<SipStack, SipError> {
+        let cancel = CancellationToken::new();
+        let transport_layer = TransportLayer::new(cancel.child_token());
+        let mut udp_addr = None;
+        let mut tcp_addr = None;
+        if let Some(addr) = config.udp {
+            let conn =
+                UdpConnection::create_connection(addr, None, Some(cancel.child_token())).await?;
+            udp_addr = Some(conn.get_addr().get_socketaddr()?);
+            transport_layer.add_transport(conn.into());
+        }
+        if let Some(mut addr) = config.tcp {
+            if addr.port() == 0 {
+                let port = free_tcp_port(addr.ip()).map_err(|e| SipError::Stack(e.to_string()))?;
+                addr.set_port(port);
+            }
+            let conn = TcpListenerConnection::new(addr, None).await?;
+            tcp_addr = Some(addr);
+            transport_layer.add_transport(conn.into());
+        }
+        let option = EndpointOption {
+            t1: config.timers.t1,
+            t1x64: config.timers.t1 * 64,
+            ..Default::default()
+        };
+        let endpoint = EndpointBuilder::new()
+            .with_user_agent(&config.user_agent)
+            .with_cancel_token(cancel.clone())
+            .with_transport_layer(transport_layer)
+            .with_option(option)
+            .with_allows(vec![
+                Method::Invite,
+                Method::Ack,
+                Method::Cancel,
+                Method::Bye,
+                Method::Options,
+                Method::Info,
+                Method::Update,
+                Method::Notify,
+                Method::Refer,
+            ])
+            .build();
+        let incoming_tx = endpoint.incoming_transactions()?;
+        let endpoint_inner = endpoint.inner.clone();
+        let dialog_layer = Arc::new(DialogLayer::new(endpoint_inner.clone()));
+        tokio::spawn(async move { endpoint.serve().await });
+
+        let inner = Arc::new(Inner {
+            config,
+            dialog_layer,
+            udp_addr,
+            tcp_addr,
+            router: Arc::new(router),
+            cancel: cancel.clone(),
+        });
+        let (call_tx, call_rx) = mpsc::channel(1024);
+        tokio::spawn(serve_requests(inner.clone(), incoming_tx, call_tx));
+        info!(?udp_addr, ?tcp_addr, "sip stack started");
+        Ok(SipStack {
+            inner,
+            incoming: parking_lot::Mutex::new(Some(IncomingCalls { rx: call_rx })),
+        })
+    }
+
+    /// The inbound call stream (once; later calls return `None`).
+    pub fn take_incoming(&self) -> Option<IncomingCalls> {
+        self.incoming.lock().take()
+    }
+
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.inner.udp_addr
+    }
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.inner.tcp_addr
+    }
+
+    pub fn trunks(&self) -> &[TrunkConfig] {
+        &self.inner.config.trunks
+    }
+
+    /// Stop transports and timers. Calls in progress are not BYE'd.
+    pub fn shutdown(&self) {
+        self.inner.cancel.cancel();
+    }
+
+    /// Send an INVITE through the chosen trunk. Returns at once; progress comes as events.
+    pub async fn place_call(&self, call: OutboundCall) -> Result<CallLeg, SipError> {
+        let inner = &self.inner;
+        let trunk = trunk::select_trunk(
+            &inner.config.trunks,
+            call.trunk.as_deref(),
+            inner.config.default_trunk.as_deref(),
+        )?
+        .clone();
+        let from = trunk::format_number(&call.from_number, &trunk.number_format)?;
+        let to = trunk::format_number(&call.to_number, &trunk.number_format)?;
+        let headers = custom_headers(&call.headers)?;
+        let local_addr = match trunk.transport {
+            SipTransport::Udp => inner.udp_addr,
+            SipTransport::Tcp => inner.tcp_addr,
+        }
+        .ok_or(SipError::TransportDisabled(trunk.transport))?;
+
+        let transport_param = if trunk.transport == SipTransport::Tcp {
+            ";transport=tcp"
+        } else {
+            ""
+        };
+        let parse = |s: String| {
+            rsipstack::sip::Uri::try_from(s.as_str())
+                .map_err(|e| SipError::Stack(format!("bad uri {s}: {e}")))
+        };
+        let caller = parse(format!("sip:{from}@{}", trunk.from_host()))?;
+        let callee = parse(format!("sip:{to}@{}{transport_param}", trunk.gateway))?;
+        let contact = parse(format!("sip:{from}@{local_addr}{transport_param}"))?;
+
+        let session_id = rand::random::<u32>() as u64;
+        let offer = sdp::build_offer(&call.local_media, session_id, 1, Direction::SendRecv);
+        let credential = trunk.credentials.as_ref().map(|c| Credential {
+            username: c.username.clone(),
+            password: c.password.clone(),
+            realm: c.realm.clone(),
+            ..Default::default()
+        });
+        let opt = InviteOption {
+            caller_display_name: call.from_display.clone(),
+            caller,
+            callee,
+            destination: Some(sip_addr(trunk.transport, trunk.gateway)),
+            content_type: Some("application/sdp".into()),
+            offer: Some(offer.into_bytes()),
+            contact,
+            credential,
+            headers: if headers.is_empty() {
+                None
+            } else {
+                Some(headers)
+            },
+            ..Default::default()
+        };
+        let (state_tx, state_rx) = mpsc::unbounded_channel();
+        let (dialog, join) = inner.dialog_layer.do_invite_async(opt, state_tx)?;
+        let call_id = dialog.id().call_id.clone();
+        info!(%call_id, trunk = %trunk.name, %from, %to, "placing call");
+        let (leg, cmd_rx, ev_tx) = new_leg(call_id, LegDirection::Outbound, trunk.name.clone());
+        let driver = Driver {
+            dialog,
+            dialog_layer: inner.dialog_layer.clone(),
+            state_rx,
+            cmd_rx,
+            events: ev_tx,
+            direction: LegDirection::Outbound,
+            local_media: Some(call.local_media),
+            invite: Some(join),
+            ring_deadline: Some(Instant::now() + call.ring_timeout),
+            session_timer: None,
+            refer_host: trunk.gateway.to_string(),
+            refer_timeout: inner.config.timers.refer_timeout,
+            session_version: 1,
+            session_id,
+        };
+        tokio::spawn(driver.run());
+        Ok(leg)
+    }
+}
+
+/// The loop over new server transactions (requests that match no running transaction).
+async fn serve_requests(
+    inner: Arc<Inner>,
+    mut incoming: rsipstack::transaction::TransactionReceiver,
+    calls: mpsc::Sender<IncomingCall>,
+) {
+    loop {
+        let tx = tokio::select! {
+            _ = inner.cancel.cancelled() => break,
+            tx = incoming.recv() => match tx { Some(tx) => tx, None => break },
+        };
+        let inner = inner.clone();
+        let calls = calls.clone();
+        tokio::spawn(async move {
+            let method = tx.original.method;
+            if let Err(e) = handle_request(inner, tx, calls).await {
+                debug!(%method, error = %e, "request handling ended with error");
+            }
+        });
+    }
+}
+
+async fn handle_request(
+    inner: Arc<Inner>,
+    mut tx: Transaction,
+    calls: mpsc::Sender<IncomingCall>,
+) -> Result<(), SipError> {
+    if let Err(reason) = wire::validate_request(&tx.original) {
+        warn!(%reason, "rejecting malformed request with 400");
+        let headers = vec![Header::Other(
+            "Warning".into(),
+            format!("399 callsmith \"{reason}\""),
+        )];
+        tx.reply_with(StatusCode::BadRequest, headers, None).await?;
+        return Ok(());
+    }
+    let in_dialog = tx
+        .original
+        .to_header()
+        .ok()
+        .and_then(|t| t.tag().ok().flatten())
+        .is_some();
+    if in_dialog {
+        if tx.original.method == Method::Ack {
+            return Ok(());
+        }
+        match inner.dialog_layer.match_dialog(&tx) {
+            Some(Dialog::Invite(mut d)) => {
+                d.handle(&mut tx).await?;
+            }
+            Some(other) => {
+                let mut d = other;
+                d.handle(&mut tx).await?;
+            }
+            None => {
+                tx.reply(StatusCode::CallTransactionDoesNotExist).await?;
+            }
+        }
+        return Ok(());
+    }
+
+    let source = source_of(&tx);
+    let trunk = source
+        .and_then(|s| trunk::trunk_for_source(&inner.config.trunks, s.ip()))
+        .cloned();
+    let Some(trunk) = trunk else {
+        warn!(source = ?source, method = %tx.original.method, "request from a source no trunk allows: 403");
+        tx.reply(StatusCode::Forbidden).await?;
+        return Ok(());
+    };
+    let source = source.unwrap_or(trunk.gateway);
+    match tx.original.method {
+        Method::Invite => handle_invite(inner, tx, calls, trunk, source).await,
+        Method::Options => {
+            let headers = vec![
+                Header::Other(
+                    "Allow".into(),
+                    "INVITE, ACK, CANCEL, BYE, OPTIONS, INFO, UPDATE, NOTIFY, REFER".into(),
+                ),
+                Header::Other("Accept".into(), "application/sdp".into()),
+                Header::Other("Supported".into(), "timer".into()),
+            ];
+            tx.reply_with(StatusCode::OK, headers, None).await?;
+            Ok(())
+        }
+        Method::Ack => Ok(()),
+        Method::Bye
+        | Method::Cancel
+        | Method::Info
+        | Method::Update
+        | Method::Notify
+        | Method::Refer => {
+            tx.reply(StatusCode::CallTransactionDoesNotExist).await?;
+            Ok(())
+        }
+        _ => {
+            tx.reply(StatusCode::MethodNotAllowed).await?;
+            Ok(())
+        }
+    }
+}
+
+fn header_pairs(req: &Request) -> Vec<(String, String)> {
+    req.headers
+        .iter()
+        .map(|h| {
+            let s = h.to_string();
+            match s.split_once(':') {
+                Some((n, v)) => (n.trim().to_string(), v.trim().to_string()),
+                None => (s, String::new()),
+            }
+        })
+        .collect()
+}
+
+async fn handle_invite(
+    inner: Arc<Inner>,
+    mut tx: Transaction,
+    calls: mpsc::Sender<IncomingCall>,
+    trunk: TrunkConfig,
+    source: SocketAddr,
+) -> Result<(), SipError> {
+    let req = tx.original.clone();
+    let called = trunk::normalize_received(&user_of(&req.uri));
+    let (from, from_display) = match req.from_header().and_then(|f| f.typed()) {
+        Ok(f) => (user_of(&f.uri), f.display_name.clone()),
+        Err(_) => (String::new(), None),
+    };
+
+    // Media first: an offer we cannot serve is 488 whatever the number.
+    let probe = LocalMedia {
+        codecs: inner.config.codecs.clone(),
+        ..LocalMedia::g711(sdp::LOOPBACK, 9)
+    };
+    let text = String::from_utf8_lossy(&req.body).to_string();
+    let remote_media = match SessionDescription::parse(&text)
+        .and_then(|sd| sdp::answer_offer(&sd, &probe, 0, 0))
+    {
+        Ok((_, neg)) => neg,
+        Err(e) => {
+            info!(call_id = ?req.call_id_header().map(|c| c.value().to_string()).ok(), error = %e, "inbound INVITE offer not acceptable: 488");
+            tx.reply(StatusCode::NotAcceptableHere).await?;
+            return Ok(());
+        }
+    };
+    if !inner.router.is_known_number(&trunk.name, &called) {
+        info!(trunk = %trunk.name, %called, "unknown called number: 404");
+        tx.reply(StatusCode::NotFound).await?;
+        return Ok(());
+    }
+
+    let session_timer = match req.header_value("Session-Expires") {
+        Some(v) => match SessionTimer::from_header(&v, true) {
+            Some(st) if st.interval < inner.config.timers.min_session_expires => {
+                let headers = vec![Header::Other(
+                    "Min-SE".into(),
+                    inner.config.timers.min_session_expires.to_string(),
+                )];
+                tx.reply_with(StatusCode::from(422), headers, None).await?;
+                return Ok(());
+            }
+            other => other,
+        },
+        None => None,
+    };
+
+    let (state_tx, state_rx) = mpsc::unbounded_channel();
+    let local_addr = match tx.connection.as_ref().map(|c| c.transport()) {
+        Some(rsipstack::sip::Transport::Tcp) => inner.tcp_addr,
+        _ => inner.udp_addr,
+    };
+    let contact = local_addr.and_then(|a| {
+        let tp = if Some(a) == inner.tcp_addr && inner.tcp_addr != inner.udp_addr {
+            ";transport=tcp"
+        } else {
+            ""
+        };
+        rsipstack::sip::Uri::try_from(format!("sip:{called}@{a}{tp}").as_str()).ok()
+    });
+    let dialog = inner
+        .dialog_layer
+        .get_or_create_server_invite(&tx, state_tx, None, contact)?;
+    let call_id = dialog.id().call_id.clone();
+    info!(%call_id, trunk = %trunk.name, %from, to = %called, %source, "inbound call");
+
+    let (leg, cmd_rx, ev_tx) = new_leg(call_id, LegDirection::Inbound, trunk.name.clone());
+    let driver = Driver {
+        dialog: dialog.clone(),
+        dialog_layer: inner.dialog_layer.clone(),
+        state_rx,
+        cmd_rx,
+        events: ev_tx,
+        direction: LegDirection::Inbound,
+        local_media: None,
+        invite: None,
+        ring_deadline: None,
+        session_timer,
+        refer_host: trunk.gateway.to_string(),
+        refer_timeout: inner.config.timers.refer_timeout,
+        session_version: 1,
+        session_id: rand::random::<u32>() as u64,
+    };
+    tokio::spawn(driver.run());
+
+    let call = IncomingCall {
+        trunk: trunk.name.clone(),
+        from,
+        from_display,
+        to: called,
+        headers: header_pairs(&req),
+        remote_media,
+        source,
+        leg,
+    };
+    // Run the INVITE server transaction (100 Trying, CANCEL, ACK) until it settles.
+    let mut d = dialog.clone();
+    if calls.try_send(call).is_err() {
+        warn!("engine is not taking calls: 503");
+        let _ = d.reject(Some(StatusCode::ServiceUnavailable), None);
+    }
+    d.handle(&mut tx).await?;
+    Ok(())
+}

@@ -1,0 +1,113 @@
+//! Message sanity checks beyond what the parser enforces (RFC 3261 §8.2, §16.3; RFC 4475).
+//!
+//! The transport silently drops bytes it cannot parse at all (there is no reliable Via to
+//! answer to). A request that parses but breaks a rule the transaction layer relies on is
+//! answered 400 by the stack; [`inspect`] is the pure decision, used by tests on the
+//! RFC 4475 torture messages and by the stack on every new request.
+
+use rsipstack::sip::prelude::*;
+use rsipstack::sip::{Request, SipMessage};
+
+/// What the stack does with a datagram or stream message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// A well-formed request: handed to the transaction layer.
+    Request { method: String },
+    /// A well-formed response.
+    Response { code: u16 },
+    /// Parsed, but a request the stack answers with 400 and this reason phrase.
+    BadRequest(String),
+    /// Not parseable as SIP: dropped (logged), never answered.
+    Dropped(String),
+}
+
+/// Classify raw bytes as the UDP/TCP transport would see them.
+pub fn inspect(bytes: &[u8]) -> Verdict {
+    match SipMessage::try_from(bytes) {
+        Err(e) => Verdict::Dropped(e.to_string()),
+        Ok(SipMessage::Request(req)) => match validate_request(&req) {
+            Ok(()) => Verdict::Request {
+                method: req.method.to_string(),
+            },
+            Err(reason) => Verdict::BadRequest(reason),
+        },
+        Ok(SipMessage::Response(resp)) => {
+            let code = u16::from(resp.status_code.clone());
+            if !(100..=699).contains(&code) {
+                return Verdict::Dropped(format!("status code {code} out of range"));
+            }
+            Verdict::Response { code }
+        }
+    }
+}
+
+/// The checks a request must pass before any transaction or dialog logic sees it.
+pub fn validate_request(req: &Request) -> Result<(), String> {
+    let via = req.via_header().map_err(|_| "Missing Via".to_string())?;
+    via.typed().map_err(|_| "Malformed Via".to_string())?;
+    let from = req.from_header().map_err(|_| "Missing From".to_string())?;
+    from.typed().map_err(|_| "Malformed From".to_string())?;
+    let to = req.to_header().map_err(|_| "Missing To".to_string())?;
+    to.typed().map_err(|_| "Malformed To".to_string())?;
+    let call_id = req
+        .call_id_header()
+        .map_err(|_| "Missing Call-ID".to_string())?;
+    if call_id.value().trim().is_empty() {
+        return Err("Empty Call-ID".into());
+    }
+    let cseq = req.cseq_header().map_err(|_| "Missing CSeq".to_string())?;
+    let seq = cseq.seq().map_err(|_| "Malformed CSeq".to_string())?;
+    if seq > 0x7fff_ffff {
+        return Err("CSeq out of range".into());
+    }
+    let cseq_method = cseq.method().map_err(|_| "Malformed CSeq".to_string())?;
+    if cseq_method != req.method {
+        return Err("CSeq method does not match".into());
+    }
+    if let Ok(mf) = req.max_forwards_header() {
+        match mf.value().trim().parse::<u32>() {
+            Ok(n) if n <= 255 => {}
+            _ => return Err("Bad Max-Forwards".into()),
+        }
+    }
+    if let Some(cl) = req.header_value("Content-Length") {
+        match cl.trim().parse::<usize>() {
+            Ok(n) if n == req.body.len() => {}
+            Ok(_) => return Err("Content-Length mismatch".into()),
+            Err(_) => return Err("Bad Content-Length".into()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "OPTIONS sip:bob@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5061;branch=z9hG4bK1\r\nMax-Forwards: 70\r\nFrom: <sip:a@127.0.0.1>;tag=1\r\nTo: <sip:bob@127.0.0.1>\r\nCall-ID: abc\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n";
+
+    #[test]
+    fn good_request_passes() {
+        assert_eq!(
+            inspect(GOOD.as_bytes()),
+            Verdict::Request {
+                method: "OPTIONS".into()
+            }
+        );
+    }
+
+    #[test]
+    fn cseq_mismatch_is_400() {
+        let m = GOOD.replace("CSeq: 1 OPTIONS", "CSeq: 1 INVITE");
+        assert!(matches!(inspect(m.as_bytes()), Verdict::BadRequest(_)));
+    }
+
+    #[test]
+    fn garbage_is_dropped() {
+        assert!(matches!(
+            inspect(b"\x00\x01\x02garbage"),
+            Verdict::Dropped(_)
+        ));
+        assert!(matches!(inspect(b""), Verdict::Dropped(_)));
+    }
+}

@@ -1,0 +1,173 @@
+//! Shared test harness: real SIPp children on loopback, free ports, a stack per test.
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use callsmith_sip::{LegEvent, SipConfig, SipStack, TrunkConfig};
+use tokio::process::{Child, Command};
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+pub fn scenario(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/sipp")
+        .join(name)
+}
+
+/// A UDP port free on `ip` right now (tests run in parallel, so never hard-code ports).
+pub fn free_udp_port(ip: &str) -> u16 {
+    let s = UdpSocket::bind((ip, 0)).expect("bind probe socket");
+    s.local_addr().expect("probe addr").port()
+}
+
+/// A SIPp child killed on drop.
+pub struct Sipp {
+    child: Child,
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+}
+
+impl Sipp {
+    /// Start SIPp with `scenario` bound to `ip`:free-port. `target` is where a UAC sends.
+    pub fn spawn(
+        scenario_name: &str,
+        ip: &str,
+        target: Option<SocketAddr>,
+        extra: &[&str],
+    ) -> Sipp {
+        let port = free_udp_port(ip);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cmd = Command::new("sipp");
+        cmd.arg("-sf")
+            .arg(scenario(scenario_name))
+            .args([
+                "-nostdin",
+                "-m",
+                "1",
+                "-l",
+                "1",
+                "-i",
+                ip,
+                "-p",
+                &port.to_string(),
+            ])
+            .args(["-mp", &free_udp_port(ip).to_string()])
+            .args([
+                "-timeout",
+                "30s",
+                "-recv_timeout",
+                "20000",
+                "-max_recv_loops",
+                "1",
+            ])
+            .args(["-trace_err", "-trace_logs", "-trace_msg"])
+            .args(extra)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(t) = target {
+            cmd.arg(t.to_string());
+        }
+        let child = cmd.spawn().expect("spawn sipp (install sip-tester)");
+        Sipp {
+            child,
+            addr: SocketAddr::new(ip.parse().expect("ip"), port),
+            dir,
+        }
+    }
+
+    /// Wait for SIPp to exit; true when every call of its scenario succeeded (exit code 0).
+    pub async fn success(&mut self, within: Duration) -> bool {
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(Ok(status)) => {
+                if !status.success() {
+                    eprintln!("sipp failed: {status}; files: {}", self.dump());
+                }
+                status.success()
+            }
+            _ => {
+                eprintln!("sipp did not finish; files: {}", self.dump());
+                false
+            }
+        }
+    }
+
+    /// Text of SIPp's trace files (errors, logs, messages) for diagnostics and checks.
+    pub fn dump(&self) -> String {
+        let mut out = String::new();
+        if let Ok(rd) = std::fs::read_dir(self.dir.path()) {
+            for e in rd.flatten() {
+                if let Ok(t) = std::fs::read_to_string(e.path()) {
+                    out.push_str(&format!("\n=== {}\n{}", e.path().display(), t));
+                }
+            }
+        }
+        out
+    }
+
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        if let Ok(rd) = std::fs::read_dir(self.dir.path()) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().ends_with("_logs.log") {
+                    out.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Start a stack on a free loopback UDP port with the given trunks.
+pub async fn start_stack(trunks: Vec<TrunkConfig>, known: &'static [&'static str]) -> SipStack {
+    init_tracing();
+    let config = SipConfig {
+        udp: Some("127.0.0.1:0".parse().expect("addr")),
+        tcp: Some("127.0.0.1:0".parse().expect("addr")),
+        default_trunk: trunks.first().map(|t| t.name.clone()),
+        trunks,
+        ..Default::default()
+    };
+    SipStack::start(config, move |_trunk: &str, called: &str| {
+        known.contains(&called)
+    })
+    .await
+    .expect("stack starts")
+}
+
+pub fn media() -> callsmith_sip::LocalMedia {
+    callsmith_sip::LocalMedia::g711("127.0.0.1".parse().expect("ip"), 40000)
+}
+
+/// Collect events until `Ended` (or the time limit).
+pub async fn events_until_end(leg: &mut callsmith_sip::CallLeg, within: Duration) -> Vec<LegEvent> {
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(within, async {
+        while let Some(ev) = leg.next_event().await {
+            let end = matches!(ev, LegEvent::Ended(_));
+            out.push(ev);
+            if end {
+                break;
+            }
+        }
+    })
+    .await;
+    out
+}
+
+pub fn ended(events: &[LegEvent]) -> Option<callsmith_sip::EndInfo> {
+    events.iter().find_map(|e| match e {
+        LegEvent::Ended(i) => Some(i.clone()),
+        _ => None,
+    })
+}
