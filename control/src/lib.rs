@@ -1,1 +1,17 @@
-//! callsmith-control
+//! callsmith-control: the control plane — v1 HTTP API, authentication and scope, the
+//! store (SQLite or PostgreSQL), feature flags and the OpenAPI document.
+//!
+//! Entry points: [`store::Store::connect`] + [`store::Store::migrate`],
+//! [`bootstrap::ensure_superuser`], [`api::AppState::new`] and [`api::router`].
+
+pub mod api;
+pub mod auth;
+pub mod bootstrap;
+pub mod flags;
+pub mod ids;
+pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use api::{AppState, Settings, openapi, router};
+pub use store::Store;

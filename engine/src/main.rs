@@ -1,1 +1,151 @@
-fn main() {}
+//! `callsmith`: the control plane (and, as later work lands, the dialer and call runtime)
+//! in one binary.
+//!
+//! * `callsmith serve` (default): migrate the database, make sure a superuser credential
+//!   exists, serve the HTTP API until SIGINT/SIGTERM.
+//! * `callsmith migrate`: apply database migrations (and the superuser bootstrap) and exit.
+
+mod config;
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::Context;
+use callsmith_control::{AppState, Settings, Store, auth::password::PasswordCost, bootstrap};
+use clap::{Parser, Subcommand};
+use config::{Config, LogFormat};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "callsmith",
+    version,
+    about = "Telephony media engine with a control API"
+)]
+struct Cli {
+    /// TOML configuration file (default: ./callsmith.toml if it exists).
+    #[arg(long, short, global = true, env = "CALLSMITH_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the control API (the default).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+}
+
+fn init_tracing(cfg: &config::LogConfig) {
+    use tracing_subscriber::{EnvFilter, fmt};
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cfg.filter));
+    match cfg.format {
+        LogFormat::Json => fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_current_span(true)
+            .init(),
+        LogFormat::Text => fmt().with_env_filter(filter).init(),
+    }
+}
+
+async fn open_store(cfg: &Config) -> anyhow::Result<Store> {
+    let url = cfg.database_url();
+    if !url.starts_with("postgres") {
+        std::fs::create_dir_all(&cfg.data_dir)
+            .with_context(|| format!("creating data dir {}", cfg.data_dir.display()))?;
+    }
+    let store = Store::connect(&url, cfg.database.max_connections)
+        .await
+        .context("connecting to the database")?;
+    let applied = store.migrate().await.context("applying migrations")?;
+    if !applied.is_empty() {
+        tracing::info!(versions = ?applied, backend = ?store.backend(), "migrations applied");
+    }
+    match bootstrap::ensure_superuser(
+        &store,
+        &cfg.data_dir,
+        cfg.bootstrap_superuser_token.as_deref(),
+    )
+    .await?
+    {
+        bootstrap::Bootstrap::Generated(path) => tracing::warn!(
+            path = %path.display(),
+            "generated the first superuser token; read it from this file (mode 0600), keep it safe and delete the file"
+        ),
+        bootstrap::Bootstrap::Explicit => {
+            tracing::info!("superuser token from configuration installed")
+        }
+        bootstrap::Bootstrap::Existing => {}
+    }
+    Ok(store)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down");
+}
+
+async fn serve(cfg: Config) -> anyhow::Result<()> {
+    let store = open_store(&cfg).await?;
+    let settings = Settings {
+        public_url: cfg.public_url(),
+        session_ttl: Duration::from_secs(cfg.auth.session_ttl_secs),
+        password_reset_ttl: Duration::from_secs(cfg.auth.password_reset_ttl_secs),
+        magic_link_ttl: Duration::from_secs(cfg.auth.magic_link_ttl_secs),
+        password_cost: PasswordCost {
+            memory_kib: cfg.auth.argon2_memory_kib,
+            iterations: cfg.auth.argon2_iterations,
+            parallelism: 1,
+        },
+    };
+    let app = callsmith_control::router(AppState::new(store.clone(), settings));
+    let listener = tokio::net::TcpListener::bind(cfg.http.listen)
+        .await
+        .with_context(|| format!("binding {}", cfg.http.listen))?;
+    tracing::info!(listen = %listener.local_addr()?, backend = ?store.backend(), "control API listening");
+    axum_serve(listener, app).await?;
+    store.close().await;
+    Ok(())
+}
+
+async fn axum_serve(
+    listener: tokio::net::TcpListener,
+    app: callsmith_control::api::Router,
+) -> anyhow::Result<()> {
+    callsmith_control::api::serve(listener, app, shutdown_signal()).await
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let cfg =
+        Config::load(cli.config.as_deref(), Config::env()).context("loading configuration")?;
+    init_tracing(&cfg.log);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        match cli.command.unwrap_or(Command::Serve) {
+            Command::Serve => serve(cfg).await,
+            Command::Migrate => {
+                let store = open_store(&cfg).await?;
+                store.close().await;
+                Ok(())
+            }
+        }
+    })
+}

@@ -1,0 +1,164 @@
+//! HTTP surface: shared state, router composition, conventions (errors, paging,
+//! extractors) and the OpenAPI document.
+//!
+//! ## Adding a resource group
+//! 1. Create `api/v1/<group>.rs` with handlers annotated `#[utoipa::path(...)]` and a
+//!    `pub(super) fn routes() -> OpenApiRouter<AppState>` built with `routes!(...)`.
+//! 2. Merge it in [`v1::routes`]. The OpenAPI document and the router are produced from
+//!    the same `OpenApiRouter`, so a route cannot be served without being documented.
+//! 3. Handlers take `Authz<cap::X>` (capability check) and call
+//!    `caller.account_scope(&state)` / `caller.tenant_scope(&state)` for scope; use
+//!    [`Json`], [`Query`], [`Path`] from here, return [`ApiResult`], page with
+//!    [`PageParams`] / [`Page`], and add store methods in `store/<group>.rs` plus
+//!    migrations `01NN_<group>.sql` under both `migrations/sqlite` and `migrations/postgres`.
+
+pub mod error;
+pub mod extract;
+mod metrics;
+mod ops;
+pub mod page;
+pub mod v1;
+
+use std::{sync::Arc, time::Duration};
+
+use http::{HeaderName, Request};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use utoipa::{
+    Modify, OpenApi,
+    openapi::security::{Http, HttpAuthScheme, SecurityScheme},
+};
+use utoipa_axum::router::OpenApiRouter;
+
+pub use error::{ApiError, ApiResult, ErrorBody, REGISTRY};
+pub use extract::{Json, Path, Query};
+pub use metrics::Metrics;
+pub use page::{DEFAULT_LIMIT, MAX_LIMIT, Page, PageParams};
+
+use crate::{auth::password::PasswordCost, store::Store};
+
+/// Runtime settings of the control plane (filled by the engine from its config).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Absolute base URL clients reach this server at (used in `consume_url`).
+    pub public_url: String,
+    /// Lifetime of a login / reset / magic-link session.
+    pub session_ttl: Duration,
+    /// Lifetime of a password-reset token.
+    pub password_reset_ttl: Duration,
+    /// Lifetime of a magic-link token.
+    pub magic_link_ttl: Duration,
+    /// argon2id cost for new password hashes.
+    pub password_cost: PasswordCost,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            public_url: "http://127.0.0.1:8080".into(),
+            session_ttl: Duration::from_secs(12 * 3600),
+            password_reset_ttl: Duration::from_secs(3600),
+            magic_link_ttl: Duration::from_secs(15 * 60),
+            password_cost: PasswordCost::default(),
+        }
+    }
+}
+
+/// State shared by every handler.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub store: Store,
+    pub settings: Arc<Settings>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl AppState {
+    pub fn new(store: Store, settings: Settings) -> Self {
+        AppState {
+            store,
+            settings: Arc::new(settings),
+            metrics: Arc::new(Metrics::new()),
+        }
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "callsmith control API", description = "Administration, authentication and account resources of callsmith."),
+    modifiers(&SecurityAddon),
+    components(schemas(ErrorBody)),
+    tags(
+        (name = "operations", description = "Health, readiness, metrics and this document"),
+        (name = "auth", description = "Login, sessions, password handling and magic links"),
+        (name = "profile", description = "The caller's own profile"),
+        (name = "users", description = "Users of an account"),
+        (name = "tenants", description = "Tenants and tenant API keys (administrative)"),
+        (name = "accounts", description = "Accounts and account API keys (administrative)"),
+        (name = "trunks", description = "SIP trunks of a tenant (administrative)"),
+        (name = "feature-flags", description = "Per-tenant feature-flag rules (administrative)"),
+    )
+)]
+struct ApiDoc;
+
+struct SecurityAddon;
+
+impl Modify for SecurityAddon {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+        components.add_security_scheme(
+            "basic",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Basic)),
+        );
+    }
+}
+
+pub use axum::Router;
+
+/// Serves `app` on `listener` until `shutdown` resolves (graceful: in-flight requests
+/// finish). Lets the engine serve without depending on axum itself.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}
+
+/// Every documented route, before state is attached.
+fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(ops::routes())
+        .merge(v1::routes())
+}
+
+/// The OpenAPI 3.1 document of every route [`router`] serves.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api().split_for_parts().1
+}
+
+/// The complete HTTP application: routes, `/openapi.json`, envelope fallbacks, metrics,
+/// request ids (`x-request-id`, generated when absent, echoed on every response) and
+/// tracing.
+pub fn router(state: AppState) -> Router {
+    let (routes, _doc) = api().split_for_parts();
+    let x_request_id = HeaderName::from_static("x-request-id");
+    routes
+        .fallback(error::route_not_found)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+                tracing::info_span!("http", method = %req.method(), uri = %req.uri().path(), request_id = %id)
+            }),
+        )
+        .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
+        .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))
+        .with_state(state)
+}

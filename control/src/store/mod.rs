@@ -1,0 +1,279 @@
+//! The store: one handle over either an embedded SQLite file or a PostgreSQL server.
+//!
+//! Callers see typed methods (`Store::tenant_create`, `Store::user_list`, …); the SQL
+//! behind them is written once in the dialect both backends accept (`$N` parameters,
+//! partial unique indexes, JSON-as-text lists), and whatever only one backend understands
+//! stays inside this module. Each method body is expanded once per backend by [`on_db!`],
+//! so both arms are concretely typed and no generic `Database` bounds leak out.
+//!
+//! Migrations are embedded at build time (see `build.rs`) from `migrations/sqlite` and
+//! `migrations/postgres`, which must hold the same `NNNN_description.sql` set.
+
+use std::{path::Path, str::FromStr, time::Duration};
+
+use chrono::{DateTime, Utc};
+use sqlx::{
+    postgres::{PgConnectOptions, PgPool, PgPoolOptions},
+    sqlite::{
+        SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    },
+};
+
+mod accounts;
+mod flags;
+mod keys;
+mod tenants;
+mod trunks;
+mod users;
+
+pub use accounts::{AccountPatch, AccountRecord, NewAccount};
+pub use flags::FlagRuleRecord;
+pub use keys::{ApiKeyRecord, AuthLookup, SessionLookup, TokenPurpose};
+pub use tenants::{TenantPurger, TenantRecord};
+pub use trunks::TrunkRecord;
+pub use users::{NewUser, UserPatch, UserRecord};
+
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
+}
+
+/// Every embedded migration: (version, description, sqlite sql, postgres sql).
+pub fn migrations() -> &'static [(i64, &'static str, &'static str, &'static str)] {
+    generated::MIGRATIONS
+}
+
+/// Which database engine a [`Store`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The connection pool of one backend. Public so a later store module in another file of
+/// this crate can match on it through [`on_db!`]; outside the store use [`Store`] methods.
+#[derive(Clone, Debug)]
+pub enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// A cheap-to-clone handle on the database.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pub(crate) pool: Pool,
+    pub(crate) purgers: std::sync::Arc<parking_lot::RwLock<Vec<std::sync::Arc<dyn TenantPurger>>>>,
+}
+
+/// Errors of the store. `Unique` is a uniqueness violation (the caller knows which
+/// constraint its statement can hit and maps it to the right API error).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    #[error("unique constraint violated")]
+    Unique,
+    #[error("{0}")]
+    Conflict(String),
+    #[error("tenant purge failed: {0}")]
+    PurgeFailed(String),
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("migration error: {0}")]
+    Migrate(String),
+}
+
+impl StoreError {
+    /// Maps a unique violation to [`StoreError::Unique`], everything else to `Db`.
+    pub fn from_write(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Unique,
+            _ => StoreError::Db(e),
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Runs `$body` with `$p` bound to the concrete pool of the active backend. The body is
+/// expanded once per backend, so it must evaluate to the same type in both arms.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! on_db {
+    ($store:expr, $p:ident => $body:expr) => {
+        match &$store.pool {
+            $crate::store::Pool::Sqlite($p) => $body,
+            $crate::store::Pool::Postgres($p) => $body,
+        }
+    };
+}
+pub(crate) use on_db;
+
+/// Declares a row struct and implements `sqlx::FromRow` for both backends' rows by
+/// column name (sqlx's derive macros are not built, to keep compile times down).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! store_row {
+    ($(#[$m:meta])* $vis:vis struct $name:ident { $($fvis:vis $f:ident : $t:ty),* $(,)? }) => {
+        $(#[$m])*
+        $vis struct $name { $($fvis $f: $t),* }
+        impl<'r> ::sqlx::FromRow<'r, ::sqlx::sqlite::SqliteRow> for $name {
+            fn from_row(row: &'r ::sqlx::sqlite::SqliteRow) -> Result<Self, ::sqlx::Error> {
+                use ::sqlx::Row;
+                Ok(Self { $($f: row.try_get(stringify!($f))?),* })
+            }
+        }
+        impl<'r> ::sqlx::FromRow<'r, ::sqlx::postgres::PgRow> for $name {
+            fn from_row(row: &'r ::sqlx::postgres::PgRow) -> Result<Self, ::sqlx::Error> {
+                use ::sqlx::Row;
+                Ok(Self { $($f: row.try_get(stringify!($f))?),* })
+            }
+        }
+    };
+}
+pub(crate) use store_row;
+
+/// The current time, truncated to microseconds so SQLite and PostgreSQL hold and return
+/// identical values.
+pub fn now() -> DateTime<Utc> {
+    let n = Utc::now();
+    DateTime::from_timestamp_micros(n.timestamp_micros()).unwrap_or(n)
+}
+
+pub fn to_json_list(v: &[String]) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
+}
+
+pub fn from_json_list(s: &str) -> Vec<String> {
+    serde_json::from_str(s).unwrap_or_default()
+}
+
+impl Store {
+    /// Connects to `url`: `postgres://…`/`postgresql://…` selects PostgreSQL; `sqlite:…`
+    /// or a bare file path selects SQLite (created if missing, WAL, foreign keys on).
+    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Store> {
+        let pool = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let opts = PgConnectOptions::from_str(url)?;
+            Pool::Postgres(
+                PgPoolOptions::new()
+                    .max_connections(max_connections.max(1))
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_with(opts)
+                    .await?,
+            )
+        } else {
+            let opts = if url.starts_with("sqlite:") {
+                SqliteConnectOptions::from_str(url)?
+            } else {
+                SqliteConnectOptions::new().filename(Path::new(url))
+            };
+            let opts = opts
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .foreign_keys(true)
+                .busy_timeout(Duration::from_secs(10));
+            Pool::Sqlite(
+                SqlitePoolOptions::new()
+                    .max_connections(max_connections.max(1))
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_with(opts)
+                    .await?,
+            )
+        };
+        Ok(Store {
+            pool,
+            purgers: Default::default(),
+        })
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.pool {
+            Pool::Sqlite(_) => Backend::Sqlite,
+            Pool::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// The underlying pool, for store modules added by later work.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Applies every embedded migration not yet recorded in `callsmith_migrations`, each
+    /// in its own transaction. On PostgreSQL an advisory lock serialises concurrent
+    /// migrators. Returns the versions applied.
+    pub async fn migrate(&self) -> StoreResult<Vec<i64>> {
+        const CREATE: &str = "CREATE TABLE IF NOT EXISTS callsmith_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)";
+        let mut applied_now = Vec::new();
+        match &self.pool {
+            Pool::Sqlite(p) => {
+                sqlx::query(CREATE).execute(p).await?;
+                let done: Vec<i64> = sqlx::query_scalar("SELECT version FROM callsmith_migrations")
+                    .fetch_all(p)
+                    .await?;
+                for (v, d, sql, _) in migrations() {
+                    if done.contains(v) {
+                        continue;
+                    }
+                    let mut tx = p.begin().await?;
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(*sql))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| StoreError::Migrate(format!("{v:04}_{d}: {e}")))?;
+                    sqlx::query("INSERT INTO callsmith_migrations (version, description, applied_at) VALUES ($1, $2, $3)")
+                        .bind(v)
+                        .bind(d)
+                        .bind(now().to_rfc3339())
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    applied_now.push(*v);
+                }
+            }
+            Pool::Postgres(p) => {
+                let mut conn = p.acquire().await?;
+                sqlx::query("SELECT pg_advisory_lock(7261001)")
+                    .execute(&mut *conn)
+                    .await?;
+                let result: StoreResult<()> = async {
+                    sqlx::query(CREATE).execute(&mut *conn).await?;
+                    let done: Vec<i64> =
+                        sqlx::query_scalar("SELECT version FROM callsmith_migrations").fetch_all(&mut *conn).await?;
+                    for (v, d, _, sql) in migrations() {
+                        if done.contains(v) {
+                            continue;
+                        }
+                        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+                        sqlx::raw_sql(sqlx::AssertSqlSafe(*sql))
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(|e| StoreError::Migrate(format!("{v:04}_{d}: {e}")))?;
+                        sqlx::query("INSERT INTO callsmith_migrations (version, description, applied_at) VALUES ($1, $2, $3)")
+                            .bind(v)
+                            .bind(d)
+                            .bind(now().to_rfc3339())
+                            .execute(&mut *tx)
+                            .await?;
+                        tx.commit().await?;
+                        applied_now.push(*v);
+                    }
+                    Ok(())
+                }
+                .await;
+                sqlx::query("SELECT pg_advisory_unlock(7261001)")
+                    .execute(&mut *conn)
+                    .await?;
+                result?;
+            }
+        }
+        Ok(applied_now)
+    }
+
+    /// Whether the database answers (readiness probe).
+    pub async fn ping(&self) -> bool {
+        on_db!(self, p => sqlx::query("SELECT 1").execute(p).await.is_ok())
+    }
+
+    pub async fn close(&self) {
+        on_db!(self, p => p.close().await)
+    }
+}

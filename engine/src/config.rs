@@ -1,0 +1,279 @@
+//! Configuration of the `callsmith` binary.
+//!
+//! Sources, later ones overriding earlier ones:
+//! 1. built-in defaults (work out of the box: HTTP on 127.0.0.1:8080, data under `./data`,
+//!    SQLite at `data/callsmith.db`);
+//! 2. a TOML file (`--config <path>`, or `callsmith.toml` in the working directory if it
+//!    exists);
+//! 3. environment variables `CALLSMITH_<KEY>`, nested keys joined with `__`
+//!    (`CALLSMITH_HTTP__LISTEN=0.0.0.0:8080`, `CALLSMITH_DATABASE__URL=postgres://…`).
+//!
+//! Every field is documented here and in `docs/configuration.md` (a test checks that the
+//! document names every key). Later subsystems add their own section structs (`[sip]`,
+//! `[media]`, `[stt]`, `[tts]`, `[dialer]`) as fields of [`Config`] with
+//! `#[serde(default)]`, so existing files keep working.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
+
+use figment::{
+    Figment,
+    providers::{Env, Format, Serialized, Toml},
+};
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Directory for local state: the SQLite database, the generated superuser token,
+    /// later recordings and audio. Default `./data`.
+    pub data_dir: PathBuf,
+    /// A superuser bearer token to install at start-up (`cs_su_` + at least 32
+    /// characters), for automation and tests. Usually set through
+    /// `CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN`. Unset: a token is generated on first start
+    /// and written to `<data_dir>/superuser.token` (mode 0600).
+    pub bootstrap_superuser_token: Option<String>,
+    /// HTTP server of the control API.
+    pub http: HttpConfig,
+    /// Database.
+    pub database: DatabaseConfig,
+    /// Authentication lifetimes and password cost.
+    pub auth: AuthConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// `[http]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Address the control API listens on. Default `127.0.0.1:8080`.
+    pub listen: SocketAddr,
+    /// Absolute base URL clients use to reach the API (magic-link `consume_url`s are
+    /// built from it). Default: `http://<listen>`.
+    pub public_url: Option<String>,
+}
+
+/// `[database]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// `postgres://user:pass@host/db` selects PostgreSQL; `sqlite://path` or a plain
+    /// path selects SQLite. Default: SQLite at `<data_dir>/callsmith.db`.
+    pub url: Option<String>,
+    /// Connection pool size. Default 16.
+    pub max_connections: u32,
+}
+
+/// `[auth]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Lifetime of a user session, seconds. Default 43200 (12 h).
+    pub session_ttl_secs: u64,
+    /// Lifetime of a password-reset token, seconds. Default 3600.
+    pub password_reset_ttl_secs: u64,
+    /// Lifetime of a magic-link token, seconds. Default 900.
+    pub magic_link_ttl_secs: u64,
+    /// argon2id memory cost for new password hashes, KiB. Default 19456.
+    pub argon2_memory_kib: u32,
+    /// argon2id iterations. Default 2.
+    pub argon2_iterations: u32,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[log]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `text` (default) or `json`.
+    pub format: LogFormat,
+    /// tracing filter directive, e.g. `info,callsmith_control=debug`. `RUST_LOG` wins
+    /// when set. Default `info`.
+    pub filter: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("data"),
+            bootstrap_superuser_token: None,
+            http: HttpConfig::default(),
+            database: DatabaseConfig::default(),
+            auth: AuthConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_url: None,
+        }
+    }
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig {
+            url: None,
+            max_connections: 16,
+        }
+    }
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            session_ttl_secs: 12 * 3600,
+            password_reset_ttl_secs: 3600,
+            magic_link_ttl_secs: 900,
+            argon2_memory_kib: 19 * 1024,
+            argon2_iterations: 2,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            format: LogFormat::Text,
+            filter: "info".into(),
+        }
+    }
+}
+
+impl Config {
+    /// Loads defaults, then the TOML file (explicit path, or `callsmith.toml` if
+    /// present), then `CALLSMITH_*` variables from `env`.
+    pub fn load(path: Option<&Path>, env: Env) -> anyhow::Result<Config> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        match path {
+            Some(p) => {
+                anyhow::ensure!(p.exists(), "config file {} does not exist", p.display());
+                fig = fig.merge(Toml::file(p));
+            }
+            None if Path::new("callsmith.toml").exists() => {
+                fig = fig.merge(Toml::file("callsmith.toml"))
+            }
+            None => {}
+        }
+        Ok(fig.merge(env).extract()?)
+    }
+
+    /// The `CALLSMITH_*` environment provider (nested keys split at `__`).
+    pub fn env() -> Env {
+        Env::prefixed("CALLSMITH_").split("__")
+    }
+
+    /// The database URL in effect.
+    pub fn database_url(&self) -> String {
+        self.database
+            .url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("callsmith.db").display()))
+    }
+
+    /// The public base URL in effect.
+    pub fn public_url(&self) -> String {
+        self.http
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", self.http.listen))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::result_large_err)] // figment::Jail's closure error type is figment's own
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_work_out_of_the_box() {
+        let c = Config::default();
+        assert_eq!(c.http.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.database_url(), "sqlite://data/callsmith.db");
+        assert_eq!(c.public_url(), "http://127.0.0.1:8080");
+    }
+
+    #[test]
+    fn file_then_env_override() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("c.toml", "data_dir = \"/tmp/x\"\n[http]\nlisten = \"127.0.0.1:9000\"\n[log]\nformat = \"json\"\n")?;
+            jail.set_env("CALLSMITH_HTTP__LISTEN", "127.0.0.1:9100");
+            jail.set_env("CALLSMITH_DATABASE__URL", "postgres://u:p@127.0.0.1/db");
+            jail.set_env("CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN", "cs_su_abc");
+            let c = Config::load(Some(Path::new("c.toml")), Config::env())
+                .map_err(|e| e.to_string())?;
+            assert_eq!(c.http.listen.to_string(), "127.0.0.1:9100");
+            assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
+            assert_eq!(c.log.format, LogFormat::Json);
+            assert_eq!(c.database_url(), "postgres://u:p@127.0.0.1/db");
+            assert_eq!(c.bootstrap_superuser_token.as_deref(), Some("cs_su_abc"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("c.toml", "[http]\nlisten_typo = \"x\"\n")?;
+            assert!(Config::load(Some(Path::new("c.toml")), Config::env()).is_err());
+            Ok(())
+        });
+    }
+
+    /// docs/configuration.md names every key of the default configuration.
+    #[test]
+    fn docs_cover_every_key() {
+        let doc = include_str!("../../docs/configuration.md");
+        let value = toml::Value::try_from(Config::default()).expect("serialize");
+        let mut keys = Vec::new();
+        fn walk(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
+            if let toml::Value::Table(t) = v {
+                for (k, v) in t {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    if v.is_table() {
+                        walk(&key, v, out)
+                    } else {
+                        out.push(key)
+                    }
+                }
+            }
+        }
+        walk("", &value, &mut keys);
+        // Option fields that default to None are not serialized; name them explicitly.
+        keys.extend(
+            [
+                "bootstrap_superuser_token",
+                "http.public_url",
+                "database.url",
+            ]
+            .map(String::from),
+        );
+        for k in keys {
+            assert!(
+                doc.contains(&format!("`{k}`")),
+                "docs/configuration.md does not document `{k}`"
+            );
+        }
+    }
+}
