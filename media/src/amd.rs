@@ -135,6 +135,33 @@ impl AmdDetector {
     }
 }
 
+impl crate::MediaSession {
+    /// Listens to the first seconds of caller audio and returns the first
+    /// decided verdict (Human, Machine or Beep; Human when the window ends silent).
+    pub async fn detect_answering_machine(
+        &self,
+        cfg: AmdConfig,
+    ) -> Result<AmdVerdict, crate::MediaError> {
+        let mut rx = self.tap_caller_audio(500)?;
+        // The VAD is not Send: it lives on a blocking thread with the detector.
+        tokio::task::spawn_blocking(move || {
+            let mut vad = crate::vad::SpeechDetector::new(crate::vad::VadConfig::default());
+            let mut det = AmdDetector::new(cfg);
+            while let Some(f) = rx.blocking_recv() {
+                let voiced = vad.is_voiced(&f.pcm);
+                if let Some(v) = det.push(&f.pcm, voiced)
+                    && v != AmdVerdict::Undecided
+                {
+                    return v;
+                }
+            }
+            det.verdict()
+        })
+        .await
+        .map_err(|e| crate::MediaError::Io(e.to_string()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -101,6 +101,8 @@ pub struct StreamingAudio {
 struct StreamState {
     samples: VecDeque<i16>,
     finished: bool,
+    /// Everything pushed, when the source keeps a copy (to cache a streamed synthesis).
+    history: Option<Vec<i16>>,
 }
 
 /// What a player got from a growing source this tick.
@@ -117,13 +119,28 @@ pub enum StreamFrame {
 impl StreamingAudio {
     /// A source that buffers at most `max_buffered` samples (oldest dropped first).
     pub fn new(max_buffered: usize) -> Arc<StreamingAudio> {
+        Self::build(max_buffered, None)
+    }
+
+    /// Like `new`, and keeps a copy of everything pushed (see `take_history`).
+    pub fn new_with_history(max_buffered: usize) -> Arc<StreamingAudio> {
+        Self::build(max_buffered, Some(Vec::new()))
+    }
+
+    fn build(max_buffered: usize, history: Option<Vec<i16>>) -> Arc<StreamingAudio> {
         Arc::new(StreamingAudio {
             inner: Mutex::new(StreamState {
-                samples: VecDeque::with_capacity(max_buffered.min(1 << 20)),
+                samples: VecDeque::with_capacity(max_buffered.min(1 << 16)),
                 finished: false,
+                history,
             }),
             max_buffered: max_buffered.max(FRAME_SAMPLES),
         })
+    }
+
+    /// Everything pushed so far (empty unless built with `new_with_history`).
+    pub fn take_history(&self) -> Vec<i16> {
+        self.inner.lock().history.take().unwrap_or_default()
     }
 
     /// Appends 8 kHz samples.
@@ -131,6 +148,9 @@ impl StreamingAudio {
         let mut s = self.inner.lock();
         if s.finished {
             return;
+        }
+        if let Some(h) = s.history.as_mut() {
+            h.extend_from_slice(pcm);
         }
         s.samples.extend(pcm.iter().copied());
         let excess = s.samples.len().saturating_sub(self.max_buffered);
@@ -316,7 +336,7 @@ fn decode_symphonia(
 /// Resamples mono f32 to 8 kHz i16.
 pub fn resample_to_8k(samples: &[f32], rate: u32) -> Result<Vec<i16>, PromptError> {
     use rubato::{FftFixedInOut, Resampler};
-    let to_i16 = |v: f32| (v.clamp(-1.0, 1.0) * 32767.0).round() as i16;
+    let to_i16 = |v: f32| (v * 32768.0).round().clamp(-32768.0, 32767.0) as i16;
     if rate == SAMPLE_RATE {
         return Ok(samples.iter().map(|v| to_i16(*v)).collect());
     }

@@ -1,1 +1,624 @@
+//! Streaming speech recognition over websockets.
+//!
+//! Two wire protocols: the Vosk-server protocol (config text frame, binary
+//! 16-bit LE PCM, `{"partial"}` / `{"result","text"}` answers, `{"eof":1}`) and a
+//! Deepgram-style protocol (query parameters, binary audio,
+//! `{"type":"Results","is_final",..,"channel":{"alternatives":[{"transcript"}]}}`,
+//! `{"type":"CloseStream"}`).
+//!
+//! Nodes come from configuration ([`SttNodeConfig`]); [`SttPool::pick`] returns
+//! a node whose readiness probe answers 200 and that has not failed recently.
+//! A node failing mid-stream is reported as [`SttEvent::NodeFailed`] and marked,
+//! so the next stream picks another ready node.
+//!
+//! Also the batch helper [`recognize`] used by POST /v1/adapters/stt/{engine}/run.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::MediaError;
+use crate::prompt::{FRAME_SAMPLES, PromptCache, PromptError};
+use crate::session::{AudioFrame, MediaSession};
+
+/// Wire protocol of a recognition node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SttProtocol {
+    Vosk,
+    Deepgram,
+}
+
+/// One recognition node from configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SttNodeConfig {
+    pub name: String,
+    /// Websocket URL, e.g. `ws://127.0.0.1:2700` (Vosk) or `ws://host/v1/listen` (Deepgram-style).
+    pub url: String,
+    pub protocol: SttProtocol,
+    /// HTTP readiness probe answering 200 when the node can serve (e.g. `http://127.0.0.1:2700/ready`).
+    /// Without one, a TCP connect to the websocket's host and port is the probe.
+    #[serde(default)]
+    pub ready_url: Option<String>,
+}
+
+/// Recognition parameters of one stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SttParams {
+    pub language: String,
+    pub model: String,
+    pub interim_results: bool,
+}
+
+impl Default for SttParams {
+    fn default() -> Self {
+        SttParams {
+            language: "en-US".into(),
+            model: String::new(),
+            interim_results: true,
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum SttError {
+    #[error("no ready recognition node")]
+    NoReadyNode,
+    #[error("recognition node {node} failed: {message}")]
+    NodeFailed { node: String, message: String },
+    #[error("audio source: {0}")]
+    Source(#[from] PromptError),
+    #[error(transparent)]
+    Media(#[from] MediaError),
+}
+
+/// A recognition result in call time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Transcript {
+    pub text: String,
+    pub is_final: bool,
+    /// Call time of the audio sent so far when the result arrived.
+    pub at_ms: u64,
+    /// Call time where the recognised speech ends (word timings when the node gives them, else `at_ms`).
+    pub end_ms: u64,
+    pub node: String,
+}
+
+/// What a stream reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum SttEvent {
+    Transcript(Transcript),
+    /// The node broke the stream (connect failure, reset, protocol error).
+    NodeFailed {
+        node: String,
+        error: String,
+    },
+    /// The node closed the stream after the final result.
+    Ended,
+}
+
+struct NodeState {
+    cfg: SttNodeConfig,
+    failed_at: Mutex<Option<Instant>>,
+}
+
+/// The configured nodes with their health.
+#[derive(Clone)]
+pub struct SttPool {
+    nodes: Arc<Vec<NodeState>>,
+    next: Arc<AtomicUsize>,
+    http: reqwest::Client,
+    /// A failed node is skipped for this long.
+    pub retry_after: Duration,
+}
+
+impl SttPool {
+    pub fn new(nodes: Vec<SttNodeConfig>) -> SttPool {
+        SttPool {
+            nodes: Arc::new(
+                nodes
+                    .into_iter()
+                    .map(|cfg| NodeState {
+                        cfg,
+                        failed_at: Mutex::new(None),
+                    })
+                    .collect(),
+            ),
+            next: Arc::new(AtomicUsize::new(0)),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(2))
+                .build()
+                .unwrap_or_default(),
+            retry_after: Duration::from_secs(10),
+        }
+    }
+
+    pub fn nodes(&self) -> impl Iterator<Item = &SttNodeConfig> {
+        self.nodes.iter().map(|n| &n.cfg)
+    }
+
+    /// Runs the node's readiness probe.
+    pub async fn probe(&self, node: &SttNodeConfig) -> bool {
+        if let Some(u) = &node.ready_url {
+            return matches!(self.http.get(u).send().await, Ok(r) if r.status().is_success());
+        }
+        let Ok(url) = url::Url::parse(&node.url) else {
+            return false;
+        };
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            return false;
+        };
+        matches!(
+            tokio::time::timeout(
+                Duration::from_secs(2),
+                tokio::net::TcpStream::connect((host, port))
+            )
+            .await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// Marks a node failed; `pick` skips it for `retry_after`.
+    pub fn mark_failed(&self, name: &str) {
+        for n in self.nodes.iter().filter(|n| n.cfg.name == name) {
+            *n.failed_at.lock() = Some(Instant::now());
+        }
+    }
+
+    /// A ready node, round-robin over the healthy ones.
+    pub async fn pick(&self) -> Result<SttNodeConfig, SttError> {
+        let count = self.nodes.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        for i in 0..count {
+            let n = &self.nodes[(start + i) % count];
+            let recently_failed = n
+                .failed_at
+                .lock()
+                .is_some_and(|t| t.elapsed() < self.retry_after);
+            if recently_failed {
+                continue;
+            }
+            if self.probe(&n.cfg).await {
+                return Ok(n.cfg.clone());
+            }
+            self.mark_failed(&n.cfg.name);
+        }
+        Err(SttError::NoReadyNode)
+    }
+}
+
+/// A running recognition stream.
+pub struct SttStream {
+    pub node: SttNodeConfig,
+    events: mpsc::Receiver<SttEvent>,
+    finish: Option<oneshot::Sender<()>>,
+}
+
+impl SttStream {
+    /// Next event; None once the stream task ended.
+    pub async fn next(&mut self) -> Option<SttEvent> {
+        self.events.recv().await
+    }
+
+    /// Ends the audio: the node flushes its final result, then `Ended` is reported.
+    pub fn finish(&mut self) {
+        if let Some(f) = self.finish.take() {
+            let _ = f.send(());
+        }
+    }
+}
+
+impl MediaSession {
+    /// Streams this session's caller audio to a ready node of `pool`.
+    pub async fn start_stt(
+        &self,
+        pool: &SttPool,
+        params: SttParams,
+    ) -> Result<SttStream, SttError> {
+        let node = pool.pick().await?;
+        let audio = self.tap_caller_audio(500)?;
+        Ok(start_stream(pool.clone(), node, params, audio))
+    }
+}
+
+/// Streams 8 kHz frames from `audio` to `node` (ends when `audio` closes or on `finish`).
+pub fn start_stream(
+    pool: SttPool,
+    node: SttNodeConfig,
+    params: SttParams,
+    audio: mpsc::Receiver<AudioFrame>,
+) -> SttStream {
+    let (etx, erx) = mpsc::channel(256);
+    let (ftx, frx) = oneshot::channel();
+    let n = node.clone();
+    tokio::spawn(async move {
+        if let Err(error) = run_stream(&n, &params, audio, frx, &etx).await {
+            pool.mark_failed(&n.name);
+            let _ = etx
+                .send(SttEvent::NodeFailed {
+                    node: n.name.clone(),
+                    error,
+                })
+                .await;
+        }
+    });
+    SttStream {
+        node,
+        events: erx,
+        finish: Some(ftx),
+    }
+}
+
+fn stream_url(node: &SttNodeConfig, params: &SttParams) -> Result<String, String> {
+    match node.protocol {
+        SttProtocol::Vosk => Ok(node.url.clone()),
+        SttProtocol::Deepgram => {
+            let mut u = url::Url::parse(&node.url).map_err(|e| e.to_string())?;
+            {
+                let mut q = u.query_pairs_mut();
+                q.append_pair("encoding", "linear16")
+                    .append_pair("sample_rate", "8000")
+                    .append_pair("channels", "1")
+                    .append_pair("language", &params.language)
+                    .append_pair(
+                        "interim_results",
+                        if params.interim_results {
+                            "true"
+                        } else {
+                            "false"
+                        },
+                    );
+                if !params.model.is_empty() {
+                    q.append_pair("model", &params.model);
+                }
+            }
+            Ok(u.to_string())
+        }
+    }
+}
+
+/// Parses one node message into (text, is_final, speech end in seconds if known).
+fn parse_result(protocol: SttProtocol, text: &str) -> Option<(String, bool, Option<f64>)> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    match protocol {
+        SttProtocol::Vosk => {
+            if let Some(p) = v.get("partial").and_then(|p| p.as_str()) {
+                return Some((p.to_string(), false, None));
+            }
+            let t = v.get("text").and_then(|t| t.as_str())?;
+            let end = v
+                .get("result")
+                .and_then(|r| r.as_array())
+                .and_then(|a| a.last())
+                .and_then(|w| w.get("end"))
+                .and_then(|e| e.as_f64());
+            Some((t.to_string(), true, end))
+        }
+        SttProtocol::Deepgram => {
+            if v.get("type").and_then(|t| t.as_str()) != Some("Results") {
+                return None;
+            }
+            let t = v
+                .pointer("/channel/alternatives/0/transcript")
+                .and_then(|t| t.as_str())?;
+            let is_final = v.get("is_final").and_then(|f| f.as_bool()).unwrap_or(false);
+            let end = match (
+                v.get("start").and_then(|s| s.as_f64()),
+                v.get("duration").and_then(|d| d.as_f64()),
+            ) {
+                (Some(s), Some(d)) => Some(s + d),
+                _ => None,
+            };
+            Some((t.to_string(), is_final, end))
+        }
+    }
+}
+
+async fn run_stream(
+    node: &SttNodeConfig,
+    params: &SttParams,
+    mut audio: mpsc::Receiver<AudioFrame>,
+    mut finish: oneshot::Receiver<()>,
+    events: &mpsc::Sender<SttEvent>,
+) -> Result<(), String> {
+    let url = stream_url(node, params)?;
+    let (ws, _) = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio_tungstenite::connect_async(url.as_str()),
+    )
+    .await
+    .map_err(|_| "connect timed out".to_string())?
+    .map_err(|e| e.to_string())?;
+    let (mut tx, mut rx) = ws.split();
+    if node.protocol == SttProtocol::Vosk {
+        tx.send(Message::text(r#"{"config": {"sample_rate": 8000}}"#))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    // First frame's call time: the node counts time from its first sample.
+    let mut first_ms: Option<u64> = None;
+    let mut sent_ms: u64 = 0;
+    let mut batch: Vec<u8> = Vec::with_capacity(FRAME_SAMPLES * 2 * 5);
+    let mut audio_open = true;
+    let mut eof_sent = false;
+    let eof = match node.protocol {
+        SttProtocol::Vosk => r#"{"eof": 1}"#,
+        SttProtocol::Deepgram => r#"{"type": "CloseStream"}"#,
+    };
+    let eof_deadline = tokio::time::sleep(Duration::from_secs(3600));
+    tokio::pin!(eof_deadline);
+    loop {
+        tokio::select! {
+            frame = audio.recv(), if audio_open && !eof_sent => {
+                match frame {
+                    Some(f) => {
+                        first_ms.get_or_insert(f.at_ms);
+                        sent_ms = f.at_ms + 20;
+                        for s in f.pcm {
+                            batch.extend_from_slice(&s.to_le_bytes());
+                        }
+                        if batch.len() >= FRAME_SAMPLES * 2 * 5 {
+                            tx.send(Message::binary(std::mem::take(&mut batch))).await.map_err(|e| e.to_string())?;
+                            batch.reserve(FRAME_SAMPLES * 2 * 5);
+                        }
+                    }
+                    None => audio_open = false,
+                }
+            }
+            _ = &mut finish, if !eof_sent => {
+                audio_open = false;
+            }
+            msg = rx.next() => {
+                match msg {
+                    Some(Ok(Message::Text(t))) => {
+                        if let Some((text, is_final, end_s)) = parse_result(node.protocol, t.as_str()) {
+                            if !is_final && (!params.interim_results || text.is_empty()) {
+                                continue;
+                            }
+                            let base = first_ms.unwrap_or(0);
+                            let end_ms = end_s.map(|e| base + (e * 1000.0) as u64).unwrap_or(sent_ms).min(sent_ms.max(base));
+                            let tr = Transcript { text, is_final, at_ms: sent_ms, end_ms, node: node.name.clone() };
+                            let _ = events.send(SttEvent::Transcript(tr)).await;
+                        }
+                    }
+                    Some(Ok(Message::Close(_))) | None => {
+                        if eof_sent {
+                            let _ = events.send(SttEvent::Ended).await;
+                            return Ok(());
+                        }
+                        return Err("node closed the stream before end of audio".into());
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(e.to_string()),
+                }
+            }
+            _ = &mut eof_deadline, if eof_sent => {
+                return Err("no final result within 30 s of end of audio".into());
+            }
+        }
+        if !audio_open && !eof_sent {
+            if !batch.is_empty() {
+                tx.send(Message::binary(std::mem::take(&mut batch)))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            tx.send(Message::text(eof))
+                .await
+                .map_err(|e| e.to_string())?;
+            eof_sent = true;
+            eof_deadline
+                .as_mut()
+                .reset(tokio::time::Instant::now() + Duration::from_secs(30));
+        }
+    }
+}
+
+/// One interim or final result of a batch recognition (offsets in ms of audio).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InterimResult {
+    /// Wall-clock time the result arrived (Unix ms).
+    pub timestamp_ms: i64,
+    pub transcript: String,
+    /// Where the recognised speech ends in the source.
+    pub end_offset_ms: i64,
+    /// How much audio had been sent when the result arrived.
+    pub sent_traffic_offset_ms: i64,
+    /// Result arrival minus the time the audio at `end_offset_ms` was sent.
+    pub latency_ms: i64,
+    pub is_final: bool,
+}
+
+/// Outcome of [`recognize`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecognizeOutcome {
+    pub node: String,
+    /// Final results joined with spaces.
+    pub transcript: String,
+    pub model: String,
+    /// Filled in real-time mode only (as the endpoint specifies).
+    pub interim_results: Vec<InterimResult>,
+}
+
+/// Recognises a whole audio source (path, object-store URL or http(s) URL) on a
+/// ready node. `realtime`: send at 1x speed and collect interim results;
+/// otherwise send as fast as the node takes it and return the transcript.
+pub async fn recognize(
+    pool: &SttPool,
+    prompts: &PromptCache,
+    source: &str,
+    params: &SttParams,
+    realtime: bool,
+) -> Result<RecognizeOutcome, SttError> {
+    let prompt = prompts.load(source).await?;
+    let node = pool.pick().await?;
+    let (atx, arx) = mpsc::channel::<AudioFrame>(64);
+    let mut stream = start_stream(pool.clone(), node.clone(), params.clone(), arx);
+    let pcm: Vec<i16> = prompt.pcm().to_vec();
+    let started = Instant::now();
+    let feeder = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        for (i, chunk) in pcm.chunks(FRAME_SAMPLES).enumerate() {
+            if realtime {
+                tick.tick().await;
+            }
+            let mut f = [0i16; FRAME_SAMPLES];
+            f[..chunk.len()].copy_from_slice(chunk);
+            if atx
+                .send(AudioFrame {
+                    pcm: f,
+                    at_ms: i as u64 * 20,
+                })
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+        // Dropping `atx` ends the audio: the stream sends end-of-stream.
+    });
+    let mut finals = Vec::new();
+    let mut interim = Vec::new();
+    let result = loop {
+        let Some(ev) = tokio::time::timeout(Duration::from_secs(120), stream.next())
+            .await
+            .ok()
+            .flatten()
+        else {
+            break Err(SttError::NodeFailed {
+                node: node.name.clone(),
+                message: "stream ended without a final result".into(),
+            });
+        };
+        match ev {
+            SttEvent::Transcript(t) => {
+                let now = started.elapsed().as_millis() as i64;
+                if t.is_final && !t.text.trim().is_empty() {
+                    finals.push(t.text.trim().to_string());
+                }
+                if realtime {
+                    interim.push(InterimResult {
+                        timestamp_ms: std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map(|d| d.as_millis() as i64)
+                            .unwrap_or(0),
+                        transcript: t.text,
+                        end_offset_ms: t.end_ms as i64,
+                        sent_traffic_offset_ms: t.at_ms as i64,
+                        latency_ms: (now - t.end_ms as i64).max(0),
+                        is_final: t.is_final,
+                    });
+                }
+            }
+            SttEvent::Ended => break Ok(()),
+            SttEvent::NodeFailed { node, error } => {
+                break Err(SttError::NodeFailed {
+                    node,
+                    message: error,
+                });
+            }
+        }
+    };
+    feeder.abort();
+    result?;
+    Ok(RecognizeOutcome {
+        node: node.name,
+        transcript: finals.join(" "),
+        model: params.model.clone(),
+        interim_results: interim,
+    })
+}
+
+/// Lower-cases, drops punctuation and collapses spaces (for comparing transcripts).
+pub fn normalize_transcript(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '\'' {
+                c.to_ascii_lowercase()
+            } else {
+                ' '
+            }
+        })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_both_protocols() {
+        assert_eq!(
+            parse_result(SttProtocol::Vosk, r#"{"partial": "hel"}"#),
+            Some(("hel".into(), false, None))
+        );
+        assert_eq!(
+            parse_result(
+                SttProtocol::Vosk,
+                r#"{"result": [{"word":"hi","start":0.1,"end":0.5,"conf":1}], "text": "hi"}"#
+            ),
+            Some(("hi".into(), true, Some(0.5)))
+        );
+        assert_eq!(parse_result(SttProtocol::Vosk, "not json"), None);
+        let dg = r#"{"type":"Results","is_final":true,"start":1.0,"duration":0.5,"channel":{"alternatives":[{"transcript":"yes"}]}}"#;
+        assert_eq!(
+            parse_result(SttProtocol::Deepgram, dg),
+            Some(("yes".into(), true, Some(1.5)))
+        );
+        assert_eq!(
+            parse_result(SttProtocol::Deepgram, r#"{"type":"Metadata"}"#),
+            None
+        );
+    }
+
+    #[test]
+    fn deepgram_url_carries_parameters() {
+        let n = SttNodeConfig {
+            name: "d".into(),
+            url: "ws://127.0.0.1:1/v1/listen".into(),
+            protocol: SttProtocol::Deepgram,
+            ready_url: None,
+        };
+        let p = SttParams {
+            language: "en-US".into(),
+            model: "nova".into(),
+            interim_results: true,
+        };
+        let u = stream_url(&n, &p).unwrap();
+        assert!(
+            u.contains("encoding=linear16")
+                && u.contains("sample_rate=8000")
+                && u.contains("language=en-US")
+        );
+        assert!(u.contains("model=nova") && u.contains("interim_results=true"));
+    }
+
+    #[test]
+    fn transcripts_normalise() {
+        assert_eq!(
+            normalize_transcript(" The quick, brown FOX!  "),
+            "the quick brown fox"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_node_is_an_error() {
+        let pool = SttPool::new(vec![SttNodeConfig {
+            name: "down".into(),
+            url: "ws://127.0.0.1:9/".into(),
+            protocol: SttProtocol::Vosk,
+            ready_url: None,
+        }]);
+        assert!(matches!(pool.pick().await, Err(SttError::NoReadyNode)));
+    }
+}

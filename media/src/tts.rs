@@ -1,1 +1,784 @@
+//! Speech synthesis: an engine trait, a local engine (espeak-ng or flite as a
+//! subprocess), an HTTP engine (GET a synthesis URL returning WAV, streamed
+//! into a growing source as it downloads), a cache keyed by (engine, voice,
+//! language, model, speed, text), and the pure URL normaliser behind
+//! GET /v1/adapters/tts/normalize/{path}.
 
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use futures::StreamExt;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::prompt::{Playable, Prompt, PromptError, SAMPLE_RATE, StreamingAudio};
+
+#[derive(Debug, Error)]
+pub enum TtsError {
+    #[error("unknown TTS engine {0:?}")]
+    UnknownEngine(String),
+    #[error("empty text")]
+    EmptyText,
+    #[error("synthesizer failed: {0}")]
+    Synth(String),
+    #[error("synthesis request failed: {0}")]
+    Http(String),
+    #[error(transparent)]
+    Audio(#[from] PromptError),
+}
+
+/// One synthesis request; every field is part of the cache key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct TtsRequest {
+    pub engine: String,
+    #[serde(default)]
+    pub voice: String,
+    #[serde(default)]
+    pub language: String,
+    #[serde(default)]
+    pub model: String,
+    /// 1.0 is normal speed.
+    #[serde(default = "one")]
+    pub speed: f64,
+    pub text: String,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl TtsRequest {
+    /// The cache key (speed rounded to 1/1000).
+    pub fn cache_key(&self) -> String {
+        let speed = if self.speed.is_finite() && self.speed > 0.0 {
+            self.speed
+        } else {
+            1.0
+        };
+        format!(
+            "{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{:.3}\u{1f}{}",
+            self.engine, self.voice, self.language, self.model, speed, self.text
+        )
+    }
+
+    fn speed(&self) -> f64 {
+        if self.speed.is_finite() && self.speed > 0.0 {
+            self.speed.clamp(0.25, 4.0)
+        } else {
+            1.0
+        }
+    }
+}
+
+/// A speech synthesizer producing 8 kHz audio.
+#[async_trait]
+pub trait TtsEngine: Send + Sync {
+    /// Synthesizes the whole text.
+    async fn synthesize(&self, req: &TtsRequest) -> Result<Prompt, TtsError>;
+
+    /// Synthesizes into a growing source (default: all at once, then pushed).
+    /// Engines that stream push audio as it arrives, so playout can start early.
+    async fn synthesize_into(
+        &self,
+        req: &TtsRequest,
+        out: &StreamingAudio,
+    ) -> Result<(), TtsError> {
+        let p = self.synthesize(req).await?;
+        out.push(p.pcm());
+        Ok(())
+    }
+}
+
+/// Which local program speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LocalProgram {
+    EspeakNg,
+    Flite,
+}
+
+/// espeak-ng or flite run as a subprocess writing a WAV file (converted to 8 kHz).
+#[derive(Debug, Clone)]
+pub struct LocalTts {
+    pub program: LocalProgram,
+}
+
+struct TempFile(std::path::PathBuf);
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[async_trait]
+impl TtsEngine for LocalTts {
+    async fn synthesize(&self, req: &TtsRequest) -> Result<Prompt, TtsError> {
+        if req.text.trim().is_empty() {
+            return Err(TtsError::EmptyText);
+        }
+        let file = TempFile(
+            std::env::temp_dir().join(format!("callsmith-tts-{}.wav", rand::random::<u64>())),
+        );
+        let mut cmd = match self.program {
+            LocalProgram::EspeakNg => {
+                let mut c = tokio::process::Command::new("espeak-ng");
+                let wpm = (175.0 * req.speed()).round() as u32;
+                c.arg("-w").arg(&file.0).arg("-s").arg(wpm.to_string());
+                let voice = if !req.voice.is_empty() {
+                    req.voice.clone()
+                } else {
+                    language_to_espeak(&req.language)
+                };
+                if !voice.is_empty() {
+                    c.arg("-v").arg(voice);
+                }
+                // "--" so text starting with '-' is not an option.
+                c.arg("--").arg(&req.text);
+                c
+            }
+            LocalProgram::Flite => {
+                let mut c = tokio::process::Command::new("flite");
+                if !req.voice.is_empty() {
+                    c.arg("-voice").arg(&req.voice);
+                }
+                let stretch = 1.0 / req.speed();
+                c.arg("--setf")
+                    .arg(format!("duration_stretch={stretch:.3}"));
+                c.arg("-t").arg(&req.text).arg("-o").arg(&file.0);
+                c
+            }
+        };
+        cmd.kill_on_drop(true).stdin(std::process::Stdio::null());
+        let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+            .await
+            .map_err(|_| TtsError::Synth("synthesizer timed out".into()))?
+            .map_err(|e| TtsError::Synth(e.to_string()))?;
+        if !out.status.success() {
+            return Err(TtsError::Synth(
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ));
+        }
+        let bytes = tokio::fs::read(&file.0)
+            .await
+            .map_err(|e| TtsError::Synth(e.to_string()))?;
+        let p = tokio::task::spawn_blocking(move || Prompt::decode(&bytes, Some("wav")))
+            .await
+            .map_err(|e| TtsError::Synth(e.to_string()))??;
+        Ok(p)
+    }
+}
+
+fn language_to_espeak(lang: &str) -> String {
+    // espeak-ng voices are language tags: "en-us", "de", "fr"...
+    lang.to_ascii_lowercase()
+}
+
+/// GETs a synthesis URL returning WAV. `url_template` placeholders
+/// `{text}`, `{voice}`, `{language}`, `{model}`, `{speed}` are replaced URL-encoded.
+#[derive(Debug, Clone)]
+pub struct HttpTts {
+    pub url_template: String,
+    client: reqwest::Client,
+}
+
+impl HttpTts {
+    pub fn new(url_template: impl Into<String>) -> HttpTts {
+        HttpTts {
+            url_template: url_template.into(),
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The request URL for `req`.
+    pub fn url_for(&self, req: &TtsRequest) -> String {
+        let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+        self.url_template
+            .replace("{text}", &enc(&req.text))
+            .replace("{voice}", &enc(&req.voice))
+            .replace("{language}", &enc(&req.language))
+            .replace("{model}", &enc(&req.model))
+            .replace("{speed}", &format!("{:.3}", req.speed()))
+    }
+
+    async fn get(&self, req: &TtsRequest) -> Result<reqwest::Response, TtsError> {
+        if req.text.trim().is_empty() {
+            return Err(TtsError::EmptyText);
+        }
+        let resp = self
+            .client
+            .get(self.url_for(req))
+            .send()
+            .await
+            .map_err(|e| TtsError::Http(e.to_string()))?;
+        if !resp.status().is_success() {
+            return Err(TtsError::Http(format!("status {}", resp.status())));
+        }
+        Ok(resp)
+    }
+}
+
+#[async_trait]
+impl TtsEngine for HttpTts {
+    async fn synthesize(&self, req: &TtsRequest) -> Result<Prompt, TtsError> {
+        let bytes = self
+            .get(req)
+            .await?
+            .bytes()
+            .await
+            .map_err(|e| TtsError::Http(e.to_string()))?;
+        let p = tokio::task::spawn_blocking(move || Prompt::decode(&bytes, Some("wav")))
+            .await
+            .map_err(|e| TtsError::Synth(e.to_string()))??;
+        Ok(p)
+    }
+
+    /// Streams 16-bit PCM WAV bodies into `out` as they download; other
+    /// encodings are decoded once complete.
+    async fn synthesize_into(
+        &self,
+        req: &TtsRequest,
+        out: &StreamingAudio,
+    ) -> Result<(), TtsError> {
+        let resp = self.get(req).await?;
+        let mut body = resp.bytes_stream();
+        let mut head: Vec<u8> = Vec::new();
+        let mut wav: Option<(WavStreamDecoder, usize)> = None;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| TtsError::Http(e.to_string()))?;
+            match wav.as_mut() {
+                Some((dec, _)) => out.push(&dec.feed(&chunk)?),
+                None => {
+                    head.extend_from_slice(&chunk);
+                    match parse_wav_header(&head) {
+                        WavHeader::Pcm16 {
+                            rate,
+                            channels,
+                            data_offset,
+                        } => {
+                            let mut dec = WavStreamDecoder::new(rate, channels)?;
+                            out.push(&dec.feed(&head[data_offset..])?);
+                            wav = Some((dec, data_offset));
+                        }
+                        WavHeader::NeedMore if head.len() < 64 * 1024 => {}
+                        _ => {
+                            // Not streamable: collect the rest and decode once.
+                            while let Some(c) = body.next().await {
+                                head.extend_from_slice(
+                                    &c.map_err(|e| TtsError::Http(e.to_string()))?,
+                                );
+                            }
+                            let p =
+                                tokio::task::spawn_blocking(move || Prompt::decode(&head, None))
+                                    .await
+                                    .map_err(|e| TtsError::Synth(e.to_string()))??;
+                            out.push(p.pcm());
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+        match wav.as_mut() {
+            Some((dec, _)) => out.push(&dec.flush()?),
+            None => {
+                let p = Prompt::decode(&head, None)?;
+                out.push(p.pcm());
+            }
+        }
+        Ok(())
+    }
+}
+
+enum WavHeader {
+    NeedMore,
+    Pcm16 {
+        rate: u32,
+        channels: u16,
+        data_offset: usize,
+    },
+    Other,
+}
+
+fn parse_wav_header(b: &[u8]) -> WavHeader {
+    if b.len() < 12 {
+        return WavHeader::NeedMore;
+    }
+    if &b[..4] != b"RIFF" || &b[8..12] != b"WAVE" {
+        return WavHeader::Other;
+    }
+    let mut off = 12;
+    let mut fmt: Option<(u16, u16, u32, u16)> = None;
+    loop {
+        if b.len() < off + 8 {
+            return WavHeader::NeedMore;
+        }
+        let id = &b[off..off + 4];
+        let size = u32::from_le_bytes([b[off + 4], b[off + 5], b[off + 6], b[off + 7]]) as usize;
+        if id == b"data" {
+            return match fmt {
+                Some((1, ch, rate, 16)) if ch > 0 && rate > 0 => WavHeader::Pcm16 {
+                    rate,
+                    channels: ch,
+                    data_offset: off + 8,
+                },
+                _ => WavHeader::Other,
+            };
+        }
+        if id == b"fmt " {
+            if b.len() < off + 8 + 16 {
+                return WavHeader::NeedMore;
+            }
+            let f = &b[off + 8..];
+            fmt = Some((
+                u16::from_le_bytes([f[0], f[1]]),
+                u16::from_le_bytes([f[2], f[3]]),
+                u32::from_le_bytes([f[4], f[5], f[6], f[7]]),
+                u16::from_le_bytes([f[14], f[15]]),
+            ));
+        }
+        off = match off.checked_add(8 + size + (size & 1)) {
+            Some(o) => o,
+            None => return WavHeader::Other,
+        };
+        if off > 1 << 20 {
+            return WavHeader::Other;
+        }
+    }
+}
+
+/// Incremental 16-bit PCM → 8 kHz mono converter.
+struct WavStreamDecoder {
+    channels: usize,
+    carry: Vec<u8>,
+    resampler: Option<rubato::FftFixedInOut<f32>>,
+    pending: Vec<f32>,
+    delay_left: usize,
+}
+
+impl WavStreamDecoder {
+    fn new(rate: u32, channels: u16) -> Result<WavStreamDecoder, TtsError> {
+        use rubato::Resampler;
+        let resampler = if rate == SAMPLE_RATE {
+            None
+        } else {
+            Some(
+                rubato::FftFixedInOut::<f32>::new(rate as usize, SAMPLE_RATE as usize, 1024, 1)
+                    .map_err(|e| TtsError::Synth(e.to_string()))?,
+            )
+        };
+        let delay_left = resampler.as_ref().map(|r| r.output_delay()).unwrap_or(0);
+        Ok(WavStreamDecoder {
+            channels: channels as usize,
+            carry: Vec::new(),
+            resampler,
+            pending: Vec::new(),
+            delay_left,
+        })
+    }
+
+    fn feed(&mut self, data: &[u8]) -> Result<Vec<i16>, TtsError> {
+        self.carry.extend_from_slice(data);
+        let frame_bytes = 2 * self.channels;
+        let whole = self.carry.len() / frame_bytes * frame_bytes;
+        let mono: Vec<f32> = self.carry[..whole]
+            .chunks_exact(frame_bytes)
+            .map(|f| {
+                f.chunks_exact(2)
+                    .map(|s| i16::from_le_bytes([s[0], s[1]]) as f32 / 32768.0)
+                    .sum::<f32>()
+                    / self.channels as f32
+            })
+            .collect();
+        self.carry.drain(..whole);
+        self.convert(&mono, false)
+    }
+
+    fn flush(&mut self) -> Result<Vec<i16>, TtsError> {
+        self.convert(&[], true)
+    }
+
+    fn convert(&mut self, mono: &[f32], last: bool) -> Result<Vec<i16>, TtsError> {
+        use rubato::Resampler;
+        let to_i16 = |v: f32| (v * 32768.0).round().clamp(-32768.0, 32767.0) as i16;
+        let Some(rs) = self.resampler.as_mut() else {
+            return Ok(mono.iter().map(|v| to_i16(*v)).collect());
+        };
+        self.pending.extend_from_slice(mono);
+        let mut out = Vec::new();
+        let err = |e: rubato::ResampleError| TtsError::Synth(e.to_string());
+        while self.pending.len() >= rs.input_frames_next() {
+            let n = rs.input_frames_next();
+            let r = rs.process(&[&self.pending[..n]], None).map_err(err)?;
+            out.extend_from_slice(&r[0]);
+            self.pending.drain(..n);
+        }
+        if last {
+            if !self.pending.is_empty() {
+                let r = rs
+                    .process_partial(Some(&[&self.pending[..]]), None)
+                    .map_err(err)?;
+                out.extend_from_slice(&r[0]);
+                self.pending.clear();
+            }
+            let r = rs.process_partial::<&[f32]>(None, None).map_err(err)?;
+            out.extend_from_slice(&r[0]);
+        }
+        let skip = self.delay_left.min(out.len());
+        self.delay_left -= skip;
+        Ok(out[skip..].iter().map(|v| to_i16(*v)).collect())
+    }
+}
+
+/// Cached syntheses by key, with insertion order for eviction.
+type SynthCache = (HashMap<String, Arc<Prompt>>, VecDeque<String>);
+
+/// Engines by name plus the shared synthesis cache.
+pub struct TtsService {
+    engines: HashMap<String, Arc<dyn TtsEngine>>,
+    cache: Mutex<SynthCache>,
+    capacity: usize,
+}
+
+impl TtsService {
+    /// `capacity`: cached syntheses kept (oldest evicted first).
+    pub fn new(capacity: usize) -> TtsService {
+        TtsService {
+            engines: HashMap::new(),
+            cache: Mutex::new((HashMap::new(), VecDeque::new())),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// With `espeak-ng` and `flite` registered under those names.
+    pub fn with_local_engines(capacity: usize) -> TtsService {
+        let mut s = TtsService::new(capacity);
+        s.register(
+            "espeak-ng",
+            Arc::new(LocalTts {
+                program: LocalProgram::EspeakNg,
+            }),
+        );
+        s.register(
+            "flite",
+            Arc::new(LocalTts {
+                program: LocalProgram::Flite,
+            }),
+        );
+        s
+    }
+
+    pub fn register(&mut self, name: &str, engine: Arc<dyn TtsEngine>) {
+        self.engines.insert(name.to_string(), engine);
+    }
+
+    fn engine(&self, name: &str) -> Result<Arc<dyn TtsEngine>, TtsError> {
+        self.engines
+            .get(name)
+            .cloned()
+            .ok_or_else(|| TtsError::UnknownEngine(name.to_string()))
+    }
+
+    /// A cached synthesis, if present.
+    pub fn cached(&self, req: &TtsRequest) -> Option<Arc<Prompt>> {
+        self.cache.lock().0.get(&req.cache_key()).cloned()
+    }
+
+    fn store(&self, key: String, p: Arc<Prompt>) {
+        let mut g = self.cache.lock();
+        if g.0.insert(key.clone(), p).is_none() {
+            g.1.push_back(key);
+        }
+        while g.0.len() > self.capacity {
+            let Some(old) = g.1.pop_front() else { break };
+            g.0.remove(&old);
+        }
+    }
+
+    /// The whole synthesis (from cache when present).
+    pub async fn prompt(&self, req: &TtsRequest) -> Result<Arc<Prompt>, TtsError> {
+        if let Some(p) = self.cached(req) {
+            return Ok(p);
+        }
+        let p = Arc::new(self.engine(&req.engine)?.synthesize(req).await?);
+        self.store(req.cache_key(), p.clone());
+        Ok(p)
+    }
+
+    /// Something to play now: the cached prompt, or a growing source fed as
+    /// synthesis proceeds (the finished audio is cached for next time).
+    pub fn playable(self: &Arc<Self>, req: &TtsRequest) -> Result<Playable, TtsError> {
+        if let Some(p) = self.cached(req) {
+            return Ok(Playable::Prompt(p));
+        }
+        let engine = self.engine(&req.engine)?;
+        let stream = StreamingAudio::new_with_history(usize::MAX / 2);
+        let (svc, req, out) = (self.clone(), req.clone(), stream.clone());
+        tokio::spawn(async move {
+            let result = engine.synthesize_into(&req, &out).await;
+            out.finish();
+            match result {
+                Ok(()) => {
+                    let pcm = out.take_history();
+                    if !pcm.is_empty() {
+                        svc.store(req.cache_key(), Arc::new(Prompt::from_pcm(pcm)));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(engine = %req.engine, error = %e, "streamed synthesis failed")
+                }
+            }
+        });
+        Ok(Playable::Stream(stream))
+    }
+}
+
+/// Why a synthesis URL could not be normalised.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum NormalizeError {
+    /// Neither `text` nor `text_b64` was given (the route answers `{"error": ...}`).
+    #[error("text or text_b64 is required")]
+    MissingText,
+    #[error("text_b64 is not valid base64 UTF-8")]
+    InvalidTextB64,
+    #[error("invalid synthesis URL: {0}")]
+    InvalidUrl(String),
+}
+
+/// Default `sr` of a normalised synthesis URL.
+pub const DEFAULT_SYNTH_SAMPLE_RATE: u32 = 16000;
+
+/// GET /v1/adapters/tts/normalize/{path}: rewrites a synthesis URL to platform-safe parameters.
+///
+/// `path` is the engine URL (scheme optional, `https://` assumed; it may carry its own query);
+/// `query` is the request's query. The result keeps every parameter except `sampleRate`,
+/// `format`, `fsFix` and `text_b64`; forces `f=wav`; keeps a valid positive integer `sr`,
+/// else sets `sr=16000`; and carries the text as `text` (decoded from `text_b64` when
+/// `text` is absent). Missing text is an error.
+pub fn normalize_tts_url(path: &str, query: &[(String, String)]) -> Result<String, NormalizeError> {
+    let text = match query.iter().find(|(k, _)| k == "text") {
+        Some((_, t)) => t.clone(),
+        None => {
+            let b64 = query
+                .iter()
+                .find(|(k, _)| k == "text_b64")
+                .map(|(_, v)| v)
+                .ok_or(NormalizeError::MissingText)?;
+            decode_b64_text(b64)?
+        }
+    };
+    let path = path.trim_start_matches('/');
+    if path.is_empty() {
+        return Err(NormalizeError::InvalidUrl("empty path".into()));
+    }
+    let with_scheme = if path.contains("://") {
+        path.to_string()
+    } else {
+        format!("https://{path}")
+    };
+    let mut url =
+        url::Url::parse(&with_scheme).map_err(|e| NormalizeError::InvalidUrl(e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(NormalizeError::InvalidUrl(format!(
+            "scheme {} is not http(s)",
+            url.scheme()
+        )));
+    }
+    let mut params: Vec<(String, String)> = url
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    params.extend(query.iter().cloned());
+    const DROP: [&str; 7] = [
+        "sampleRate",
+        "format",
+        "fsFix",
+        "text_b64",
+        "text",
+        "f",
+        "sr",
+    ];
+    let sr = params
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "sr")
+        .and_then(|(_, v)| v.parse::<u32>().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(DEFAULT_SYNTH_SAMPLE_RATE);
+    let mut kept: Vec<(String, String)> = Vec::new();
+    for (k, v) in params {
+        if DROP.contains(&k.as_str()) || kept.iter().any(|(kk, _)| *kk == k) {
+            continue;
+        }
+        kept.push((k, v));
+    }
+    url.set_query(None);
+    {
+        let mut q = url.query_pairs_mut();
+        for (k, v) in &kept {
+            q.append_pair(k, v);
+        }
+        q.append_pair("text", &text);
+        q.append_pair("f", "wav");
+        q.append_pair("sr", &sr.to_string());
+    }
+    Ok(url.to_string())
+}
+
+fn decode_b64_text(s: &str) -> Result<String, NormalizeError> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let s = s.trim();
+    let bytes = STANDARD
+        .decode(s)
+        .or_else(|_| STANDARD_NO_PAD.decode(s))
+        .or_else(|_| URL_SAFE.decode(s))
+        .or_else(|_| URL_SAFE_NO_PAD.decode(s))
+        .map_err(|_| NormalizeError::InvalidTextB64)?;
+    String::from_utf8(bytes).map_err(|_| NormalizeError::InvalidTextB64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn params(url: &str) -> Vec<(String, String)> {
+        url::Url::parse(url)
+            .unwrap()
+            .query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn normalize_forces_wav_and_default_sr() {
+        let u = normalize_tts_url(
+            "tts.example.com/v1/synth",
+            &q(&[
+                ("text", "hello world"),
+                ("voice", "anna"),
+                ("sampleRate", "8000"),
+                ("format", "mp3"),
+                ("fsFix", "1"),
+                ("f", "mp3"),
+            ]),
+        )
+        .unwrap();
+        assert!(u.starts_with("https://tts.example.com/v1/synth?"));
+        let p = params(&u);
+        assert!(p.contains(&("voice".into(), "anna".into())));
+        assert!(p.contains(&("text".into(), "hello world".into())));
+        assert!(p.contains(&("f".into(), "wav".into())));
+        assert!(p.contains(&("sr".into(), "16000".into())));
+        for gone in ["sampleRate", "format", "fsFix"] {
+            assert!(!p.iter().any(|(k, _)| k == gone), "{gone} kept in {u}");
+        }
+        assert_eq!(p.iter().filter(|(k, _)| k == "f").count(), 1);
+    }
+
+    #[test]
+    fn normalize_keeps_valid_sr_and_decodes_b64() {
+        let b64 = base64::engine::general_purpose::STANDARD.encode("привет, мир");
+        let u = normalize_tts_url(
+            "http://127.0.0.1:9/s?sr=8000&lang=ru",
+            &q(&[("text_b64", &b64)]),
+        )
+        .unwrap();
+        let p = params(&u);
+        assert!(p.contains(&("sr".into(), "8000".into())));
+        assert!(p.contains(&("lang".into(), "ru".into())));
+        assert!(p.contains(&("text".into(), "привет, мир".into())));
+        assert!(!p.iter().any(|(k, _)| k == "text_b64"));
+        let u = normalize_tts_url("http://h/s", &q(&[("text", "x"), ("sr", "abc")])).unwrap();
+        assert!(params(&u).contains(&("sr".into(), "16000".into())));
+    }
+
+    #[test]
+    fn normalize_errors() {
+        assert_eq!(
+            normalize_tts_url("h/s", &q(&[("voice", "a")])),
+            Err(NormalizeError::MissingText)
+        );
+        assert_eq!(
+            normalize_tts_url("h/s", &q(&[("text_b64", "%%%")])),
+            Err(NormalizeError::InvalidTextB64)
+        );
+        assert!(matches!(
+            normalize_tts_url("", &q(&[("text", "a")])),
+            Err(NormalizeError::InvalidUrl(_))
+        ));
+        assert!(matches!(
+            normalize_tts_url("ftp://h/s", &q(&[("text", "a")])),
+            Err(NormalizeError::InvalidUrl(_))
+        ));
+    }
+
+    #[test]
+    fn cache_key_covers_every_field() {
+        let a = TtsRequest {
+            engine: "flite".into(),
+            text: "hi".into(),
+            speed: 1.0,
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        b.voice = "slt".into();
+        assert_ne!(a.cache_key(), b.cache_key());
+        let mut c = a.clone();
+        c.speed = 1.2;
+        assert_ne!(a.cache_key(), c.cache_key());
+        assert_eq!(a.cache_key(), a.clone().cache_key());
+    }
+
+    #[test]
+    fn wav_header_parsing() {
+        let mut h = b"RIFF\0\0\0\0WAVEfmt ".to_vec();
+        h.extend_from_slice(&16u32.to_le_bytes());
+        h.extend_from_slice(&1u16.to_le_bytes());
+        h.extend_from_slice(&1u16.to_le_bytes());
+        h.extend_from_slice(&16000u32.to_le_bytes());
+        h.extend_from_slice(&32000u32.to_le_bytes());
+        h.extend_from_slice(&2u16.to_le_bytes());
+        h.extend_from_slice(&16u16.to_le_bytes());
+        assert!(matches!(parse_wav_header(&h), WavHeader::NeedMore));
+        h.extend_from_slice(b"data\xff\xff\xff\xff");
+        assert!(matches!(
+            parse_wav_header(&h),
+            WavHeader::Pcm16 {
+                rate: 16000,
+                channels: 1,
+                data_offset: 44
+            }
+        ));
+        assert!(matches!(
+            parse_wav_header(b"ID3\x03\0\0\0\0\0\0\0\0\0"),
+            WavHeader::Other
+        ));
+    }
+
+    #[test]
+    fn streaming_decoder_resamples_16k() {
+        let mut d = WavStreamDecoder::new(16000, 1).unwrap();
+        let bytes: Vec<u8> = (0..16000i32)
+            .flat_map(|i| (((i % 40) as i16 - 20) * 500).to_le_bytes())
+            .collect();
+        let mut total = 0;
+        for c in bytes.chunks(777) {
+            total += d.feed(c).unwrap().len();
+        }
+        total += d.flush().unwrap().len();
+        assert!((7800..=8300).contains(&total), "got {total} samples");
+    }
+}

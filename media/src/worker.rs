@@ -512,17 +512,7 @@ fn receive(s: &mut Session, sc: &mut Scratch, now: u64) {
             Ok(v) => v,
             Err(_) => break, // WouldBlock or transient ICMP error
         };
-        if !s.latched {
-            s.latched = true;
-            if s.remote_rtp != Some(from) {
-                s.remote_rtp = Some(from);
-                if !s.rtcp_latched {
-                    s.remote_rtcp = Some(SocketAddr::new(from.ip(), from.port().wrapping_add(1)));
-                }
-            }
-            let at_ms = s.at_ms();
-            s.emit(MediaEvent::RemoteLatched { addr: from, at_ms });
-        } else if s.remote_rtp != Some(from) {
+        if s.latched && s.remote_rtp != Some(from) {
             s.counters.foreign_packets += 1;
             continue;
         }
@@ -538,6 +528,23 @@ fn receive(s: &mut Session, sc: &mut Scratch, now: u64) {
                 continue;
             }
         };
+        // Symmetric RTP: the first valid packet's source becomes the send target.
+        if !s.latched {
+            s.latched = true;
+            if s.remote_rtp != Some(from) {
+                s.remote_rtp = Some(from);
+                if !s.rtcp_latched {
+                    s.remote_rtcp = Some(SocketAddr::new(from.ip(), from.port().wrapping_add(1)));
+                }
+            }
+            let at_ms = s.at_ms();
+            if s.events
+                .try_send(MediaEvent::RemoteLatched { addr: from, at_ms })
+                .is_err()
+            {
+                s.counters.events_dropped += 1;
+            }
+        }
         s.last_rx_ns = now;
         s.timeout_reported = false;
         let arrival = ((now - s.epoch_ns) / 125_000) as u32; // 8 kHz units
