@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rsipstack::dialog::DialogId;
-use rsipstack::dialog::dialog::{DialogState, ReferStatus, TerminatedReason, TransactionHandle};
+use rsipstack::dialog::dialog::{DialogState, TerminatedReason, TransactionHandle};
 use rsipstack::dialog::dialog_layer::DialogLayer;
 use rsipstack::dialog::invitation::InviteAsyncResult;
 use rsipstack::dialog::invite_dialog::InviteDialog;
@@ -374,7 +374,7 @@ impl Driver {
                                     }
                                 }
                             } else {
-                                let reason = resp.reason_phrase().map(str::to_string).unwrap_or_else(|| resp.status_code.to_string());
+                                let reason = reason_text(resp.reason_phrase().map(str::to_string).unwrap_or_else(|| resp.status_code.to_string()).as_str(), code);
                                 let status = CallStatus::from_final_response(code, cancel_cause);
                                 let by = if code == 487 && cancel_cause.is_some() { Party::Local } else { Party::Remote };
                                 self.emit(LegEvent::Ended(end_info(status, Some(code), reason, by)));
@@ -575,10 +575,9 @@ impl Driver {
                         }
                         DialogState::Notify(_, req, handle) => {
                             let _ = handle.reply(StatusCode::OK).await;
-                            if let Some(rs) = ReferStatus::parse(&req) {
-                                let code = status_u16(&rs.status_code);
+                            if let Some((code, terminated)) = refer_notify_status(&req) {
                                 self.emit(LegEvent::TransferProgress { sip_code: code });
-                                if (code >= 200 || rs.is_terminated)
+                                if (code >= 200 || terminated)
                                     && let Some(p) = pending_refer.take()
                                     {
                                         let outcome = if (200..300).contains(&code) { TransferOutcome::Succeeded { sip_code: code } } else { TransferOutcome::Failed { sip_code: Some(code), reason: "transfer target did not answer".into() } };
@@ -683,6 +682,17 @@ impl Driver {
     }
 }
 
+/// The reason phrase without a leading status code ("486 Busy Here" -> "Busy Here").
+fn reason_text(phrase: &str, code: u16) -> String {
+    let p = phrase.trim();
+    let p = p.strip_prefix(&code.to_string()).unwrap_or(p).trim();
+    if p.is_empty() {
+        format!("SIP {code}")
+    } else {
+        p.to_string()
+    }
+}
+
 /// When to refresh (half the interval, RFC 4028 §10) and when to give up on a session the
 /// peer should have refreshed (interval minus min(32 s, interval/3), §10).
 fn timer_deadlines(st: SessionTimer) -> (Instant, Instant) {
@@ -694,6 +704,26 @@ fn timer_deadlines(st: SessionTimer) -> (Instant, Instant) {
         let margin = Duration::from_secs((st.interval as u64 / 3).min(32));
         (far_future(), now + interval - margin)
     }
+}
+
+/// The sipfrag status of a REFER progress NOTIFY and whether the subscription ended.
+/// (rsipstack's `ReferStatus::parse` misses parsed `Event` headers, hence our own.)
+pub(crate) fn refer_notify_status(req: &Request) -> Option<(u16, bool)> {
+    let event = req.header_value("Event")?;
+    let package = event.split(';').next().unwrap_or("").trim();
+    if !package.eq_ignore_ascii_case("refer") {
+        return None;
+    }
+    let terminated = req
+        .header_value("Subscription-State")
+        .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("terminated"));
+    let body = String::from_utf8_lossy(&req.body);
+    let line = body
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("SIP/2.0"))?;
+    let code: u16 = line.split_whitespace().nth(1)?.parse().ok()?;
+    (100..700).contains(&code).then_some((code, terminated))
 }
 
 /// A DTMF digit from an INFO body (`application/dtmf-relay` "Signal=5" or `application/dtmf` "5").
@@ -782,6 +812,46 @@ mod tests {
             body.len()
         );
         Request::try_from(text.as_bytes()).unwrap()
+    }
+
+    fn notify(event: &str, state: &str, body: &str) -> Request {
+        let text = format!(
+            "NOTIFY sip:a@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1;branch=z9hG4bK3\r\nFrom: <sip:b@127.0.0.1>;tag=1\r\nTo: <sip:a@127.0.0.1>;tag=2\r\nCall-ID: x\r\nCSeq: 4 NOTIFY\r\nEvent: {event}\r\nSubscription-State: {state}\r\nContent-Type: message/sipfrag\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        Request::try_from(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn refer_notify_sipfrag() {
+        assert_eq!(
+            refer_notify_status(&notify(
+                "refer",
+                "active;expires=60",
+                "SIP/2.0 100 Trying\r\n"
+            )),
+            Some((100, false))
+        );
+        assert_eq!(
+            refer_notify_status(&notify(
+                "refer;id=7",
+                "terminated;reason=noresource",
+                "SIP/2.0 200 OK"
+            )),
+            Some((200, true))
+        );
+        assert_eq!(
+            refer_notify_status(&notify("refer", "terminated", "SIP/2.0 486 Busy Here")),
+            Some((486, true))
+        );
+        assert_eq!(
+            refer_notify_status(&notify("presence", "active", "SIP/2.0 200 OK")),
+            None
+        );
+        assert_eq!(
+            refer_notify_status(&notify("refer", "active", "garbage")),
+            None
+        );
     }
 
     #[test]

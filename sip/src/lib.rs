@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod digest;
+mod interop;
 mod leg;
 pub mod sdp;
 mod stack;

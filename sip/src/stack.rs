@@ -306,7 +306,9 @@ impl SipStack {
             tcp_addr = Some(addr);
             transport_layer.add_transport(conn.into());
         }
+        let call_id_host = udp_addr.or(tcp_addr).map(|a| a.ip().to_string());
         let option = EndpointOption {
+            callid_suffix: call_id_host,
             t1: config.timers.t1,
             t1x64: config.timers.t1 * 64,
             ..Default::default()
@@ -316,6 +318,7 @@ impl SipStack {
             .with_cancel_token(cancel.clone())
             .with_transport_layer(transport_layer)
             .with_option(option)
+            .with_inspector(Box::new(crate::interop::AlgorithmNames))
             .with_allows(vec![
                 Method::Invite,
                 Method::Ack,
