@@ -69,14 +69,23 @@ pub struct AppState {
     pub store: Store,
     pub settings: Arc<Settings>,
     pub metrics: Arc<Metrics>,
+    /// A password hash at the configured cost, verified against when a login names an
+    /// unknown email so response time does not reveal which emails exist.
+    pub(crate) dummy_hash: Arc<String>,
 }
 
 impl AppState {
     pub fn new(store: Store, settings: Settings) -> Self {
+        let dummy_hash = crate::auth::password::hash_password(
+            "callsmith-dummy-password",
+            settings.password_cost,
+        )
+        .unwrap_or_default();
         AppState {
             store,
             settings: Arc::new(settings),
             metrics: Arc::new(Metrics::new()),
+            dummy_hash: Arc::new(dummy_hash),
         }
     }
 }

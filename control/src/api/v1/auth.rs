@@ -92,7 +92,7 @@ async fn login(
     let email = b.email.trim().to_ascii_lowercase();
     let Some(user) = state.store.user_by_email(&email).await? else {
         // Same work as a real check, so timing does not reveal which emails exist.
-        let _ = super::verify_password(b.password, Some(DUMMY_HASH.to_string())).await;
+        let _ = super::verify_password(b.password, Some(state.dummy_hash.to_string())).await;
         return Err(invalid_credentials());
     };
     let ok = super::verify_password(b.password, user.password_hash.clone()).await;
@@ -101,9 +101,6 @@ async fn login(
     }
     Ok(Json(super::open_session(&state, &user).await?))
 }
-
-/// A valid argon2id hash of a random string, verified against on unknown emails.
-const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$0yTaW3VbTWc6Vb4o3Ck5xbhM7zbYHqcWpvTqqzGjWmM";
 
 /// End the current session (session tokens only).
 #[utoipa::path(post, path = "/v1/auth/logout", tag = "auth", security(("bearer" = [])),

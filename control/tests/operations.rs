@@ -1,0 +1,227 @@
+//! OpenAPI completeness, request ids, metrics, health and readiness.
+
+use std::collections::BTreeSet;
+
+use callsmith_control::{
+    both_backends,
+    testing::{TestDb, TestServer},
+};
+use reqwest::Method;
+use serde_json::Value;
+
+/// Every route the issue asks for, as (method, path template).
+const EXPECTED: &[(&str, &str)] = &[
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+    ("get", "/metrics"),
+    ("get", "/openapi.json"),
+    ("post", "/v1/auth/login"),
+    ("post", "/v1/auth/logout"),
+    ("post", "/v1/auth/password/change"),
+    ("post", "/v1/auth/password-reset/consume"),
+    ("post", "/v1/auth/magic-link/consume"),
+    ("get", "/v1/profile"),
+    ("get", "/v1/user"),
+    ("post", "/v1/user"),
+    ("get", "/v1/user/{sid}"),
+    ("patch", "/v1/user/{sid}"),
+    ("delete", "/v1/user/{sid}"),
+    ("post", "/v1/user/{sid}/password-reset/request"),
+    ("post", "/v1/user/{sid}/magic-link/request"),
+    ("post", "/v1/internal/tenant"),
+    ("get", "/v1/internal/tenant"),
+    ("get", "/v1/internal/tenant/{sid}"),
+    ("delete", "/v1/internal/tenant/{sid}"),
+    ("post", "/v1/internal/tenant/{sid}/restore"),
+    ("post", "/v1/internal/tenant/{sid}/api-key"),
+    ("get", "/v1/internal/tenant/{sid}/api-key"),
+    ("delete", "/v1/internal/tenant/{sid}/api-key/{key_sid}"),
+    ("get", "/v1/internal/tenant/{sid}/feature-flag"),
+    ("get", "/v1/internal/tenant/{sid}/feature-flag/{name}"),
+    ("patch", "/v1/internal/tenant/{sid}/feature-flag/{name}"),
+    ("post", "/v1/internal/account"),
+    ("get", "/v1/internal/account"),
+    ("get", "/v1/internal/account/{sid}"),
+    ("patch", "/v1/internal/account/{sid}"),
+    ("post", "/v1/internal/account/{sid}/api-key"),
+    ("get", "/v1/internal/account/{sid}/api-key"),
+    ("delete", "/v1/internal/account/{sid}/api-key/{key_sid}"),
+    ("post", "/v1/internal/trunk"),
+    ("get", "/v1/internal/trunk"),
+    ("get", "/v1/internal/trunk/{sid}"),
+    ("delete", "/v1/internal/trunk/{sid}"),
+];
+
+fn operations(doc: &Value) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, _) in item.as_object().expect("path item") {
+            if ["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                out.insert((method.clone(), path.clone()));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_documents_every_served_route() {
+    let s = TestServer::start(TestDb::Sqlite).await;
+    let r = s.get("/openapi.json").send().await;
+    r.expect(200);
+    let doc = r.body.clone();
+    assert!(
+        doc["openapi"].as_str().unwrap().starts_with("3.1"),
+        "OpenAPI 3.1: {}",
+        doc["openapi"]
+    );
+    let documented = operations(&doc);
+    let expected: BTreeSet<_> = EXPECTED
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    assert_eq!(
+        documented, expected,
+        "documented operations differ from the routes the API must serve"
+    );
+
+    // Every documented operation is served (neither the router's 404 nor 405) …
+    for (method, path) in &documented {
+        let concrete = path
+            .replace("{sid}", "x_1")
+            .replace("{key_sid}", "key_1")
+            .replace("{name}", "global_llm");
+        let m = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+        let resp = s.request(m, &concrete).send().await;
+        assert_ne!(
+            resp.body["error"], "route_not_found",
+            "{method} {path} is documented but not served"
+        );
+        assert_ne!(
+            resp.status, 405,
+            "{method} {path} is documented but not served"
+        );
+    }
+    // … and a route that is not documented is not served.
+    s.get("/v1/not-a-route")
+        .send()
+        .await
+        .expect_error(404, "route_not_found");
+    s.request(Method::PUT, "/v1/user")
+        .send()
+        .await
+        .expect_error(405, "method_not_allowed");
+
+    // Every /v1 operation documents its error responses with the envelope schema.
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        if !path.starts_with("/v1/") {
+            continue;
+        }
+        for (method, op) in item.as_object().unwrap() {
+            let responses = op["responses"].as_object().unwrap();
+            let errors: Vec<_> = responses
+                .keys()
+                .filter(|k| k.starts_with('4') || k.starts_with('5'))
+                .collect();
+            assert!(
+                !errors.is_empty(),
+                "{method} {path} documents no error response"
+            );
+            for code in errors {
+                let schema = &responses[code]["content"]["application/json"]["schema"]["$ref"];
+                assert_eq!(
+                    schema, "#/components/schemas/ErrorBody",
+                    "{method} {path} {code} must use ErrorBody"
+                );
+            }
+            let public = [
+                "/v1/auth/login",
+                "/v1/auth/password-reset/consume",
+                "/v1/auth/magic-link/consume",
+            ];
+            if !public.contains(&path.as_str()) {
+                assert!(
+                    op["security"].is_array(),
+                    "{method} {path} must declare bearer security"
+                );
+            }
+        }
+    }
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    for name in [
+        "ErrorBody",
+        "User",
+        "Tenant",
+        "AccountAdmin",
+        "Trunk",
+        "FeatureFlagRule",
+        "Session",
+        "Profile",
+        "ApiKeySecret",
+        "MagicLink",
+    ] {
+        assert!(schemas.contains_key(name), "schema {name} missing");
+    }
+    assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+}
+
+async fn request_ids_metrics_and_probes(s: TestServer) {
+    let r = s.get("/healthz").send().await;
+    r.expect(200);
+    assert_eq!(r.body["status"], "ok");
+    let generated = r
+        .headers
+        .get("x-request-id")
+        .expect("x-request-id generated")
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(!generated.is_empty());
+    let r = s
+        .get("/v1/user")
+        .header("x-request-id", "req-123")
+        .send()
+        .await;
+    r.expect(401);
+    assert_eq!(
+        r.headers.get("x-request-id").unwrap(),
+        "req-123",
+        "a sent request id is echoed, errors included"
+    );
+    let r = s.get("/nowhere").send().await;
+    assert!(r.headers.get("x-request-id").is_some());
+
+    s.get("/readyz").send().await.expect(200);
+    for _ in 0..3 {
+        s.su(Method::GET, "/v1/internal/tenant")
+            .send()
+            .await
+            .expect(200);
+    }
+    let m = s.get("/metrics").send().await;
+    m.expect(200);
+    assert!(
+        m.text.contains(r#"callsmith_http_requests_total{method="GET",route="/v1/internal/tenant",status="200"} 3"#),
+        "request counter by route and status: {}",
+        m.text
+    );
+    assert!(m.text.contains(
+        r#"callsmith_http_requests_total{method="GET",route="/v1/user",status="401"} 1"#
+    ));
+    assert!(m.text.contains(
+        r#"callsmith_http_requests_total{method="GET",route="unmatched",status="404"} 1"#
+    ));
+    assert!(
+        m.text
+            .contains("callsmith_http_request_duration_seconds_bucket")
+    );
+
+    // Readiness follows the database.
+    s.store.close().await;
+    s.get("/readyz")
+        .send()
+        .await
+        .expect_error(503, "database_unavailable");
+}
+
+both_backends!(request_ids_metrics_and_probes);
