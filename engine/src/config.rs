@@ -24,6 +24,9 @@ use figment::{
 };
 use serde::{Deserialize, Serialize};
 
+/// Top-level keys of [`Config`]; a new section must be added here too (a test checks).
+pub const TOP_LEVEL_KEYS: &[&str] = &["data_dir", "bootstrap_superuser_token", "http", "database", "auth", "log"];
+
 /// The whole configuration.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -175,9 +178,17 @@ impl Config {
         Ok(fig.merge(env).extract()?)
     }
 
-    /// The `CALLSMITH_*` environment provider (nested keys split at `__`).
+    /// The `CALLSMITH_*` environment provider (nested keys split at `__`). Only
+    /// variables whose first segment is a key of [`Config`] are read, so unrelated
+    /// `CALLSMITH_*` variables (`CALLSMITH_CONFIG`, test settings…) do not trip
+    /// `deny_unknown_fields`; a typo inside a known section still does.
     pub fn env() -> Env {
-        Env::prefixed("CALLSMITH_").split("__")
+        Env::prefixed("CALLSMITH_")
+            .filter(|k| {
+                let first = k.as_str().split("__").next().unwrap_or_default();
+                TOP_LEVEL_KEYS.iter().any(|t| first.eq_ignore_ascii_case(t))
+            })
+            .split("__")
     }
 
     /// The database URL in effect.
@@ -224,6 +235,28 @@ mod tests {
             assert_eq!(c.log.format, LogFormat::Json);
             assert_eq!(c.database_url(), "postgres://u:p@127.0.0.1/db");
             assert_eq!(c.bootstrap_superuser_token.as_deref(), Some("cs_su_abc"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn top_level_keys_are_complete() {
+        let value = toml::Value::try_from(Config::default()).expect("serialize");
+        for k in value.as_table().unwrap().keys() {
+            assert!(TOP_LEVEL_KEYS.contains(&k.as_str()), "TOP_LEVEL_KEYS lacks {k}");
+        }
+    }
+
+    #[test]
+    fn unrelated_env_vars_are_ignored() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("CALLSMITH_TEST_PG_URL", "postgres://x");
+            jail.set_env("CALLSMITH_CONFIG", "x.toml");
+            jail.set_env("CALLSMITH_LOG__FILTER", "debug");
+            let c = Config::load(None, Config::env()).map_err(|e| e.to_string())?;
+            assert_eq!(c.log.filter, "debug");
+            jail.set_env("CALLSMITH_HTTP__LISTN", "127.0.0.1:1");
+            assert!(Config::load(None, Config::env()).is_err(), "a typo inside a known section is an error");
             Ok(())
         });
     }
