@@ -4,17 +4,16 @@
 //! deserialised and serialised again is the same JSON value (see `docs/bricks.md`).
 //! Numbers are kept as [`serde_json::Number`] so `1` never turns into `1.0`.
 
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Number, Value};
 
-use crate::opt::Opt;
+use crate::opt::{FromJson, Opt};
 
 /// Declares a record whose fields are all [`Opt`] and whose unknown keys are kept in `extra`.
 macro_rules! record {
     ($(#[$m:meta])* $name:ident { $( $(#[$fm:meta])* $field:ident $(as $rename:literal)? : $ty:ty ),* $(,)? }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Default, PartialEq, Serialize)]
         pub struct $name {
             $(
                 $(#[$fm])*
@@ -24,6 +23,23 @@ macro_rules! record {
             /// Keys this version does not know, kept so stored content is never lossy.
             #[serde(flatten)]
             pub extra: Map<String, Value>,
+        }
+
+        impl FromJson for $name {
+            #[allow(unused_mut)]
+            fn from_json(v: Value) -> Result<Self, Value> {
+                let Value::Object(mut map) = v else { return Err(v) };
+                Ok($name {
+                    $( $field: Opt::from_field(map.shift_remove(record!(@name $field $($rename)?))), )*
+                    extra: map,
+                })
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                from_deserializer(d)
+            }
         }
 
         impl crate::walk::Walk for $name {
@@ -48,8 +64,8 @@ record!(
 );
 
 /// One kind's group: `{"v1": [brick, ...]}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(bound(serialize = "P: Serialize", deserialize = "P: DeserializeOwned"))]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(bound(serialize = "P: Serialize"))]
 pub struct KindGroup<P> {
     /// The bricks of this kind.
     #[serde(default, skip_serializing_if = "Opt::is_absent")]
@@ -57,6 +73,39 @@ pub struct KindGroup<P> {
     /// Unknown keys (for example a future `v2`), kept verbatim.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+impl<P: FromJson + Serialize> FromJson for KindGroup<P> {
+    fn from_json(v: Value) -> Result<Self, Value> {
+        let Value::Object(mut map) = v else {
+            return Err(v);
+        };
+        Ok(KindGroup {
+            v1: Opt::from_field(map.shift_remove("v1")),
+            extra: map,
+        })
+    }
+}
+
+impl<P: FromJson + Serialize> FromJson for Brick<P> {
+    fn from_json(v: Value) -> Result<Self, Value> {
+        let Value::Object(mut map) = v else {
+            return Err(v);
+        };
+        Ok(Brick {
+            id: Opt::from_field(map.shift_remove("id")),
+            description: Opt::from_field(map.shift_remove("description")),
+            properties: Opt::from_field(map.shift_remove("properties")),
+            outputs: Opt::from_field(map.shift_remove("outputs")),
+            extra: map,
+        })
+    }
+}
+
+/// Deserialises any model type through one owned [`Value`] and [`FromJson`].
+fn from_deserializer<'de, T: FromJson, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+    let v = Value::deserialize(d)?;
+    T::from_json(v).map_err(|_| serde::de::Error::custom("expected a JSON object"))
 }
 
 impl<P> Default for KindGroup<P> {
@@ -69,8 +118,8 @@ impl<P> Default for KindGroup<P> {
 }
 
 /// One brick entry: id, description, kind-specific properties and outputs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(bound(serialize = "P: Serialize", deserialize = "P: DeserializeOwned"))]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(bound(serialize = "P: Serialize"))]
 pub struct Brick<P> {
     #[serde(default, skip_serializing_if = "Opt::is_absent")]
     pub id: Opt<String>,
@@ -443,7 +492,7 @@ record!(
 macro_rules! kinds {
     ($( $field:ident => $variant:ident ( $props:ty ) ),* $(,)?) => {
         /// `constructor.bricks`: one group per kind; unknown kinds stay in `extra` (SCN101).
-        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Default, PartialEq, Serialize)]
         pub struct Bricks {
             $(
                 #[serde(default, skip_serializing_if = "Opt::is_absent")]
@@ -475,6 +524,19 @@ macro_rules! kinds {
         /// Borrowed typed properties of one brick.
         #[derive(Debug, Clone, Copy)]
         pub enum BrickProps<'a> { $( $variant(&'a $props), )* }
+
+        impl FromJson for Bricks {
+            fn from_json(v: Value) -> Result<Self, Value> {
+                let Value::Object(mut map) = v else { return Err(v) };
+                Ok(Bricks { $( $field: Opt::from_field(map.shift_remove(stringify!($field))), )* extra: map })
+            }
+        }
+
+        impl<'de> Deserialize<'de> for Bricks {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                from_deserializer(d)
+            }
+        }
 
         impl Bricks {
             /// Calls `f` for every brick, in kind order then array order.
@@ -588,7 +650,12 @@ impl Snapshot {
     /// Parses a snapshot value. Only fails when the value is not a JSON object: every other
     /// shape problem is kept in the model and reported by validation.
     pub fn from_value(v: &Value) -> Result<Snapshot, serde_json::Error> {
-        Snapshot::deserialize(v)
+        Snapshot::from_owned(v.clone())
+    }
+    /// Like [`Snapshot::from_value`], consuming the value (no copy).
+    pub fn from_owned(v: Value) -> Result<Snapshot, serde_json::Error> {
+        Snapshot::from_json(v)
+            .map_err(|_| serde::de::Error::custom("the snapshot must be a JSON object"))
     }
     /// The snapshot back as a JSON value (the same value it was parsed from).
     pub fn to_value(&self) -> Value {

@@ -7,7 +7,6 @@
 //! `Opt<T>` remembers all four cases and keeps a mistyped value verbatim so validation can
 //! report it (SCN112) and serialisation can write it back unchanged.
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -97,15 +96,89 @@ impl<T: Serialize> Serialize for Opt<T> {
     }
 }
 
-impl<'de, T: DeserializeOwned> Deserialize<'de> for Opt<T> {
+impl<'de, T: FromJson> Deserialize<'de> for Opt<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = Value::deserialize(d)?;
-        if v.is_null() {
-            return Ok(Opt::Null);
+        Ok(Opt::from_field(Some(Value::deserialize(d)?)))
+    }
+}
+
+impl<T: FromJson> Opt<T> {
+    /// Builds the field from the value under its key (`None` when the key is absent).
+    pub fn from_field(v: Option<Value>) -> Self {
+        match v {
+            None => Opt::Absent,
+            Some(Value::Null) => Opt::Null,
+            Some(v) => match T::from_json(v) {
+                Ok(t) => Opt::Set(t),
+                Err(v) => Opt::Invalid(v),
+            },
         }
-        match T::deserialize(&v) {
-            Ok(t) => Ok(Opt::Set(t)),
-            Err(_) => Ok(Opt::Invalid(v)),
+    }
+}
+
+/// Conversion from an owned JSON value that hands the value back unchanged when it has the
+/// wrong shape. The model is built with it in one pass that moves strings instead of copying
+/// them (serde's `flatten` + a per-field buffer made parsing quadratic in nesting depth).
+pub trait FromJson: Sized {
+    /// The typed value, or the untouched input when it has another shape.
+    fn from_json(v: Value) -> Result<Self, Value>;
+}
+
+impl FromJson for String {
+    fn from_json(v: Value) -> Result<Self, Value> {
+        match v {
+            Value::String(s) => Ok(s),
+            other => Err(other),
         }
+    }
+}
+
+impl FromJson for bool {
+    fn from_json(v: Value) -> Result<Self, Value> {
+        match v {
+            Value::Bool(b) => Ok(b),
+            other => Err(other),
+        }
+    }
+}
+
+impl FromJson for serde_json::Number {
+    fn from_json(v: Value) -> Result<Self, Value> {
+        match v {
+            Value::Number(n) => Ok(n),
+            other => Err(other),
+        }
+    }
+}
+
+impl FromJson for Value {
+    fn from_json(v: Value) -> Result<Self, Value> {
+        Ok(v)
+    }
+}
+
+impl<T: FromJson + Serialize> FromJson for Vec<T> {
+    fn from_json(v: Value) -> Result<Self, Value> {
+        let Value::Array(items) = v else {
+            return Err(v);
+        };
+        let mut out = Vec::with_capacity(items.len());
+        let mut rest = items.into_iter();
+        while let Some(item) = rest.next() {
+            match T::from_json(item) {
+                Ok(t) => out.push(t),
+                Err(bad) => {
+                    // Rebuild the original array: converted elements serialise back exactly.
+                    let mut arr: Vec<Value> = out
+                        .iter()
+                        .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
+                        .collect();
+                    arr.push(bad);
+                    arr.extend(rest);
+                    return Err(Value::Array(arr));
+                }
+            }
+        }
+        Ok(out)
     }
 }

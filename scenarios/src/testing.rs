@@ -242,3 +242,111 @@ impl CallPort for ScriptedCall {
         self.clock
     }
 }
+
+/// A realistic scenario of about `bricks` bricks (rounded up to blocks of ten) for benchmarks
+/// and load tests: start_call → blocks of (audio_tts, assignment, question with two answers
+/// and fallbacks, webhook with mappings, data_mapping, condition_group, increment, goal, audio,
+/// sms) → end. Every branch leads to the next block, so the scenario validates cleanly.
+pub fn realistic_scenario(bricks: usize) -> serde_json::Value {
+    use serde_json::json;
+    let blocks = bricks.div_ceil(10).max(1);
+    let head = |b: usize| {
+        if b >= blocks {
+            "end".to_string()
+        } else {
+            format!("b{b}_say")
+        }
+    };
+    let mut kinds: std::collections::BTreeMap<&str, Vec<serde_json::Value>> = Default::default();
+    let mut push =
+        |kind: &'static str, v: serde_json::Value| kinds.entry(kind).or_default().push(v);
+    push(
+        "start_call",
+        json!({"id": "start", "description": "", "properties": {
+            "stt_general": {"language": "en-US", "engine": "whisper", "model": "tiny.en", "primary_language": "en-US", "fallback_languages": []},
+            "tts_general": {"language": "en-US", "voice": "slt", "engine": "flite", "speed": 1, "model": ""}},
+            "outputs": [{"type": "next", "description": "", "next": head(0)}]}),
+    );
+    push(
+        "end",
+        json!({"id": "end", "description": "", "properties": {}, "outputs": []}),
+    );
+    for b in 0..blocks {
+        let id = |s: &str| format!("b{b}_{s}");
+        let next = |to: String| json!([{"type": "next", "description": "", "next": to}]);
+        push(
+            "audio_tts",
+            json!({"id": id("say"), "description": "", "properties": {"text": "Step {{step}} for {{name}}, order {{order_id}}.", "language": "", "voice": "", "engine": "", "model": ""}, "outputs": next(id("set"))}),
+        );
+        push(
+            "assignment",
+            json!({"id": id("set"), "description": "", "properties": {"variables": [{"name": "step", "value": format!("{b}")}, {"name": "{{label}}", "value": "block {{step}} of {{call.recipient}}"}]}, "outputs": next(id("ask"))}),
+        );
+        push(
+            "question",
+            json!({"id": id("ask"), "description": "", "properties": {
+            "dtmf_properties": {"dtmf_timeout": 3, "no_input_timeout": 5, "min_symbols": 1, "max_symbols": 1, "finish_on_key": "#"},
+            "stt_properties": {"speech_timeout": 1, "no_input_timeout": 5, "language": "", "tokens": ["yes", "no"],
+                "intent_properties": {"classifier": {"id": "", "version": 0}, "threshold": 0.6}},
+            "statement": {"audio": {"mode": "tts", "tts": {"text": "Do you confirm step {{step}}?"}, "file": {"url": ""}}, "is_interruptible": true},
+            "type": "standard", "input_mode": "speech_and_dtmf",
+            "answer": {"answers": [
+                {"answer_id": "yes", "description": "", "speech_input": {"tokens": ["yes", "sure"], "mode": "contains", "intent": {"id": ""}, "entity": {"entities": []}}, "dtmf_input": {"value": "1"}, "tag": ""},
+                {"answer_id": "no", "description": "", "speech_input": {"tokens": ["no"], "mode": "exact", "intent": {"id": ""}, "entity": {"entities": [{"type": "number", "variable": {"name": "n"}}]}}, "dtmf_input": {"value": "2"}, "tag": ""}]},
+            "fallback_invalid": {"fallbacks": [{"is_repeat_statement": true, "audio": {"mode": "tts", "tts": {"text": "Sorry?"}, "file": {"url": ""}}, "is_interruptible": false, "type": "audio"}]},
+            "fallback_empty": {"fallbacks": [{"is_repeat_statement": true, "audio": {"mode": "tts", "tts": {"text": "Hello?"}, "file": {"url": ""}}, "is_interruptible": false, "type": "audio"}]}},
+            "outputs": [{"type": "yes", "description": "", "next": id("hook")}, {"type": "no", "description": "", "next": id("hook")},
+                        {"type": "invalid", "description": "", "next": id("hook")}, {"type": "empty", "description": "", "next": id("hook")}]}),
+        );
+        push(
+            "webhook",
+            json!({"id": id("hook"), "description": "", "properties": {
+            "request": {"method": "POST", "url": "http://127.0.0.1:8080/steps/{{step}}",
+                "body": {"data": "{\"step\": \"{{step}}\", \"who\": \"{{call.recipient}}\"}", "type": "json", "form_values": []},
+                "authentication": {"type": "bearer", "bearer": {"token": "{{api_token}}"}},
+                "header": {"headers": [{"name": "X-Step", "value": "{{step}}"}]}, "timeout": 2},
+            "options": {"async": false, "timeout": 5},
+            "response_mapping": {"variables": [{"name": "{{score}}", "source": "body", "path": "$.score", "set_if_not_found": "0"},
+                                               {"name": "{{rid}}", "source": "header", "path": "X-Request-Id", "set_if_not_found": ""}]}},
+            "outputs": [{"type": "processed", "description": "", "next": id("map")}, {"type": "fail", "description": "", "next": id("map")}]}),
+        );
+        push(
+            "data_mapping",
+            json!({"id": id("map"), "description": "", "properties": {"input": "{{webhook.body}}", "variables": [{"name": "tier", "source": "body", "path": "$.tier", "set_if_not_found": "basic"}]}, "outputs": next(id("branch"))}),
+        );
+        push(
+            "condition_group",
+            json!({"id": id("branch"), "description": "", "properties": {"condition": {"conditions": [
+            {"condition_id": "high", "description": "", "condition_operator": "and", "elements": [
+                {"variable": "score", "element_operator": "greater", "value": "50"}, {"variable": "tier", "element_operator": "regex", "value": "^(gold|silver)$"}]},
+            {"condition_id": "low", "description": "", "condition_operator": "or", "elements": [
+                {"variable": "score", "element_operator": "less_or_equal", "value": "50"}, {"variable": "tier", "element_operator": "empty", "value": ""}]}]}},
+            "outputs": [{"type": "high", "description": "", "next": id("count")}, {"type": "low", "description": "", "next": id("count")}, {"type": "else", "description": "", "next": id("count")}]}),
+        );
+        push(
+            "increment",
+            json!({"id": id("count"), "description": "", "properties": {"variables": [{"variable": "visits"}]}, "outputs": next(id("goal"))}),
+        );
+        push(
+            "goal",
+            json!({"id": id("goal"), "description": "", "properties": {"goal": "step-{{step}}"}, "outputs": next(id("play"))}),
+        );
+        push(
+            "audio",
+            json!({"id": id("play"), "description": "", "properties": {"play_mode": "sequential", "audios": [
+            {"mode": "tts", "tts_properties": {"text": "Thanks {{name}}."}, "file_properties": {"url": ""}},
+            {"mode": "file", "tts_properties": {"text": ""}, "file_properties": {"url": "aud_chime"}}],
+            "tts_general": {"language": "", "voice": "kal16", "engine": "", "speed": 1.1, "model": ""}}, "outputs": next(id("sms"))}),
+        );
+        push(
+            "sms",
+            json!({"id": id("sms"), "description": "", "properties": {"to": "", "text": "Step {{step}} done, score {{score}}."},
+            "outputs": [{"type": "success", "description": "", "next": head(b + 1)}, {"type": "failure", "description": "", "next": head(b + 1)}]}),
+        );
+    }
+    let bricks: serde_json::Map<String, serde_json::Value> = kinds
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), json!({ "v1": v })))
+        .collect();
+    json!({"name": "realistic", "constructor": {"bricks": bricks}})
+}

@@ -648,7 +648,7 @@ fn check_props(props: BrickProps<'_>, ctx: &dyn ValidationContext, out: &mut Vec
                         Some(ElementOp::Regex) => {
                             let pat = el.value.str();
                             if !pat.contains("{{")
-                                && let Err(e) = regex::Regex::new(pat)
+                                && let Err(e) = regex_syntax::Parser::new().parse(pat)
                             {
                                 out.push(
                                     ScenarioError::new(

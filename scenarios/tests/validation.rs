@@ -448,3 +448,13 @@ fn the_code_registry_is_documented_and_distinct() {
         );
     }
 }
+
+#[test]
+fn the_realistic_bench_scenario_is_valid() {
+    let v = callsmith_scenarios::testing::realistic_scenario(200);
+    let snap = callsmith_scenarios::Snapshot::from_value(&v).expect("snapshot");
+    let mut n = 0;
+    snap.bricks().expect("bricks").for_each(|_| n += 1);
+    assert_eq!(n, 202, "200 block bricks plus start and end");
+    assert_eq!(validate_value(&v, &AcceptAll), vec![]);
+}
