@@ -25,7 +25,14 @@ use figment::{
 use serde::{Deserialize, Serialize};
 
 /// Top-level keys of [`Config`]; a new section must be added here too (a test checks).
-pub const TOP_LEVEL_KEYS: &[&str] = &["data_dir", "bootstrap_superuser_token", "http", "database", "auth", "log"];
+pub const TOP_LEVEL_KEYS: &[&str] = &[
+    "data_dir",
+    "bootstrap_superuser_token",
+    "http",
+    "database",
+    "auth",
+    "log",
+];
 
 /// The whole configuration.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -243,7 +250,10 @@ mod tests {
     fn top_level_keys_are_complete() {
         let value = toml::Value::try_from(Config::default()).expect("serialize");
         for k in value.as_table().unwrap().keys() {
-            assert!(TOP_LEVEL_KEYS.contains(&k.as_str()), "TOP_LEVEL_KEYS lacks {k}");
+            assert!(
+                TOP_LEVEL_KEYS.contains(&k.as_str()),
+                "TOP_LEVEL_KEYS lacks {k}"
+            );
         }
     }
 
@@ -256,7 +266,10 @@ mod tests {
             let c = Config::load(None, Config::env()).map_err(|e| e.to_string())?;
             assert_eq!(c.log.filter, "debug");
             jail.set_env("CALLSMITH_HTTP__LISTN", "127.0.0.1:1");
-            assert!(Config::load(None, Config::env()).is_err(), "a typo inside a known section is an error");
+            assert!(
+                Config::load(None, Config::env()).is_err(),
+                "a typo inside a known section is an error"
+            );
             Ok(())
         });
     }

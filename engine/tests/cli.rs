@@ -1,0 +1,126 @@
+//! The real `callsmith` binary: first start generates the superuser token file (0600),
+//! serves the API with it, and a second start keeps the existing credential.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `callsmith serve` on an ephemeral loopback port; returns the process and its address.
+fn start(data_dir: &std::path::Path) -> (Server, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_callsmith"))
+        .arg("serve")
+        .env("CALLSMITH_DATA_DIR", data_dir)
+        .env("CALLSMITH_HTTP__LISTEN", "127.0.0.1:0")
+        .env("CALLSMITH_LOG__FORMAT", "json")
+        .env_remove("CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN")
+        .env_remove("CALLSMITH_DATABASE__URL")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn callsmith");
+    let stdout = child.stdout.take().expect("stdout");
+    let server = Server(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                && v["fields"]["message"] == "control API listening"
+            {
+                let _ = tx.send(
+                    v["fields"]["listen"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("callsmith did not report its listen address");
+    (server, addr)
+}
+
+#[tokio::test]
+async fn first_start_bootstraps_a_superuser_token_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = start(dir.path());
+    let token_file = dir.path().join("superuser.token");
+    let token = std::fs::read_to_string(&token_file)
+        .expect("superuser.token written")
+        .trim()
+        .to_string();
+    assert!(token.starts_with("cs_su_"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&token_file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    assert!(
+        dir.path().join("callsmith.db").exists(),
+        "SQLite database under the data dir"
+    );
+
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/v1/internal/tenant");
+    let ok = client.get(&url).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    assert!(ok.headers().contains_key("x-request-id"));
+    let denied = client.get(&url).send().await.unwrap();
+    assert_eq!(denied.status(), 401);
+    let ready = client
+        .get(format!("http://{addr}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+    drop(server);
+
+    // A second start finds the credential and leaves the file alone; the token still works.
+    std::fs::remove_file(&token_file).unwrap();
+    let (_server, addr) = start(dir.path());
+    assert!(!token_file.exists(), "no second token is generated");
+    let again = client
+        .get(format!("http://{addr}/v1/internal/tenant"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+}
+
+#[test]
+fn migrate_subcommand_creates_the_database_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_callsmith"))
+        .arg("migrate")
+        .env("CALLSMITH_DATA_DIR", dir.path())
+        .env(
+            "CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN",
+            "cs_su_0123456789abcdef0123456789abcdef",
+        )
+        .env_remove("CALLSMITH_DATABASE__URL")
+        .status()
+        .expect("run callsmith migrate");
+    assert!(status.success());
+    assert!(dir.path().join("callsmith.db").exists());
+    assert!(
+        !dir.path().join("superuser.token").exists(),
+        "an explicit token is never written to disk"
+    );
+}
