@@ -706,3 +706,53 @@ async fn an_unconnected_output_ends_the_call() {
     .await;
     assert_eq!(r.end, EndReason::NoStart);
 }
+
+#[test]
+fn a_run_can_be_spawned_on_a_multi_threaded_runtime() {
+    fn assert_send<T: Send>(_: &T) {}
+    fn assert_sync<T: Sync + Send>() {}
+    assert_sync::<Program<'static>>();
+    let v = fixture();
+    let snap = Snapshot::from_value(&v).expect("snapshot");
+    let program = Program::new(&snap);
+    let info = call(Direction::Inbound);
+    let mut port = ScriptedCall::new();
+    let fut = program.run(&info, &mut port);
+    assert_send(&fut);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("runtime");
+    let r = rt.block_on(fut);
+    assert_eq!(
+        r.end,
+        EndReason::End {
+            brick_id: "in_end".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn without_start_call_outbound_calls_start_at_outbound_call() {
+    let v = json!({"constructor": {"bricks": {
+        "outbound_call": {"v1": [{"id": "o", "properties": {"is_voicemail": false}, "outputs": [{"type": "next", "next": "t"}]}]},
+        "audio_tts": {"v1": [{"id": "t", "properties": {"text": "hi {{call.recipient}}"}, "outputs": [{"type": "next", "next": "e"}]}]},
+        "end": {"v1": [{"id": "e", "properties": {}, "outputs": []}]}}}});
+    assert_eq!(
+        validate(&Snapshot::from_value(&v).expect("snapshot"), &AcceptAll),
+        vec![]
+    );
+    let mut port = ScriptedCall::new().amd(AmdVerdict::Machine);
+    let r = run(&v, &mut port).await;
+    assert_eq!(
+        entered(&r),
+        path(&["o", "t", "e"]),
+        "no voicemail check when is_voicemail is false"
+    );
+    assert_eq!(port.played_texts(), vec!["hi +4930123"]);
+    // default voice when there is no start_call: engine defaults (empty fields)
+    let PromptSpec::Tts { voice, .. } = &port.played[0].0 else {
+        panic!("tts expected")
+    };
+    assert_eq!((voice.engine.as_str(), voice.speed), ("", None));
+}
