@@ -36,6 +36,10 @@ pub fn inspect(bytes: &[u8]) -> Verdict {
             if !(100..=699).contains(&code) {
                 return Verdict::Dropped(format!("status code {code} out of range"));
             }
+            // A response whose CSeq cannot be read matches no transaction: drop it.
+            if resp.cseq_header().and_then(|c| c.seq()).is_err() {
+                return Verdict::Dropped("malformed CSeq".into());
+            }
             Verdict::Response { code }
         }
     }
@@ -43,6 +47,9 @@ pub fn inspect(bytes: &[u8]) -> Verdict {
 
 /// The checks a request must pass before any transaction or dialog logic sees it.
 pub fn validate_request(req: &Request) -> Result<(), String> {
+    if req.version != rsipstack::sip::Version::V2 {
+        return Err("SIP version not supported".into());
+    }
     let via = req.via_header().map_err(|_| "Missing Via".to_string())?;
     via.typed().map_err(|_| "Malformed Via".to_string())?;
     let from = req.from_header().map_err(|_| "Missing From".to_string())?;
