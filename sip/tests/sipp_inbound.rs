@@ -87,7 +87,10 @@ async fn inbound_answered_then_engine_hangs_up() {
         (end.call_status, end.by),
         (CallStatus::Answered, Party::Local)
     );
-    assert!(sipp.success(T).await, "SIPp received our BYE");
+    assert!(
+        sipp.success(T).await,
+        "SIPp saw its Record-Route echoed and our BYE carried the Route"
+    );
 }
 
 #[tokio::test]
@@ -178,7 +181,7 @@ async fn no_common_codec_gets_488() {
 }
 
 #[tokio::test]
-async fn hold_unhold_and_session_timer() {
+async fn hold_unhold_dtmf_info_and_session_timer() {
     let stack = start_stack(vec![trunk_for_loopback()], &["15550100"]).await;
     let mut calls = stack.take_incoming().unwrap();
     let mut sipp = Sipp::spawn(
@@ -199,6 +202,7 @@ async fn hold_unhold_and_session_timer() {
             LegEvent::Answered(_) => "answered",
             LegEvent::Hold(_) => "hold",
             LegEvent::Unhold(_) => "unhold",
+            LegEvent::Dtmf('5') => "dtmf5",
             LegEvent::Ended(_) => "ended",
             _ => "other",
         })
@@ -207,5 +211,32 @@ async fn hold_unhold_and_session_timer() {
         sipp.success(T).await,
         "SIPp saw Session-Expires echoed and recvonly/sendrecv answers"
     );
-    assert_eq!(kinds, ["answered", "hold", "unhold", "ended"], "{events:?}");
+    assert_eq!(
+        kinds,
+        ["answered", "hold", "unhold", "dtmf5", "ended"],
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn inbound_over_tcp() {
+    let stack = start_stack(vec![trunk_for_loopback()], &["15550100"]).await;
+    let mut calls = stack.take_incoming().unwrap();
+    let mut sipp = Sipp::spawn(
+        "uac_answered_caller_bye.xml",
+        "127.0.0.1",
+        stack.tcp_addr(),
+        &["-s", "15550100", "-t", "t1"],
+    );
+    let call = tokio::time::timeout(T, calls.recv())
+        .await
+        .expect("call arrives over TCP")
+        .unwrap();
+    let mut leg = call.answer(media()).await.expect("answer");
+    let end = ended(&events_until_end(&mut leg, T).await).expect("ended");
+    assert_eq!(
+        (end.call_status, end.by),
+        (CallStatus::Answered, Party::Remote)
+    );
+    assert!(sipp.success(T).await);
 }

@@ -307,3 +307,24 @@ async fn bridged_transfer_places_second_leg_with_headers() {
     );
     assert!(caller.success(T).await);
 }
+
+#[tokio::test]
+async fn outbound_over_tcp() {
+    let mut sipp = Sipp::spawn("uas_answer_then_bye.xml", "127.0.0.1", None, &["-t", "t1"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut t = trunk("gw", sipp.addr);
+    t.transport = callsmith_sip::SipTransport::Tcp;
+    let stack = start_stack(vec![t], &[]).await;
+    let mut leg = stack.place_call(call("+15550100", T)).await.unwrap();
+    let events = events_until_end(&mut leg, T).await;
+    assert!(
+        events.iter().any(|e| matches!(e, LegEvent::Answered(_))),
+        "{events:?}"
+    );
+    let end = ended(&events).expect("ended");
+    assert_eq!(
+        (end.call_status, end.by),
+        (CallStatus::Answered, Party::Remote)
+    );
+    assert!(sipp.success(T).await);
+}
