@@ -348,6 +348,7 @@ async fn run_stream(
     let mut batch: Vec<u8> = Vec::with_capacity(FRAME_SAMPLES * 2 * 5);
     let mut audio_open = true;
     let mut eof_sent = false;
+    let mut last_partial = String::new();
     let eof = match node.protocol {
         SttProtocol::Vosk => r#"{"eof": 1}"#,
         SttProtocol::Deepgram => r#"{"type": "CloseStream"}"#,
@@ -379,9 +380,11 @@ async fn run_stream(
                 match msg {
                     Some(Ok(Message::Text(t))) => {
                         if let Some((text, is_final, end_s)) = parse_result(node.protocol, t.as_str()) {
-                            if !is_final && (!params.interim_results || text.is_empty()) {
+                            // Nodes repeat the current partial for every audio frame: report changes only.
+                            if !is_final && (!params.interim_results || text.is_empty() || text == last_partial) {
                                 continue;
                             }
+                            last_partial = if is_final { String::new() } else { text.clone() };
                             let base = first_ms.unwrap_or(0);
                             let end_ms = end_s.map(|e| base + (e * 1000.0) as u64).unwrap_or(sent_ms).min(sent_ms.max(base));
                             let tr = Transcript { text, is_final, at_ms: sent_ms, end_ms, node: node.name.clone() };

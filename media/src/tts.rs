@@ -360,6 +360,9 @@ struct WavStreamDecoder {
     resampler: Option<rubato::FftFixedInOut<f32>>,
     pending: Vec<f32>,
     delay_left: usize,
+    rate: u32,
+    in_total: u64,
+    out_total: u64,
 }
 
 impl WavStreamDecoder {
@@ -380,6 +383,9 @@ impl WavStreamDecoder {
             resampler,
             pending: Vec::new(),
             delay_left,
+            rate,
+            in_total: 0,
+            out_total: 0,
         })
     }
 
@@ -410,6 +416,7 @@ impl WavStreamDecoder {
         let Some(rs) = self.resampler.as_mut() else {
             return Ok(mono.iter().map(|v| to_i16(*v)).collect());
         };
+        self.in_total += mono.len() as u64;
         self.pending.extend_from_slice(mono);
         let mut out = Vec::new();
         let err = |e: rubato::ResampleError| TtsError::Synth(e.to_string());
@@ -432,7 +439,12 @@ impl WavStreamDecoder {
         }
         let skip = self.delay_left.min(out.len());
         self.delay_left -= skip;
-        Ok(out[skip..].iter().map(|v| to_i16(*v)).collect())
+        // Never emit more than the input's duration (the final partial chunk is zero-padded).
+        let allowed =
+            (self.in_total * SAMPLE_RATE as u64 / self.rate as u64).saturating_sub(self.out_total);
+        let n = ((out.len() - skip) as u64).min(allowed) as usize;
+        self.out_total += n as u64;
+        Ok(out[skip..skip + n].iter().map(|v| to_i16(*v)).collect())
     }
 }
 

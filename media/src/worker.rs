@@ -297,6 +297,10 @@ pub(crate) fn run_worker(rx: Receiver<Command>, pacing: Arc<PacingStats>) {
     let mut cpu_last = crate::clock::thread_cpu_ns();
     loop {
         step += 1;
+        // Idle worker: wake once per period instead of every slot.
+        if slots.iter().all(|s| s.is_empty()) {
+            step = step.next_multiple_of(SLOTS as u64);
+        }
         let mut deadline = start + step * SLOT_NS;
         sleep_until_ns(deadline);
         let woke = now_ns();

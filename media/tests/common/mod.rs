@@ -117,3 +117,155 @@ pub fn level(s: &[i16]) -> f64 {
     }
     s.iter().map(|v| v.unsigned_abs() as f64).sum::<f64>() / s.len() as f64
 }
+
+/// The recognition node (tools/stt-node/server.py) on a free loopback port.
+pub struct SttNode {
+    pub port: u16,
+    child: std::process::Child,
+}
+
+impl Drop for SttNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl SttNode {
+    /// Starts the node with `$CALLSMITH_STT_PYTHON` (from scripts/test-deps.sh) and waits until ready.
+    pub fn start() -> SttNode {
+        let python = std::env::var("CALLSMITH_STT_PYTHON")
+            .ok()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| {
+                let fallback = format!(
+                    "{}/.cache/callsmith/venv/bin/python",
+                    std::env::var("HOME").unwrap_or_default()
+                );
+                assert!(
+                    std::path::Path::new(&fallback).exists(),
+                    "CALLSMITH_STT_PYTHON is not set: run `eval \"$(bash scripts/test-deps.sh)\"`"
+                );
+                fallback
+            });
+        let port = free_port();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/stt-node/server.py");
+        let child = Command::new(python)
+            .args([
+                script,
+                "--port",
+                &port.to_string(),
+                "--exit-with-parent",
+                "--partial-interval",
+                "0.5",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("start the STT node");
+        let node = SttNode { port, child };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !node.ready() {
+            assert!(Instant::now() < deadline, "STT node not ready within 120 s");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        node
+    }
+
+    /// GET /ready answered 200.
+    pub fn ready(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        if s.write_all(b"GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .is_err()
+        {
+            return false;
+        }
+        let mut buf = String::new();
+        let _ = s.read_to_string(&mut buf);
+        buf.starts_with("HTTP/1.1 200")
+    }
+
+    pub fn vosk(&self, name: &str) -> callsmith_media::stt::SttNodeConfig {
+        callsmith_media::stt::SttNodeConfig {
+            name: name.into(),
+            url: format!("ws://127.0.0.1:{}", self.port),
+            protocol: callsmith_media::stt::SttProtocol::Vosk,
+            ready_url: Some(format!("http://127.0.0.1:{}/ready", self.port)),
+        }
+    }
+
+    pub fn deepgram(&self, name: &str) -> callsmith_media::stt::SttNodeConfig {
+        callsmith_media::stt::SttNodeConfig {
+            name: name.into(),
+            url: format!("ws://127.0.0.1:{}/v1/listen", self.port),
+            protocol: callsmith_media::stt::SttProtocol::Deepgram,
+            ready_url: Some(format!("http://127.0.0.1:{}/ready", self.port)),
+        }
+    }
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Share of the expected words found in the recognised text (normalised).
+pub fn word_recall(expected: &str, got: &str) -> f64 {
+    let got = callsmith_media::stt::normalize_transcript(got);
+    let got: Vec<&str> = got.split(' ').collect();
+    let exp = callsmith_media::stt::normalize_transcript(expected);
+    let words: Vec<&str> = exp.split(' ').collect();
+    let hit = words.iter().filter(|w| got.contains(w)).count();
+    hit as f64 / words.len().max(1) as f64
+}
+
+/// A minimal HTTP/1.1 server on loopback answering every GET with `body`
+/// (a real server over real sockets, for prompt and synthesis fetches).
+pub async fn serve_bytes(
+    body: Vec<u8>,
+    content_type: &'static str,
+) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let body = std::sync::Arc::new(body);
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut req = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = sock.write_all(head.as_bytes()).await;
+                // Send in pieces so streaming consumers see a growing body.
+                for chunk in body.chunks(4096) {
+                    if sock.write_all(chunk).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            });
+        }
+    });
+    (addr, task)
+}

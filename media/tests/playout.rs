@@ -1,0 +1,550 @@
+//! Barge-in, recording, bridging, prompt formats and sources, TTS engines,
+//! answering-machine detection.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use callsmith_media::amd::{AmdConfig, AmdVerdict, tone_ratio};
+use callsmith_media::g711::Codec;
+use callsmith_media::prompt::{Prompt, PromptCache};
+use callsmith_media::recording::RecordingTarget;
+use callsmith_media::rtp::write_rtp;
+use callsmith_media::tts::{HttpTts, TtsEngine, TtsRequest, TtsService};
+use callsmith_media::{Bridge, MediaEvent, PlayEnd};
+use common::*;
+use object_store::ObjectStore;
+
+fn tone(freq: f32, ms: u32, amp: f32) -> Arc<Prompt> {
+    let n = (ms * 8) as usize;
+    Arc::new(Prompt::from_pcm(
+        (0..n)
+            .map(|i| ((i as f32 * 2.0 * std::f32::consts::PI * freq / 8000.0).sin() * amp) as i16)
+            .collect(),
+    ))
+}
+
+async fn flite(text: &str) -> Arc<Prompt> {
+    TtsService::with_local_engines(4)
+        .prompt(&TtsRequest {
+            engine: "flite".into(),
+            text: text.into(),
+            speed: 1.0,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caller_speech_interrupts_an_interruptible_prompt() {
+    let engine = engine();
+    let bot = engine.open_session(None).unwrap();
+    let peer = Arc::new(RawPeer::new().await);
+    bot.set_remote(peer.addr(), Codec::Pcmu, Some(101)).unwrap();
+    let speech = flite("Stop, I want to speak to a person").await;
+    let handle = bot.play(tone(440.0, 10_000, 8000.0), true).unwrap();
+
+    // Receiver: note when the bot's tone turns to silence.
+    let rx_peer = peer.clone();
+    let receiver = tokio::spawn(async move {
+        let pkts = rx_peer
+            .collect(Duration::from_secs(8), |p| {
+                p.len() > 20
+                    && p.last()
+                        .is_some_and(|x| x.payload.iter().all(|b| *b == 0xFF))
+            })
+            .await;
+        pkts.last().map(|p| p.at)
+    });
+    // Caller: 400 ms of silence, then speech, paced at 20 ms.
+    let mut frames: Vec<[u8; 160]> = vec![[0xFF; 160]; 20];
+    for c in speech.encoded(Codec::Pcmu).chunks(160) {
+        let mut f = [0xFF; 160];
+        f[..c.len()].copy_from_slice(c);
+        frames.push(f);
+    }
+    // Onset: the first frame the VAD itself classifies as voiced.
+    let first_voiced = 20 + {
+        let mut vad = callsmith_media::vad::SpeechDetector::new(Default::default());
+        speech
+            .pcm()
+            .chunks(160)
+            .position(|c| vad.is_voiced(c))
+            .unwrap()
+    };
+    let mut onset_sent: Option<Instant> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    let mut buf = [0u8; 256];
+    for (i, f) in frames.iter().enumerate() {
+        tick.tick().await;
+        let n = write_rtp(&mut buf, i == 0, 0, i as u16, i as u32 * 160, 42, f).unwrap();
+        peer.sock
+            .send_to(&buf[..n], bot.local_addr())
+            .await
+            .unwrap();
+        if i == first_voiced {
+            onset_sent = Some(Instant::now());
+        }
+        if i > first_voiced + 25 {
+            break;
+        }
+    }
+    let outcome = tokio::time::timeout(Duration::from_secs(5), handle.wait())
+        .await
+        .unwrap();
+    assert_eq!(outcome.end, PlayEnd::Interrupted);
+    assert!(outcome.played_ms < 10_000);
+    let stopped_at = receiver
+        .await
+        .unwrap()
+        .expect("bot audio turned to silence");
+    let onset = onset_sent.unwrap();
+    assert!(
+        stopped_at >= onset,
+        "stopped before the first voiced packet was sent"
+    );
+    let ms = stopped_at.duration_since(onset).as_millis();
+    // Includes one packet of transit, the jitter buffer (1 packet) and the VAD onset (2 frames).
+    eprintln!("barge-in: bot silent {ms} ms after the first voiced caller packet was sent");
+    assert!(ms < 1000, "playout stopped {ms} ms after speech onset");
+
+    // A non-interruptible prompt plays through speech.
+    let handle = bot.play(tone(440.0, 600, 8000.0), false).unwrap();
+    for (i, f) in frames[first_voiced..first_voiced + 40].iter().enumerate() {
+        tick.tick().await;
+        let n = write_rtp(
+            &mut buf,
+            false,
+            0,
+            1000 + i as u16,
+            (1000 + i as u32) * 160,
+            42,
+            f,
+        )
+        .unwrap();
+        peer.sock
+            .send_to(&buf[..n], bot.local_addr())
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), handle.wait())
+            .await
+            .unwrap()
+            .end,
+        PlayEnd::Completed
+    );
+}
+
+#[tokio::test]
+async fn speech_events_and_stop_playout() {
+    let engine = engine();
+    let caller = engine.open_session(None).unwrap();
+    let mut bot = engine.open_session(None).unwrap();
+    caller
+        .set_remote(bot.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    let long = bot.play(tone(300.0, 5000, 6000.0), false).unwrap();
+    let queued = bot.play(tone(300.0, 5000, 6000.0), false).unwrap();
+    caller
+        .play(flite("Hello there, how are you today").await, false)
+        .unwrap()
+        .wait()
+        .await;
+    let mut started = None;
+    let mut stopped = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while stopped.is_none() {
+        match tokio::time::timeout_at(deadline, bot.next_event()).await {
+            Ok(Some(MediaEvent::SpeechStarted { at_ms })) => started = started.or(Some(at_ms)),
+            Ok(Some(MediaEvent::SpeechStopped { at_ms })) => stopped = Some(at_ms),
+            Ok(Some(_)) => {}
+            _ => break,
+        }
+    }
+    let (s, e) = (
+        started.expect("speech start"),
+        stopped.expect("speech stop"),
+    );
+    assert!(e > s);
+    bot.stop_playout().unwrap();
+    assert_eq!(long.wait().await.end, PlayEnd::Stopped);
+    assert_eq!(queued.wait().await.end, PlayEnd::Stopped);
+}
+
+#[tokio::test]
+async fn recording_holds_both_parties() {
+    let engine = engine();
+    let caller = engine.open_session(None).unwrap();
+    let bot = engine.open_session(None).unwrap();
+    caller
+        .set_remote(bot.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    bot.start_recording(RecordingTarget {
+        store: store.clone(),
+        path: "rec/call-1.wav".into(),
+    })
+    .unwrap();
+    assert!(
+        bot.start_recording(RecordingTarget {
+            store: store.clone(),
+            path: "x".into()
+        })
+        .is_err()
+    );
+    let a = caller.play(tone(400.0, 1000, 8000.0), false).unwrap();
+    let b = bot.play(tone(1000.0, 1000, 8000.0), false).unwrap();
+    a.wait().await;
+    b.wait().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (_stats, rec) = bot.close().await.unwrap();
+    let rec = rec.expect("recording stored");
+    assert_eq!(rec.path, "rec/call-1.wav");
+    assert_eq!(rec.dropped_frames, 0);
+    let bytes = store
+        .get(&"rec/call-1.wav".into())
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(bytes.len() as u64, rec.bytes);
+    let reader = hound::WavReader::new(std::io::Cursor::new(bytes.to_vec())).unwrap();
+    assert_eq!(reader.spec().channels, 2);
+    assert_eq!(reader.spec().sample_rate, 8000);
+    let samples: Vec<i16> = reader.into_samples::<i16>().map(|s| s.unwrap()).collect();
+    let left: Vec<i16> = samples.iter().step_by(2).copied().collect();
+    let right: Vec<i16> = samples.iter().skip(1).step_by(2).copied().collect();
+    // Left = caller (400 Hz), right = bot (1000 Hz): find a loud frame in each and check its pitch.
+    let loud = |ch: &[i16]| {
+        ch.chunks(160)
+            .filter(|c| c.len() == 160 && level(c) > 2000.0)
+            .map(|c| c.to_vec())
+            .collect::<Vec<_>>()
+    };
+    let lf = loud(&left);
+    let rf = loud(&right);
+    assert!(
+        lf.len() >= 40,
+        "caller audio on the left: {} loud frames",
+        lf.len()
+    );
+    assert!(
+        rf.len() >= 40,
+        "bot audio on the right: {} loud frames",
+        rf.len()
+    );
+    assert!(
+        tone_ratio(&lf[10], 400.0) > 0.8 && tone_ratio(&rf[10], 1000.0) > 0.8,
+        "channels are not swapped"
+    );
+}
+
+#[tokio::test]
+async fn bridge_relays_audio_between_sessions() {
+    let engine = engine();
+    // caller1 <-> leg1 == bridge == leg2 <-> caller2
+    let caller1 = engine.open_session(None).unwrap();
+    let leg1 = engine.open_session(None).unwrap();
+    let caller2 = engine.open_session(None).unwrap();
+    let leg2 = engine.open_session(None).unwrap();
+    for (a, b) in [(&caller1, &leg1), (&caller2, &leg2)] {
+        a.set_remote(b.local_addr(), Codec::Pcmu, None).unwrap();
+        b.set_remote(a.local_addr(), Codec::Pcmu, None).unwrap();
+    }
+    let bridge = Bridge::start(&leg1, &leg2).unwrap();
+    let mut heard2 = caller2.tap_caller_audio(200).unwrap();
+    let mut heard1 = caller1.tap_caller_audio(200).unwrap();
+    let p1 = caller1.play(tone(500.0, 800, 8000.0), false).unwrap();
+    let p2 = caller2.play(tone(1200.0, 800, 8000.0), false).unwrap();
+    p1.wait().await;
+    p2.wait().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pitch = |rx: &mut tokio::sync::mpsc::Receiver<callsmith_media::AudioFrame>, f: f32| {
+        let mut hits = 0;
+        while let Ok(fr) = rx.try_recv() {
+            if level(&fr.pcm) > 2000.0 && tone_ratio(&fr.pcm, f) > 0.7 {
+                hits += 1;
+            }
+        }
+        hits
+    };
+    assert!(pitch(&mut heard2, 500.0) >= 25, "caller2 hears caller1");
+    assert!(pitch(&mut heard1, 1200.0) >= 25, "caller1 hears caller2");
+    bridge.stop();
+}
+
+#[tokio::test]
+async fn prompts_decode_from_every_format_and_source() {
+    let dir = tmpdir();
+    let d = dir.path();
+    let wav = d.join("t.wav");
+    let w = wav.to_str().unwrap();
+    // 44.1 kHz stereo source; every format is resampled and mixed down to 8 kHz mono.
+    sox(&[
+        "-n", "-r", "44100", "-c", "2", "-b", "16", w, "synth", "1.0", "sine", "440", "vol", "0.5",
+    ]);
+    let flac = d.join("t.flac");
+    let ogg = d.join("t.ogg");
+    let wav48 = d.join("t48.wav");
+    sox(&[w, flac.to_str().unwrap()]);
+    sox(&[w, ogg.to_str().unwrap()]);
+    sox(&[
+        w,
+        "-r",
+        "48000",
+        "-c",
+        "1",
+        "-e",
+        "floating-point",
+        "-b",
+        "32",
+        wav48.to_str().unwrap(),
+    ]);
+    let mut sources = vec![wav.clone(), flac, ogg, wav48];
+    // MP3: encoded with PyAV's libmp3lame from the STT venv when present.
+    let mp3 = d.join("t.mp3");
+    if let Some(py) = std::env::var("CALLSMITH_STT_PYTHON")
+        .ok()
+        .or_else(|| {
+            Some(format!(
+                "{}/.cache/callsmith/venv/bin/python",
+                std::env::var("HOME").ok()?
+            ))
+        })
+        .filter(|p| std::path::Path::new(p).exists())
+    {
+        let script = format!(
+            "import av\ni=av.open({w:?})\no=av.open({m:?},'w')\ns=o.add_stream('libmp3lame',rate=44100)\n\
+             for f in i.decode(audio=0):\n  f.pts=None\n  [o.mux(p) for p in s.encode(f)]\n\
+             [o.mux(p) for p in s.encode(None)]\no.close()\n",
+            m = mp3.to_str().unwrap()
+        );
+        let st = std::process::Command::new(py)
+            .args(["-c", &script])
+            .status()
+            .unwrap();
+        assert!(st.success(), "mp3 encode");
+        sources.push(mp3);
+    } else {
+        eprintln!("no encoder for MP3 found: MP3 decode not exercised");
+    }
+    let cache = PromptCache::new(16);
+    for src in &sources {
+        let p = cache
+            .load(src.to_str().unwrap())
+            .await
+            .unwrap_or_else(|e| panic!("{src:?}: {e}"));
+        let ms = p.duration_ms() as i64;
+        assert!((ms - 1000).abs() <= 80, "{src:?}: {ms} ms");
+        let mid = &p.pcm()[3200..3360];
+        assert!(
+            tone_ratio(mid, 440.0) > 0.8,
+            "{src:?}: 440 Hz tone survives"
+        );
+    }
+    // Cached and shared.
+    let a = cache.load(w).await.unwrap();
+    let b = cache.load(w).await.unwrap();
+    assert!(Arc::ptr_eq(&a, &b));
+    // object_store URL.
+    let url = format!("file://{w}");
+    let c = cache.load(&url).await.unwrap();
+    assert_eq!(c.pcm(), a.pcm());
+    // http URL from a loopback server.
+    let (addr, server) = serve_bytes(std::fs::read(&wav).unwrap(), "audio/wav").await;
+    let h = cache
+        .load(&format!("http://{addr}/prompts/t.wav?sig=1"))
+        .await
+        .unwrap();
+    assert_eq!(h.pcm(), a.pcm());
+    server.abort();
+    // Errors, not panics.
+    assert!(cache.load("/nonexistent.wav").await.is_err());
+    let junk = d.join("junk.mp3");
+    std::fs::write(&junk, b"this is not audio").unwrap();
+    assert!(cache.load(junk.to_str().unwrap()).await.is_err());
+}
+
+#[tokio::test]
+async fn tts_engines_local_and_http_streaming() {
+    let svc = Arc::new(TtsService::with_local_engines(8));
+    for engine in ["espeak-ng", "flite"] {
+        let req = TtsRequest {
+            engine: engine.into(),
+            text: "Your call is important to us".into(),
+            speed: 1.0,
+            ..Default::default()
+        };
+        let p = svc.prompt(&req).await.unwrap();
+        assert!(
+            (1000..5000).contains(&p.duration_ms()),
+            "{engine}: {} ms",
+            p.duration_ms()
+        );
+        assert!(level(p.pcm()) > 200.0, "{engine} produced audio");
+        let faster = svc
+            .prompt(&TtsRequest {
+                speed: 2.0,
+                ..req.clone()
+            })
+            .await
+            .unwrap();
+        assert!(
+            faster.duration_ms() < p.duration_ms(),
+            "{engine}: speed changes duration"
+        );
+    }
+    assert!(
+        svc.prompt(&TtsRequest {
+            engine: "nope".into(),
+            text: "x".into(),
+            ..Default::default()
+        })
+        .await
+        .is_err()
+    );
+    assert!(
+        svc.prompt(&TtsRequest {
+            engine: "flite".into(),
+            text: "  ".into(),
+            ..Default::default()
+        })
+        .await
+        .is_err()
+    );
+
+    // HTTP engine: a 16 kHz WAV from a loopback server, streamed into a growing source.
+    let dir = tmpdir();
+    let f8 = dir.path().join("f.wav");
+    let f16 = dir.path().join("f16.wav");
+    let st = std::process::Command::new("flite")
+        .args(["-t", "Thank you for calling", "-o", f8.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    sox(&[f8.to_str().unwrap(), "-r", "16000", f16.to_str().unwrap()]);
+    let (addr, server) = serve_bytes(std::fs::read(&f16).unwrap(), "audio/wav").await;
+    let http = Arc::new(HttpTts::new(format!(
+        "http://{addr}/synth?text={{text}}&voice={{voice}}"
+    )));
+    let req = TtsRequest {
+        engine: "http".into(),
+        text: "Thank you for calling".into(),
+        voice: "a b".into(),
+        speed: 1.0,
+        ..Default::default()
+    };
+    assert!(
+        http.url_for(&req)
+            .contains("text=Thank+you+for+calling&voice=a+b")
+    );
+    let whole = http.synthesize(&req).await.unwrap();
+    let mut svc2 = TtsService::new(8);
+    svc2.register("http", http.clone());
+    let svc2 = Arc::new(svc2);
+    let playable = svc2.playable(&req).unwrap();
+    assert!(matches!(
+        playable,
+        callsmith_media::prompt::Playable::Stream(_)
+    ));
+    let engine = engine();
+    let session = engine.open_session(None).unwrap();
+    let peer = RawPeer::new().await;
+    session.set_remote(peer.addr(), Codec::Pcmu, None).unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(10),
+        session.play(playable, false).unwrap().wait(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.end, PlayEnd::Completed);
+    let expect = whole.duration_ms() as i64;
+    assert!(
+        (out.played_ms as i64 - expect).abs() <= 60,
+        "streamed {} ms vs whole {expect} ms",
+        out.played_ms
+    );
+    // The finished stream was cached: the next request plays the cached prompt.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(matches!(
+        svc2.playable(&req).unwrap(),
+        callsmith_media::prompt::Playable::Prompt(_)
+    ));
+    server.abort();
+}
+
+#[tokio::test]
+async fn answering_machine_heuristics() {
+    let engine = engine();
+    // A long greeting is a machine.
+    let caller = engine.open_session(None).unwrap();
+    let bot = engine.open_session(None).unwrap();
+    caller
+        .set_remote(bot.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    let greeting = flite("Hello, you have reached the voicemail of John Smith. I am not available right now, please leave a message").await;
+    let verdict = tokio::spawn({
+        let cfg = AmdConfig::default();
+        async move { bot.detect_answering_machine(cfg).await.map(|v| (v, bot)) }
+    });
+    caller.play(greeting, false).unwrap();
+    let (v, _bot) = tokio::time::timeout(Duration::from_secs(10), verdict)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(v, AmdVerdict::Machine);
+
+    // A short "hello?" then silence is a person.
+    let caller = engine.open_session(None).unwrap();
+    let bot = engine.open_session(None).unwrap();
+    caller
+        .set_remote(bot.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    let hello = flite("Hello?").await;
+    let verdict = tokio::spawn(async move {
+        bot.detect_answering_machine(AmdConfig::default())
+            .await
+            .map(|v| (v, bot))
+    });
+    caller.play(hello, false).unwrap();
+    let (v, _bot) = tokio::time::timeout(Duration::from_secs(10), verdict)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(v, AmdVerdict::Human);
+
+    // A beep.
+    let caller = engine.open_session(None).unwrap();
+    let bot = engine.open_session(None).unwrap();
+    caller
+        .set_remote(bot.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    let verdict = tokio::spawn(async move {
+        bot.detect_answering_machine(AmdConfig::default())
+            .await
+            .map(|v| (v, bot))
+    });
+    caller.play(tone(1000.0, 500, 10000.0), false).unwrap();
+    let (v, _bot) = tokio::time::timeout(Duration::from_secs(10), verdict)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(v, AmdVerdict::Beep);
+}

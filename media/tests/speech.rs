@@ -1,0 +1,238 @@
+//! TTS → RTP → the real recognition node, over both websocket protocols, plus
+//! the batch helper and node failover. One test function so one node (one
+//! model load) serves every scenario.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use callsmith_media::g711::Codec;
+use callsmith_media::prompt::{Prompt, PromptCache};
+use callsmith_media::stt::{SttError, SttEvent, SttParams, SttPool, Transcript, recognize};
+use callsmith_media::tts::{TtsRequest, TtsService};
+use callsmith_media::{MediaEngine, PlayEnd};
+use common::*;
+
+const SENTENCE: &str = "I would like to check the balance of my account";
+
+async fn flite(tts: &TtsService, text: &str) -> Arc<Prompt> {
+    tts.prompt(&TtsRequest {
+        engine: "flite".into(),
+        text: text.into(),
+        speed: 1.0,
+        ..Default::default()
+    })
+    .await
+    .expect("flite synthesizes")
+}
+
+/// Caller session plays `prompt` into the bot session, which streams to STT.
+async fn call_and_recognise(
+    engine: &MediaEngine,
+    pool: &SttPool,
+    prompt: Arc<Prompt>,
+) -> Vec<Transcript> {
+    let caller = engine.open_session(None).unwrap();
+    let bot = engine.open_session(None).unwrap();
+    caller
+        .set_remote(bot.local_addr(), Codec::Pcmu, Some(101))
+        .unwrap();
+    bot.set_remote(caller.local_addr(), Codec::Pcmu, Some(101))
+        .unwrap();
+    let mut stt = bot
+        .start_stt(pool, SttParams::default())
+        .await
+        .expect("a ready node");
+    // Half a second of silence first, then the sentence, then silence for the endpoint.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let played = caller.play(prompt, false).unwrap().wait().await;
+    assert_eq!(played.end, PlayEnd::Completed);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stt.finish();
+    let mut out = vec![];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(60), stt.next()).await {
+            Ok(Some(SttEvent::Transcript(t))) => out.push(t),
+            Ok(Some(SttEvent::Ended)) | Ok(None) => break,
+            Ok(Some(SttEvent::NodeFailed { node, error })) => panic!("node {node} failed: {error}"),
+            Err(_) => panic!("no end of recognition within 60 s"),
+        }
+    }
+    out
+}
+
+fn check_transcripts(label: &str, ts: &[Transcript], spoken_ms: u64, want_interim: bool) {
+    let finals: Vec<&Transcript> = ts
+        .iter()
+        .filter(|t| t.is_final && !t.text.is_empty())
+        .collect();
+    let text = finals
+        .iter()
+        .map(|t| t.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let recall = word_recall(SENTENCE, &text);
+    eprintln!(
+        "[{label}] final: {text:?} (recall {recall:.2}); {} interim",
+        ts.iter().filter(|t| !t.is_final).count()
+    );
+    assert!(
+        recall >= 0.75,
+        "[{label}] recognised {text:?} for {SENTENCE:?}"
+    );
+    // Call-relative timestamps: speech started ~500 ms into the call and results come after it.
+    for t in &finals {
+        assert!(
+            t.at_ms >= 500 && t.at_ms <= 500 + spoken_ms + 5000,
+            "[{label}] at_ms {} out of range",
+            t.at_ms
+        );
+        assert!(t.end_ms <= t.at_ms);
+        assert!(t.end_ms >= 500, "[{label}] end_ms {}", t.end_ms);
+    }
+    assert!(
+        ts.iter().any(|t| !t.is_final && !t.text.is_empty()),
+        "[{label}] interim results arrive"
+    );
+    let first_interim = ts
+        .iter()
+        .find(|t| !t.is_final)
+        .map(|t| t.at_ms)
+        .unwrap_or(0);
+    assert!(first_interim <= finals[0].at_ms);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speech_round_trips_through_the_recognition_node() {
+    let node = SttNode::start();
+    let engine = engine();
+    let tts = TtsService::with_local_engines(16);
+    let prompt = flite(&tts, SENTENCE).await;
+    assert!(
+        Arc::ptr_eq(&prompt, &flite(&tts, SENTENCE).await),
+        "synthesis is cached"
+    );
+    let spoken_ms = prompt.duration_ms();
+    assert!(
+        (1500..6000).contains(&spoken_ms),
+        "flite sentence lasts {spoken_ms} ms"
+    );
+
+    // 1. Vosk protocol, live call audio.
+    let pool = SttPool::new(vec![node.vosk("local")]);
+    let ts = call_and_recognise(&engine, &pool, prompt.clone()).await;
+    check_transcripts("vosk", &ts, spoken_ms, true);
+
+    // 2. Deepgram-style protocol, same node.
+    let dg = SttPool::new(vec![node.deepgram("local-dg")]);
+    let ts = call_and_recognise(&engine, &dg, prompt.clone()).await;
+    check_transcripts("deepgram", &ts, spoken_ms, false);
+
+    // 3. Batch helper on a file, real-time pacing with interim results.
+    let dir = tmpdir();
+    let wav = dir.path().join("s.wav");
+    {
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 8000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut w = hound::WavWriter::create(&wav, spec).unwrap();
+        for s in prompt.pcm().iter().chain([0i16; 8000].iter()) {
+            w.write_sample(*s).unwrap();
+        }
+        w.finalize().unwrap();
+    }
+    let cache = PromptCache::new(4);
+    let params = SttParams::default();
+    let rt = recognize(&pool, &cache, wav.to_str().unwrap(), &params, true)
+        .await
+        .expect("recognised");
+    eprintln!(
+        "[batch realtime] {:?} with {} interim results",
+        rt.transcript,
+        rt.interim_results.len()
+    );
+    assert!(
+        word_recall(SENTENCE, &rt.transcript) >= 0.75,
+        "{:?}",
+        rt.transcript
+    );
+    assert!(rt.interim_results.iter().any(|r| r.is_final));
+    assert!(rt.interim_results.iter().any(|r| !r.is_final));
+    for r in &rt.interim_results {
+        assert!(
+            r.end_offset_ms <= r.sent_traffic_offset_ms && r.latency_ms >= 0 && r.timestamp_ms > 0,
+            "{r:?}"
+        );
+    }
+    let fast = recognize(&pool, &cache, wav.to_str().unwrap(), &params, false)
+        .await
+        .expect("recognised");
+    assert!(
+        word_recall(SENTENCE, &fast.transcript) >= 0.75,
+        "{:?}",
+        fast.transcript
+    );
+    assert!(fast.interim_results.is_empty());
+    assert!(matches!(
+        recognize(&pool, &cache, "/nonexistent/file.wav", &params, false).await,
+        Err(SttError::Source(_))
+    ));
+
+    // 4. Failover: a dead node is skipped; a node dying mid-stream is reported and avoided next time.
+    let dead = callsmith_media::stt::SttNodeConfig {
+        name: "dead".into(),
+        url: format!("ws://127.0.0.1:{}", free_port()),
+        protocol: callsmith_media::stt::SttProtocol::Vosk,
+        ready_url: Some(format!("http://127.0.0.1:{}/ready", free_port())),
+    };
+    let pool2 = SttPool::new(vec![dead, node.vosk("live")]);
+    for _ in 0..3 {
+        assert_eq!(pool2.pick().await.unwrap().name, "live");
+    }
+    let doomed = SttNode::start();
+    let pool3 = SttPool::new(vec![doomed.vosk("doomed"), node.vosk("survivor")]);
+    let first = pool3.pick().await.unwrap();
+    assert_eq!(first.name, "doomed");
+    let caller = engine.open_session(None).unwrap();
+    let bot = engine.open_session(None).unwrap();
+    caller
+        .set_remote(bot.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    let (atx, arx) = tokio::sync::mpsc::channel(64);
+    let mut stream =
+        callsmith_media::stt::start_stream(pool3.clone(), first, SttParams::default(), arx);
+    let feeder = tokio::spawn(async move {
+        for i in 0..500u64 {
+            let f = callsmith_media::AudioFrame {
+                pcm: [0; 160],
+                at_ms: i * 20,
+            };
+            if atx.send(f).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(doomed); // kills the node mid-stream
+    let failed = loop {
+        match tokio::time::timeout(Duration::from_secs(20), stream.next()).await {
+            Ok(Some(SttEvent::NodeFailed { node, .. })) => break Some(node),
+            Ok(Some(_)) => continue,
+            _ => break None,
+        }
+    };
+    feeder.abort();
+    assert_eq!(failed.as_deref(), Some("doomed"));
+    assert_eq!(
+        pool3.pick().await.unwrap().name,
+        "survivor",
+        "the next stream picks a ready node"
+    );
+}
