@@ -195,16 +195,22 @@ async def deepgram_handler(ws, args, query):
     last_sent = ""
 
     async def final(audio, start):
+        nonlocal finals_sent
         text, words = await loop.run_in_executor(EXECUTOR, transcribe, audio, stream.rate, start, True)
         end = words[-1]["end"] if words else start + len(audio) / stream.bytes_per_s()
+        finals_sent += 1
         await ws.send(dg_results(text, True, start, end))
 
-    async def run_partial(audio: bytes, start: float):
+    finals_sent = 0
+
+    async def run_partial(audio: bytes, start: float, utterance: int):
         nonlocal last_sent
         try:
             text, _ = await loop.run_in_executor(EXECUTOR, transcribe, audio, stream.rate, 0.0, False)
-            log.debug("dg partial %r speech=%s", text, stream.speech)
-            if stream.speech and text and text != last_sent:
+            log.debug("dg partial %r utterance=%d finals=%d", text, utterance, finals_sent)
+            # Still before this utterance's final (the executor is FIFO, so a final
+            # queued behind this pass has not been sent yet).
+            if utterance == finals_sent and text and text != last_sent:
                 stream.partial = text
                 last_sent = text
                 await ws.send(dg_results(text, False, start, start + len(audio) / stream.bytes_per_s()))
@@ -233,7 +239,9 @@ async def deepgram_handler(ws, args, query):
                 continue
             if interim and stream.want_partial():
                 stream.partial_at = len(stream.buf)
-                stream.partial_task = asyncio.create_task(run_partial(bytes(stream.buf), stream.buf_start_s))
+                stream.partial_task = asyncio.create_task(
+                    run_partial(bytes(stream.buf), stream.buf_start_s, finals_sent)
+                )
     except Exception as exc:
         log.info("stream ended: %s", exc)
 
