@@ -26,13 +26,19 @@ macro_rules! record {
         }
 
         impl FromJson for $name {
-            #[allow(unused_mut)]
             fn from_json(v: Value) -> Result<Self, Value> {
-                let Value::Object(mut map) = v else { return Err(v) };
-                Ok($name {
-                    $( $field: Opt::from_field(map.shift_remove(record!(@name $field $($rename)?))), )*
-                    extra: map,
-                })
+                let Value::Object(map) = v else { return Err(v) };
+                let mut out = $name::default();
+                // One pass over the keys: known ones fill fields, the rest keep their order in `extra`.
+                for (k, val) in map {
+                    match k.as_str() {
+                        $( record!(@name $field $($rename)?) => out.$field = Opt::from_field(Some(val)), )*
+                        _ => {
+                            out.extra.insert(k, val);
+                        }
+                    }
+                }
+                Ok(out)
             }
         }
 
@@ -89,16 +95,22 @@ impl<P: FromJson + Serialize> FromJson for KindGroup<P> {
 
 impl<P: FromJson + Serialize> FromJson for Brick<P> {
     fn from_json(v: Value) -> Result<Self, Value> {
-        let Value::Object(mut map) = v else {
+        let Value::Object(map) = v else {
             return Err(v);
         };
-        Ok(Brick {
-            id: Opt::from_field(map.shift_remove("id")),
-            description: Opt::from_field(map.shift_remove("description")),
-            properties: Opt::from_field(map.shift_remove("properties")),
-            outputs: Opt::from_field(map.shift_remove("outputs")),
-            extra: map,
-        })
+        let mut out = Brick::default();
+        for (k, val) in map {
+            match k.as_str() {
+                "id" => out.id = Opt::from_field(Some(val)),
+                "description" => out.description = Opt::from_field(Some(val)),
+                "properties" => out.properties = Opt::from_field(Some(val)),
+                "outputs" => out.outputs = Opt::from_field(Some(val)),
+                _ => {
+                    out.extra.insert(k, val);
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -527,8 +539,17 @@ macro_rules! kinds {
 
         impl FromJson for Bricks {
             fn from_json(v: Value) -> Result<Self, Value> {
-                let Value::Object(mut map) = v else { return Err(v) };
-                Ok(Bricks { $( $field: Opt::from_field(map.shift_remove(stringify!($field))), )* extra: map })
+                let Value::Object(map) = v else { return Err(v) };
+                let mut out = Bricks::default();
+                for (k, val) in map {
+                    match k.as_str() {
+                        $( stringify!($field) => out.$field = Opt::from_field(Some(val)), )*
+                        _ => {
+                            out.extra.insert(k, val);
+                        }
+                    }
+                }
+                Ok(out)
             }
         }
 
