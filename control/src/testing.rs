@@ -71,44 +71,8 @@ pub fn pg_admin_url() -> String {
 
 /// Creates a fresh, empty PostgreSQL database and returns its URL.
 pub async fn fresh_pg_database() -> String {
-    use sqlx::Connection;
     let admin = pg_admin_url();
-    let mut conn = sqlx::PgConnection::connect(&admin)
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect to {admin}: {e}"));
-    let now = chrono::Utc::now().timestamp();
-    // Best-effort cleanup of databases left by earlier runs (older than two hours).
-    let stale: Vec<String> =
-        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'csft\\_%'")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap_or_default();
-    for name in stale {
-        let ts = name
-            .strip_prefix(PG_PREFIX)
-            .and_then(|r| r.split('_').next())
-            .and_then(|t| t.parse::<i64>().ok());
-        if ts.is_some_and(|t| now - t > 7200) {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-            )))
-            .execute(&mut conn)
-            .await;
-        }
-    }
-    let name = format!(
-        "{PG_PREFIX}{now}_{}_{}",
-        std::process::id(),
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .execute(&mut conn)
-        .await
-        .unwrap_or_else(|e| panic!("CREATE DATABASE {name} failed: {e}"));
-    let _ = conn.close().await;
-    let mut url = url::Url::parse(&admin).expect("CALLSMITH_TEST_PG_ADMIN_URL is not a URL");
-    url.set_path(&format!("/{name}"));
-    url.to_string()
+    crate::store::create_postgres_database(&admin, PG_PREFIX).await.unwrap_or_else(|e| panic!("creating a test database through {admin}: {e}"))
 }
 
 impl TestServer {

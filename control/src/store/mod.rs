@@ -22,12 +22,14 @@ use sqlx::{
 mod accounts;
 mod flags;
 mod keys;
+mod provision;
 mod tenants;
 mod trunks;
 mod users;
 
 pub use accounts::{AccountPatch, AccountRecord, NewAccount};
 pub use flags::FlagRuleRecord;
+pub use provision::create_postgres_database;
 pub use keys::{ApiKeyRecord, AuthLookup, SessionLookup, TokenPurpose};
 pub use tenants::{TenantPurger, TenantRecord};
 pub use trunks::TrunkRecord;
