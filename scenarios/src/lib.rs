@@ -2,13 +2,18 @@
 //! templating, the sans-IO webhook parts and the interpreter that runs a scenario against one
 //! call through the [`port::CallPort`] trait. It never touches sockets.
 //!
-//! Module map:
-//! - [`model`]: serde types of the snapshot, lossless ([`opt::Opt`] + `extra` maps).
+//! Module map (behaviour is documented in `docs/bricks.md`, codes in `docs/scenario-codes.md`):
+//! - [`model`]: serde types of the snapshot, lossless ([`opt::Opt`] fields + `extra` maps).
 //! - [`canonical`]: canonical JSON and `content_hash`.
-//! - [`validate`] + [`codes`]: validation entries for `data.errors.scenario`.
+//! - [`mod@validate`] + [`codes`]: validation entries for `data.errors.scenario`.
 //! - [`template`]: placeholder syntax and rendering.
 //! - [`condition`]: condition_group operators.
-//! - [`webhook`]: compile, curl, response mapping, `WebhookOutcome`.
+//! - [`webhook`]: validate, compile, curl, response mapping, [`webhook::WebhookOutcome`].
+//! - [`port`]: the call port trait and its value types.
+//! - [`interpreter`]: [`interpreter::Program`] runs a snapshot for one call.
+//! - [`history`]: the call history trace.
+//! - [`testing`]: [`testing::ScriptedCall`] and a realistic scenario generator.
+//! - [`walk`]: the generic field walk validation uses.
 
 pub mod canonical;
 pub mod codes;
@@ -26,5 +31,8 @@ pub mod webhook;
 
 pub use canonical::{canonical_json, content_hash};
 pub use codes::{Code, ScenarioError};
+pub use interpreter::{CallInfo, CallRun, Direction, Program};
 pub use model::Snapshot;
+pub use port::CallPort;
 pub use validate::{AcceptAll, ValidationContext, validate, validate_value};
+pub use webhook::WebhookOutcome;
