@@ -48,6 +48,25 @@ pub fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CPU time (user + system) of the whole process, in nanoseconds.
+pub fn process_cpu_ns() -> u64 {
+    // SAFETY: zeroed rusage is valid; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Resident set size of the process in bytes (from /proc/self/statm; 0 if unavailable).
+pub fn rss_bytes() -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/statm") else { return 0 };
+    let pages: u64 = s.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * page.max(0) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +79,12 @@ mod tests {
         assert!(now_ns() >= deadline);
         // A deadline in the past returns at once.
         sleep_until_ns(start);
+    }
+
+    #[test]
+    fn process_figures_are_plausible() {
+        assert!(process_cpu_ns() > 0);
+        assert!(rss_bytes() > 1 << 20);
+        assert!(thread_cpu_ns() > 0);
     }
 }
