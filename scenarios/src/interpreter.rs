@@ -569,11 +569,7 @@ impl<'p, 'a> Run<'p, 'a> {
                     };
                     webhook::compile(p, &scope, Some(&metadata))
                 };
-                let mapping = p
-                    .response_mapping
-                    .get()
-                    .map(|m| m.variables.items())
-                    .unwrap_or(&[]);
+                let mapping = webhook::mapping(p);
                 let outcome = match compiled {
                     Ok(req) => port.webhook(&req, mapping).await,
                     Err(error) => WebhookOutcome::finish(String::new(), None, Err(error), mapping),

@@ -134,6 +134,15 @@ impl WebhookOutcome {
     }
 }
 
+/// The response mapping entries of a configuration (empty when absent or malformed).
+pub fn mapping(props: &WebhookProps) -> &[MappingEntry] {
+    props
+        .response_mapping
+        .get()
+        .map(|m| m.variables.items())
+        .unwrap_or(&[])
+}
+
 fn effective_timeout(props: &WebhookProps) -> f64 {
     let req = props
         .request

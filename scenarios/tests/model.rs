@@ -1,5 +1,6 @@
 //! Round trips of the brick model and the content hash.
 
+use callsmith_scenarios::canonical::content_hash_value;
 use callsmith_scenarios::model::{BrickKind, BrickProps};
 use callsmith_scenarios::opt::Opt;
 use callsmith_scenarios::{Snapshot, canonical_json, content_hash};
@@ -116,4 +117,11 @@ fn content_hash_ignores_key_order_but_not_content() {
         ))
     };
     assert_eq!(content_hash(&a), expected);
+}
+
+#[test]
+fn the_hash_of_a_parsed_snapshot_is_the_hash_of_its_json() {
+    let v = fixture();
+    let snap = Snapshot::from_value(&v).expect("parses");
+    assert_eq!(content_hash(&snap), content_hash_value(&v));
 }
