@@ -18,12 +18,13 @@ fn trunk_for_loopback() -> TrunkConfig {
 async fn inbound_answered_then_caller_hangs_up() {
     let stack = start_stack(vec![trunk_for_loopback()], &["15550100"]).await;
     let mut calls = stack.take_incoming().unwrap();
-    let mut sipp = Sipp::spawn(
+    let mut sipp = Sipp::start(
         "uac_answered_caller_bye.xml",
         "127.0.0.1",
         stack.udp_addr(),
         &["-s", "15550100"],
-    );
+    )
+    .await;
 
     let call = tokio::time::timeout(T, calls.recv())
         .await
@@ -65,12 +66,13 @@ async fn inbound_answered_then_caller_hangs_up() {
 async fn inbound_answered_then_engine_hangs_up() {
     let stack = start_stack(vec![trunk_for_loopback()], &["15550100"]).await;
     let mut calls = stack.take_incoming().unwrap();
-    let mut sipp = Sipp::spawn(
+    let mut sipp = Sipp::start(
         "uac_answered_engine_bye.xml",
         "127.0.0.1",
         stack.udp_addr(),
         &["-s", "15550100"],
-    );
+    )
+    .await;
     let call = tokio::time::timeout(T, calls.recv())
         .await
         .unwrap()
@@ -97,12 +99,13 @@ async fn inbound_answered_then_engine_hangs_up() {
 async fn inbound_cancel_before_answer_gets_487() {
     let stack = start_stack(vec![trunk_for_loopback()], &["15550100"]).await;
     let mut calls = stack.take_incoming().unwrap();
-    let mut sipp = Sipp::spawn(
+    let mut sipp = Sipp::start(
         "uac_cancel.xml",
         "127.0.0.1",
         stack.udp_addr(),
         &["-s", "15550100"],
-    );
+    )
+    .await;
     let mut call = tokio::time::timeout(T, calls.recv())
         .await
         .unwrap()
@@ -126,7 +129,7 @@ async fn inbound_cancel_before_answer_gets_487() {
 #[tokio::test]
 async fn options_gets_200() {
     let stack = start_stack(vec![trunk_for_loopback()], &[]).await;
-    let mut sipp = Sipp::spawn("uac_options.xml", "127.0.0.1", stack.udp_addr(), &[]);
+    let mut sipp = Sipp::start("uac_options.xml", "127.0.0.1", stack.udp_addr(), &[]).await;
     assert!(sipp.success(T).await);
 }
 
@@ -135,12 +138,13 @@ async fn invite_from_unknown_source_gets_403_and_no_call() {
     let stack = start_stack(vec![trunk_for_loopback()], &["15550100"]).await;
     let mut calls = stack.take_incoming().unwrap();
     // 127.0.0.2 is loopback but not an address of the trunk.
-    let mut sipp = Sipp::spawn(
+    let mut sipp = Sipp::start(
         "uac_expect_403.xml",
         "127.0.0.2",
         stack.udp_addr(),
         &["-s", "15550100"],
-    );
+    )
+    .await;
     assert!(sipp.success(T).await, "SIPp got 403");
     assert!(
         tokio::time::timeout(Duration::from_millis(300), calls.recv())
@@ -154,12 +158,13 @@ async fn invite_from_unknown_source_gets_403_and_no_call() {
 async fn unknown_number_gets_404() {
     let stack = start_stack(vec![trunk_for_loopback()], &["15550100"]).await;
     let mut calls = stack.take_incoming().unwrap();
-    let mut sipp = Sipp::spawn(
+    let mut sipp = Sipp::start(
         "uac_expect_404.xml",
         "127.0.0.1",
         stack.udp_addr(),
         &["-s", "19990000"],
-    );
+    )
+    .await;
     assert!(sipp.success(T).await, "SIPp got 404");
     assert!(
         tokio::time::timeout(Duration::from_millis(300), calls.recv())
@@ -171,12 +176,13 @@ async fn unknown_number_gets_404() {
 #[tokio::test]
 async fn no_common_codec_gets_488() {
     let stack = start_stack(vec![trunk_for_loopback()], &["15550100"]).await;
-    let mut sipp = Sipp::spawn(
+    let mut sipp = Sipp::start(
         "uac_expect_488.xml",
         "127.0.0.1",
         stack.udp_addr(),
         &["-s", "15550100"],
-    );
+    )
+    .await;
     assert!(sipp.success(T).await, "SIPp got 488");
 }
 
@@ -184,12 +190,13 @@ async fn no_common_codec_gets_488() {
 async fn hold_unhold_dtmf_info_and_session_timer() {
     let stack = start_stack(vec![trunk_for_loopback()], &["15550100"]).await;
     let mut calls = stack.take_incoming().unwrap();
-    let mut sipp = Sipp::spawn(
+    let mut sipp = Sipp::start(
         "uac_hold_timer.xml",
         "127.0.0.1",
         stack.udp_addr(),
         &["-s", "15550100"],
-    );
+    )
+    .await;
     let call = tokio::time::timeout(T, calls.recv())
         .await
         .unwrap()
@@ -222,12 +229,13 @@ async fn hold_unhold_dtmf_info_and_session_timer() {
 async fn inbound_over_tcp() {
     let stack = start_stack(vec![trunk_for_loopback()], &["15550100"]).await;
     let mut calls = stack.take_incoming().unwrap();
-    let mut sipp = Sipp::spawn(
+    let mut sipp = Sipp::start(
         "uac_answered_caller_bye.xml",
         "127.0.0.1",
         stack.tcp_addr(),
         &["-s", "15550100", "-t", "t1"],
-    );
+    )
+    .await;
     let call = tokio::time::timeout(T, calls.recv())
         .await
         .expect("call arrives over TCP")

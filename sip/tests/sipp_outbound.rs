@@ -30,9 +30,8 @@ fn call(to: &str, ring_timeout: Duration) -> OutboundCall {
 }
 
 async fn gateway(scenario: &str) -> (Sipp, SipStack) {
-    let sipp = Sipp::spawn(scenario, "127.0.0.1", None, &[]);
+    let sipp = Sipp::start(scenario, "127.0.0.1", None, &[]).await;
     // Give SIPp a moment to bind; UDP retransmissions cover a slow start anyway.
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let stack = start_stack(vec![trunk("gw", sipp.addr)], &[]).await;
     (sipp, stack)
 }
@@ -191,8 +190,7 @@ fn with_credentials(mut t: TrunkConfig) -> TrunkConfig {
 
 #[tokio::test]
 async fn digest_md5_challenge_answered_and_verified_by_sipp() {
-    let mut sipp = Sipp::spawn("uas_auth_md5.xml", "127.0.0.1", None, &[]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut sipp = Sipp::start("uas_auth_md5.xml", "127.0.0.1", None, &[]).await;
     let stack = start_stack(vec![with_credentials(trunk("gw", sipp.addr))], &[]).await;
     let mut leg = stack.place_call(call("+15550100", T)).await.unwrap();
     let ev = tokio::time::timeout(T, leg.next_event()).await.unwrap();
@@ -208,8 +206,7 @@ async fn digest_md5_challenge_answered_and_verified_by_sipp() {
 
 #[tokio::test]
 async fn digest_sha256_challenge_answered_with_valid_response() {
-    let mut sipp = Sipp::spawn("uas_auth_sha256.xml", "127.0.0.1", None, &[]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut sipp = Sipp::start("uas_auth_sha256.xml", "127.0.0.1", None, &[]).await;
     let stack = start_stack(vec![with_credentials(trunk("gw", sipp.addr))], &[]).await;
     let mut leg = stack.place_call(call("+15550100", T)).await.unwrap();
     let ev = tokio::time::timeout(T, leg.next_event()).await.unwrap();
@@ -262,8 +259,7 @@ async fn blind_transfer_by_refer_reports_success() {
 #[tokio::test]
 async fn bridged_transfer_places_second_leg_with_headers() {
     // First leg: an inbound call from SIPp A; second leg: the transfer target SIPp B.
-    let mut target = Sipp::spawn("uas_answer_wait_bye.xml", "127.0.0.1", None, &[]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut target = Sipp::start("uas_answer_wait_bye.xml", "127.0.0.1", None, &[]).await;
     let mut trunks = vec![trunk("gw", target.addr)];
     trunks.push(TrunkConfig::new(
         "carrier",
@@ -271,12 +267,13 @@ async fn bridged_transfer_places_second_leg_with_headers() {
     ));
     let stack = start_stack(trunks, &["15550100"]).await;
     let mut calls = stack.take_incoming().unwrap();
-    let mut caller = Sipp::spawn(
+    let mut caller = Sipp::start(
         "uac_answered_engine_bye.xml",
         "127.0.0.1",
         stack.udp_addr(),
         &["-s", "15550100"],
-    );
+    )
+    .await;
     let incoming = tokio::time::timeout(T, calls.recv())
         .await
         .unwrap()
@@ -310,8 +307,7 @@ async fn bridged_transfer_places_second_leg_with_headers() {
 
 #[tokio::test]
 async fn outbound_over_tcp() {
-    let mut sipp = Sipp::spawn("uas_answer_then_bye.xml", "127.0.0.1", None, &["-t", "t1"]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut sipp = Sipp::start("uas_answer_then_bye.xml", "127.0.0.1", None, &["-t", "t1"]).await;
     let mut t = trunk("gw", sipp.addr);
     t.transport = callsmith_sip::SipTransport::Tcp;
     let stack = start_stack(vec![t], &[]).await;

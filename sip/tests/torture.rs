@@ -198,12 +198,13 @@ async fn garbage_flood_does_not_stop_a_call_in_progress() {
     .await;
     let target = stack.udp_addr().unwrap();
     let mut calls = stack.take_incoming().unwrap();
-    let mut sipp = Sipp::spawn(
+    let mut sipp = Sipp::start(
         "uac_long_call.xml",
         "127.0.0.1",
         Some(target),
         &["-s", "15550100"],
-    );
+    )
+    .await;
     let call = tokio::time::timeout(T, calls.recv())
         .await
         .unwrap()
@@ -251,6 +252,6 @@ async fn garbage_flood_does_not_stop_a_call_in_progress() {
     );
 
     // And the stack still takes new work.
-    let mut ping = Sipp::spawn("uac_options.xml", "127.0.0.1", Some(target), &[]);
+    let mut ping = Sipp::start("uac_options.xml", "127.0.0.1", Some(target), &[]).await;
     assert!(ping.success(T).await);
 }

@@ -33,16 +33,36 @@ pub struct Sipp {
     child: Child,
     pub addr: SocketAddr,
     pub dir: tempfile::TempDir,
+    finished: Option<bool>,
 }
 
 impl Sipp {
     /// Start SIPp with `scenario` bound to `ip`:free-port. `target` is where a UAC sends.
-    pub fn spawn(
+    /// Free ports are probed, so another test may grab one before SIPp binds it: a SIPp that
+    /// exits at once (bind failure) is restarted on fresh ports, a few times at most.
+    pub async fn start(
         scenario_name: &str,
         ip: &str,
         target: Option<SocketAddr>,
         extra: &[&str],
     ) -> Sipp {
+        for _attempt in 0..5 {
+            let mut sipp = Sipp::spawn(scenario_name, ip, target, extra);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            match sipp.child.try_wait() {
+                Ok(None) => return sipp,
+                // A UAC scenario may already be done (fast 4xx/OPTIONS): only retry failures.
+                Ok(Some(status)) if status.success() => {
+                    sipp.finished = Some(true);
+                    return sipp;
+                }
+                _ => continue,
+            }
+        }
+        panic!("SIPp could not start {scenario_name} on {ip}");
+    }
+
+    fn spawn(scenario_name: &str, ip: &str, target: Option<SocketAddr>, extra: &[&str]) -> Sipp {
         let port = free_udp_port(ip);
         let dir = tempfile::tempdir().expect("tempdir");
         let mut cmd = Command::new("sipp");
@@ -83,11 +103,15 @@ impl Sipp {
             child,
             addr: SocketAddr::new(ip.parse().expect("ip"), port),
             dir,
+            finished: None,
         }
     }
 
     /// Wait for SIPp to exit; true when every call of its scenario succeeded (exit code 0).
     pub async fn success(&mut self, within: Duration) -> bool {
+        if let Some(ok) = self.finished {
+            return ok;
+        }
         match tokio::time::timeout(within, self.child.wait()).await {
             Ok(Ok(status)) => {
                 if !status.success() {
