@@ -622,18 +622,18 @@ async fn handle_invite(
     };
 
     let (state_tx, state_rx) = mpsc::unbounded_channel();
-    let local_addr = match tx.connection.as_ref().map(|c| c.transport()) {
-        Some(rsipstack::sip::Transport::Tcp) => inner.tcp_addr,
-        _ => inner.udp_addr,
+    // Contact on the transport the INVITE came in on, so in-dialog requests use it too.
+    let over_tcp = matches!(
+        tx.connection.as_ref().map(|c| c.transport()),
+        Some(rsipstack::sip::Transport::Tcp)
+    );
+    let (local_addr, tp) = if over_tcp {
+        (inner.tcp_addr, ";transport=tcp")
+    } else {
+        (inner.udp_addr, "")
     };
-    let contact = local_addr.and_then(|a| {
-        let tp = if Some(a) == inner.tcp_addr && inner.tcp_addr != inner.udp_addr {
-            ";transport=tcp"
-        } else {
-            ""
-        };
-        rsipstack::sip::Uri::try_from(format!("sip:{called}@{a}{tp}").as_str()).ok()
-    });
+    let contact = local_addr
+        .and_then(|a| rsipstack::sip::Uri::try_from(format!("sip:{called}@{a}{tp}").as_str()).ok());
     let dialog = inner
         .dialog_layer
         .get_or_create_server_invite(&tx, state_tx, None, contact)?;

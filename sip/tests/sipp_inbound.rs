@@ -248,3 +248,50 @@ async fn inbound_over_tcp() {
     );
     assert!(sipp.success(T).await);
 }
+
+#[tokio::test]
+async fn engine_refreshes_session_when_it_is_the_refresher() {
+    let stack = start_stack_with(vec![trunk_for_loopback()], &["15550100"], |c| {
+        c.timers.min_session_expires = 2;
+    })
+    .await;
+    let mut calls = stack.take_incoming().unwrap();
+    let mut sipp = Sipp::start(
+        "uac_session_refresh.xml",
+        "127.0.0.1",
+        stack.udp_addr(),
+        &["-s", "15550100"],
+    )
+    .await;
+    let call = tokio::time::timeout(T, calls.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut leg = call.answer(media()).await.expect("answer");
+    let end = ended(&events_until_end(&mut leg, T).await).expect("ended");
+    assert_eq!(
+        (end.call_status, end.by),
+        (CallStatus::Answered, Party::Remote)
+    );
+    assert!(
+        sipp.success(T).await,
+        "SIPp received an UPDATE with Session-Expires before the 4 s session expired"
+    );
+}
+
+#[tokio::test]
+async fn too_short_session_expires_gets_422() {
+    let stack = start_stack(vec![trunk_for_loopback()], &["15550100"]).await;
+    // Default Min-SE is 90 s; the scenario asks for 4 s.
+    let mut sipp = Sipp::start(
+        "uac_expect_422.xml",
+        "127.0.0.1",
+        stack.udp_addr(),
+        &["-s", "15550100"],
+    )
+    .await;
+    assert!(
+        sipp.success(T).await,
+        "SIPp got 422 Session Interval Too Small"
+    );
+}

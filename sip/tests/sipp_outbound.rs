@@ -31,7 +31,6 @@ fn call(to: &str, ring_timeout: Duration) -> OutboundCall {
 
 async fn gateway(scenario: &str) -> (Sipp, SipStack) {
     let sipp = Sipp::start(scenario, "127.0.0.1", None, &[]).await;
-    // Give SIPp a moment to bind; UDP retransmissions cover a slow start anyway.
     let stack = start_stack(vec![trunk("gw", sipp.addr)], &[]).await;
     (sipp, stack)
 }

@@ -154,14 +154,24 @@ impl Sipp {
 
 /// Start a stack on a free loopback UDP port with the given trunks.
 pub async fn start_stack(trunks: Vec<TrunkConfig>, known: &'static [&'static str]) -> SipStack {
+    start_stack_with(trunks, known, |_| {}).await
+}
+
+/// Like [`start_stack`], with a hook to adjust the configuration.
+pub async fn start_stack_with(
+    trunks: Vec<TrunkConfig>,
+    known: &'static [&'static str],
+    adjust: impl FnOnce(&mut SipConfig),
+) -> SipStack {
     init_tracing();
-    let config = SipConfig {
+    let mut config = SipConfig {
         udp: Some("127.0.0.1:0".parse().expect("addr")),
         tcp: Some("127.0.0.1:0".parse().expect("addr")),
         default_trunk: trunks.first().map(|t| t.name.clone()),
         trunks,
         ..Default::default()
     };
+    adjust(&mut config);
     SipStack::start(config, move |_trunk: &str, called: &str| {
         known.contains(&called)
     })
