@@ -757,6 +757,11 @@ impl<'p, 'a> Run<'p, 'a> {
                     heard: heard.clone(),
                 },
             );
+            // A blank transcript is no input.
+            let heard = match heard {
+                Heard::Speech { transcript, .. } if transcript.trim().is_empty() => Heard::NoInput,
+                h => h,
+            };
             let matched = match &heard {
                 Heard::HungUp => return Step::Stop(EndReason::HungUp),
                 Heard::NoInput => {
@@ -772,9 +777,7 @@ impl<'p, 'a> Run<'p, 'a> {
                         },
                     );
                     n_empty += 1;
-                    pre = self
-                        .prompt_audio(&*port, f.audio.get(), voice)
-                        .map(|s| (s, f.is_interruptible.flag()));
+                    pre = self.fallback_prompt(b, f, "", voice, port).await;
                     say_statement = f.is_repeat_statement.flag();
                     continue;
                 }
@@ -818,12 +821,87 @@ impl<'p, 'a> Run<'p, 'a> {
                         },
                     );
                     n_invalid += 1;
-                    pre = self
-                        .prompt_audio(&*port, f.audio.get(), voice)
-                        .map(|s| (s, f.is_interruptible.flag()));
+                    let said = match &heard {
+                        Heard::Speech { transcript, .. } => transcript.as_str(),
+                        _ => "",
+                    };
+                    pre = self.fallback_prompt(b, f, said, voice, port).await;
                     say_statement = f.is_repeat_statement.flag();
                 }
             }
+        }
+    }
+
+    /// A fallback's prompt: its `audio`, else (when its `llm_properties` has a model or
+    /// messages) a reply generated from the configured messages plus what the caller said.
+    async fn fallback_prompt(
+        &mut self,
+        b: BrickRef<'a>,
+        f: &Fallback,
+        said: &str,
+        voice: Option<&TtsSettings>,
+        port: &mut dyn CallPort,
+    ) -> Option<(PromptSpec, bool)> {
+        let interruptible = f.is_interruptible.flag();
+        if let Some(p) = self.prompt_audio(&*port, f.audio.get(), voice) {
+            return Some((p, interruptible));
+        }
+        let l = f
+            .llm_properties
+            .get()
+            .filter(|l| !l.model.str().is_empty() || !l.messages.items().is_empty())?;
+        let mut req = self.llm_request(&*port, l);
+        if !said.trim().is_empty() {
+            req.messages.push(("user".into(), said.to_string()));
+        }
+        match port.llm(&req).await {
+            Ok(reply) => {
+                self.record(
+                    &*port,
+                    Event::LlmReplied {
+                        brick_id: b.id.to_string(),
+                        reply: reply.clone(),
+                    },
+                );
+                let text = reply.trim();
+                (!text.is_empty()).then(|| {
+                    (
+                        PromptSpec::Tts {
+                            text: text.to_string(),
+                            voice: self.voice(voice),
+                        },
+                        interruptible,
+                    )
+                })
+            }
+            Err(error) => {
+                self.record(
+                    &*port,
+                    Event::PortError {
+                        brick_id: b.id.to_string(),
+                        operation: "llm".into(),
+                        error,
+                    },
+                );
+                None
+            }
+        }
+    }
+
+    /// An LLM request from brick settings, messages rendered.
+    fn llm_request(&self, port: &dyn CallPort, l: &LlmProperties) -> LlmRequest {
+        LlmRequest {
+            engine: l.engine.str().to_string(),
+            model: l.model.str().to_string(),
+            provider: l.provider.str().to_string(),
+            temperature: l.temperature.f64(),
+            gdpr_required: l.gdpr_required.flag(),
+            messages: l
+                .messages
+                .items()
+                .iter()
+                .map(|m| (m.role.str().to_string(), self.render(port, m.content.str())))
+                .collect(),
         }
     }
 
@@ -966,37 +1044,19 @@ impl<'p, 'a> Run<'p, 'a> {
             .and_then(|i| i.llm_properties.get())
             .filter(|l| !l.model.str().is_empty() || !l.messages.items().is_empty())
         {
-            let mut messages: Vec<(String, String)> = l
-                .messages
-                .items()
-                .iter()
-                .map(|m| {
-                    (
-                        m.role.str().to_string(),
-                        self.render(&*port, m.content.str()),
-                    )
-                })
-                .collect();
+            let mut req = self.llm_request(&*port, l);
             let choices: Vec<String> = answers
                 .iter()
                 .map(|a| format!("{}: {}", a.answer_id.str(), a.description.str()))
                 .collect();
-            messages.push((
+            req.messages.push((
                 "system".into(),
                 format!(
                     "Reply with exactly one answer id from this list, or none:\n{}",
                     choices.join("\n")
                 ),
             ));
-            messages.push(("user".into(), transcript.to_string()));
-            let req = LlmRequest {
-                engine: l.engine.str().to_string(),
-                model: l.model.str().to_string(),
-                provider: l.provider.str().to_string(),
-                temperature: l.temperature.f64(),
-                gdpr_required: l.gdpr_required.flag(),
-                messages,
-            };
+            req.messages.push(("user".into(), transcript.to_string()));
             match port.llm(&req).await {
                 Ok(reply) => {
                     let r = reply

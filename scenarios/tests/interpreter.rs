@@ -756,3 +756,32 @@ async fn without_start_call_outbound_calls_start_at_outbound_call() {
     };
     assert_eq!((voice.engine.as_str(), voice.speed), ("", None));
 }
+
+#[tokio::test]
+async fn llm_fallbacks_generate_the_reprompt_and_blank_speech_is_no_input() {
+    let props = json!({
+        "statement": {"audio": {"mode": "tts", "tts": {"text": "Pick a or b."}}, "is_interruptible": false},
+        "answer": {"answers": [{"answer_id": "a", "speech_input": {"tokens": ["alpha"]}}]},
+        "fallback_invalid": {"fallbacks": [{"is_repeat_statement": false, "type": "llm",
+            "llm_properties": {"model": "m", "messages": [{"role": "system", "content": "Rephrase for {{name}}."}]}}]},
+        "fallback_empty": {"fallbacks": [{"is_repeat_statement": true}]}
+    });
+    let mut port = ScriptedCall::new()
+        .say("   ")
+        .say("beta")
+        .llm_reply("Say alpha, please.")
+        .say("alpha");
+    let r = run(&question(props), &mut port).await;
+    assert_eq!(answer_taken(&r), "a");
+    assert_eq!(
+        port.played_texts(),
+        vec!["Pick a or b.", "Pick a or b.", "Say alpha, please."]
+    );
+    assert_eq!(
+        port.llm_requests[0].messages,
+        vec![
+            ("system".to_string(), "Rephrase for Ann.".to_string()),
+            ("user".to_string(), "beta".to_string())
+        ]
+    );
+}
