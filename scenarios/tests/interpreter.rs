@@ -761,7 +761,7 @@ async fn without_start_call_outbound_calls_start_at_outbound_call() {
 async fn llm_fallbacks_generate_the_reprompt_and_blank_speech_is_no_input() {
     let props = json!({
         "statement": {"audio": {"mode": "tts", "tts": {"text": "Pick a or b."}}, "is_interruptible": false},
-        "answer": {"answers": [{"answer_id": "a", "speech_input": {"tokens": ["alpha"]}}]},
+        "answer": {"answers": [{"answer_id": "a", "speech_input": {"tokens": ["alpha"]}}, {"answer_id": "b", "speech_input": {"tokens": ["bravo"]}}]},
         "fallback_invalid": {"fallbacks": [{"is_repeat_statement": false, "type": "llm",
             "llm_properties": {"model": "m", "messages": [{"role": "system", "content": "Rephrase for {{name}}."}]}}]},
         "fallback_empty": {"fallbacks": [{"is_repeat_statement": true}]}
