@@ -960,6 +960,9 @@ impl<'p, 'a> Run<'p, 'a> {
             interruption_shift_ms: stt
                 .and_then(|s| s.interruption_shift.get())
                 .and_then(|s| s.duration.f64()),
+            stt_properties: stt
+                .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
+                .unwrap_or(Value::Null),
         });
         let d = p.dtmf_properties.get();
         let dtmf = dtmf_on.then(|| DtmfSpec {

@@ -65,6 +65,9 @@ pub struct SpeechSpec {
     pub recognition_shift_ms: Option<f64>,
     /// Milliseconds to shift barge-in detection.
     pub interruption_shift_ms: Option<f64>,
+    /// The brick's whole `stt_properties` object as stored (grammar parameters, class tokens,
+    /// filters, timezone...), for engines that use more than the fields above; `Null` when absent.
+    pub stt_properties: serde_json::Value,
 }
 
 /// DTMF collection settings.

@@ -162,6 +162,10 @@ async fn full_outbound_path_through_every_linear_kind() {
     );
     assert_eq!(speech.tokens, vec!["order", "deliver"]);
     assert_eq!(speech.speech_timeout_secs, Some(1.5));
+    assert_eq!(
+        speech.stt_properties["grammar_parameter"]["parameters"][0]["key"],
+        "k"
+    );
     let dtmf = spec.dtmf.as_ref().expect("dtmf");
     assert_eq!((dtmf.max_symbols, dtmf.finish_on_key), (1, Some('#')));
     assert_eq!(spec.no_input_timeout_secs, 6.0);
