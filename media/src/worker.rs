@@ -393,10 +393,7 @@ fn handle_command(cmd: Command, slots: &mut [Vec<Session>], now: u64) {
                 frames_played: 0,
             };
             match find(slots, id) {
-                Some(s) if s.current.is_none() => {
-                    s.current = Some(play);
-                    s.talkspurt = true;
-                }
+                Some(s) if s.current.is_none() => s.current = Some(play),
                 Some(s) => s.queue.push_back(play),
                 None => {
                     let mut play = play;
@@ -695,10 +692,11 @@ fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingSt
     }
 
     let codec = s.codec;
-    let marker = s.talkspurt;
-    s.talkspurt = false;
     let payload = &mut sc.tx[0][12..12 + FRAME_SAMPLES];
-    fill_bot_frame(s, codec, payload, &mut sc.bot);
+    let first_of_play = fill_bot_frame(s, codec, payload, &mut sc.bot);
+    // Marker: first packet of the stream, after a DTMF event, and the first frame of each prompt.
+    let marker = s.talkspurt || first_of_play;
+    s.talkspurt = false;
     let buf = &mut sc.tx[0];
     if write_rtp_header(buf, marker, codec.payload_type(), s.seq, s.ts, s.ssrc).is_err() {
         return;
@@ -718,22 +716,24 @@ fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingSt
 fn advance_playout_without_sending(s: &mut Session, sc: &mut Scratch) {
     let mut scratch = [0u8; FRAME_SAMPLES];
     let codec = s.codec;
-    fill_bot_frame(s, codec, &mut scratch, &mut sc.bot);
+    let _ = fill_bot_frame(s, codec, &mut scratch, &mut sc.bot);
 }
 
 /// Produces the bot's next frame: encoded into `payload`, linear into `bot`.
+/// Returns true when the frame is the first one of a playback (a talkspurt start).
 fn fill_bot_frame(
     s: &mut Session,
     codec: Codec,
     payload: &mut [u8],
     bot: &mut [i16; FRAME_SAMPLES],
-) {
+) -> bool {
     loop {
         let Some(play) = s.current.as_mut() else {
             payload.fill(codec.silence_byte());
             bot.fill(0);
-            return;
+            return false;
         };
+        let first = play.frames_played == 0;
         match &play.source {
             Playable::Prompt(p) => {
                 let enc = p.encoded(codec);
@@ -742,19 +742,19 @@ fn fill_bot_frame(
                     bot.copy_from_slice(&p.pcm()[play.pos..play.pos + FRAME_SAMPLES]);
                     play.pos += FRAME_SAMPLES;
                     play.frames_played += 1;
-                    return;
+                    return first;
                 }
             }
             Playable::Stream(st) => match st.take_frame(bot) {
                 StreamFrame::Frame => {
                     codec.encode_into(bot, payload);
                     play.frames_played += 1;
-                    return;
+                    return first;
                 }
                 StreamFrame::Starved => {
                     payload.fill(codec.silence_byte());
                     bot.fill(0);
-                    return;
+                    return false;
                 }
                 StreamFrame::Finished => {}
             },
@@ -764,7 +764,6 @@ fn fill_bot_frame(
             done.end(PlayEnd::Completed);
         }
         s.current = s.queue.pop_front();
-        s.talkspurt = true;
     }
 }
 
