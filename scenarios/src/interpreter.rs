@@ -330,7 +330,24 @@ impl<'p, 'a> Run<'p, 'a> {
 
     async fn enter(&mut self, b: BrickRef<'a>, port: &mut dyn CallPort) -> Step {
         let next = || Step::Take(output::NEXT.to_string());
-        let Some(props) = b.props else { return next() };
+        let Some(props) = b.props else {
+            // Terminal kinds stop even without (or with malformed) properties.
+            return match b.kind {
+                BrickKind::End | BrickKind::EndCall => {
+                    port.hangup("").await;
+                    Step::Stop(match b.kind {
+                        BrickKind::End => EndReason::End {
+                            brick_id: b.id.to_string(),
+                        },
+                        _ => EndReason::EndCall {
+                            brick_id: b.id.to_string(),
+                            signal: String::new(),
+                        },
+                    })
+                }
+                _ => next(),
+            };
+        };
         match props {
             BrickProps::StartTree(_) | BrickProps::InboundCall(_) | BrickProps::StartCall(_) => {
                 next()

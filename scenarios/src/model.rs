@@ -533,6 +533,14 @@ macro_rules! kinds {
             }
         }
 
+        impl BrickKind {
+            /// Calls `f` with empty properties of this kind (so an absent `properties` object is
+            /// validated like an empty one).
+            pub fn with_empty_props<R>(self, f: impl FnOnce(BrickProps<'_>) -> R) -> R {
+                match self { $( BrickKind::$variant => f(BrickProps::$variant(&<$props>::default())), )* }
+            }
+        }
+
         /// Borrowed typed properties of one brick.
         #[derive(Debug, Clone, Copy)]
         pub enum BrickProps<'a> { $( $variant(&'a $props), )* }

@@ -305,8 +305,12 @@ pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<Scenari
             );
         }
         check_outputs(b, &by_id, &mut out);
-        if let Some(props) = b.props {
-            check_props(props, ctx, &mut out);
+        match b.props {
+            Some(props) => check_props(props, ctx, &mut out),
+            None if b.raw.properties_invalid.is_none() => b
+                .kind
+                .with_empty_props(|props| check_props(props, ctx, &mut out)),
+            None => {}
         }
         let tree_id = tree[i].map(|r| all[r].id).unwrap_or("");
         for e in &mut out[first..] {

@@ -789,3 +789,34 @@ async fn llm_fallbacks_generate_the_reprompt_and_blank_speech_is_no_input() {
         ]
     );
 }
+
+#[tokio::test]
+async fn terminal_bricks_stop_even_without_properties() {
+    for (kind, want) in [
+        (
+            "end",
+            EndReason::End {
+                brick_id: "x".into(),
+            },
+        ),
+        (
+            "end_call",
+            EndReason::EndCall {
+                brick_id: "x".into(),
+                signal: String::new(),
+            },
+        ),
+    ] {
+        let v = json!({"constructor": {"bricks": {
+            "start_call": {"v1": [{"id": "s", "outputs": [{"type": "next", "next": "x"}]}]},
+            kind: {"v1": [{"id": "x"}]}}}});
+        assert_eq!(
+            validate(&Snapshot::from_value(&v).expect("snapshot"), &AcceptAll),
+            vec![]
+        );
+        let mut port = ScriptedCall::new();
+        let r = run(&v, &mut port).await;
+        assert_eq!(r.end, want);
+        assert_eq!(port.hangups, vec![""]);
+    }
+}

@@ -194,6 +194,13 @@ fn scn111_missing_required_property() {
         json!({"id": "x", "properties": {"transfer_mode": "blind"}}),
     );
     assert_eq!(only(&v, "SCN111").property, "properties.number");
+    // an absent properties object is checked like an empty one
+    let mut v = base();
+    bricks(&mut v)["audio_tts"]["v1"][0]
+        .as_object_mut()
+        .expect("obj")
+        .remove("properties");
+    assert_eq!(only(&v, "SCN111").property, "properties.text");
 }
 
 #[test]
