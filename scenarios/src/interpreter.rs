@@ -232,7 +232,7 @@ impl<'p, 'a> Run<'p, 'a> {
     }
 
     fn render(&self, port: &dyn CallPort, text: &str) -> String {
-        if !text.contains("{{") {
+        if !template::has_open(text) {
             return text.to_string();
         }
         let scope = Scope {

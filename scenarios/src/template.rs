@@ -41,6 +41,12 @@ pub fn is_valid_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(is_name_char)
 }
 
+/// True when `s` contains `{{` (a byte scan: cheaper than a substring search for the short
+/// strings of a scenario, and this runs for every string property).
+pub fn has_open(s: &str) -> bool {
+    s.as_bytes().windows(2).any(|w| w == b"{{")
+}
+
 /// A piece of a parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece<'a> {
@@ -98,7 +104,7 @@ pub fn parse(template: &str) -> Result<Vec<Piece<'_>>, TemplateError> {
 
 /// Checks a template's syntax.
 pub fn check(template: &str) -> Result<(), TemplateError> {
-    if !template.contains("{{") {
+    if !has_open(template) {
         return Ok(());
     }
     parse(template).map(|_| ())
@@ -120,7 +126,7 @@ pub fn variables(template: &str) -> Vec<&str> {
 
 /// Renders a template. Unknown variables render as ""; a malformed `{{` is kept literally.
 pub fn render(template: &str, vars: &dyn Vars) -> String {
-    if !template.contains("{{") {
+    if !has_open(template) {
         return template.to_string();
     }
     let mut out = String::with_capacity(template.len());

@@ -194,10 +194,10 @@ pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<Scenari
     // Ids.
     let mut by_id: HashMap<&str, usize> = HashMap::with_capacity(all.len());
     for (i, b) in all.iter().enumerate() {
-        let at = format!("{}.v1[{}]", b.kind.as_str(), b.index);
+        let at = || format!("{}.v1[{}]", b.kind.as_str(), b.index);
         if let Opt::Invalid(v) = b.raw.id {
             out.push(webhook::type_error(
-                &format!("constructor.bricks.{at}.id"),
+                &format!("constructor.bricks.{}.id", at()),
                 "a string",
                 v,
             ));
@@ -205,8 +205,8 @@ pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<Scenari
         }
         if b.id.trim().is_empty() {
             out.push(
-                ScenarioError::new(Code::MissingId, format!("brick {at} has no id"))
-                    .property(format!("constructor.bricks.{at}.id")),
+                ScenarioError::new(Code::MissingId, format!("brick {} has no id", at()))
+                    .property(format!("constructor.bricks.{}.id", at())),
             );
             continue;
         }
@@ -216,7 +216,7 @@ pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<Scenari
                 format!("brick id {:?} is used more than once", b.id),
             )
             .node(b.id);
-            e.duplicate_node_index = at;
+            e.duplicate_node_index = at();
             out.push(e);
         } else {
             by_id.insert(b.id, i);
@@ -277,7 +277,7 @@ pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<Scenari
     // Per brick.
     for (i, b) in all.iter().enumerate() {
         let first = out.len();
-        let at = format!("constructor.bricks.{}.v1[{}]", b.kind.as_str(), b.index);
+        let at = || format!("constructor.bricks.{}.v1[{}]", b.kind.as_str(), b.index);
         if tree[i].is_none() && !b.id.is_empty() {
             out.push(ScenarioError::new(
                 Code::UnreachableBrick,
@@ -288,7 +288,7 @@ pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<Scenari
             out.push(
                 ScenarioError::new(
                     Code::MalformedStructure,
-                    format!("{at}.properties must be an object"),
+                    format!("{}.properties must be an object", at()),
                 )
                 .property("properties")
                 .value(value_text(v)),
@@ -298,7 +298,7 @@ pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<Scenari
             out.push(
                 ScenarioError::new(
                     Code::MalformedStructure,
-                    format!("{at}.outputs must be an array of objects"),
+                    format!("{}.outputs must be an array of objects", at()),
                 )
                 .property("outputs")
                 .value(value_text(v)),
@@ -431,7 +431,7 @@ fn one_of(o: &Opt<String>, path: &str, allowed: &[&str], out: &mut Vec<ScenarioE
 
 fn audio_ref(url: &str, path: &str, ctx: &dyn ValidationContext, out: &mut Vec<ScenarioError>) {
     let url = url.trim();
-    if url.is_empty() || url.contains("{{") {
+    if url.is_empty() || template::has_open(url) {
         return;
     }
     if !ctx.audio_exists(url) {
@@ -651,7 +651,7 @@ fn check_props(props: BrickProps<'_>, ctx: &dyn ValidationContext, out: &mut Vec
                     match ElementOp::parse(op) {
                         Some(ElementOp::Regex) => {
                             let pat = el.value.str();
-                            if !pat.contains("{{")
+                            if !template::has_open(pat)
                                 && let Err(e) = regex_syntax::Parser::new().parse(pat)
                             {
                                 out.push(
