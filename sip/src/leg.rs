@@ -304,6 +304,8 @@ impl Driver {
 
     pub async fn run(mut self) {
         let mut answered = false;
+        let mut cmd_open = true;
+        let mut state_open = true;
         let mut ended = false;
         let mut cancel_cause: Option<CancelCause> = None;
         let mut local_bye = false;
@@ -451,12 +453,12 @@ impl Driver {
                         }
                     }
                 }
-                cmd = self.cmd_rx.recv() => {
+                cmd = self.cmd_rx.recv(), if cmd_open => {
                     let Some(cmd) = cmd else {
                         // Every handle dropped: nobody can hang up any more, so do it now.
                         if answered { let _ = self.dialog.bye().await; } else if awaiting_final { let _ = self.dialog.cancel().await; } else if self.direction == LegDirection::Inbound { let _ = self.dialog.reject(Some(StatusCode::TemporarilyUnavailable), None); }
-                        // Keep running until the dialog reports its end so the state channel drains.
-                        self.cmd_rx = mpsc::unbounded_channel().1;
+                        // Keep running until the dialog reports its end; stop polling commands.
+                        cmd_open = false;
                         continue;
                     };
                     match cmd {
@@ -547,8 +549,16 @@ impl Driver {
                         }
                     }
                 }
-                state = self.state_rx.recv() => {
-                    let Some(state) = state else { break; };
+                state = self.state_rx.recv(), if state_open => {
+                    let Some(state) = state else {
+                        if self.direction == LegDirection::Outbound && awaiting_final {
+                            // The INVITE task still reports the final response.
+                            state_open = false;
+                            continue;
+                        }
+                        self.emit(LegEvent::Ended(end_info(if answered { CallStatus::Answered } else { CallStatus::Failed }, None, "dialog closed".into(), Party::Local)));
+                        break;
+                    };
                     match state {
                         DialogState::Early(_, resp) => {
                             let code = status_u16(&resp.status_code);
