@@ -7,8 +7,10 @@
 pub mod api;
 pub mod auth;
 pub mod bootstrap;
+pub mod catalog;
 pub mod flags;
 pub mod ids;
+pub mod objects;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -105,6 +105,7 @@ impl TestServer {
         let mut settings = Settings {
             public_url: base_url.clone(),
             password_cost: PasswordCost::fast_for_tests(),
+            objects: crate::objects::ObjectsConfig { local_dir: dir.path().join("objects"), ..Default::default() },
             ..Settings::default()
         };
         tune(&mut settings);

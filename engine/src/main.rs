@@ -112,6 +112,11 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             iterations: cfg.auth.argon2_iterations,
             parallelism: 1,
         },
+        objects: callsmith_control::objects::ObjectsConfig {
+            local_dir: cfg.data_dir.join("objects"),
+            ..Default::default()
+        },
+        ..Settings::default()
     };
     let app = callsmith_control::router(AppState::new(store.clone(), settings));
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)

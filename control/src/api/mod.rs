@@ -49,6 +49,10 @@ pub struct Settings {
     pub magic_link_ttl: Duration,
     /// argon2id cost for new password hashes.
     pub password_cost: PasswordCost,
+    /// Object storage (audio files, recordings, histories): `[objects]`.
+    pub objects: crate::objects::ObjectsConfig,
+    /// Recognition catalog and nodes: `[stt]`.
+    pub stt: crate::catalog::SttConfig,
 }
 
 impl Default for Settings {
@@ -59,6 +63,8 @@ impl Default for Settings {
             password_reset_ttl: Duration::from_secs(3600),
             magic_link_ttl: Duration::from_secs(15 * 60),
             password_cost: PasswordCost::default(),
+            objects: Default::default(),
+            stt: Default::default(),
         }
     }
 }
@@ -72,21 +78,37 @@ pub struct AppState {
     /// A password hash at the configured cost, verified against when a login names an
     /// unknown email so response time does not reveal which emails exist.
     pub(crate) dummy_hash: Arc<String>,
+    /// Object storage (see [`crate::objects`]).
+    pub objects: Arc<crate::objects::Objects>,
+    /// Recognition catalog and node pools (see [`crate::catalog`]).
+    pub stt: Arc<crate::catalog::SttEngines>,
 }
 
 impl AppState {
+    /// Like [`AppState::try_new`], panicking on invalid `objects` / `stt` settings.
     pub fn new(store: Store, settings: Settings) -> Self {
+        Self::try_new(store, settings).unwrap_or_else(|e| panic!("invalid settings: {e}"))
+    }
+
+    /// Builds the state; opens object storage and loads the recognition catalog (an
+    /// error names the offending setting).
+    pub fn try_new(store: Store, settings: Settings) -> Result<Self, String> {
+        let objects = crate::objects::Objects::new(&settings.objects, &settings.public_url)
+            .map_err(|e| format!("objects: {e}"))?;
+        let stt = crate::catalog::SttEngines::new(&settings.stt)?;
         let dummy_hash = crate::auth::password::hash_password(
             "callsmith-dummy-password",
             settings.password_cost,
         )
         .unwrap_or_default();
-        AppState {
+        Ok(AppState {
             store,
             settings: Arc::new(settings),
             metrics: Arc::new(Metrics::new()),
             dummy_hash: Arc::new(dummy_hash),
-        }
+            objects: Arc::new(objects),
+            stt: Arc::new(stt),
+        })
     }
 }
 

@@ -59,6 +59,7 @@ capabilities! {
     LimitsAccount => "limits:account", LimitsAccount, "See account-level usage limits (account.limits in the profile).";
     ResourcesRead => "resources:read", ResourcesRead, "Read account-owned resources (agents, numbers, scenarios, audio, …).";
     ResourcesWrite => "resources:write", ResourcesWrite, "Create, change and delete account-owned resources.";
+    SttPresetsManage => "stt_presets:manage", SttPresetsManage, "Create, change and delete global STT dictionary presets.";
 }
 
 /// Roles a user can hold (the `roles` array of a User).

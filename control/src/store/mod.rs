@@ -20,6 +20,8 @@ use sqlx::{
 };
 
 mod accounts;
+mod audio;
+mod dictionaries;
 mod flags;
 mod keys;
 mod provision;
@@ -28,6 +30,8 @@ mod trunks;
 mod users;
 
 pub use accounts::{AccountPatch, AccountRecord, NewAccount};
+pub use audio::{AudioRecord, NewAudio};
+pub use dictionaries::{DictionaryPatch, DictionaryRecord};
 pub use flags::FlagRuleRecord;
 pub use provision::create_postgres_database;
 pub use keys::{ApiKeyRecord, AuthLookup, SessionLookup, TokenPurpose};

@@ -1,6 +1,10 @@
 //! The v1 family. One module per resource group; [`routes`] merges them.
 
 mod accounts;
+mod tts;
+mod stt;
+mod dictionaries;
+mod audio;
 mod auth;
 mod flags;
 mod profile;
@@ -28,6 +32,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(accounts::routes())
         .merge(trunks::routes())
         .merge(flags::routes())
+        .merge(audio::routes())
+        .merge(dictionaries::routes())
+        .merge(stt::routes())
+        .merge(tts::routes())
 }
 
 /// Hashes a password off the async runtime (argon2 is deliberately slow).

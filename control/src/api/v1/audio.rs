@@ -1,0 +1,484 @@
+//! Audio files (POST/GET/DELETE /v1/audio…) and the public routes serving stored bytes:
+//! an audio file's never-expiring `location` and local-provider signed links.
+//!
+//! Upload: the `file` part of a multipart body is streamed into object storage as it
+//! arrives (never held whole in memory). Above 32 MiB the upload is aborted, nothing is
+//! stored, and the answer is 413 `file_too_large`. A missing `file` part or an empty file
+//! is 400. The part's content type is kept (audio/wav when absent); only audio types and
+//! application/octet-stream are accepted, because `location` serves the bytes publicly
+//! with that type from this origin (a text/html "audio file" would be a stored XSS).
+//!
+//! `location` is `{public_url}/v1/audio/{id}/content?token=…`: public, no bearer needed,
+//! never expiring; the token is an HMAC of the id under the storage signing key, so the
+//! URL is unguessable and safe to embed in scenario content. Deleting the audio file
+//! ends it.
+
+use std::time::Duration;
+
+use axum::{
+    body::Body,
+    extract::{Multipart, State, multipart::MultipartRejection},
+    http::{HeaderValue, StatusCode, header},
+    response::Response,
+};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use crate::{
+    api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
+    auth::{Authz, Caller, cap},
+    ids::{has_prefix, new_sid, prefix},
+    objects::{LinkError, ObjectError, SIGNED_ROUTE, SignedLink, guess_content_type, link_ttl},
+    store::{AudioRecord, NewAudio},
+};
+
+/// Largest accepted audio file (the spec's upload limit).
+pub const MAX_AUDIO_BYTES: u64 = 32 * 1024 * 1024;
+/// Bytes of non-`file` parts tolerated in an upload body.
+const MAX_OTHER_PART_BYTES: u64 = 64 * 1024;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        // Uploads are bounded by the streaming check below, not by the 2 MB default.
+        .routes(routes!(upload_audio))
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .routes(routes!(list_audio))
+        .routes(routes!(get_audio, delete_audio))
+        .routes(routes!(audio_content))
+        .routes(routes!(audio_signed_link))
+        .routes(routes!(signed_object))
+}
+
+/// An audio file.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Audio {
+    /// `aud_`-prefixed id.
+    pub id: String,
+    /// Stable public service URL serving the file; never expires.
+    pub location: String,
+    /// Stored basename: `<id>.wav` (the id carries the `aud_` prefix).
+    pub filename: String,
+    /// The type the file is stored and served with.
+    pub content_type: String,
+    /// Canonical storage object URI (`file:///…` or `s3://bucket/…`).
+    pub url: String,
+    /// Storage provider holding the object: `local` or `s3`.
+    pub provider: String,
+    /// The filename the client sent (provenance; empty when none).
+    pub original_filename: String,
+    pub size_bytes: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+fn view(state: &AppState, r: &AudioRecord) -> Audio {
+    let token = state.objects.capability_token(&r.sid);
+    Audio {
+        id: r.sid.clone(),
+        location: format!(
+            "{}/v1/audio/{}/content?token={token}",
+            state.settings.public_url.trim_end_matches('/'),
+            r.sid
+        ),
+        filename: basename(&r.object_path).to_string(),
+        content_type: r.content_type.clone(),
+        url: r.url.clone(),
+        provider: r.provider.clone(),
+        original_filename: r.original_filename.clone(),
+        size_bytes: r.size_bytes,
+        created_at: r.created_at,
+    }
+}
+
+fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Multipart body of POST /v1/audio (documentation only).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct AudioUpload {
+    /// The audio bytes; the part's Content-Type is kept (audio/wav when absent).
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+}
+
+fn acceptable_type(ct: &str) -> bool {
+    let main = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match main.split_once('/') {
+        Some(("audio", sub)) => !sub.is_empty(),
+        _ => main == "application/octet-stream",
+    }
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "file_too_large",
+        format!("file: larger than {MAX_AUDIO_BYTES} bytes (32 MiB)"),
+    )
+}
+
+/// Reads the rest of an over-limit body (bounded in time) so the client receives the
+/// 413 instead of a reset connection.
+async fn drain(mp: &mut Multipart) {
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(Some(mut f)) = mp.next_field().await {
+            while let Ok(Some(_)) = f.chunk().await {}
+        }
+    })
+    .await;
+}
+
+/// Upload an audio file (multipart part `file`). Above 32 MiB: 413, nothing stored.
+#[utoipa::path(post, path = "/v1/audio", tag = "audio",
+    request_body(content = AudioUpload, content_type = "multipart/form-data"),
+    params(("X-Account-Sid" = Option<String>, Header, description = "Account; required for the superuser and tenant keys")), security(("bearer" = [])),
+    responses((status = 201, body = Audio), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn upload_audio(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesWrite>,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> ApiResult<(StatusCode, Json<Audio>)> {
+    let account = auth.account_scope(&state).await?;
+    let mut mp = multipart.map_err(|e| {
+        ApiError::bad_request("invalid_body", format!("multipart body: {}", e.body_text()))
+    })?;
+    let sid = new_sid(prefix::AUDIO);
+    let path = format!("audio/{}/{sid}.wav", account.sid);
+    let mut stored: Option<(String, String, u64)> = None;
+    let mut other_bytes: u64 = 0;
+    loop {
+        let mut field = match mp.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => {
+                if stored.is_some() {
+                    let _ = state.objects.delete(&path).await;
+                }
+                return Err(ApiError::bad_request(
+                    "invalid_body",
+                    format!("multipart body: {}", e.body_text()),
+                ));
+            }
+        };
+        if field.name() == Some("file") && stored.is_none() {
+            let content_type = field
+                .content_type()
+                .map(str::to_string)
+                .unwrap_or_else(|| "audio/wav".to_string());
+            if !acceptable_type(&content_type) {
+                return Err(ApiError::bad_request(
+                    "unsupported_content_type",
+                    format!(
+                        "file: content type {content_type:?} is not audio/* or application/octet-stream"
+                    ),
+                ));
+            }
+            let filename = field.file_name().unwrap_or("").chars().take(255).collect();
+            match state
+                .objects
+                .put_stream(&path, Some(&content_type), Box::pin(field), MAX_AUDIO_BYTES)
+                .await
+            {
+                Ok(n) => stored = Some((content_type, filename, n)),
+                Err(ObjectError::TooLarge(_)) => {
+                    drain(&mut mp).await;
+                    return Err(too_large());
+                }
+                Err(ObjectError::Interrupted(m)) => {
+                    return Err(ApiError::bad_request(
+                        "invalid_body",
+                        format!("file: upload interrupted: {m}"),
+                    ));
+                }
+                Err(e) => return Err(ApiError::internal(e)),
+            }
+        } else {
+            loop {
+                match field.chunk().await {
+                    Ok(Some(c)) => {
+                        other_bytes += c.len() as u64;
+                        if other_bytes > MAX_OTHER_PART_BYTES {
+                            if stored.is_some() {
+                                let _ = state.objects.delete(&path).await;
+                            }
+                            drain(&mut mp).await;
+                            return Err(too_large());
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        if stored.is_some() {
+                            let _ = state.objects.delete(&path).await;
+                        }
+                        return Err(ApiError::bad_request(
+                            "invalid_body",
+                            format!("multipart body: {}", e.body_text()),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let Some((content_type, filename, size)) = stored else {
+        return Err(ApiError::bad_request(
+            "file_required",
+            "file: a multipart part named file is required",
+        ));
+    };
+    if size == 0 {
+        let _ = state.objects.delete(&path).await;
+        return Err(ApiError::bad_request("empty_file", "file: is empty"));
+    }
+    let url = state.objects.uri(&path);
+    let created = state
+        .store
+        .audio_create(&NewAudio {
+            sid: &sid,
+            tenant_sid: &account.tenant_sid,
+            account_sid: &account.sid,
+            object_path: &path,
+            provider: state.objects.provider().as_str(),
+            url: &url,
+            content_type: &content_type,
+            original_filename: &filename,
+            size_bytes: size as i64,
+        })
+        .await;
+    match created {
+        Ok(r) => Ok((StatusCode::CREATED, Json(view(&state, &r)))),
+        Err(e) => {
+            let _ = state.objects.delete(&path).await;
+            Err(e.into())
+        }
+    }
+}
+
+/// Query of the audio list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct AudioListQuery {
+    /// Page size, 0..=500, default 100.
+    pub limit: Option<i64>,
+    /// Rows to skip, default 0.
+    pub offset: Option<i64>,
+}
+
+/// List the account's audio files, oldest first.
+#[utoipa::path(get, path = "/v1/audio", tag = "audio",
+    params(AudioListQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for the superuser and tenant keys")), security(("bearer" = [])),
+    responses((status = 200, body = Page<Audio>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn list_audio(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Query(q): Query<AudioListQuery>,
+) -> ApiResult<Json<Page<Audio>>> {
+    let page = PageParams::new(q.limit, q.offset)?;
+    let account = auth.account_scope(&state).await?;
+    let (rows, total) = state
+        .store
+        .audio_list(&account.sid, page.limit, page.offset)
+        .await?;
+    Ok(Json(Page::new(
+        rows.iter().map(|r| view(&state, r)).collect(),
+        total,
+        page,
+    )))
+}
+
+/// The audio file `sid` of the account in scope (404 otherwise).
+async fn scoped_audio(state: &AppState, caller: &Caller, sid: &str) -> ApiResult<AudioRecord> {
+    if !has_prefix(sid, prefix::AUDIO) {
+        return Err(ApiError::not_found("audio"));
+    }
+    let account = caller.account_scope(state).await?;
+    match state.store.audio_get(sid).await? {
+        Some(r) if r.account_sid == account.sid => Ok(r),
+        _ => Err(ApiError::not_found("audio")),
+    }
+}
+
+/// Get an audio file.
+#[utoipa::path(get, path = "/v1/audio/{id}", tag = "audio", params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header)), security(("bearer" = [])),
+    responses((status = 200, body = Audio), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn get_audio(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Audio>> {
+    let r = scoped_audio(&state, &auth, &id).await?;
+    Ok(Json(view(&state, &r)))
+}
+
+/// Delete an audio file and its stored object (its `location` stops serving).
+#[utoipa::path(delete, path = "/v1/audio/{id}", tag = "audio", params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header)), security(("bearer" = [])),
+    responses((status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn delete_audio(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesWrite>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let r = scoped_audio(&state, &auth, &id).await?;
+    match state.store.audio_delete(&r.sid).await {
+        Ok(()) => {}
+        Err(crate::store::StoreError::NotFound) => return Err(ApiError::not_found("audio")),
+        Err(e) => return Err(e.into()),
+    }
+    // The row is gone first: a failed object delete leaves an orphan object, never a
+    // row pointing at nothing.
+    if let Err(e) = state.objects.delete(&r.object_path).await {
+        tracing::warn!(path = %r.object_path, error = %e, "audio object not deleted");
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Query of an audio file's location.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ContentQuery {
+    /// The capability token of the location URL.
+    pub token: Option<String>,
+}
+
+async fn serve_object(
+    state: &AppState,
+    path: &str,
+    content_type: &str,
+    filename: &str,
+) -> ApiResult<Response> {
+    let (info, stream) = match state.objects.stream(path).await {
+        Ok(s) => s,
+        Err(ObjectError::NotFound) => return Err(ApiError::not_found("object")),
+        Err(e) => return Err(ApiError::internal(e)),
+    };
+    let mut resp = Response::new(Body::from_stream(stream));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(content_type)
+            .unwrap_or(HeaderValue::from_static("application/octet-stream")),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(info.size));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&format!("inline; filename=\"{filename}\"")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(resp)
+}
+
+/// An audio file's bytes, served with its content type (public: the `location` URL;
+/// a missing or wrong token reads as absent).
+#[utoipa::path(get, path = "/v1/audio/{id}/content", tag = "audio", params(("id" = String, Path), ContentQuery),
+    responses((status = 200, description = "The audio bytes", content_type = "audio/*"), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn audio_content(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<ContentQuery>,
+) -> ApiResult<Response> {
+    let ok = q
+        .token
+        .as_deref()
+        .is_some_and(|t| state.objects.verify_capability_token(&id, t));
+    if !ok {
+        return Err(ApiError::not_found("audio"));
+    }
+    let r = state
+        .store
+        .audio_get(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("audio"))?;
+    serve_object(
+        &state,
+        &r.object_path,
+        &r.content_type,
+        basename(&r.object_path),
+    )
+    .await
+}
+
+/// Query of a signed-link request.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct SignedLinkQuery {
+    /// Link lifetime in seconds: default 3600, at most 604800.
+    pub ttl: Option<u64>,
+}
+
+/// A time-bounded download link for an audio file (S3: presigned; local: signed
+/// service URL).
+#[utoipa::path(get, path = "/v1/audio/{id}/signed-link", tag = "audio", params(("id" = String, Path), SignedLinkQuery, ("X-Account-Sid" = Option<String>, Header)), security(("bearer" = [])),
+    responses((status = 200, body = SignedLink), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn audio_signed_link(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Path(id): Path<String>,
+    Query(q): Query<SignedLinkQuery>,
+) -> ApiResult<Json<SignedLink>> {
+    let ttl = link_ttl(q.ttl).map_err(|m| ApiError::bad_request("invalid_query", m))?;
+    let r = scoped_audio(&state, &auth, &id).await?;
+    let link = state
+        .objects
+        .signed_link(&r.object_path, ttl, Some(&r.content_type))
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(link))
+}
+
+/// Query of a local signed link (made by the service; see objects.rs).
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct SignedObjectQuery {
+    /// Object path.
+    pub path: String,
+    /// Expiry, Unix seconds.
+    pub expires: i64,
+    /// Content type to serve (covered by the signature).
+    pub ct: Option<String>,
+    /// HMAC-SHA256 signature, hex.
+    pub sig: String,
+}
+
+/// Serves an object through a local signed link (public; 403 `link_expired` after the
+/// expiry, 403 `invalid_signature` when any parameter was altered).
+#[utoipa::path(get, path = SIGNED_ROUTE, tag = "audio", params(SignedObjectQuery),
+    responses((status = 200, description = "The object bytes"), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn signed_object(
+    State(state): State<AppState>,
+    Query(q): Query<SignedObjectQuery>,
+) -> ApiResult<Response> {
+    match state
+        .objects
+        .verify(&q.path, q.expires, q.ct.as_deref(), &q.sig)
+    {
+        Ok(()) => {}
+        Err(LinkError::Expired) => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "link_expired",
+                "the signed link has expired",
+            ));
+        }
+        Err(LinkError::BadSignature) => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "invalid_signature",
+                "the signed link's signature does not match",
+            ));
+        }
+    }
+    let ct =
+        q.ct.clone()
+            .unwrap_or_else(|| guess_content_type(&q.path).to_string());
+    serve_object(&state, &q.path, &ct, basename(&q.path)).await
+}

@@ -1,0 +1,834 @@
+//! Object storage facade: where audio files, call recordings and call histories live.
+//!
+//! One [`Objects`] per process, built from [`ObjectsConfig`]: a local directory (the
+//! default, under the data dir) or an S3-compatible bucket (endpoint, bucket, region,
+//! keys; `allow_http` for a local endpoint such as MinIO). Callers address objects by a
+//! relative *object path* (`audio/<account_sid>/aud_….wav`); [`Objects::uri`] gives the
+//! canonical, never-expiring storage URI (`file:///…` or `s3://bucket/…`) the call runtime
+//! reads by, and [`Objects::signed_link`] a time-bounded download link.
+//!
+//! Signed links: S3 presigns with its own credentials; the local provider has no URL of
+//! its own, so its links are service URLs (`{public_url}/v1/storage/signed?…`) carrying an
+//! HMAC-SHA256 over path, expiry and content type, checked by [`Objects::verify`] in the
+//! public route that serves them. The same key mints non-expiring capability tokens
+//! ([`Objects::capability_token`]) for URLs that must never expire (an audio file's
+//! `location`).
+//!
+//! Account-owned objects keep the account sid as the second path segment
+//! (`<kind>/<account_sid>/…`), so [`owner_of`] tells who may read a bare path.
+
+use std::{
+    path::{Path as FsPath, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::{Stream, StreamExt, stream::BoxStream};
+use hmac::{Hmac, Mac};
+use object_store::{
+    Attribute, Attributes, ObjectStore, PutMultipartOptions, PutOptions, PutPayload,
+    WriteMultipart,
+    aws::{AmazonS3, AmazonS3Builder},
+    local::LocalFileSystem,
+    path::Path as ObjPath,
+    signer::Signer,
+};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+use utoipa::ToSchema;
+
+/// Default lifetime of a signed link (seconds).
+pub const DEFAULT_LINK_TTL_SECS: u64 = 3600;
+/// Longest lifetime a signed link may be given (seconds): seven days.
+pub const MAX_LINK_TTL_SECS: u64 = 604_800;
+/// Route serving local-provider signed links.
+pub const SIGNED_ROUTE: &str = "/v1/storage/signed";
+
+/// Which backend holds the objects (the `provider` field of stored resources; it
+/// discriminates the URI scheme: `local` → `file://`, `s3` → `s3://`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    #[default]
+    Local,
+    S3,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Local => "local",
+            Provider::S3 => "s3",
+        }
+    }
+}
+
+/// S3-compatible bucket settings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct S3Config {
+    /// Endpoint URL for S3-compatible servers (MinIO, …); unset means AWS.
+    pub endpoint: Option<String>,
+    pub bucket: String,
+    pub region: String,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    /// Allow a plain-http endpoint (local servers).
+    pub allow_http: bool,
+    /// Virtual-hosted-style requests (`bucket.endpoint`) instead of path style.
+    pub virtual_hosted_style: bool,
+}
+
+/// `[objects]` configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ObjectsConfig {
+    pub provider: Provider,
+    /// Directory of the local provider (created when missing).
+    pub local_dir: PathBuf,
+    pub s3: S3Config,
+    /// Key for signed links and capability tokens (any string of ≥ 32 characters).
+    /// Unset: read from `signing_key_file`, generated there (mode 0600) when missing.
+    pub signing_key: Option<String>,
+    /// Where the generated signing key lives; unset: `<local_dir>.key` (a sibling of the
+    /// storage directory, never inside it).
+    pub signing_key_file: Option<PathBuf>,
+}
+
+impl Default for ObjectsConfig {
+    fn default() -> Self {
+        ObjectsConfig {
+            provider: Provider::Local,
+            local_dir: PathBuf::from("data/objects"),
+            s3: S3Config::default(),
+            signing_key: None,
+            signing_key_file: None,
+        }
+    }
+}
+
+/// Why an object operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error("object not found")]
+    NotFound,
+    #[error("invalid object path: {0}")]
+    InvalidPath(String),
+    /// The streamed body exceeded the limit; nothing was stored.
+    #[error("object larger than {0} bytes")]
+    TooLarge(u64),
+    /// The body stream failed (client went away); nothing was stored.
+    #[error("upload interrupted: {0}")]
+    Interrupted(String),
+    #[error("storage: {0}")]
+    Store(String),
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+impl From<object_store::Error> for ObjectError {
+    fn from(e: object_store::Error) -> Self {
+        match e {
+            object_store::Error::NotFound { .. } => ObjectError::NotFound,
+            object_store::Error::InvalidPath { source } => {
+                ObjectError::InvalidPath(source.to_string())
+            }
+            other => ObjectError::Store(other.to_string()),
+        }
+    }
+}
+
+/// A time-bounded download link (the spec's Signed link).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SignedLink {
+    pub signed_url: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Why a local signed link was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    #[error("the link has expired")]
+    Expired,
+    #[error("the link signature is invalid")]
+    BadSignature,
+}
+
+/// Metadata of a stored object.
+#[derive(Debug, Clone)]
+pub struct ObjectInfo {
+    pub size: u64,
+    pub content_type: Option<String>,
+}
+
+/// The storage handle (cheap to clone through `Arc`).
+#[derive(Debug)]
+pub struct Objects {
+    store: Arc<dyn ObjectStore>,
+    s3: Option<Arc<AmazonS3>>,
+    provider: Provider,
+    /// `file:///abs/dir` (no trailing slash) or `s3://bucket`.
+    uri_root: String,
+    key: Vec<u8>,
+    public_url: String,
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Chunk size of streamed uploads (S3 parts must be ≥ 5 MiB, except the last).
+const PART_SIZE: usize = 5 * 1024 * 1024;
+
+impl Objects {
+    /// Opens the configured storage. `public_url` is the service's base URL, used in
+    /// local-provider signed links.
+    pub fn new(cfg: &ObjectsConfig, public_url: &str) -> Result<Objects, ObjectError> {
+        let key = signing_key(cfg)?;
+        let public_url = public_url.trim_end_matches('/').to_string();
+        match cfg.provider {
+            Provider::Local => {
+                std::fs::create_dir_all(&cfg.local_dir).map_err(|e| {
+                    ObjectError::Config(format!("{}: {e}", cfg.local_dir.display()))
+                })?;
+                let dir = std::fs::canonicalize(&cfg.local_dir).map_err(|e| {
+                    ObjectError::Config(format!("{}: {e}", cfg.local_dir.display()))
+                })?;
+                let fs = LocalFileSystem::new_with_prefix(&dir)?.with_automatic_cleanup(true);
+                let root = url::Url::from_directory_path(&dir).map_err(|_| {
+                    ObjectError::Config(format!("{} is not absolute", dir.display()))
+                })?;
+                Ok(Objects {
+                    store: Arc::new(fs),
+                    s3: None,
+                    provider: Provider::Local,
+                    uri_root: root.as_str().trim_end_matches('/').to_string(),
+                    key,
+                    public_url,
+                })
+            }
+            Provider::S3 => {
+                let s = &cfg.s3;
+                if s.bucket.is_empty() {
+                    return Err(ObjectError::Config("objects.s3.bucket is required".into()));
+                }
+                let mut b = AmazonS3Builder::new()
+                    .with_bucket_name(&s.bucket)
+                    .with_region(if s.region.is_empty() {
+                        "us-east-1"
+                    } else {
+                        &s.region
+                    })
+                    .with_allow_http(s.allow_http)
+                    .with_virtual_hosted_style_request(s.virtual_hosted_style);
+                if let Some(e) = &s.endpoint {
+                    b = b.with_endpoint(e);
+                }
+                if let Some(k) = &s.access_key_id {
+                    b = b.with_access_key_id(k);
+                }
+                if let Some(k) = &s.secret_access_key {
+                    b = b.with_secret_access_key(k);
+                }
+                let s3 = Arc::new(b.build()?);
+                Ok(Objects {
+                    store: s3.clone(),
+                    s3: Some(s3),
+                    provider: Provider::S3,
+                    uri_root: format!("s3://{}", s.bucket),
+                    key,
+                    public_url,
+                })
+            }
+        }
+    }
+
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    /// The canonical storage URI of an object path (stable, never expires).
+    pub fn uri(&self, path: &str) -> String {
+        format!("{}/{}", self.uri_root, path.trim_start_matches('/'))
+    }
+
+    /// The object path a reference names: a canonical URI of this store, or a bare
+    /// object path (a leading `/` is ignored). None when it names another store.
+    pub fn path_of(&self, reference: &str) -> Option<String> {
+        let rest = if reference.contains("://") {
+            reference.strip_prefix(&format!("{}/", self.uri_root))?
+        } else {
+            reference.trim_start_matches('/')
+        };
+        let p = ObjPath::parse(rest).ok()?;
+        (!p.as_ref().is_empty()).then(|| p.as_ref().to_string())
+    }
+
+    fn obj_path(path: &str) -> Result<ObjPath, ObjectError> {
+        let p = ObjPath::parse(path).map_err(|e| ObjectError::InvalidPath(e.to_string()))?;
+        if p.as_ref().is_empty() {
+            return Err(ObjectError::InvalidPath("empty path".into()));
+        }
+        Ok(p)
+    }
+
+    fn attributes(&self, content_type: Option<&str>) -> Attributes {
+        let mut a = Attributes::new();
+        // The local filesystem keeps no metadata (object_store refuses attributes there);
+        // callers that need the type keep it in their own row.
+        if self.provider == Provider::S3
+            && let Some(ct) = content_type
+        {
+            a.insert(Attribute::ContentType, ct.to_string().into());
+        }
+        a
+    }
+
+    /// Stores `bytes` at `path` (replacing any object there).
+    pub async fn put(
+        &self,
+        path: &str,
+        bytes: Bytes,
+        content_type: Option<&str>,
+    ) -> Result<(), ObjectError> {
+        let p = Self::obj_path(path)?;
+        let opts = PutOptions {
+            attributes: self.attributes(content_type),
+            ..Default::default()
+        };
+        self.store
+            .put_opts(&p, PutPayload::from_bytes(bytes), opts)
+            .await?;
+        Ok(())
+    }
+
+    /// Streams a body into `path` without holding it in memory (multipart upload).
+    /// More than `limit` bytes, or a failing stream, aborts the upload: nothing is left
+    /// behind and [`ObjectError::TooLarge`] / [`ObjectError::Interrupted`] is returned.
+    /// Returns the stored size.
+    pub async fn put_stream<S, E>(
+        &self,
+        path: &str,
+        content_type: Option<&str>,
+        mut body: S,
+        limit: u64,
+    ) -> Result<u64, ObjectError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let p = Self::obj_path(path)?;
+        let opts = PutMultipartOptions {
+            attributes: self.attributes(content_type),
+            ..Default::default()
+        };
+        let upload = self.store.put_multipart_opts(&p, opts).await?;
+        let mut w = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+        let mut total: u64 = 0;
+        let failure = loop {
+            match body.next().await {
+                None => break None,
+                Some(Err(e)) => break Some(ObjectError::Interrupted(e.to_string())),
+                Some(Ok(chunk)) => {
+                    total += chunk.len() as u64;
+                    if total > limit {
+                        break Some(ObjectError::TooLarge(limit));
+                    }
+                    if let Err(e) = w.wait_for_capacity(4).await {
+                        break Some(e.into());
+                    }
+                    w.put(chunk);
+                }
+            }
+        };
+        match failure {
+            None => {
+                w.finish().await?;
+                Ok(total)
+            }
+            Some(e) => {
+                if let Err(abort) = w.abort().await {
+                    tracing::warn!(path, error = %abort, "aborting a failed upload");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The whole object.
+    pub async fn get(&self, path: &str) -> Result<Bytes, ObjectError> {
+        let p = Self::obj_path(path)?;
+        Ok(self.store.get(&p).await?.bytes().await?)
+    }
+
+    /// The object as a byte stream, with its size and (S3 only) stored content type.
+    pub async fn stream(
+        &self,
+        path: &str,
+    ) -> Result<(ObjectInfo, BoxStream<'static, Result<Bytes, ObjectError>>), ObjectError> {
+        let p = Self::obj_path(path)?;
+        let got = self.store.get(&p).await?;
+        let info = ObjectInfo {
+            size: got.meta.size,
+            content_type: got
+                .attributes
+                .get(&Attribute::ContentType)
+                .map(|v| v.to_string()),
+        };
+        Ok((
+            info,
+            got.into_stream()
+                .map(|r| r.map_err(ObjectError::from))
+                .boxed(),
+        ))
+    }
+
+    /// Size of an object (NotFound when absent).
+    pub async fn head(&self, path: &str) -> Result<u64, ObjectError> {
+        let p = Self::obj_path(path)?;
+        Ok(self.store.head(&p).await?.size)
+    }
+
+    /// Removes an object; an absent object is not an error (deletes are retried).
+    pub async fn delete(&self, path: &str) -> Result<(), ObjectError> {
+        let p = Self::obj_path(path)?;
+        match self.store.delete(&p).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A link downloading `path` until `ttl` from now. S3: a presigned GET; local: a
+    /// service URL signed with [`Objects::sign`]. `content_type` is what the local route
+    /// serves the bytes as (S3 serves the stored type).
+    pub async fn signed_link(
+        &self,
+        path: &str,
+        ttl: Duration,
+        content_type: Option<&str>,
+    ) -> Result<SignedLink, ObjectError> {
+        let p = Self::obj_path(path)?;
+        let expires_at = Utc::now() + ttl;
+        let signed_url = match &self.s3 {
+            Some(s3) => s3.signed_url(http::Method::GET, &p, ttl).await?.to_string(),
+            None => self.sign(p.as_ref(), expires_at.timestamp(), content_type),
+        };
+        Ok(SignedLink {
+            signed_url,
+            expires_at,
+        })
+    }
+
+    fn mac(&self, parts: &[&str]) -> HmacSha256 {
+        // The key length is never rejected by HMAC; fall back to an empty-key MAC is unreachable.
+        let mut m = <HmacSha256 as Mac>::new_from_slice(&self.key).unwrap_or_else(|_| {
+            <HmacSha256 as Mac>::new_from_slice(&[0u8; 32]).expect("32-byte key")
+        });
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                m.update(b"\n");
+            }
+            m.update(p.as_bytes());
+        }
+        m
+    }
+
+    /// The local signed URL for `path` valid until `expires` (Unix seconds).
+    pub fn sign(&self, path: &str, expires: i64, content_type: Option<&str>) -> String {
+        let ct = content_type.unwrap_or("");
+        let sig = hex::encode(
+            self.mac(&["signed-link", path, &expires.to_string(), ct])
+                .finalize()
+                .into_bytes(),
+        );
+        let mut u = format!("{}{SIGNED_ROUTE}?", self.public_url);
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        q.append_pair("path", path)
+            .append_pair("expires", &expires.to_string());
+        if !ct.is_empty() {
+            q.append_pair("ct", ct);
+        }
+        q.append_pair("sig", &sig);
+        u.push_str(&q.finish());
+        u
+    }
+
+    /// Checks a local signed link's parameters (constant-time signature comparison).
+    pub fn verify(
+        &self,
+        path: &str,
+        expires: i64,
+        content_type: Option<&str>,
+        sig: &str,
+    ) -> Result<(), LinkError> {
+        let Ok(raw) = hex::decode(sig) else {
+            return Err(LinkError::BadSignature);
+        };
+        self.mac(&[
+            "signed-link",
+            path,
+            &expires.to_string(),
+            content_type.unwrap_or(""),
+        ])
+        .verify_slice(&raw)
+        .map_err(|_| LinkError::BadSignature)?;
+        if expires <= Utc::now().timestamp() {
+            return Err(LinkError::Expired);
+        }
+        Ok(())
+    }
+
+    /// A link for a URL this service signed itself: `(path, content type)` when `url` is
+    /// a valid, unexpired local signed link of this store; None when it is not one of ours.
+    pub fn resolve_signed_url(
+        &self,
+        url: &str,
+    ) -> Option<Result<(String, Option<String>), LinkError>> {
+        let rest = url.strip_prefix(&format!("{}{SIGNED_ROUTE}?", self.public_url))?;
+        let mut path = None;
+        let mut expires = None;
+        let mut ct = None;
+        let mut sig = None;
+        for (k, v) in url::form_urlencoded::parse(rest.as_bytes()) {
+            match k.as_ref() {
+                "path" => path = Some(v.into_owned()),
+                "expires" => expires = v.parse::<i64>().ok(),
+                "ct" => ct = Some(v.into_owned()),
+                "sig" => sig = Some(v.into_owned()),
+                _ => {}
+            }
+        }
+        let (Some(path), Some(expires), Some(sig)) = (path, expires, sig) else {
+            return Some(Err(LinkError::BadSignature));
+        };
+        Some(
+            self.verify(&path, expires, ct.as_deref(), &sig)
+                .map(|()| (path, ct)),
+        )
+    }
+
+    /// A non-expiring token proving the holder was given access to `subject` (e.g. an
+    /// audio id); 32 hex digits of HMAC.
+    pub fn capability_token(&self, subject: &str) -> String {
+        let full = self.mac(&["capability", subject]).finalize().into_bytes();
+        hex::encode(&full[..16])
+    }
+
+    /// Constant-time check of a [`Objects::capability_token`].
+    pub fn verify_capability_token(&self, subject: &str, token: &str) -> bool {
+        let Ok(raw) = hex::decode(token) else {
+            return false;
+        };
+        self.mac(&["capability", subject])
+            .verify_truncated_left(&raw)
+            .is_ok()
+            && raw.len() == 16
+    }
+}
+
+/// Validates a requested link lifetime: default 3600 s, 1..=604800 s.
+pub fn link_ttl(requested: Option<u64>) -> Result<Duration, String> {
+    match requested {
+        None => Ok(Duration::from_secs(DEFAULT_LINK_TTL_SECS)),
+        Some(0) => Err("ttl: must be at least 1 second".into()),
+        Some(t) if t > MAX_LINK_TTL_SECS => {
+            Err(format!("ttl: must be at most {MAX_LINK_TTL_SECS} seconds"))
+        }
+        Some(t) => Ok(Duration::from_secs(t)),
+    }
+}
+
+/// The account owning an object path by the `<kind>/<account_sid>/…` convention.
+pub fn owner_of(path: &str) -> Option<&str> {
+    let mut it = path.split('/');
+    let _kind = it.next()?;
+    let owner = it.next()?;
+    it.next()?;
+    (!owner.is_empty()).then_some(owner)
+}
+
+/// A content type guessed from a path's extension (for objects without a stored type).
+pub fn guess_content_type(path: &str) -> &'static str {
+    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("wav") => "audio/wav",
+        Some("mp3") => "audio/mpeg",
+        Some("ogg") | Some("oga") => "audio/ogg",
+        Some("flac") => "audio/flac",
+        Some("json") => "application/json",
+        Some("txt") => "text/plain; charset=utf-8",
+        _ => "application/octet-stream",
+    }
+}
+
+fn signing_key(cfg: &ObjectsConfig) -> Result<Vec<u8>, ObjectError> {
+    if let Some(k) = &cfg.signing_key {
+        if k.len() < 32 {
+            return Err(ObjectError::Config(
+                "objects.signing_key must be at least 32 characters".into(),
+            ));
+        }
+        return Ok(k.as_bytes().to_vec());
+    }
+    let file = cfg.signing_key_file.clone().unwrap_or_else(|| {
+        let mut f = cfg.local_dir.as_os_str().to_owned();
+        f.push(".key");
+        PathBuf::from(f)
+    });
+    read_or_create_key(&file)
+}
+
+fn read_or_create_key(file: &FsPath) -> Result<Vec<u8>, ObjectError> {
+    match std::fs::read_to_string(file) {
+        Ok(s) if s.trim().len() >= 32 => return Ok(s.trim().as_bytes().to_vec()),
+        Ok(_) => {
+            return Err(ObjectError::Config(format!(
+                "{}: signing key shorter than 32 characters",
+                file.display()
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(ObjectError::Config(format!("{}: {e}", file.display()))),
+    }
+    if let Some(parent) = file.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| ObjectError::Config(format!("{}: {e}", parent.display())))?;
+    }
+    let key = hex::encode(rand::random::<[u8; 32]>());
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    match opts.open(file) {
+        Ok(mut f) => {
+            use std::io::Write;
+            f.write_all(key.as_bytes())
+                .map_err(|e| ObjectError::Config(format!("{}: {e}", file.display())))?;
+            Ok(key.into_bytes())
+        }
+        // Another process created it first: use theirs.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_or_create_key(file),
+        Err(e) => Err(ObjectError::Config(format!("{}: {e}", file.display()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local(dir: &FsPath) -> Objects {
+        let cfg = ObjectsConfig {
+            local_dir: dir.join("objects"),
+            ..Default::default()
+        };
+        Objects::new(&cfg, "http://127.0.0.1:1").unwrap()
+    }
+
+    #[tokio::test]
+    async fn put_get_stream_delete_and_uris() {
+        let d = tempfile::tempdir().unwrap();
+        let o = local(d.path());
+        o.put(
+            "audio/acc_1/x.wav",
+            Bytes::from_static(b"abc"),
+            Some("audio/wav"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(o.get("audio/acc_1/x.wav").await.unwrap().as_ref(), b"abc");
+        assert_eq!(o.head("audio/acc_1/x.wav").await.unwrap(), 3);
+        let uri = o.uri("audio/acc_1/x.wav");
+        assert!(
+            uri.starts_with("file:///") && uri.ends_with("/objects/audio/acc_1/x.wav"),
+            "{uri}"
+        );
+        assert_eq!(o.path_of(&uri).as_deref(), Some("audio/acc_1/x.wav"));
+        assert_eq!(
+            o.path_of("/audio/acc_1/x.wav").as_deref(),
+            Some("audio/acc_1/x.wav")
+        );
+        assert_eq!(o.path_of("s3://other/audio/x"), None);
+        assert!(o.path_of("audio/../etc/passwd").is_none());
+        // The URI is readable by the call runtime's loader (object_store URL parsing).
+        let url = url::Url::parse(&uri).unwrap();
+        let (store, p) = object_store::parse_url(&url).unwrap();
+        assert_eq!(
+            store.get(&p).await.unwrap().bytes().await.unwrap().as_ref(),
+            b"abc"
+        );
+        o.delete("audio/acc_1/x.wav").await.unwrap();
+        o.delete("audio/acc_1/x.wav").await.unwrap();
+        assert!(matches!(
+            o.get("audio/acc_1/x.wav").await,
+            Err(ObjectError::NotFound)
+        ));
+        assert!(matches!(
+            o.get("../x").await,
+            Err(ObjectError::InvalidPath(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn streamed_put_aborts_over_limit_and_on_error() {
+        let d = tempfile::tempdir().unwrap();
+        let o = local(d.path());
+        let chunks = |n: usize| {
+            futures::stream::iter(
+                (0..n).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![7u8; 1000]))),
+            )
+        };
+        assert_eq!(
+            o.put_stream("r/a/ok", None, chunks(3), 3000).await.unwrap(),
+            3000
+        );
+        assert!(matches!(
+            o.put_stream("r/a/big", None, chunks(4), 3000).await,
+            Err(ObjectError::TooLarge(3000))
+        ));
+        let failing = futures::stream::iter(vec![
+            Ok(Bytes::from_static(b"abc")),
+            Err(std::io::Error::other("reset")),
+        ]);
+        assert!(matches!(
+            o.put_stream("r/a/cut", None, failing, 3000).await,
+            Err(ObjectError::Interrupted(_))
+        ));
+        let mut names = vec![];
+        for e in walk(&d.path().join("objects")) {
+            names.push(e);
+        }
+        assert_eq!(
+            names.len(),
+            1,
+            "only the complete object remains: {names:?}"
+        );
+        assert!(names[0].ends_with("r/a/ok"));
+    }
+
+    fn walk(dir: &FsPath) -> Vec<String> {
+        let mut out = vec![];
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p.display().to_string());
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn local_links_sign_and_verify() {
+        let d = tempfile::tempdir().unwrap();
+        let o = local(d.path());
+        let link = o
+            .signed_link(
+                "audio/acc_1/x.wav",
+                Duration::from_secs(60),
+                Some("audio/wav"),
+            )
+            .await
+            .unwrap();
+        assert!(
+            link.signed_url
+                .starts_with("http://127.0.0.1:1/v1/storage/signed?")
+        );
+        let (p, ct) = o.resolve_signed_url(&link.signed_url).unwrap().unwrap();
+        assert_eq!(
+            (p.as_str(), ct.as_deref()),
+            ("audio/acc_1/x.wav", Some("audio/wav"))
+        );
+        let tampered = link.signed_url.replace("acc_1", "acc_2");
+        assert_eq!(
+            o.resolve_signed_url(&tampered).unwrap().unwrap_err(),
+            LinkError::BadSignature
+        );
+        let past = Utc::now().timestamp() - 1;
+        let old = o.sign("a/b/c", past, None);
+        assert_eq!(
+            o.resolve_signed_url(&old).unwrap().unwrap_err(),
+            LinkError::Expired
+        );
+        assert!(o.resolve_signed_url("http://elsewhere/x").is_none());
+        // A second store with another key does not accept the first one's links.
+        let d2 = tempfile::tempdir().unwrap();
+        let o2 = local(d2.path());
+        assert!(o2.resolve_signed_url(&link.signed_url).unwrap().is_err());
+        let t = o.capability_token("aud_1");
+        assert!(o.verify_capability_token("aud_1", &t));
+        assert!(!o.verify_capability_token("aud_2", &t));
+        assert!(!o2.verify_capability_token("aud_1", &t));
+        assert!(!o.verify_capability_token("aud_1", &t[..30]));
+    }
+
+    #[test]
+    fn key_file_is_generated_once_and_private() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("k");
+        let a = read_or_create_key(&f).unwrap();
+        let b = read_or_create_key(&f).unwrap();
+        assert_eq!(a, b);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+                0o600
+            );
+        }
+    }
+
+    #[test]
+    fn ttl_bounds_and_owner() {
+        assert_eq!(link_ttl(None).unwrap(), Duration::from_secs(3600));
+        assert_eq!(
+            link_ttl(Some(604_800)).unwrap(),
+            Duration::from_secs(604_800)
+        );
+        assert!(link_ttl(Some(604_801)).is_err());
+        assert!(link_ttl(Some(0)).is_err());
+        assert_eq!(owner_of("audio/acc_1/x.wav"), Some("acc_1"));
+        assert_eq!(owner_of("audio/acc_1"), None);
+    }
+
+    #[tokio::test]
+    async fn s3_presigns_offline() {
+        let cfg = ObjectsConfig {
+            provider: Provider::S3,
+            s3: S3Config {
+                endpoint: Some("http://127.0.0.1:9000".into()),
+                bucket: "calls".into(),
+                region: "us-east-1".into(),
+                access_key_id: Some("AKIDEXAMPLE".into()),
+                secret_access_key: Some("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".into()),
+                allow_http: true,
+                virtual_hosted_style: false,
+            },
+            signing_key: Some("k".repeat(32)),
+            ..Default::default()
+        };
+        let o = Objects::new(&cfg, "http://127.0.0.1:1").unwrap();
+        assert_eq!(o.provider(), Provider::S3);
+        assert_eq!(o.uri("audio/acc/x.wav"), "s3://calls/audio/acc/x.wav");
+        assert_eq!(
+            o.path_of("s3://calls/audio/acc/x.wav").as_deref(),
+            Some("audio/acc/x.wav")
+        );
+        let link = o
+            .signed_link("audio/acc/x.wav", Duration::from_secs(600), None)
+            .await
+            .unwrap();
+        assert!(
+            link.signed_url
+                .starts_with("http://127.0.0.1:9000/calls/audio/acc/x.wav?"),
+            "{}",
+            link.signed_url
+        );
+        assert!(link.signed_url.contains("X-Amz-Expires=600"));
+        assert!(link.signed_url.contains("X-Amz-Signature="));
+    }
+}

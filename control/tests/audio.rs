@@ -1,0 +1,454 @@
+//! Audio files over real HTTP on SQLite and PostgreSQL: multipart upload streamed to the
+//! local object store, the 32 MiB limit, interrupted uploads, location and signed links.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use callsmith_control::{
+    both_backends,
+    testing::{Fixture, TestServer},
+};
+use reqwest::{
+    Method,
+    multipart::{Form, Part},
+};
+use serde_json::json;
+
+const MIB: usize = 1024 * 1024;
+
+fn storage_dir(s: &TestServer) -> PathBuf {
+    s.state.settings.objects.local_dir.clone()
+}
+
+/// Every file under `dir` (directories left empty do not count).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn file_part(bytes: Vec<u8>, mime: Option<&str>, filename: Option<&str>) -> Form {
+    let mut part = Part::bytes(bytes);
+    if let Some(f) = filename {
+        part = part.file_name(f.to_string());
+    }
+    if let Some(m) = mime {
+        part = part.mime_str(m).expect("valid mime");
+    }
+    Form::new().part("file", part)
+}
+
+async fn upload(
+    s: &TestServer,
+    token: &str,
+    form: Form,
+) -> callsmith_control::testing::TestResponse {
+    s.post("/v1/audio")
+        .bearer(token)
+        .map(|b| b.multipart(form))
+        .send()
+        .await
+}
+
+/// A short real WAV made by sox (one second of a 440 Hz tone at 8 kHz).
+fn tone_wav() -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("tone.wav");
+    let out = std::process::Command::new("sox")
+        .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
+        .arg(&f)
+        .args(["synth", "1", "sine", "440"])
+        .output()
+        .expect("sox is installed (scripts/test-deps.sh)");
+    assert!(
+        out.status.success(),
+        "sox: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(f).unwrap()
+}
+
+async fn upload_get_list_serve_delete(s: TestServer) {
+    let f = s.fixture().await;
+    let wav = tone_wav();
+    let r = upload(
+        &s,
+        &f.account_key,
+        file_part(wav.clone(), None, Some("greeting.wav")),
+    )
+    .await;
+    r.expect(201);
+    let id = r.str("id");
+    assert!(id.starts_with("aud_"), "{id}");
+    assert_eq!(r.str("filename"), format!("{id}.wav"));
+    assert_eq!(
+        r.str("content_type"),
+        "audio/wav",
+        "no part type means audio/wav"
+    );
+    assert_eq!(r.str("original_filename"), "greeting.wav");
+    assert_eq!(r.str("provider"), "local");
+    assert_eq!(r.body["size_bytes"], wav.len());
+    // The canonical URI names the stored object, which holds the uploaded bytes.
+    let url = r.str("url");
+    let stored = url::Url::parse(&url).unwrap().to_file_path().unwrap();
+    assert!(
+        stored.starts_with(storage_dir(&s).canonicalize().unwrap()),
+        "{url}"
+    );
+    assert!(
+        url.ends_with(&format!("/audio/{}/{id}.wav", f.account_sid)),
+        "{url}"
+    );
+    assert_eq!(std::fs::read(&stored).unwrap(), wav);
+
+    // location: public, serves the bytes with the content type; a wrong token is 404.
+    let location = r.str("location");
+    assert!(location.starts_with(&format!("{}/v1/audio/{id}/content?token=", s.base_url)));
+    let got = s.client.get(&location).send().await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.headers()["content-type"], "audio/wav");
+    assert_eq!(got.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(got.bytes().await.unwrap().to_vec(), wav);
+    let forged = format!(
+        "{}/v1/audio/{id}/content?token={}",
+        s.base_url,
+        "0".repeat(32)
+    );
+    assert_eq!(s.client.get(&forged).send().await.unwrap().status(), 404);
+    let bare = format!("{}/v1/audio/{id}/content", s.base_url);
+    assert_eq!(s.client.get(&bare).send().await.unwrap().status(), 404);
+
+    // A preserved content type.
+    let mp3 = upload(
+        &s,
+        &f.admin_session,
+        file_part(vec![0xff, 0xfb, 0x90, 0x00], Some("audio/mpeg"), None),
+    )
+    .await;
+    mp3.expect(201);
+    assert_eq!(mp3.str("content_type"), "audio/mpeg");
+    assert_eq!(mp3.str("original_filename"), "");
+    let got = s.client.get(mp3.str("location")).send().await.unwrap();
+    assert_eq!(got.headers()["content-type"], "audio/mpeg");
+
+    let g = s
+        .get(&format!("/v1/audio/{id}"))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    g.expect(200);
+    assert_eq!(g.body, r.body);
+    let l = s
+        .get("/v1/audio?limit=1")
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    l.expect(200);
+    assert_eq!(l.body["total"], 2);
+    assert_eq!(l.body["has_more"], true);
+    assert_eq!(l.body["items"][0]["id"], id.as_str());
+    s.get("/v1/audio?limit=501")
+        .bearer(&f.account_key)
+        .send()
+        .await
+        .expect_error(400, "invalid_query");
+    // The superuser declares the account.
+    s.su(Method::GET, "/v1/audio")
+        .send()
+        .await
+        .expect_error(400, "account_required");
+    let su = s
+        .su(Method::GET, "/v1/audio")
+        .header("X-Account-Sid", &f.account_sid)
+        .send()
+        .await;
+    su.expect(200);
+    assert_eq!(su.body["total"], 2);
+
+    // Isolation: another account sees none of it.
+    let other = s.fixture_named("b").await;
+    s.get(&format!("/v1/audio/{id}"))
+        .bearer(&other.account_key)
+        .send()
+        .await
+        .expect_error(404, "audio_not_found");
+    s.delete(&format!("/v1/audio/{id}"))
+        .bearer(&other.account_key)
+        .send()
+        .await
+        .expect_error(404, "audio_not_found");
+    let ol = s.get("/v1/audio").bearer(&other.account_key).send().await;
+    ol.expect(200);
+    assert_eq!(ol.body["total"], 0);
+    s.get(&format!("/v1/audio/{id}"))
+        .bearer(&f.account_key)
+        .header("X-Account-Sid", &other.account_sid)
+        .send()
+        .await
+        .expect_error(403, "scope_conflict");
+
+    // Credentials and capabilities.
+    let r = s
+        .post("/v1/audio")
+        .map(|b| b.multipart(file_part(vec![1, 2], None, None)))
+        .send()
+        .await;
+    r.expect_error(401, "unauthenticated");
+    s.create_user(
+        &f.account_sid,
+        "viewer-a@example.test",
+        "viewer-password",
+        &["viewer"],
+    )
+    .await;
+    let viewer = s.login("viewer-a@example.test", "viewer-password").await;
+    upload(&s, &viewer, file_part(vec![1, 2], None, None))
+        .await
+        .expect_error(403, "forbidden");
+    s.get(&format!("/v1/audio/{id}"))
+        .bearer(&viewer)
+        .send()
+        .await
+        .expect(200);
+
+    // Delete: the row, the object and the location go.
+    s.delete(&format!("/v1/audio/{id}"))
+        .bearer(&f.account_key)
+        .send()
+        .await
+        .expect(204);
+    s.get(&format!("/v1/audio/{id}"))
+        .bearer(&f.account_key)
+        .send()
+        .await
+        .expect_error(404, "audio_not_found");
+    assert!(!stored.exists());
+    assert_eq!(s.client.get(&location).send().await.unwrap().status(), 404);
+}
+
+async fn upload_rejects_bad_bodies(s: TestServer) {
+    let f = s.fixture().await;
+    let form = Form::new().text("note", "no file here");
+    upload(&s, &f.account_key, form)
+        .await
+        .expect_error(400, "file_required");
+    upload(
+        &s,
+        &f.account_key,
+        file_part(vec![], None, Some("empty.wav")),
+    )
+    .await
+    .expect_error(400, "empty_file");
+    upload(
+        &s,
+        &f.account_key,
+        file_part(b"<script>".to_vec(), Some("text/html"), None),
+    )
+    .await
+    .expect_error(400, "unsupported_content_type");
+    s.post("/v1/audio")
+        .bearer(&f.account_key)
+        .json(&json!({"file": "x"}))
+        .send()
+        .await
+        .expect_error(400, "invalid_body");
+    assert!(files_under(&storage_dir(&s)).is_empty(), "nothing stored");
+    let l = s.get("/v1/audio").bearer(&f.account_key).send().await;
+    assert_eq!(l.body["total"], 0);
+}
+
+async fn size_limit_is_32_mib(s: TestServer) {
+    let f = s.fixture().await;
+    let over = upload(
+        &s,
+        &f.account_key,
+        file_part(vec![7u8; 32 * MIB + 1], None, None),
+    )
+    .await;
+    over.expect_error(413, "file_too_large");
+    assert_eq!(over.body["code"], "ERR010");
+    assert!(
+        files_under(&storage_dir(&s)).is_empty(),
+        "nothing stored after 413: {:?}",
+        files_under(&storage_dir(&s))
+    );
+    assert_eq!(
+        s.get("/v1/audio").bearer(&f.account_key).send().await.body["total"],
+        0
+    );
+    let exact = upload(
+        &s,
+        &f.account_key,
+        file_part(vec![7u8; 32 * MIB], None, None),
+    )
+    .await;
+    exact.expect(201);
+    assert_eq!(exact.body["size_bytes"], 32 * MIB);
+    assert_eq!(files_under(&storage_dir(&s)).len(), 1);
+}
+
+/// A client writing half a body, then closing: the upload is streamed (a partial object
+/// exists while it runs) and aborted (nothing is left once the connection is gone).
+async fn interrupted_upload_leaves_nothing(s: TestServer) {
+    let f = s.fixture().await;
+    let dir = storage_dir(&s);
+    let data = vec![5u8; 8 * MIB];
+    let head_part = "--XBOUNDARYX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"cut.wav\"\r\nContent-Type: audio/wav\r\n\r\n";
+    let tail = "\r\n--XBOUNDARYX--\r\n";
+    let length = head_part.len() + data.len() + tail.len();
+    let addr = s.addr;
+    let token = f.account_key.clone();
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        sock,
+        "POST /v1/audio HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: multipart/form-data; boundary=XBOUNDARYX\r\nContent-Length: {length}\r\n\r\n{head_part}"
+    )
+    .unwrap();
+    sock.write_all(&data[..data.len() / 2]).unwrap();
+    sock.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while files_under(&dir).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the upload never reached storage while streaming"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(sock);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !files_under(&dir).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "partial object left behind: {:?}",
+            files_under(&dir)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        s.get("/v1/audio").bearer(&f.account_key).send().await.body["total"],
+        0
+    );
+}
+
+async fn signed_links(s: TestServer) {
+    let f: Fixture = s.fixture().await;
+    let wav = tone_wav();
+    let r = upload(
+        &s,
+        &f.account_key,
+        file_part(wav.clone(), Some("audio/x-wav"), None),
+    )
+    .await;
+    r.expect(201);
+    let id = r.str("id");
+    let before = chrono::Utc::now();
+    let l = s
+        .get(&format!("/v1/audio/{id}/signed-link"))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    l.expect(200);
+    let expires: chrono::DateTime<chrono::Utc> = l.str("expires_at").parse().unwrap();
+    let lifetime = (expires - before).num_seconds();
+    assert!(
+        (3595..=3605).contains(&lifetime),
+        "default lifetime 3600 s, got {lifetime}"
+    );
+    let signed = l.str("signed_url");
+    assert!(signed.starts_with(&format!("{}/v1/storage/signed?", s.base_url)));
+    // Works without credentials before expiry, with the file's content type.
+    let got = s.client.get(&signed).send().await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.headers()["content-type"], "audio/x-wav");
+    assert_eq!(got.bytes().await.unwrap().to_vec(), wav);
+    // Tampering with any parameter breaks the signature.
+    let mut u = url::Url::parse(&signed).unwrap();
+    let pairs: Vec<(String, String)> = u.query_pairs().into_owned().collect();
+    for victim in ["path", "expires", "ct", "sig"] {
+        let q: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| {
+                if k == victim {
+                    let nv = match victim {
+                        "path" => v.replace(".wav", ".mp3"),
+                        "expires" => (v.parse::<i64>().unwrap() + 100).to_string(),
+                        "ct" => "text/html".to_string(),
+                        _ => format!("{}0", &v[..v.len() - 1]),
+                    };
+                    (k.clone(), nv)
+                } else {
+                    (k.clone(), v.clone())
+                }
+            })
+            .collect();
+        u.query_pairs_mut().clear().extend_pairs(q);
+        let resp = s
+            .get(&format!("{}?{}", u.path(), u.query().unwrap()))
+            .send()
+            .await;
+        resp.expect_error(403, "invalid_signature");
+    }
+    // Bounds: at most 604800 s, at least 1 s.
+    let max = s
+        .get(&format!("/v1/audio/{id}/signed-link?ttl=604800"))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    max.expect(200);
+    for bad in ["604801", "0", "-5", "soon"] {
+        s.get(&format!("/v1/audio/{id}/signed-link?ttl={bad}"))
+            .bearer(&f.account_key)
+            .send()
+            .await
+            .expect_error(400, "invalid_query");
+    }
+    // Expiry.
+    let short = s
+        .get(&format!("/v1/audio/{id}/signed-link?ttl=1"))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    short.expect(200);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let path_q = {
+        let u = url::Url::parse(&short.str("signed_url")).unwrap();
+        format!("{}?{}", u.path(), u.query().unwrap())
+    };
+    s.get(&path_q)
+        .send()
+        .await
+        .expect_error(403, "link_expired");
+    // Scope: another account cannot mint links for it; no credentials is 401.
+    let other = s.fixture_named("b").await;
+    s.get(&format!("/v1/audio/{id}/signed-link"))
+        .bearer(&other.account_key)
+        .send()
+        .await
+        .expect_error(404, "audio_not_found");
+    s.get(&format!("/v1/audio/{id}/signed-link"))
+        .send()
+        .await
+        .expect_error(401, "unauthenticated");
+}
+
+both_backends!(
+    upload_get_list_serve_delete,
+    upload_rejects_bad_bodies,
+    size_limit_is_32_mib,
+    interrupted_upload_leaves_nothing,
+    signed_links
+);
