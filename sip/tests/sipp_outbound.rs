@@ -323,3 +323,38 @@ async fn outbound_over_tcp() {
     );
     assert!(sipp.success(T).await);
 }
+
+#[tokio::test]
+async fn proxy_digest_407_answered_with_valid_proxy_authorization() {
+    let mut sipp = Sipp::start("uas_proxy_auth_md5.xml", "127.0.0.1", None, &[]).await;
+    let stack = start_stack(vec![with_credentials(trunk("gw", sipp.addr))], &[]).await;
+    let mut leg = stack.place_call(call("+15550100", T)).await.unwrap();
+    let ev = tokio::time::timeout(T, leg.next_event()).await.unwrap();
+    assert!(matches!(ev, Some(LegEvent::Answered(_))), "{ev:?}");
+    leg.hangup();
+    let _ = events_until_end(&mut leg, T).await;
+    assert!(sipp.success(T).await);
+    let logs = sipp.logs();
+    let authz = logs
+        .lines()
+        .find_map(|l| l.split_once("AUTHZ ").map(|(_, v)| v.trim().to_string()))
+        .expect("Proxy-Authorization logged");
+    assert!(
+        callsmith_sip::digest::verify_authorization(&authz, "INVITE", "s3cret"),
+        "valid MD5 digest: {authz}"
+    );
+}
+
+#[tokio::test]
+async fn challenge_is_answered_only_once() {
+    let mut sipp = Sipp::start("uas_auth_twice.xml", "127.0.0.1", None, &[]).await;
+    let stack = start_stack(vec![with_credentials(trunk("gw", sipp.addr))], &[]).await;
+    let mut leg = stack.place_call(call("+15550100", T)).await.unwrap();
+    let end = ended(&events_until_end(&mut leg, T).await).expect("ended");
+    assert_eq!(
+        (end.call_status, end.sip_code),
+        (CallStatus::Rejected, Some(401)),
+        "{end:?}"
+    );
+    assert!(sipp.success(T).await, "exactly two INVITEs, both ACKed");
+}
