@@ -119,9 +119,9 @@ pub(crate) use on_db;
 #[macro_export]
 #[doc(hidden)]
 macro_rules! store_row {
-    ($(#[$m:meta])* $vis:vis struct $name:ident { $($fvis:vis $f:ident : $t:ty),* $(,)? }) => {
+    ($(#[$m:meta])* $vis:vis struct $name:ident { $($(#[$fm:meta])* $fvis:vis $f:ident : $t:ty),* $(,)? }) => {
         $(#[$m])*
-        $vis struct $name { $($fvis $f: $t),* }
+        $vis struct $name { $($(#[$fm])* $fvis $f: $t),* }
         impl<'r> ::sqlx::FromRow<'r, ::sqlx::sqlite::SqliteRow> for $name {
             fn from_row(row: &'r ::sqlx::sqlite::SqliteRow) -> Result<Self, ::sqlx::Error> {
                 use ::sqlx::Row;
