@@ -38,6 +38,9 @@ pub struct MediaConfig {
     pub recording_queue_frames: usize,
     /// Event channel capacity per session.
     pub event_capacity: usize,
+    /// Run the pacing threads under SCHED_FIFO with this priority (1..=99) so a busy
+    /// machine cannot delay packets; needs CAP_SYS_NICE (else a warning, normal scheduling).
+    pub realtime_priority: Option<i32>,
 }
 
 impl Default for MediaConfig {
@@ -55,6 +58,7 @@ impl Default for MediaConfig {
             dtmf_duration_ms: 100,
             recording_queue_frames: 500,
             event_capacity: 256,
+            realtime_priority: None,
         }
     }
 }
@@ -102,9 +106,10 @@ impl MediaEngine {
         for i in 0..cfg.workers.max(1) {
             let (tx, rx) = channel();
             let p = pacing.clone();
+            let prio = cfg.realtime_priority;
             std::thread::Builder::new()
                 .name(format!("media-worker-{i}"))
-                .spawn(move || run_worker(rx, p))
+                .spawn(move || run_worker(rx, p, prio))
                 .map_err(|e| MediaError::Io(e.to_string()))?;
             workers.push(Worker {
                 tx: Mutex::new(tx),

@@ -279,15 +279,38 @@ impl Session {
 /// Scratch buffers owned by the worker (no per-tick allocation).
 struct Scratch {
     rx: [u8; 2048],
+    rx_batch: RxBatch,
     tx: [[u8; 1500]; 3],
     caller: [i16; FRAME_SAMPLES],
     bot: [i16; FRAME_SAMPLES],
 }
 
-pub(crate) fn run_worker(rx: Receiver<Command>, pacing: Arc<PacingStats>) {
+pub(crate) fn run_worker(
+    rx: Receiver<Command>,
+    pacing: Arc<PacingStats>,
+    realtime_priority: Option<i32>,
+) {
+    if let Some(prio) = realtime_priority {
+        let param = libc::sched_param {
+            sched_priority: prio.clamp(1, 99),
+        };
+        // SAFETY: pthread_self is always valid; `param` is a valid sched_param.
+        let rc =
+            unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+        if rc != 0 {
+            tracing::warn!(
+                rc,
+                "media worker: SCHED_FIFO refused; using normal scheduling"
+            );
+        }
+    }
     let mut slots: Vec<Vec<Session>> = (0..SLOTS).map(|_| Vec::new()).collect();
     let mut scratch = Box::new(Scratch {
         rx: [0; 2048],
+        rx_batch: RxBatch {
+            bufs: [[0; 1500]; RX_BATCH],
+            meta: [(0, SocketAddr::from(([0, 0, 0, 0], 0))); RX_BATCH],
+        },
         tx: [[0; 1500]; 3],
         caller: [0; FRAME_SAMPLES],
         bot: [0; FRAME_SAMPLES],
@@ -508,25 +531,50 @@ fn tick_session(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &Pacin
 }
 
 fn receive(s: &mut Session, sc: &mut Scratch, now: u64) {
-    for _ in 0..MAX_RX_PER_TICK {
-        let (n, from) = match s.rtp.recv_from(&mut sc.rx) {
-            Ok(v) => v,
-            Err(_) => break, // WouldBlock or transient ICMP error
-        };
+    let mut got = 0;
+    while got < MAX_RX_PER_TICK {
+        // One recvmmsg drains up to RX_BATCH datagrams (one syscall when the socket is empty).
+        let n = recv_batch(&s.rtp, &mut sc.rx_batch);
+        for i in 0..n {
+            let (len, from) = sc.rx_batch.meta[i];
+            on_rtp_datagram(s, &sc.rx_batch.bufs[i][..len], from, now);
+        }
+        got += n;
+        if n < RX_BATCH {
+            break;
+        }
+    }
+    // RTCP is rare: poll its socket every 10th tick.
+    if s.tick.is_multiple_of(10) {
+        for _ in 0..8 {
+            let (n, from) = match s.rtcp.recv_from(&mut sc.rx) {
+                Ok(v) => v,
+                Err(_) => break,
+            };
+            if !s.rtcp_latched {
+                s.rtcp_latched = true;
+                s.remote_rtcp = Some(from);
+            }
+            on_rtcp(s, &sc.rx[..n], now);
+        }
+    }
+}
+
+fn on_rtp_datagram(s: &mut Session, buf: &[u8], from: SocketAddr, now: u64) {
+    {
         if s.latched && s.remote_rtp != Some(from) {
             s.counters.foreign_packets += 1;
-            continue;
+            return;
         }
-        let buf = &sc.rx[..n];
         if looks_like_rtcp(buf) {
             on_rtcp(s, buf, now);
-            continue;
+            return;
         }
         let pkt = match RtpPacket::parse(buf) {
             Ok(p) => p,
             Err(_) => {
                 s.counters.malformed_rtp += 1;
-                continue;
+                return;
             }
         };
         // Symmetric RTP: the first valid packet's source becomes the send target.
@@ -579,18 +627,6 @@ fn receive(s: &mut Session, sc: &mut Scratch, now: u64) {
         } else {
             s.counters.unknown_payload_type += 1;
         }
-    }
-    for _ in 0..8 {
-        let (n, from) = match s.rtcp.recv_from(&mut sc.rx) {
-            Ok(v) => v,
-            Err(_) => break,
-        };
-        if !s.rtcp_latched {
-            s.rtcp_latched = true;
-            s.remote_rtcp = Some(from);
-        }
-        let buf = &sc.rx[..n];
-        on_rtcp(s, buf, now);
     }
 }
 
@@ -822,5 +858,79 @@ fn send_rtcp(s: &mut Session, sc: &mut Scratch) {
         && s.rtcp.send_to(&sc.tx[0][..n], to).is_ok()
     {
         s.counters.rtcp_sent += 1;
+    }
+}
+
+const RX_BATCH: usize = 8;
+
+/// Receive buffers for one recvmmsg call.
+struct RxBatch {
+    bufs: [[u8; 1500]; RX_BATCH],
+    /// Length and source of each datagram received.
+    meta: [(usize, SocketAddr); RX_BATCH],
+}
+
+/// Non-blocking recvmmsg into `b`; returns how many datagrams arrived (0 on WouldBlock or error).
+fn recv_batch(sock: &UdpSocket, b: &mut RxBatch) -> usize {
+    use std::os::fd::AsRawFd;
+    // SAFETY: all-zero is a valid value for these plain C structs.
+    let mut names: [libc::sockaddr_storage; RX_BATCH] = unsafe { std::mem::zeroed() };
+    let mut iov: [libc::iovec; RX_BATCH] = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; RX_BATCH];
+    // SAFETY: as above.
+    let mut msgs: [libc::mmsghdr; RX_BATCH] = unsafe { std::mem::zeroed() };
+    for i in 0..RX_BATCH {
+        iov[i] = libc::iovec {
+            iov_base: b.bufs[i].as_mut_ptr() as *mut libc::c_void,
+            iov_len: b.bufs[i].len(),
+        };
+        msgs[i].msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
+        msgs[i].msg_hdr.msg_namelen =
+            std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        msgs[i].msg_hdr.msg_iov = &mut iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: every mmsghdr points at a live iovec/buffer and sockaddr_storage owned by this frame.
+    let rc = unsafe {
+        libc::recvmmsg(
+            sock.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            RX_BATCH as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if rc <= 0 {
+        return 0;
+    }
+    let n = rc as usize;
+    for i in 0..n {
+        let from = sockaddr_to_std(&names[i]).unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+        b.meta[i] = ((msgs[i].msg_len as usize).min(b.bufs[i].len()), from);
+    }
+    n
+}
+
+fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match ss.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says this storage holds a sockaddr_in.
+            let a: &libc::sockaddr_in = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
+            Some(SocketAddr::from((
+                u32::from_be(a.sin_addr.s_addr).to_be_bytes(),
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says this storage holds a sockaddr_in6.
+            let a: &libc::sockaddr_in6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
+            Some(SocketAddr::from((
+                a.sin6_addr.s6_addr,
+                u16::from_be(a.sin6_port),
+            )))
+        }
+        _ => None,
     }
 }

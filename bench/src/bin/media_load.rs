@@ -30,10 +30,16 @@ struct Args {
     calls: Vec<usize>,
     seconds: u64,
     workers: usize,
+    rt: Option<i32>,
 }
 
 fn parse_args() -> Args {
-    let mut a = Args { calls: vec![100, 500, 1000], seconds: 10, workers: 2 };
+    let mut a = Args {
+        calls: vec![100, 500, 1000],
+        seconds: 10,
+        workers: 2,
+        rt: None,
+    };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < argv.len() {
@@ -42,8 +48,11 @@ fn parse_args() -> Args {
             "--calls" => a.calls = v.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
             "--seconds" => a.seconds = v.parse().unwrap_or(a.seconds),
             "--workers" => a.workers = v.parse().unwrap_or(a.workers),
+            "--rt" => a.rt = v.parse().ok(),
             "-h" | "--help" => {
-                println!("media_load [--calls 100,500,1000] [--seconds 10] [--workers 2]");
+                println!(
+                    "media_load [--calls 100,500,1000] [--seconds 10] [--workers 2] [--rt <SCHED_FIFO priority>]"
+                );
                 std::process::exit(0);
             }
             other => {
@@ -72,9 +81,17 @@ struct GenResult {
 }
 
 /// The callers: one thread, absolute 20 ms deadlines, every stream sends one frame per tick and drains its socket.
-fn run_generator(mut callers: Vec<Caller>, targets: Vec<std::net::SocketAddr>, stop: Arc<AtomicBool>) -> GenResult {
+fn run_generator(
+    mut callers: Vec<Caller>,
+    targets: Vec<std::net::SocketAddr>,
+    stop: Arc<AtomicBool>,
+) -> GenResult {
     let frame: Vec<u8> = (0..160)
-        .map(|i| Codec::Pcmu.encode(((i as f32 * 2.0 * std::f32::consts::PI * 300.0 / 8000.0).sin() * 3000.0) as i16))
+        .map(|i| {
+            Codec::Pcmu.encode(
+                ((i as f32 * 2.0 * std::f32::consts::PI * 300.0 / 8000.0).sin() * 3000.0) as i16,
+            )
+        })
         .collect();
     let mut buf = [0u8; 1500];
     let mut pkt = [0u8; 200];
@@ -92,27 +109,39 @@ fn run_generator(mut callers: Vec<Caller>, targets: Vec<std::net::SocketAddr>, s
             c.seq = c.seq.wrapping_add(1);
             c.ts = c.ts.wrapping_add(160);
             for _ in 0..16 {
-                let Ok((n, _)) = c.sock.recv_from(&mut buf) else { break };
-                if let Ok(p) = RtpPacket::parse(&buf[..n]) {
+                let Ok((n, _)) = c.sock.recv_from(&mut buf) else {
+                    break;
+                };
+                // Only the engine's audio (RTCP for a neighbour's port+1 may land here).
+                if let Ok(p) = RtpPacket::parse(&buf[..n])
+                    && p.payload_type == 0
+                {
                     c.stats.on_packet(p.sequence, p.timestamp, arrival);
                 }
             }
         }
     }
     let n = callers.len().max(1) as f64;
-    let jit: Vec<f64> = callers.iter().map(|c| c.stats.jitter() as f64 / 8.0).collect();
+    let jit: Vec<f64> = callers
+        .iter()
+        .map(|c| c.stats.jitter() as f64 / 8.0)
+        .collect();
     GenResult {
         expected: callers.iter().map(|c| c.stats.expected()).sum(),
         received: callers.iter().map(|c| c.stats.received()).sum(),
-        lost: callers.iter().map(|c| c.stats.cumulative_lost().max(0)).sum(),
+        lost: callers
+            .iter()
+            .map(|c| c.stats.cumulative_lost().max(0))
+            .sum(),
         jitter_ms_mean: jit.iter().sum::<f64>() / n,
         jitter_ms_max: jit.iter().cloned().fold(0.0, f64::max),
     }
 }
 
-fn run(n: usize, seconds: u64, workers: usize) -> Result<(), String> {
+fn run(n: usize, seconds: u64, workers: usize, rt: Option<i32>) -> Result<(), String> {
     let cfg = MediaConfig {
         workers,
+        realtime_priority: rt,
         rtp_port_min: 30000,
         rtp_port_max: 39999,
         rtcp_interval_ms: 5000,
@@ -123,12 +152,19 @@ fn run(n: usize, seconds: u64, workers: usize) -> Result<(), String> {
         .map(|_| {
             let sock = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
             sock.set_nonblocking(true).map_err(|e| e.to_string())?;
-            Ok(Caller { sock, stats: ReceiverStats::default(), seq: 1, ts: 0 })
+            Ok(Caller {
+                sock,
+                stats: ReceiverStats::default(),
+                seq: 1,
+                ts: 0,
+            })
         })
         .collect::<Result<_, String>>()?;
     let prompt = Arc::new(Prompt::from_pcm(
         (0..(seconds as usize + 3) * 8000)
-            .map(|i| ((i as f32 * 2.0 * std::f32::consts::PI * 440.0 / 8000.0).sin() * 8000.0) as i16)
+            .map(|i| {
+                ((i as f32 * 2.0 * std::f32::consts::PI * 440.0 / 8000.0).sin() * 8000.0) as i16
+            })
             .collect(),
     ));
     let engine = MediaEngine::new(cfg).map_err(|e| e.to_string())?;
@@ -138,12 +174,20 @@ fn run(n: usize, seconds: u64, workers: usize) -> Result<(), String> {
     let mut targets = Vec::with_capacity(n);
     for c in &callers {
         let s = engine.open_session(None).map_err(|e| e.to_string())?;
-        s.set_remote(c.sock.local_addr().map_err(|e| e.to_string())?, Codec::Pcmu, Some(101))
-            .map_err(|e| e.to_string())?;
+        s.set_remote(
+            c.sock.local_addr().map_err(|e| e.to_string())?,
+            Codec::Pcmu,
+            Some(101),
+        )
+        .map_err(|e| e.to_string())?;
         targets.push(s.local_addr());
         sessions.push(s);
     }
-    let handles: Vec<_> = sessions.iter().map(|s| s.play(prompt.clone(), false)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+    let handles: Vec<_> = sessions
+        .iter()
+        .map(|s| s.play(prompt.clone(), false))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
     let stop = Arc::new(AtomicBool::new(false));
     let gen_stop = stop.clone();
     let generator = std::thread::Builder::new()
@@ -163,9 +207,14 @@ fn run(n: usize, seconds: u64, workers: usize) -> Result<(), String> {
     let p1 = engine.pacing();
     let elapsed_s = (now_ns() - t0) as f64 / 1e9;
     stop.store(true, Ordering::Relaxed);
-    let (g, gen_cpu_ns) = generator.join().map_err(|_| "generator panicked".to_string())?;
+    let (g, gen_cpu_ns) = generator
+        .join()
+        .map_err(|_| "generator panicked".to_string())?;
     drop(handles);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
     let stats = rt.block_on(async {
         let mut late = 0u64;
         let mut malformed = 0u64;
@@ -182,7 +231,11 @@ fn run(n: usize, seconds: u64, workers: usize) -> Result<(), String> {
     let cpu_ms = p1.worker_cpu_ms - p0.worker_cpu_ms;
     let cpu_pct_per_stream = cpu_ms / 1000.0 / elapsed_s * 100.0 / n as f64;
     let mem_per_stream = rss_after.saturating_sub(rss_before) as f64 / n as f64 / 1024.0;
-    let loss_pct = if g.expected > 0 { g.lost as f64 * 100.0 / g.expected as f64 } else { 0.0 };
+    let loss_pct = if g.expected > 0 {
+        g.lost as f64 * 100.0 / g.expected as f64
+    } else {
+        0.0
+    };
     println!(
         "N={n:5} | send lateness p50 {:.0} us p99 {:.0} us max {:.0} us (whole run, {} pkts) | rx jitter mean {:.2} ms max {:.2} ms | \
          loss {} / {} ({loss_pct:.3} %) | engine CPU {:.4} % of a core per stream | RSS {:.1} KiB per stream | \
@@ -208,13 +261,16 @@ fn run(n: usize, seconds: u64, workers: usize) -> Result<(), String> {
 pub fn main() {
     let args = parse_args();
     println!(
-        "media_load: {} s per run, {} worker thread(s), {} CPUs",
+        "media_load: {} s per run, {} worker thread(s), SCHED_FIFO {:?}, {} CPUs",
         args.seconds,
         args.workers,
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        args.rt,
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
     );
     for n in args.calls.clone() {
-        if let Err(e) = run(n, args.seconds, args.workers) {
+        if let Err(e) = run(n, args.seconds, args.workers, args.rt) {
             eprintln!("N={n}: {e}");
             std::process::exit(1);
         }
