@@ -20,6 +20,7 @@ use sqlx::{
 };
 
 mod accounts;
+mod classifiers;
 mod audio;
 mod dictionaries;
 mod flags;
@@ -30,6 +31,7 @@ mod trunks;
 mod users;
 
 pub use accounts::{AccountPatch, AccountRecord, NewAccount};
+pub use classifiers::{ClassifierVersionRecord, NewClassifierVersion, TrainingOutcome};
 pub use audio::{AudioRecord, NewAudio};
 pub use dictionaries::{DictionaryPatch, DictionaryRecord};
 pub use flags::FlagRuleRecord;

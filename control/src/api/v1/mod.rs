@@ -6,7 +6,9 @@ mod stt;
 mod dictionaries;
 mod audio;
 mod auth;
+mod classifiers;
 mod flags;
+mod llm;
 mod profile;
 mod tenants;
 mod trunks;
@@ -32,6 +34,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(accounts::routes())
         .merge(trunks::routes())
         .merge(flags::routes())
+        .merge(classifiers::routes())
+        .merge(llm::routes())
         .merge(audio::routes())
         .merge(dictionaries::routes())
         .merge(stt::routes())
