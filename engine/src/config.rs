@@ -32,6 +32,11 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "database",
     "auth",
     "log",
+    "sip",
+    "media",
+    "stt",
+    "tts",
+    "dialer",
 ];
 
 /// The whole configuration.
@@ -54,6 +59,16 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Logging.
     pub log: LogConfig,
+    /// SIP stack and trunks (gateways calls leave through and come from).
+    pub sip: SipSection,
+    /// RTP media.
+    pub media: MediaSection,
+    /// Speech recognition nodes per engine.
+    pub stt: SttSection,
+    /// Speech synthesis.
+    pub tts: TtsSection,
+    /// The dialer, call limits, leases, drain and result delivery.
+    pub dialer: DialerConfig,
 }
 
 /// `[http]`
@@ -124,6 +139,11 @@ impl Default for Config {
             database: DatabaseConfig::default(),
             auth: AuthConfig::default(),
             log: LogConfig::default(),
+            sip: SipSection::default(),
+            media: MediaSection::default(),
+            stt: SttSection::default(),
+            tts: TtsSection::default(),
+            dialer: DialerConfig::default(),
         }
     }
 }
@@ -154,6 +174,147 @@ impl Default for AuthConfig {
             magic_link_ttl_secs: 900,
             argon2_memory_kib: 19 * 1024,
             argon2_iterations: 2,
+        }
+    }
+}
+
+/// `[sip]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SipSection {
+    /// UDP listen address (port 0 picks one). Default `127.0.0.1:5060`; unset disables UDP.
+    pub udp: Option<SocketAddr>,
+    /// TCP listen address. Default unset (no TCP).
+    pub tcp: Option<SocketAddr>,
+    /// Trunks: `[[sip.trunks]] name = "carrier", gateway = "127.0.0.1:5070"` (plus optional
+    /// `transport`, `credentials`, `from_domain`, `number_format`, `inbound_sources`). A
+    /// number's `trunk` names one; otherwise the tenant's oldest trunk (control API) whose
+    /// name is configured here; otherwise `default_trunk`.
+    pub trunks: Vec<callsmith_sip::TrunkConfig>,
+    /// Trunk used when neither the number nor the tenant names a configured one.
+    pub default_trunk: Option<String>,
+    /// User-Agent header. Default `callsmith`.
+    pub user_agent: String,
+    /// Outbound calls not answered within this many seconds are canceled (`no_answer`). Default 45.
+    pub ring_timeout_secs: u64,
+}
+
+impl Default for SipSection {
+    fn default() -> Self {
+        SipSection {
+            udp: Some(SocketAddr::from(([127, 0, 0, 1], 5060))),
+            tcp: None,
+            trunks: Vec::new(),
+            default_trunk: None,
+            user_agent: "callsmith".into(),
+            ring_timeout_secs: 45,
+        }
+    }
+}
+
+/// `[media]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MediaSection {
+    /// Pacing worker threads. Default 1.
+    pub workers: usize,
+    /// Address RTP sockets bind to. Default `127.0.0.1`.
+    pub bind_ip: std::net::IpAddr,
+    /// Address written into SDP (when NAT or a wildcard bind). Default: `bind_ip`.
+    pub advertised_ip: Option<std::net::IpAddr>,
+    /// RTP port range (even ports RTP, odd RTCP). Default 20000..29999.
+    pub rtp_port_min: u16,
+    pub rtp_port_max: u16,
+    /// Report silence on the wire after this many ms without RTP. Default 30000.
+    pub rtp_timeout_ms: u64,
+}
+
+impl Default for MediaSection {
+    fn default() -> Self {
+        MediaSection {
+            workers: 1,
+            bind_ip: std::net::IpAddr::from([127, 0, 0, 1]),
+            advertised_ip: None,
+            rtp_port_min: 20000,
+            rtp_port_max: 29999,
+            rtp_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// `[stt]`
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SttSection {
+    /// A recognition catalog file replacing the shipped one.
+    pub catalog_path: Option<PathBuf>,
+    /// Recognition nodes per engine: `[[stt.engines.whisper]] name = "local", url =
+    /// "ws://127.0.0.1:2700", protocol = "vosk", ready_url = "http://127.0.0.1:2700/ready"`.
+    pub engines: std::collections::BTreeMap<String, Vec<callsmith_media::stt::SttNodeConfig>>,
+}
+
+/// `[tts]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TtsSection {
+    /// Engine for prompts whose brick names none (or an unknown one): `espeak-ng` (default) or `flite`.
+    pub default_engine: String,
+    /// Syntheses kept in memory. Default 256.
+    pub cache_capacity: usize,
+}
+
+impl Default for TtsSection {
+    fn default() -> Self {
+        TtsSection {
+            default_engine: "espeak-ng".into(),
+            cache_capacity: 256,
+        }
+    }
+}
+
+/// `[dialer]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DialerConfig {
+    /// Run the call engine (SIP, dialer, inbound, result delivery). Default true.
+    pub enabled: bool,
+    /// How often due communications are looked for, ms. Default 200.
+    pub poll_interval_ms: u64,
+    /// Claim lease, seconds: a claim not renewed for this long is reconciled by any engine
+    /// (never dialled → back to `new`; dialled → `interrupted`). Default 30.
+    pub lease_secs: u64,
+    /// How often expired claims are reconciled, seconds. Default 5.
+    pub reconcile_interval_secs: u64,
+    /// Live calls of this process at most (test calls included). Default 200.
+    pub max_live_calls: usize,
+    /// Calls are hung up after this many seconds. Default 3600.
+    pub max_call_secs: u64,
+    /// On SIGTERM, live calls get this many seconds to finish before they are hung up. Default 30.
+    pub drain_timeout_secs: u64,
+    /// An inactive agent's due calls are looked at again after this many seconds. Default 60.
+    pub inactive_retry_secs: u64,
+    /// Recognition engine when a brick names none. Default `whisper`.
+    pub default_stt_engine: String,
+    /// Result delivery attempts before a delivery is `failed`. Default 8.
+    pub result_max_attempts: u32,
+    /// First retry delay of a result delivery, ms (doubles per attempt, at most 1 h). Default 2000.
+    pub result_backoff_base_ms: u64,
+}
+
+impl Default for DialerConfig {
+    fn default() -> Self {
+        DialerConfig {
+            enabled: true,
+            poll_interval_ms: 200,
+            lease_secs: 30,
+            reconcile_interval_secs: 5,
+            max_live_calls: 200,
+            max_call_secs: 3600,
+            drain_timeout_secs: 30,
+            inactive_retry_secs: 60,
+            default_stt_engine: "whisper".into(),
+            result_max_attempts: 8,
+            result_backoff_base_ms: 2000,
         }
     }
 }

@@ -5,7 +5,12 @@
 //!   exists, serve the HTTP API until SIGINT/SIGTERM.
 //! * `callsmith migrate`: apply database migrations (and the superuser bootstrap) and exit.
 
+mod call;
 mod config;
+mod delivery;
+mod dialer;
+mod inbound;
+mod runtime;
 
 use std::{path::PathBuf, time::Duration};
 
@@ -116,23 +121,29 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             local_dir: cfg.data_dir.join("objects"),
             ..Default::default()
         },
+        stt: callsmith_control::catalog::SttConfig {
+            catalog_path: cfg.stt.catalog_path.clone(),
+            engines: cfg.stt.engines.clone(),
+        },
         ..Settings::default()
     };
-    let app = callsmith_control::router(AppState::new(store.clone(), settings));
+    let state = AppState::new(store.clone(), settings);
+    // The call engine (SIP, dialer, inbound calls, result delivery); drained before exit.
+    let engine = runtime::start(&cfg, state.clone()).await?;
+    let app = callsmith_control::router(state);
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)
         .await
         .with_context(|| format!("binding {}", cfg.http.listen))?;
     tracing::info!(listen = %listener.local_addr()?, backend = ?store.backend(), "control API listening");
-    axum_serve(listener, app).await?;
+    let shutdown = async move {
+        shutdown_signal().await;
+        if let Some(e) = engine {
+            e.drain().await;
+        }
+    };
+    callsmith_control::api::serve(listener, app, shutdown).await?;
     store.close().await;
     Ok(())
-}
-
-async fn axum_serve(
-    listener: tokio::net::TcpListener,
-    app: callsmith_control::api::Router,
-) -> anyhow::Result<()> {
-    callsmith_control::api::serve(listener, app, shutdown_signal()).await
 }
 
 fn main() -> anyhow::Result<()> {

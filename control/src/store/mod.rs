@@ -21,6 +21,7 @@ use sqlx::{
 
 mod accounts;
 mod classifiers;
+pub mod communications;
 mod audio;
 mod dictionaries;
 mod flags;
@@ -34,6 +35,9 @@ pub use accounts::{AccountPatch, AccountRecord, NewAccount};
 pub use classifiers::{ClassifierVersionRecord, NewClassifierVersion, TrainingOutcome};
 pub use audio::{AudioRecord, NewAudio};
 pub use dictionaries::{DictionaryPatch, DictionaryRecord};
+pub use communications::{CommunicationRecord, NewCommunication};
+pub mod results;
+pub use results::ResultDeliveryRecord;
 pub use flags::FlagRuleRecord;
 pub use provision::create_postgres_database;
 pub use keys::{ApiKeyRecord, AuthLookup, SessionLookup, TokenPurpose};

@@ -7,6 +7,8 @@ mod dictionaries;
 mod audio;
 mod auth;
 mod classifiers;
+pub mod communications;
+mod results;
 mod flags;
 mod llm;
 mod profile;
@@ -34,6 +36,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(accounts::routes())
         .merge(trunks::routes())
         .merge(flags::routes())
+        .merge(communications::routes())
+        .merge(results::routes())
         .merge(classifiers::routes())
         .merge(llm::routes())
         .merge(audio::routes())

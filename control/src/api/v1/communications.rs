@@ -1,0 +1,549 @@
+//! Communications: dispatch (agent calls and scenario test calls), list, get.
+//! The dialer in the engine picks created rows up; see docs/communications.md.
+
+use std::collections::BTreeMap;
+
+use axum::{
+    extract::State,
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use crate::{
+    api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
+    auth::{Authz, cap},
+    ids::new_sid,
+    store::{
+        AccountRecord, CommunicationRecord, NewCommunication, StoreError,
+        communications::{COMMUNICATION_PREFIX, CommunicationFilter, status},
+    },
+};
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(dispatch))
+        .routes(routes!(list_communications))
+        .routes(routes!(get_communication))
+        .routes(routes!(speech_recording))
+}
+
+/// A communication (one call, outbound or inbound).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Communication {
+    pub id: String,
+    pub account_sid: String,
+    /// The agent that dialled (or answered) it; null for a scenario test call.
+    pub agent_sid: Option<String>,
+    pub scenario_sid: String,
+    /// Published scenario version run; null when a draft ran.
+    pub version: Option<i64>,
+    /// Frozen draft version run; null when a published version ran.
+    pub draft_version: Option<i64>,
+    pub recipient: String,
+    /// Caller id of the call ("" until the dialer picked a pool number).
+    pub from_number: String,
+    /// `outbound` or `inbound`.
+    pub direction: String,
+    /// new, queued, dialing, in_progress, completed, failed, canceled, interrupted.
+    pub communication_status: String,
+    /// How the call leg ended: answered, busy, no_answer, rejected, failed, canceled; null before.
+    pub call_status: Option<String>,
+    /// Final SIP response code behind call_status, when there was one.
+    pub sip_code: Option<i64>,
+    /// Seconds from answer to hang-up; 0 until the call completes.
+    pub duration: i64,
+    /// Goals reached, in order.
+    pub goals: Vec<String>,
+    /// The last goal reached, null when none.
+    pub goal: Option<String>,
+    /// Scenario variables at the end of the call.
+    #[schema(value_type = Object)]
+    pub variables: Value,
+    /// The dispatch data (agent path).
+    #[schema(value_type = Object)]
+    pub data: Value,
+    pub timezone: String,
+    pub is_test: bool,
+    pub consent_granted: bool,
+    pub has_recording: bool,
+    pub has_history: bool,
+    /// Why the scenario stopped (end, end_call, hung_up, …); null before the end.
+    pub end_reason: Option<String>,
+    /// Why the communication failed or was interrupted; null otherwise.
+    pub error: Option<String>,
+    pub scheduled_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub answered_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<&CommunicationRecord> for Communication {
+    fn from(c: &CommunicationRecord) -> Self {
+        let goals = c.goal_list();
+        Communication {
+            id: c.sid.clone(),
+            account_sid: c.account_sid.clone(),
+            agent_sid: c.agent_sid.clone(),
+            scenario_sid: c.scenario_sid.clone(),
+            version: c.version,
+            draft_version: c.draft_version,
+            recipient: c.recipient.clone(),
+            from_number: c.from_number.clone(),
+            direction: c.direction.clone(),
+            communication_status: c.communication_status.clone(),
+            call_status: c.call_status.clone(),
+            sip_code: c.sip_code,
+            duration: c.duration,
+            goal: goals.last().cloned(),
+            goals,
+            variables: serde_json::from_str(&c.variables)
+                .unwrap_or_else(|_| Value::Object(Default::default())),
+            data: serde_json::from_str(&c.data)
+                .unwrap_or_else(|_| Value::Object(Default::default())),
+            timezone: c.timezone.clone(),
+            is_test: c.is_test,
+            consent_granted: c.consent_granted,
+            has_recording: c.has_recording,
+            has_history: c.has_history,
+            end_reason: c.end_reason.clone(),
+            error: c.error.clone(),
+            scheduled_at: c.scheduled_at,
+            started_at: c.started_at,
+            answered_at: c.answered_at,
+            ended_at: c.ended_at,
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+        }
+    }
+}
+
+/// Body of POST /v1/communication/-/dispatch. Unknown fields (including `timezone`,
+/// which is never accepted) are 400.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DispatchBody {
+    /// The number to call.
+    pub recipient: String,
+    /// Dial through this agent (exactly one of agent_sid and scenario_sid).
+    #[serde(default)]
+    pub agent_sid: Option<String>,
+    /// Communication strategy (agent path; recorded, not interpreted).
+    #[serde(default)]
+    pub strategy_sid: Option<String>,
+    /// Defer dispatch until this time.
+    #[serde(default)]
+    pub scheduled_at: Option<DateTime<Utc>>,
+    /// Flat map of scalars (agent path): the scenario's initial variables.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub data: Option<Value>,
+    /// Per-communication schedule (agent path; accepted, not interpreted).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub schedule: Option<Value>,
+    /// Scenario test call (exactly one of agent_sid and scenario_sid).
+    #[serde(default)]
+    pub scenario_sid: Option<String>,
+    /// Test call: run the current draft (frozen on first use) instead of the published version.
+    #[serde(default)]
+    pub draft: Option<bool>,
+}
+
+fn non_empty(v: &Option<String>) -> Option<&str> {
+    v.as_deref().filter(|s| !s.trim().is_empty())
+}
+
+/// `+` and digits (spaces, dashes, dots and parentheses allowed), 3..=32 digits.
+fn check_recipient(r: &str) -> ApiResult<String> {
+    let trimmed: String = r
+        .chars()
+        .filter(|c| !matches!(c, ' ' | '-' | '.' | '(' | ')'))
+        .collect();
+    let digits = trimmed.strip_prefix('+').unwrap_or(&trimmed);
+    if (3..=32).contains(&digits.len()) && digits.chars().all(|c| c.is_ascii_digit()) {
+        Ok(trimmed)
+    } else {
+        Err(ApiError::unprocessable(
+            "invalid_recipient",
+            "recipient: a phone number (digits, optional leading +)",
+        ))
+    }
+}
+
+fn account_timezone(account: &AccountRecord) -> String {
+    if account.timezone.is_empty() {
+        "UTC".into()
+    } else {
+        account.timezone.clone()
+    }
+}
+
+/// Create a communication: an agent call (`agent_sid`) or a scenario test call (`scenario_sid`).
+#[utoipa::path(post, path = "/v1/communication/-/dispatch", tag = "communications", request_body = DispatchBody,
+    params(("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 201, body = Communication), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 422, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn dispatch(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesWrite>,
+    Json(b): Json<DispatchBody>,
+) -> ApiResult<(StatusCode, Json<Communication>)> {
+    let account = auth.account_scope(&state).await?;
+    let (agent_sid, scenario_sid) = match (non_empty(&b.agent_sid), non_empty(&b.scenario_sid)) {
+        (Some(a), None) => (Some(a.to_string()), None),
+        (None, Some(s)) => (None, Some(s.to_string())),
+        _ => {
+            return Err(ApiError::unprocessable(
+                "exactly_one_of",
+                "exactly one of agent_sid and scenario_sid is required",
+            ));
+        }
+    };
+    let recipient = check_recipient(&b.recipient)?;
+    let t = crate::store::now();
+    let due_at = b.scheduled_at.map_or(t, |s| s.max(t));
+    let mut new = NewCommunication {
+        sid: new_sid(COMMUNICATION_PREFIX),
+        tenant_sid: account.tenant_sid.clone(),
+        account_sid: account.sid.clone(),
+        agent_sid: None,
+        scenario_sid: String::new(),
+        version: None,
+        draft_version: None,
+        recipient,
+        from_number: String::new(),
+        trunk: None,
+        direction: "outbound".into(),
+        is_test: false,
+        data: "{}".into(),
+        strategy_sid: None,
+        timezone: account_timezone(&account),
+        scheduled_at: b.scheduled_at,
+        due_at,
+    };
+    if let Some(agent_sid) = agent_sid {
+        // Rule 6: data is a flat map of scalars.
+        let data = match &b.data {
+            None | Some(Value::Null) => serde_json::Map::new(),
+            Some(Value::Object(m)) => {
+                if let Some((k, _)) = m.iter().find(|(_, v)| v.is_object() || v.is_array()) {
+                    return Err(ApiError::unprocessable(
+                        "data_not_flat",
+                        format!("data.{k}: values must be strings, numbers or booleans"),
+                    ));
+                }
+                m.clone()
+            }
+            Some(_) => {
+                return Err(ApiError::unprocessable(
+                    "data_not_flat",
+                    "data: must be a flat object of scalars",
+                ));
+            }
+        };
+        let agent = state
+            .store
+            .agent_get(&agent_sid)
+            .await?
+            .filter(|a| a.account_sid == account.sid)
+            .ok_or_else(|| {
+                ApiError::unprocessable("unknown_agent", "agent_sid: no such agent in this account")
+            })?;
+        let published = state
+            .store
+            .scenario_latest_published(&agent.scenario_sid)
+            .await?
+            .ok_or_else(|| {
+                ApiError::unprocessable(
+                    "scenario_not_published",
+                    "the agent's scenario has no published version",
+                )
+            })?;
+        // Rule 7: the agent's number; a pool number is picked (rotating) at dial time.
+        if let Some(n) = &agent.number_sid
+            && let Some(num) = state.store.number_get(n).await?
+        {
+            new.from_number = num.identifier.clone();
+            new.trunk = num.trunk.clone();
+        }
+        new.agent_sid = Some(agent.sid.clone());
+        new.scenario_sid = agent.scenario_sid.clone();
+        new.version = published.version;
+        new.is_test = agent.is_test;
+        new.data = serde_json::to_string(&data).map_err(ApiError::internal)?;
+        new.strategy_sid = b.strategy_sid.clone().filter(|s| !s.is_empty());
+        if !agent.timezone.is_empty() {
+            new.timezone = agent.timezone.clone();
+        }
+    } else if let Some(scenario_sid) = scenario_sid {
+        // Rules 3 and 5: a test call, dispatched at once; strategy, schedule and data ignored.
+        let scenario = state
+            .store
+            .scenario_get(&scenario_sid)
+            .await?
+            .filter(|s| s.account_sid == account.sid)
+            .ok_or_else(|| {
+                ApiError::unprocessable(
+                    "unknown_scenario",
+                    "scenario_sid: no such scenario in this account",
+                )
+            })?;
+        let record = if b.draft.unwrap_or(false) {
+            match state.store.freeze_draft(&scenario.sid).await {
+                Ok(r) => r,
+                Err(StoreError::NotFound) => {
+                    return Err(ApiError::unprocessable(
+                        "no_draft",
+                        "the scenario has no draft",
+                    ));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            state
+                .store
+                .scenario_latest_published(&scenario.sid)
+                .await?
+                .ok_or_else(|| {
+                    ApiError::unprocessable(
+                        "scenario_not_published",
+                        "the scenario has no published version (dispatch with draft=true to test the draft)",
+                    )
+                })?
+        };
+        // Rule 7: a free account number.
+        let number = state
+            .store
+            .number_pick_for_account(&account.sid)
+            .await?
+            .ok_or_else(|| {
+                ApiError::unprocessable(
+                    "no_from_number",
+                    "the account has no active number to call from",
+                )
+            })?;
+        new.scenario_sid = scenario.sid.clone();
+        new.version = record.version;
+        new.draft_version = record.draft_version;
+        new.from_number = number.identifier.clone();
+        new.trunk = number.trunk.clone();
+        new.is_test = true;
+    }
+    let rec = state.store.communication_create(&new).await?;
+    Ok((StatusCode::CREATED, Json(Communication::from(&rec))))
+}
+
+/// Query of GET /v1/communication.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CommunicationQuery {
+    /// Only this agent's communications.
+    #[serde(default)]
+    pub agent_sid: Option<String>,
+    /// Only this status (new, queued, dialing, in_progress, completed, failed, canceled, interrupted).
+    #[serde(default)]
+    pub communication_status: Option<String>,
+    /// `outbound` or `inbound`.
+    #[serde(default)]
+    pub direction: Option<String>,
+    /// Created at or after this time.
+    #[serde(default)]
+    pub created_from: Option<DateTime<Utc>>,
+    /// Created before this time.
+    #[serde(default)]
+    pub created_to: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub limit: Option<i64>,
+    #[serde(default)]
+    pub offset: Option<i64>,
+}
+
+/// List the account's communications, newest first.
+#[utoipa::path(get, path = "/v1/communication", tag = "communications",
+    params(CommunicationQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 200, body = Page<Communication>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn list_communications(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Query(q): Query<CommunicationQuery>,
+) -> ApiResult<Json<Page<Communication>>> {
+    let page = PageParams::new(q.limit, q.offset)?;
+    if let Some(s) = &q.communication_status
+        && !status::ALL.contains(&s.as_str())
+    {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("communication_status: one of {}", status::ALL.join(", ")),
+        ));
+    }
+    if let Some(d) = &q.direction
+        && d != "outbound"
+        && d != "inbound"
+    {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "direction: outbound or inbound",
+        ));
+    }
+    let account = auth.account_scope(&state).await?;
+    let filter = CommunicationFilter {
+        agent_sid: q.agent_sid.clone(),
+        communication_status: q.communication_status.clone(),
+        direction: q.direction.clone(),
+        created_from: q.created_from,
+        created_to: q.created_to,
+    };
+    let (rows, total) = state
+        .store
+        .communication_list(&account.sid, &filter, page.limit, page.offset)
+        .await?;
+    Ok(Json(Page::new(
+        rows.iter().map(Communication::from).collect(),
+        total,
+        page,
+    )))
+}
+
+/// The communication `id` when it belongs to the caller's account.
+pub(crate) async fn visible_communication(
+    state: &AppState,
+    account: &AccountRecord,
+    id: &str,
+) -> ApiResult<CommunicationRecord> {
+    state
+        .store
+        .communication_get(id)
+        .await?
+        .filter(|c| c.account_sid == account.sid)
+        .ok_or_else(|| ApiError::not_found("communication"))
+}
+
+/// Get one communication (out of scope reads as absent).
+#[utoipa::path(get, path = "/v1/communication/{id}", tag = "communications",
+    params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 200, body = Communication), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn get_communication(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Communication>> {
+    let account = auth.account_scope(&state).await?;
+    Ok(Json(Communication::from(
+        &visible_communication(&state, &account, &id).await?,
+    )))
+}
+
+/// Communications of `account` keyed by id, for `include=communication`.
+pub(crate) async fn communications_map(
+    state: &AppState,
+    account: &AccountRecord,
+    ids: &[String],
+) -> ApiResult<BTreeMap<String, Value>> {
+    let rows = state
+        .store
+        .communications_by_sids(&account.sid, ids)
+        .await?;
+    let mut out = BTreeMap::new();
+    for r in &rows {
+        out.insert(
+            r.sid.clone(),
+            serde_json::to_value(Communication::from(r)).map_err(ApiError::internal)?,
+        );
+    }
+    Ok(out)
+}
+
+/// Bucket label that qualifies object paths referenced from a saved call history.
+pub const HISTORY_BUCKET: &str = "callsmith";
+
+/// Query of GET /v1/communication/{id}/speech-recording.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SpeechRecordingQuery {
+    /// Bucket-qualified storage path as referenced by the saved history field
+    /// `speech_recognition_recording` (`callsmith/calls/<account>/<communication>/speech/<n>.wav`).
+    pub path: String,
+    /// `proxy` (default): stream the audio; `url`: return a signed link.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Link lifetime in seconds (url mode): default 3600, at most 604800.
+    #[serde(default)]
+    pub expires_in: Option<u64>,
+}
+
+/// Serve a speech-recognition recording referenced from the call's saved history.
+#[utoipa::path(get, path = "/v1/communication/{id}/speech-recording", tag = "communications",
+    params(("id" = String, Path), SpeechRecordingQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 200, description = "The audio (proxy mode) or a Signed link (url mode)", body = crate::objects::SignedLink),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn speech_recording(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Path(id): Path<String>,
+    Query(q): Query<SpeechRecordingQuery>,
+) -> ApiResult<Response> {
+    let url_mode = match q.mode.as_deref() {
+        None | Some("proxy") => false,
+        Some("url") => true,
+        Some(_) => {
+            return Err(ApiError::bad_request("invalid_query", "mode: proxy or url"));
+        }
+    };
+    let ttl = q
+        .expires_in
+        .unwrap_or(crate::objects::DEFAULT_LINK_TTL_SECS);
+    if ttl == 0 || ttl > crate::objects::MAX_LINK_TTL_SECS {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!(
+                "expires_in: 1 to {} seconds",
+                crate::objects::MAX_LINK_TTL_SECS
+            ),
+        ));
+    }
+    let account = auth.account_scope(&state).await?;
+    let comm = visible_communication(&state, &account, &id).await?;
+    let absent = || ApiError::not_found("speech_recording");
+    // Only this communication's turn recordings; anything else reads as absent.
+    let prefix = format!("calls/{}/{}/speech/", account.sid, comm.sid);
+    let rel = q
+        .path
+        .strip_prefix(HISTORY_BUCKET)
+        .and_then(|r| r.strip_prefix('/'))
+        .filter(|r| r.starts_with(&prefix) && r.len() > prefix.len())
+        .filter(|r| {
+            !r.split('/')
+                .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+        })
+        .ok_or_else(absent)?;
+    if state.objects.head(rel).await.is_err() {
+        return Err(absent());
+    }
+    let content_type = crate::objects::guess_content_type(rel);
+    if url_mode {
+        let link = state
+            .objects
+            .signed_link(rel, std::time::Duration::from_secs(ttl), Some(content_type))
+            .await
+            .map_err(ApiError::internal)?;
+        return Ok(Json(link).into_response());
+    }
+    let bytes = state.objects.get(rel).await.map_err(|_| absent())?;
+    Ok(([(header::CONTENT_TYPE, content_type)], bytes).into_response())
+}

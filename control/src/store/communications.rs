@@ -1,0 +1,521 @@
+//! Communications (calls) and the dialer's row-level claims.
+//!
+//! A communication waits as `new` (or `queued` when the agent's calling schedule deferred
+//! it) until `due_at`. A dialer claims due rows by writing a random `claim_token` and a
+//! lease (`claimed_until`) in ONE statement: on PostgreSQL the candidate rows are picked
+//! with `FOR UPDATE SKIP LOCKED`, on SQLite the single conditional `UPDATE … RETURNING` is
+//! atomic because SQLite serialises writers. Every later write of the call names the token,
+//! so a process that lost its claim (lease expired, another process reconciled it) can
+//! never overwrite the row. While a call is live its owner renews the lease; a row whose
+//! lease expired is reconciled by [`Store::communications_reconcile`]: never dialled
+//! (`started_at` unset) → back to `new`; dialled → `interrupted`, never redialled.
+
+use chrono::{DateTime, Utc};
+
+use super::{Backend, Store, StoreError, StoreResult, now, on_db, store_row};
+
+/// Prefix of communication sids.
+pub const COMMUNICATION_PREFIX: &str = "com";
+
+/// Status values of `communication_status` (documented in docs/communications.md).
+pub mod status {
+    /// Created, waiting for its due time and a dialer.
+    pub const NEW: &str = "new";
+    /// Deferred by the agent's calling schedule (or an inactive agent) to `due_at`.
+    pub const QUEUED: &str = "queued";
+    /// Claimed by a dialer; the INVITE is (about to be) sent.
+    pub const DIALING: &str = "dialing";
+    /// Answered; the scenario runs.
+    pub const IN_PROGRESS: &str = "in_progress";
+    /// The call attempt ended (see `call_status` for how: answered, busy, no_answer…).
+    pub const COMPLETED: &str = "completed";
+    /// The call could not be attempted (no trunk, no number, no scenario version…); `error` says why.
+    pub const FAILED: &str = "failed";
+    /// Canceled before it was dialled.
+    pub const CANCELED: &str = "canceled";
+    /// The engine owning the live call stopped (crash); the call is not redialled.
+    pub const INTERRUPTED: &str = "interrupted";
+    pub const ALL: &[&str] = &[
+        NEW,
+        QUEUED,
+        DIALING,
+        IN_PROGRESS,
+        COMPLETED,
+        FAILED,
+        CANCELED,
+        INTERRUPTED,
+    ];
+}
+
+store_row! {
+    #[derive(Debug, Clone)]
+    pub struct CommunicationRecord {
+        pub sid: String,
+        pub tenant_sid: String,
+        pub account_sid: String,
+        pub agent_sid: Option<String>,
+        pub scenario_sid: String,
+        pub version: Option<i64>,
+        pub draft_version: Option<i64>,
+        pub recipient: String,
+        pub from_number: String,
+        pub trunk: Option<String>,
+        pub direction: String,
+        pub communication_status: String,
+        pub call_status: Option<String>,
+        pub sip_code: Option<i64>,
+        pub duration: i64,
+        pub goals: String,
+        pub variables: String,
+        pub is_test: bool,
+        pub consent_granted: bool,
+        pub has_recording: bool,
+        pub has_history: bool,
+        pub history_path: Option<String>,
+        pub recording_path: Option<String>,
+        pub data: String,
+        pub strategy_sid: Option<String>,
+        pub timezone: String,
+        pub end_reason: Option<String>,
+        pub error: Option<String>,
+        pub call_id: Option<String>,
+        pub scheduled_at: Option<DateTime<Utc>>,
+        pub due_at: DateTime<Utc>,
+        pub claim_token: Option<String>,
+        pub claimed_by: Option<String>,
+        pub claimed_until: Option<DateTime<Utc>>,
+        pub started_at: Option<DateTime<Utc>>,
+        pub answered_at: Option<DateTime<Utc>>,
+        pub ended_at: Option<DateTime<Utc>>,
+        pub created_at: DateTime<Utc>,
+        pub updated_at: DateTime<Utc>,
+    }
+}
+
+impl CommunicationRecord {
+    /// Goals reached, in order.
+    pub fn goal_list(&self) -> Vec<String> {
+        super::from_json_list(&self.goals)
+    }
+}
+
+const COLS: &str = "sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, recipient, \
+    from_number, trunk, direction, communication_status, call_status, sip_code, duration, goals, variables, is_test, \
+    consent_granted, has_recording, has_history, history_path, recording_path, data, strategy_sid, timezone, \
+    end_reason, error, call_id, scheduled_at, due_at, claim_token, claimed_by, claimed_until, started_at, \
+    answered_at, ended_at, created_at, updated_at";
+
+/// A communication to create.
+#[derive(Debug, Clone)]
+pub struct NewCommunication {
+    pub sid: String,
+    pub tenant_sid: String,
+    pub account_sid: String,
+    pub agent_sid: Option<String>,
+    pub scenario_sid: String,
+    pub version: Option<i64>,
+    pub draft_version: Option<i64>,
+    pub recipient: String,
+    pub from_number: String,
+    pub trunk: Option<String>,
+    /// `outbound` or `inbound`.
+    pub direction: String,
+    pub is_test: bool,
+    /// JSON object text of the dispatch `data`.
+    pub data: String,
+    pub strategy_sid: Option<String>,
+    pub timezone: String,
+    pub scheduled_at: Option<DateTime<Utc>>,
+    pub due_at: DateTime<Utc>,
+}
+
+/// List filters of GET /v1/communication.
+#[derive(Debug, Clone, Default)]
+pub struct CommunicationFilter {
+    pub agent_sid: Option<String>,
+    pub communication_status: Option<String>,
+    pub direction: Option<String>,
+    pub created_from: Option<DateTime<Utc>>,
+    pub created_to: Option<DateTime<Utc>>,
+}
+
+/// Who claims and for how long.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub token: String,
+    /// Process identity (host:pid), for operators.
+    pub by: String,
+    pub until: DateTime<Utc>,
+}
+
+/// Which due rows a claim takes.
+#[derive(Debug, Clone)]
+pub enum ClaimScope {
+    /// Rows of one agent.
+    Agent(String),
+    /// Scenario test calls (no agent).
+    TestCalls,
+}
+
+/// How a call ended, written by its owner.
+#[derive(Debug, Clone, Default)]
+pub struct CallFinish {
+    pub communication_status: String,
+    pub call_status: Option<String>,
+    pub sip_code: Option<i64>,
+    pub duration: i64,
+    pub goals: Vec<String>,
+    /// JSON object text of the variables at the end of the call.
+    pub variables: String,
+    pub history_path: Option<String>,
+    pub recording_path: Option<String>,
+    pub end_reason: Option<String>,
+    pub error: Option<String>,
+    pub answered_at: Option<DateTime<Utc>>,
+}
+
+/// What [`Store::communications_reconcile`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reconciled {
+    /// Claims that expired before the INVITE: back to `new`.
+    pub requeued: u64,
+    /// Claims that expired with a call placed: `interrupted`.
+    pub interrupted: u64,
+}
+
+/// A bind value for dynamically built statements.
+#[derive(Debug, Clone)]
+enum Bind {
+    S(String),
+    I(i64),
+    T(DateTime<Utc>),
+}
+
+macro_rules! bind_all {
+    ($q:expr, $binds:expr) => {{
+        let mut q = $q;
+        for b in $binds {
+            q = match b {
+                Bind::S(s) => q.bind(s.clone()),
+                Bind::I(i) => q.bind(*i),
+                Bind::T(t) => q.bind(*t),
+            };
+        }
+        q
+    }};
+}
+
+impl Store {
+    pub async fn communication_create(
+        &self,
+        c: &NewCommunication,
+    ) -> StoreResult<CommunicationRecord> {
+        let t = now();
+        on_db!(self, p => sqlx::query("INSERT INTO communications (sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, \
+            recipient, from_number, trunk, direction, communication_status, duration, goals, variables, is_test, consent_granted, has_recording, \
+            has_history, data, strategy_sid, timezone, scheduled_at, due_at, created_at, updated_at) \
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'new', 0, '[]', '{}', $12, FALSE, FALSE, FALSE, $13, $14, $15, $16, $17, $18, $18)")
+            .bind(&c.sid).bind(&c.tenant_sid).bind(&c.account_sid).bind(&c.agent_sid).bind(&c.scenario_sid)
+            .bind(c.version).bind(c.draft_version).bind(&c.recipient).bind(&c.from_number).bind(&c.trunk)
+            .bind(&c.direction).bind(c.is_test).bind(&c.data).bind(&c.strategy_sid).bind(&c.timezone)
+            .bind(c.scheduled_at).bind(c.due_at).bind(t)
+            .execute(p).await.map(|_| ()))
+        .map_err(StoreError::from_write)?;
+        self.communication_get(&c.sid)
+            .await?
+            .ok_or(StoreError::NotFound)
+    }
+
+    /// Creates an inbound communication already claimed by `claim` and `in_progress`.
+    pub async fn communication_create_inbound(
+        &self,
+        c: &NewCommunication,
+        claim: &Claim,
+    ) -> StoreResult<CommunicationRecord> {
+        self.communication_create(c).await?;
+        let t = now();
+        on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'in_progress', claim_token = $2, claimed_by = $3, \
+            claimed_until = $4, started_at = $5, answered_at = $5, updated_at = $5 WHERE sid = $1")
+            .bind(&c.sid).bind(&claim.token).bind(&claim.by).bind(claim.until).bind(t)
+            .execute(p).await.map(|_| ()))?;
+        self.communication_get(&c.sid)
+            .await?
+            .ok_or(StoreError::NotFound)
+    }
+
+    pub async fn communication_get(&self, sid: &str) -> StoreResult<Option<CommunicationRecord>> {
+        let sql = format!("SELECT {COLS} FROM communications WHERE sid = $1");
+        Ok(
+            on_db!(self, p => sqlx::query_as::<_, CommunicationRecord>(sqlx::AssertSqlSafe(sql)).bind(sid).fetch_optional(p).await)?,
+        )
+    }
+
+    /// Rows of an account among `sids` (for `include=communication`).
+    pub async fn communications_by_sids(
+        &self,
+        account_sid: &str,
+        sids: &[String],
+    ) -> StoreResult<Vec<CommunicationRecord>> {
+        if sids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks: Vec<String> = (0..sids.len()).map(|i| format!("${}", i + 2)).collect();
+        let sql = format!(
+            "SELECT {COLS} FROM communications WHERE account_sid = $1 AND sid IN ({})",
+            marks.join(", ")
+        );
+        let mut binds = vec![Bind::S(account_sid.to_string())];
+        binds.extend(sids.iter().map(|s| Bind::S(s.clone())));
+        Ok(
+            on_db!(self, p => bind_all!(sqlx::query_as::<_, CommunicationRecord>(sqlx::AssertSqlSafe(sql)), &binds).fetch_all(p).await)?,
+        )
+    }
+
+    /// A page of an account's communications, newest first, with the total.
+    pub async fn communication_list(
+        &self,
+        account_sid: &str,
+        f: &CommunicationFilter,
+        limit: i64,
+        offset: i64,
+    ) -> StoreResult<(Vec<CommunicationRecord>, i64)> {
+        let mut cond = vec!["account_sid = $1".to_string()];
+        let mut binds = vec![Bind::S(account_sid.to_string())];
+        let mut add = |col: &str, op: &str, b: Bind| {
+            binds.push(b);
+            cond.push(format!("{col} {op} ${}", binds.len()));
+        };
+        if let Some(v) = &f.agent_sid {
+            add("agent_sid", "=", Bind::S(v.clone()));
+        }
+        if let Some(v) = &f.communication_status {
+            add("communication_status", "=", Bind::S(v.clone()));
+        }
+        if let Some(v) = &f.direction {
+            add("direction", "=", Bind::S(v.clone()));
+        }
+        if let Some(v) = f.created_from {
+            add("created_at", ">=", Bind::T(v));
+        }
+        if let Some(v) = f.created_to {
+            add("created_at", "<", Bind::T(v));
+        }
+        let wher = cond.join(" AND ");
+        let count = format!("SELECT COUNT(*) FROM communications WHERE {wher}");
+        let total: i64 = on_db!(self, p => bind_all!(sqlx::query_scalar(sqlx::AssertSqlSafe(count.clone())), &binds).fetch_one(p).await)?;
+        let n = binds.len();
+        let sql = format!(
+            "SELECT {COLS} FROM communications WHERE {wher} ORDER BY created_at DESC, sid DESC LIMIT ${} OFFSET ${}",
+            n + 1,
+            n + 2
+        );
+        binds.push(Bind::I(limit));
+        binds.push(Bind::I(offset));
+        let rows = on_db!(self, p => bind_all!(sqlx::query_as::<_, CommunicationRecord>(sqlx::AssertSqlSafe(sql.clone())), &binds).fetch_all(p).await)?;
+        Ok((rows, total))
+    }
+
+    /// Agents with due outbound rows (`new`/`queued`, `due_at <= now`).
+    pub async fn communications_due_agents(&self) -> StoreResult<Vec<String>> {
+        let t = now();
+        Ok(
+            on_db!(self, p => sqlx::query_scalar::<_, String>("SELECT DISTINCT agent_sid FROM communications WHERE communication_status IN ('new', 'queued') \
+            AND due_at <= $1 AND agent_sid IS NOT NULL AND direction = 'outbound'")
+            .bind(t).fetch_all(p).await)?,
+        )
+    }
+
+    /// Whether scenario test calls are due.
+    pub async fn communications_test_due(&self) -> StoreResult<bool> {
+        let t = now();
+        let n: i64 = on_db!(self, p => sqlx::query_scalar("SELECT COUNT(*) FROM communications WHERE communication_status IN ('new', 'queued') \
+            AND due_at <= $1 AND agent_sid IS NULL AND direction = 'outbound'")
+            .bind(t).fetch_one(p).await)?;
+        Ok(n > 0)
+    }
+
+    /// Live calls (`dialing` or `in_progress`) of an agent, across every engine.
+    pub async fn communication_live_count(&self, agent_sid: &str) -> StoreResult<i64> {
+        Ok(
+            on_db!(self, p => sqlx::query_scalar("SELECT COUNT(*) FROM communications WHERE agent_sid = $1 \
+            AND communication_status IN ('dialing', 'in_progress')")
+            .bind(agent_sid).fetch_one(p).await)?,
+        )
+    }
+
+    /// Claims up to `limit` due outbound rows of `scope` (oldest due first): status
+    /// `dialing`, the claim's token and lease. Atomic; see the module doc.
+    pub async fn communication_claim_due(
+        &self,
+        claim: &Claim,
+        scope: &ClaimScope,
+        limit: i64,
+    ) -> StoreResult<Vec<CommunicationRecord>> {
+        if limit <= 0 {
+            return Ok(Vec::new());
+        }
+        let t = now();
+        let (agent_cond, agent) = match scope {
+            ClaimScope::Agent(a) => ("agent_sid = $6", a.clone()),
+            ClaimScope::TestCalls => ("agent_sid IS NULL AND $6 = $6", String::new()),
+        };
+        let lock = match self.backend() {
+            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        };
+        let sql = format!(
+            "UPDATE communications SET communication_status = 'dialing', claim_token = $1, claimed_by = $2, claimed_until = $3, updated_at = $4 \
+             WHERE communication_status IN ('new', 'queued') AND sid IN (SELECT sid FROM communications WHERE communication_status IN ('new', 'queued') \
+             AND direction = 'outbound' AND due_at <= $4 AND {agent_cond} ORDER BY due_at ASC, sid ASC LIMIT $5{lock}) RETURNING {COLS}"
+        );
+        let mut rows = on_db!(self, p => sqlx::query_as::<_, CommunicationRecord>(sqlx::AssertSqlSafe(sql.clone()))
+            .bind(&claim.token).bind(&claim.by).bind(claim.until).bind(t).bind(limit).bind(&agent)
+            .fetch_all(p).await)?;
+        rows.sort_by(|a, b| a.due_at.cmp(&b.due_at).then(a.sid.cmp(&b.sid)));
+        Ok(rows)
+    }
+
+    /// Defers an agent's due rows to `until` (calling schedule): status `queued`.
+    pub async fn communication_defer_agent(
+        &self,
+        agent_sid: &str,
+        until: DateTime<Utc>,
+    ) -> StoreResult<u64> {
+        let t = now();
+        Ok(
+            on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'queued', due_at = $2, updated_at = $3 \
+            WHERE agent_sid = $1 AND communication_status IN ('new', 'queued') AND due_at <= $3 AND direction = 'outbound'")
+            .bind(agent_sid).bind(until).bind(t).execute(p).await.map(|r| r.rows_affected()))?,
+        )
+    }
+
+    /// Gives a claimed row back (not dialled): status `new`, claim cleared.
+    pub async fn communication_release(&self, sid: &str, token: &str) -> StoreResult<bool> {
+        let t = now();
+        Ok(
+            on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'new', claim_token = NULL, claimed_by = NULL, \
+            claimed_until = NULL, updated_at = $3 WHERE sid = $1 AND claim_token = $2 AND started_at IS NULL")
+            .bind(sid).bind(token).bind(t).execute(p).await.map(|r| r.rows_affected() == 1))?,
+        )
+    }
+
+    /// Extends the lease of every row `token` holds. Returns the rows renewed.
+    pub async fn communication_renew(&self, token: &str, until: DateTime<Utc>) -> StoreResult<u64> {
+        Ok(
+            on_db!(self, p => sqlx::query("UPDATE communications SET claimed_until = $2 WHERE claim_token = $1 \
+            AND communication_status IN ('dialing', 'in_progress')")
+            .bind(token).bind(until).execute(p).await.map(|r| r.rows_affected()))?,
+        )
+    }
+
+    /// Records that the INVITE is about to be sent (from this moment the row is never
+    /// redialled). False when the claim was lost.
+    pub async fn communication_mark_started(
+        &self,
+        sid: &str,
+        token: &str,
+        from_number: &str,
+        trunk: Option<&str>,
+    ) -> StoreResult<bool> {
+        let t = now();
+        Ok(
+            on_db!(self, p => sqlx::query("UPDATE communications SET started_at = $3, from_number = $4, trunk = $5, updated_at = $3 \
+            WHERE sid = $1 AND claim_token = $2 AND communication_status = 'dialing'")
+            .bind(sid).bind(token).bind(t).bind(from_number).bind(trunk)
+            .execute(p).await.map(|r| r.rows_affected() == 1))?,
+        )
+    }
+
+    /// The call was answered: `in_progress`.
+    pub async fn communication_mark_answered(
+        &self,
+        sid: &str,
+        token: &str,
+        call_id: &str,
+    ) -> StoreResult<bool> {
+        let t = now();
+        Ok(
+            on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'in_progress', answered_at = $3, call_id = $4, \
+            updated_at = $3 WHERE sid = $1 AND claim_token = $2")
+            .bind(sid).bind(token).bind(t).bind(call_id)
+            .execute(p).await.map(|r| r.rows_affected() == 1))?,
+        )
+    }
+
+    /// Writes the end of a call and clears the claim. False when the claim was lost.
+    pub async fn communication_finish(
+        &self,
+        sid: &str,
+        token: &str,
+        f: &CallFinish,
+    ) -> StoreResult<bool> {
+        let t = now();
+        let goals = super::to_json_list(&f.goals);
+        Ok(
+            on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = $3, call_status = $4, sip_code = $5, duration = $6, \
+            goals = $7, variables = $8, has_history = $9, history_path = $10, has_recording = $11, recording_path = $12, end_reason = $13, \
+            error = $14, answered_at = COALESCE(answered_at, $15), ended_at = $16, updated_at = $16, claim_token = NULL, claimed_by = NULL, \
+            claimed_until = NULL WHERE sid = $1 AND claim_token = $2")
+            .bind(sid).bind(token).bind(&f.communication_status).bind(&f.call_status).bind(f.sip_code).bind(f.duration)
+            .bind(goals).bind(&f.variables).bind(f.history_path.is_some()).bind(&f.history_path)
+            .bind(f.recording_path.is_some()).bind(&f.recording_path).bind(&f.end_reason).bind(&f.error)
+            .bind(f.answered_at).bind(t)
+            .execute(p).await.map(|r| r.rows_affected() == 1))?,
+        )
+    }
+
+    /// Fails a row that is not claimed (or claimed by `token`) without dialling it.
+    pub async fn communication_fail_unclaimed(
+        &self,
+        sid: &str,
+        token: &str,
+        error: &str,
+    ) -> StoreResult<bool> {
+        let t = now();
+        Ok(
+            on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'failed', error = $3, ended_at = $4, updated_at = $4, \
+            claim_token = NULL, claimed_by = NULL, claimed_until = NULL WHERE sid = $1 AND claim_token = $2")
+            .bind(sid).bind(token).bind(error).bind(t)
+            .execute(p).await.map(|r| r.rows_affected() == 1))?,
+        )
+    }
+
+    /// Reconciles expired claims (see the module doc).
+    pub async fn communications_reconcile(&self) -> StoreResult<Reconciled> {
+        let t = now();
+        let requeued = on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'new', claim_token = NULL, claimed_by = NULL, \
+            claimed_until = NULL, updated_at = $1 WHERE communication_status = 'dialing' AND started_at IS NULL AND claimed_until < $1")
+            .bind(t).execute(p).await.map(|r| r.rows_affected()))?;
+        let interrupted = on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'interrupted', \
+            error = 'the engine running the call stopped', ended_at = $1, updated_at = $1, claim_token = NULL, claimed_by = NULL, claimed_until = NULL \
+            WHERE communication_status IN ('dialing', 'in_progress') AND claimed_until < $1")
+            .bind(t).execute(p).await.map(|r| r.rows_affected()))?;
+        Ok(Reconciled {
+            requeued,
+            interrupted,
+        })
+    }
+
+    /// Inbound routing: the active agent whose gateway is the called number (by its
+    /// identifier, normalised as the SIP layer gives it) or the number's pool. Returns
+    /// (agent sid, number identifier as stored). Matches `+1555…` and `1555…` alike.
+    pub async fn inbound_agent_for_number(
+        &self,
+        called: &str,
+    ) -> StoreResult<Option<(String, String)>> {
+        let digits = called.trim_start_matches('+').to_string();
+        let plus = format!("+{digits}");
+        let row: Option<(String, String, Option<String>, String)> = on_db!(self, p => sqlx::query_as(
+            "SELECT sid, account_sid, pool_sid, identifier FROM numbers WHERE status = 'active' AND identifier IN ($1, $2) ORDER BY created_at ASC LIMIT 1")
+            .bind(&digits).bind(&plus).fetch_optional(p).await)?;
+        let Some((number_sid, account_sid, pool_sid, identifier)) = row else {
+            return Ok(None);
+        };
+        let pool = pool_sid.unwrap_or_default();
+        let agent: Option<String> = on_db!(self, p => sqlx::query_scalar(
+            "SELECT sid FROM agents WHERE account_sid = $1 AND status = 'active' AND archive_time IS NULL \
+             AND (number_sid = $2 OR (number_pool_sid IS NOT NULL AND number_pool_sid = $3)) ORDER BY created_at ASC LIMIT 1")
+            .bind(&account_sid).bind(&number_sid).bind(&pool).fetch_optional(p).await)?;
+        Ok(agent.map(|a| (a, identifier)))
+    }
+}

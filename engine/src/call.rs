@@ -1,0 +1,1197 @@
+//! One call, outbound or inbound: resolve what it runs, place or answer it through the SIP
+//! stack, open its media session, run the scenario interpreter over [`LivePort`] (the
+//! engine's `CallPort`: prompts, listening with STT + DTMF, webhooks, SMS, transfer,
+//! classifiers), then save the history (and recording) and write how it ended.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use callsmith_control::store::{
+    AgentRecord, CommunicationRecord,
+    communications::{CallFinish, status},
+};
+use callsmith_media::{
+    MediaEvent, MediaSession, PlayEnd,
+    prompt::{Playable, Prompt},
+    recording::RecordingTarget,
+    stt::{SttEvent, SttParams},
+    tts::TtsRequest,
+};
+use callsmith_scenarios::{
+    Snapshot,
+    interpreter::{CallInfo, Direction, Program, Tz},
+    model::MappingEntry,
+    port::*,
+    webhook::{self, CompiledRequest, WebhookOutcome, WebhookResponse},
+};
+use callsmith_sip::{CallLeg, EndInfo, LegController, LegEvent, LocalMedia, NegotiatedMedia};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use crate::runtime::Runtime;
+
+/// Bucket label in front of object paths referenced from a saved history
+/// (`speech_recognition_recording`), as GET …/speech-recording expects them.
+pub const BUCKET: &str = "callsmith";
+
+/// Object path prefix of a communication's artefacts (`calls/<account>/<communication>/`).
+pub fn call_prefix(account_sid: &str, communication_sid: &str) -> String {
+    format!("calls/{account_sid}/{communication_sid}")
+}
+
+/// What a call runs, resolved before dialling.
+pub struct Prepared {
+    pub snapshot: Snapshot,
+    pub agent: Option<AgentRecord>,
+    pub from_number: String,
+    pub trunk: Option<String>,
+    pub tz: Tz,
+    pub data: BTreeMap<String, String>,
+}
+
+/// Loads the scenario version, the agent, the from-number and the trunk of a claimed row.
+pub async fn prepare(rt: &Runtime, comm: &CommunicationRecord) -> Result<Prepared, String> {
+    let store = &rt.store;
+    let agent = match &comm.agent_sid {
+        Some(a) => Some(
+            store
+                .agent_get(a)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("the agent no longer exists")?,
+        ),
+        None => None,
+    };
+    let record = match (comm.version, comm.draft_version) {
+        (Some(v), _) => {
+            store
+                .scenario_version_by_axis(&comm.scenario_sid, v, false)
+                .await
+        }
+        (None, Some(d)) => {
+            store
+                .scenario_version_by_axis(&comm.scenario_sid, d, true)
+                .await
+        }
+        (None, None) => return Err("no scenario version recorded".into()),
+    }
+    .map_err(|e| e.to_string())?
+    .ok_or("the scenario version no longer exists")?;
+    let snapshot =
+        Snapshot::from_owned(record.snapshot_value()).map_err(|e| format!("scenario: {e}"))?;
+    let mut from_number = comm.from_number.clone();
+    let mut trunk = comm.trunk.clone();
+    if from_number.is_empty()
+        && let Some(a) = &agent
+    {
+        if let Some(n) = &a.number_sid {
+            let num = store
+                .number_get(n)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("the agent's number no longer exists")?;
+            from_number = num.identifier;
+            trunk = num.trunk;
+        } else if let Some(p) = &a.number_pool_sid {
+            let nums = store
+                .pool_active_numbers(p)
+                .await
+                .map_err(|e| e.to_string())?;
+            if nums.is_empty() {
+                return Err("the agent's number pool has no active number".into());
+            }
+            let num = &nums[rt.next_in_pool(p, nums.len())];
+            from_number = num.identifier.clone();
+            trunk = num.trunk.clone();
+        }
+    }
+    if from_number.is_empty() {
+        return Err("no from-number".into());
+    }
+    let known = |t: &str| rt.sip.trunks().iter().any(|c| c.name == t);
+    let trunk = match trunk.filter(|t| !t.is_empty() && known(t)) {
+        Some(t) => Some(t),
+        None => {
+            // The tenant's trunks, oldest first, that this engine has a gateway for.
+            let (trunks, _) = store
+                .trunk_list(&comm.tenant_sid, false, 100, 0)
+                .await
+                .map_err(|e| e.to_string())?;
+            trunks.into_iter().map(|t| t.name).find(|n| known(n))
+        }
+    };
+    let tz: Tz = comm.timezone.parse().unwrap_or(Tz::UTC);
+    let data: serde_json::Map<String, Value> = serde_json::from_str(&comm.data).unwrap_or_default();
+    Ok(Prepared {
+        snapshot,
+        agent,
+        from_number,
+        trunk,
+        tz,
+        data: callsmith_scenarios::interpreter::data_to_vars(&data),
+    })
+}
+
+fn media_codec(c: callsmith_sip::Codec) -> callsmith_media::g711::Codec {
+    match c {
+        callsmith_sip::Codec::Pcmu => callsmith_media::g711::Codec::Pcmu,
+        callsmith_sip::Codec::Pcma => callsmith_media::g711::Codec::Pcma,
+    }
+}
+
+/// Runs a claimed outbound communication to its end. Never panics on bad data: every
+/// failure ends as a `failed` row with the reason.
+pub async fn run_outbound(rt: Runtime, comm: CommunicationRecord) {
+    let _live = rt.live.enter(comm.agent_sid.as_deref());
+    let token = rt.settings.claim_token.clone();
+    let prep = match prepare(&rt, &comm).await {
+        Ok(p) => p,
+        Err(e) => {
+            warn!(communication = %comm.sid, error = %e, "communication cannot be dialled");
+            let _ = rt
+                .store
+                .communication_fail_unclaimed(&comm.sid, &token, &e)
+                .await;
+            crate::delivery::enqueue(&rt, &comm.sid).await;
+            return;
+        }
+    };
+    let session = match rt.media.open_session(None) {
+        Ok(s) => s,
+        Err(e) => {
+            // No media resources now: give the row back for a later attempt.
+            warn!(error = %e, "no media session; releasing the claim");
+            let _ = rt.store.communication_release(&comm.sid, &token).await;
+            return;
+        }
+    };
+    match rt
+        .store
+        .communication_mark_started(&comm.sid, &token, &prep.from_number, prep.trunk.as_deref())
+        .await
+    {
+        Ok(true) => {}
+        _ => {
+            warn!(communication = %comm.sid, "claim lost before dialling");
+            return;
+        }
+    }
+    let local = LocalMedia::g711(rt.settings.media_ip, session.local_port());
+    let placed = rt
+        .sip
+        .place_call(callsmith_sip::OutboundCall {
+            trunk: prep.trunk.clone(),
+            from_number: prep.from_number.clone(),
+            from_display: None,
+            to_number: comm.recipient.clone(),
+            headers: Vec::new(),
+            local_media: local,
+            ring_timeout: rt.settings.ring_timeout,
+        })
+        .await;
+    let mut leg = match placed {
+        Ok(l) => l,
+        Err(e) => {
+            let f = CallFinish {
+                communication_status: status::FAILED.into(),
+                call_status: Some("failed".into()),
+                error: Some(format!("placing the call: {e}")),
+                variables: "{}".into(),
+                ..Default::default()
+            };
+            finish(&rt, &comm, &f).await;
+            return;
+        }
+    };
+    info!(communication = %comm.sid, call_id = leg.call_id(), "call placed");
+    // Wait for the answer (or the end) — bounded by the ring timeout plus a margin.
+    let answer_deadline = Instant::now() + rt.settings.ring_timeout + Duration::from_secs(40);
+    let media = loop {
+        let ev = tokio::select! {
+            ev = leg.next_event() => ev,
+            _ = tokio::time::sleep_until(answer_deadline) => { leg.hangup(); None }
+            _ = rt.hangup_all.cancelled() => { leg.hangup(); None }
+        };
+        match ev {
+            Some(LegEvent::Answered(m)) => break Some(m),
+            Some(LegEvent::EarlyMedia(m)) => {
+                let _ = session.set_remote(m.remote_rtp, media_codec(m.codec), m.telephone_event);
+            }
+            Some(LegEvent::Ended(end)) => {
+                let f = CallFinish {
+                    communication_status: status::COMPLETED.into(),
+                    call_status: Some(end.call_status.as_str().into()),
+                    sip_code: end.sip_code.map(i64::from),
+                    variables: "{}".into(),
+                    end_reason: Some("not_answered".into()),
+                    ..Default::default()
+                };
+                finish(&rt, &comm, &f).await;
+                return;
+            }
+            Some(_) => {}
+            None => break None,
+        }
+    };
+    let Some(media) = media else {
+        let end = wait_end(&mut leg, Duration::from_secs(10)).await;
+        let f = CallFinish {
+            communication_status: status::COMPLETED.into(),
+            call_status: Some(
+                end.as_ref()
+                    .map_or("canceled", |e| e.call_status.as_str())
+                    .into(),
+            ),
+            sip_code: end.and_then(|e| e.sip_code.map(i64::from)),
+            variables: "{}".into(),
+            end_reason: Some("not_answered".into()),
+            ..Default::default()
+        };
+        finish(&rt, &comm, &f).await;
+        return;
+    };
+    let _ = rt
+        .store
+        .communication_mark_answered(&comm.sid, &token, leg.call_id())
+        .await;
+    run_answered(rt, comm, prep, session, leg, media, Direction::Outbound).await;
+}
+
+/// Waits for a leg's `Ended` event.
+async fn wait_end(leg: &mut CallLeg, within: Duration) -> Option<EndInfo> {
+    tokio::time::timeout(within, async {
+        while let Some(ev) = leg.next_event().await {
+            if let LegEvent::Ended(e) = ev {
+                return Some(e);
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// Writes the end of a communication and queues its result deliveries.
+async fn finish(rt: &Runtime, comm: &CommunicationRecord, f: &CallFinish) {
+    match rt
+        .store
+        .communication_finish(&comm.sid, &rt.settings.claim_token, f)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => warn!(communication = %comm.sid, "claim lost; end of call not recorded"),
+        Err(e) => {
+            warn!(communication = %comm.sid, error = %e, "recording the end of a call failed")
+        }
+    }
+    crate::delivery::enqueue(rt, &comm.sid).await;
+}
+
+/// Runs the scenario on an answered call, then stores history/recording and the end.
+pub async fn run_answered(
+    rt: Runtime,
+    comm: CommunicationRecord,
+    prep: Prepared,
+    mut session: MediaSession,
+    leg: CallLeg,
+    media: NegotiatedMedia,
+    direction: Direction,
+) {
+    let answered_at = Utc::now();
+    if let Err(e) = session.set_remote(
+        media.remote_rtp,
+        media_codec(media.codec),
+        media.telephone_event,
+    ) {
+        warn!(error = %e, "setting the media peer failed");
+    }
+    let prefix = call_prefix(&comm.account_sid, &comm.sid);
+    let recording_path = format!("{prefix}/recording.wav");
+    let recording = prep.agent.as_ref().is_some_and(|a| a.call_recording);
+    if recording {
+        match recording_target(&rt, &recording_path) {
+            Ok(t) => {
+                if let Err(e) = session.start_recording(t) {
+                    warn!(error = %e, "recording could not start");
+                }
+            }
+            Err(e) => warn!(error = %e, "recording target unavailable"),
+        }
+    }
+    let ctl = leg.controller();
+    let call_id = leg.call_id().to_string();
+    let (sig_tx, sig_rx) = mpsc::unbounded_channel();
+    let pump = tokio::spawn(pump_leg(leg, sig_tx));
+    let media_events = session.take_events();
+    let mut port = LivePort {
+        rt: rt.clone(),
+        comm: comm.clone(),
+        agent: prep.agent.clone(),
+        from_number: prep.from_number.clone(),
+        session,
+        media_events,
+        signals: sig_rx,
+        ctl,
+        ended: None,
+        started: Instant::now(),
+        deadline: Instant::now() + rt.settings.max_call,
+        pending_dtmf: String::new(),
+        turns: Vec::new(),
+        prompts: Vec::new(),
+        errors: Vec::new(),
+    };
+    let info = CallInfo {
+        direction,
+        recipient: comm.recipient.clone(),
+        from: prep.from_number.clone(),
+        communication_id: comm.sid.clone(),
+        timezone: prep.tz,
+        data: prep.data.clone(),
+    };
+    let program = Program::new(&prep.snapshot);
+    let run = program.run(&info, &mut port).await;
+    // Hang up if the scenario ended without the caller leaving, and wait for the end.
+    if port.ended.is_none() {
+        port.ctl.hangup();
+        let until = Instant::now() + Duration::from_secs(10);
+        while port.ended.is_none() {
+            match tokio::time::timeout_at(until, port.signals.recv()).await {
+                Ok(Some(Signal::Ended(e))) => port.ended = Some(e),
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+    }
+    pump.abort();
+    let ended_at = Utc::now();
+    let LivePort {
+        session,
+        turns,
+        prompts,
+        errors,
+        ended,
+        ..
+    } = port;
+    let (stats, rec_info) = match session.close().await {
+        Ok((s, r)) => (Some(s), r),
+        Err(e) => {
+            warn!(error = %e, "closing the media session failed");
+            (None, None)
+        }
+    };
+    let end_reason = serde_json::to_value(&run.end)
+        .ok()
+        .and_then(|v| v.get("reason").and_then(|r| r.as_str()).map(String::from));
+    let duration = (ended_at - answered_at).num_milliseconds().max(0);
+    let history = json!({
+        "communication_id": comm.sid,
+        "direction": comm.direction,
+        "recipient": comm.recipient,
+        "from_number": prep.from_number,
+        "call_id": call_id,
+        "answered_at": answered_at,
+        "ended_at": ended_at,
+        "duration_ms": duration,
+        "end": run.end,
+        "hangup": ended.as_ref().map(|e| json!({"call_status": e.call_status.as_str(), "sip_code": e.sip_code, "reason": e.reason, "by": format!("{:?}", e.by).to_lowercase()})),
+        "goals": run.goals,
+        "variables": run.variables,
+        "steps": run.steps,
+        "trace": run.history.events,
+        "prompts": prompts,
+        "turns": turns,
+        "errors": errors,
+        "media": stats,
+    });
+    let history_path = format!("{prefix}/history.json");
+    let saved = match serde_json::to_vec_pretty(&history) {
+        Ok(bytes) => rt
+            .objects()
+            .put(&history_path, Bytes::from(bytes), Some("application/json"))
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = &saved {
+        warn!(error = %e, "saving the call history failed");
+    }
+    let f = CallFinish {
+        communication_status: status::COMPLETED.into(),
+        call_status: Some("answered".into()),
+        sip_code: Some(200),
+        duration: (duration + 500) / 1000,
+        goals: run.goals.clone(),
+        variables: serde_json::to_string(&run.variables).unwrap_or_else(|_| "{}".into()),
+        history_path: saved.ok().map(|_| history_path),
+        recording_path: rec_info.map(|_| recording_path),
+        end_reason,
+        error: None,
+        answered_at: Some(answered_at),
+    };
+    finish(&rt, &comm, &f).await;
+    info!(communication = %comm.sid, goals = ?f.goals, duration = f.duration, "call ended");
+}
+
+fn recording_target(rt: &Runtime, path: &str) -> Result<RecordingTarget, String> {
+    let uri = rt.objects().uri(path);
+    let url = url::Url::parse(&uri).map_err(|e| e.to_string())?;
+    let (store, p) = object_store::parse_url(&url).map_err(|e| e.to_string())?;
+    Ok(RecordingTarget {
+        store: Arc::from(store),
+        path: p,
+    })
+}
+
+/// What the leg pump forwards to the port.
+#[derive(Debug)]
+enum Signal {
+    Dtmf(char),
+    Ended(EndInfo),
+}
+
+async fn pump_leg(mut leg: CallLeg, tx: mpsc::UnboundedSender<Signal>) {
+    while let Some(ev) = leg.next_event().await {
+        let s = match ev {
+            LegEvent::Dtmf(d) => Signal::Dtmf(d),
+            LegEvent::Ended(e) => Signal::Ended(e),
+            _ => continue,
+        };
+        let end = matches!(s, Signal::Ended(_));
+        if tx.send(s).is_err() || end {
+            break;
+        }
+    }
+}
+
+/// One prompt as played, for the history.
+#[derive(Debug, Clone, Serialize)]
+struct PromptLog {
+    at_ms: u64,
+    prompt: PromptSpec,
+    interruptible: bool,
+    outcome: String,
+    played_ms: u64,
+    /// Time from the play request to the end of playout.
+    elapsed_ms: u64,
+}
+
+/// One listen turn, for the history (per-turn timings and transcripts).
+#[derive(Debug, Clone, Serialize, Default)]
+struct Turn {
+    index: usize,
+    started_ms: u64,
+    ended_ms: u64,
+    /// VAD onset of caller speech.
+    speech_started_ms: Option<u64>,
+    first_partial_ms: Option<u64>,
+    final_ms: Option<u64>,
+    /// Final transcript minus the end of speech (recognition latency).
+    final_latency_ms: Option<u64>,
+    transcript: Option<String>,
+    dtmf: Option<String>,
+    heard: String,
+    interim: Vec<(u64, String)>,
+    stt_node: Option<String>,
+    stt_error: Option<String>,
+    /// Bucket-qualified storage path of the caller audio of this turn.
+    speech_recognition_recording: Option<String>,
+}
+
+/// The engine's `CallPort`: one answered call over SIP + media.
+pub struct LivePort {
+    rt: Runtime,
+    comm: CommunicationRecord,
+    agent: Option<AgentRecord>,
+    from_number: String,
+    session: MediaSession,
+    media_events: Option<mpsc::Receiver<MediaEvent>>,
+    signals: mpsc::UnboundedReceiver<Signal>,
+    ctl: LegController,
+    ended: Option<EndInfo>,
+    started: Instant,
+    deadline: Instant,
+    pending_dtmf: String,
+    turns: Vec<Turn>,
+    prompts: Vec<PromptLog>,
+    errors: Vec<String>,
+}
+
+/// Something that happened while waiting.
+enum Happening {
+    Media(Option<MediaEvent>),
+    Signal(Option<Signal>),
+    Deadline,
+    Shutdown,
+}
+
+impl LivePort {
+    fn ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    async fn next_happening(&mut self) -> Happening {
+        let deadline = self.deadline;
+        let hangup_all = self.rt.hangup_all.clone();
+        let media = async {
+            match self.media_events.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            m = media => Happening::Media(m),
+            s = self.signals.recv() => Happening::Signal(s),
+            _ = tokio::time::sleep_until(deadline) => Happening::Deadline,
+            _ = hangup_all.cancelled() => Happening::Shutdown,
+        }
+    }
+
+    /// Handles a signal; true when the call ended.
+    fn on_signal(&mut self, s: Option<Signal>) -> Option<char> {
+        match s {
+            Some(Signal::Dtmf(d)) => Some(d),
+            Some(Signal::Ended(e)) => {
+                self.ended = Some(e);
+                None
+            }
+            None => {
+                if self.ended.is_none() {
+                    self.ended = Some(EndInfo {
+                        call_status: callsmith_sip::CallStatus::Answered,
+                        sip_code: None,
+                        reason: "leg closed".into(),
+                        by: callsmith_sip::Party::Remote,
+                    });
+                }
+                None
+            }
+        }
+    }
+
+    fn force_end(&mut self, why: &str) {
+        self.errors.push(why.to_string());
+        self.ctl.hangup();
+    }
+
+    async fn playable(&self, prompt: &PromptSpec) -> Result<Playable, String> {
+        match prompt {
+            PromptSpec::Tts { text, voice } => {
+                let req = TtsRequest {
+                    engine: if voice.engine.is_empty() {
+                        self.rt.settings.default_tts_engine.clone()
+                    } else {
+                        voice.engine.clone()
+                    },
+                    voice: voice.voice.clone(),
+                    language: voice.language.clone(),
+                    model: voice.model.clone(),
+                    speed: voice.speed.unwrap_or(1.0),
+                    text: text.clone(),
+                };
+                let req = if self.rt.tts.cached(&req).is_none() && !known_engine(&req.engine) {
+                    TtsRequest {
+                        engine: self.rt.settings.default_tts_engine.clone(),
+                        ..req
+                    }
+                } else {
+                    req
+                };
+                self.rt.tts.playable(&req).map_err(|e| e.to_string())
+            }
+            PromptSpec::File { url } => {
+                let bytes = self.file_bytes(url).await?;
+                let ext = url.rsplit_once('.').map(|(_, e)| e.to_string());
+                let p = Prompt::decode(&bytes, ext.as_deref()).map_err(|e| e.to_string())?;
+                Ok(Playable::Prompt(Arc::new(p)))
+            }
+        }
+    }
+
+    async fn file_bytes(&self, url: &str) -> Result<Vec<u8>, String> {
+        let objects = self.rt.objects();
+        // An audio file id of this account.
+        if url.starts_with("aud_") {
+            let a = self
+                .rt
+                .store
+                .audio_get(url)
+                .await
+                .map_err(|e| e.to_string())?
+                .filter(|a| a.account_sid == self.comm.account_sid)
+                .ok_or_else(|| format!("audio file {url} not found"))?;
+            return objects
+                .get(&a.object_path)
+                .await
+                .map(|b| b.to_vec())
+                .map_err(|e| e.to_string());
+        }
+        // A canonical URI of our own storage.
+        if url.contains("://")
+            && !url.starts_with("http")
+            && let Some(path) = objects.path_of(url)
+        {
+            return objects
+                .get(&path)
+                .await
+                .map(|b| b.to_vec())
+                .map_err(|e| e.to_string());
+        }
+        callsmith_media::prompt::fetch_bytes(url)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn save_turn_audio(&self, index: usize, pcm: &[i16]) -> Option<String> {
+        if pcm.is_empty() {
+            return None;
+        }
+        let path = format!(
+            "{}/speech/{index}.wav",
+            call_prefix(&self.comm.account_sid, &self.comm.sid)
+        );
+        let bytes = wav_8k_mono(pcm);
+        match self
+            .rt
+            .objects()
+            .put(&path, Bytes::from(bytes), Some("audio/wav"))
+            .await
+        {
+            Ok(()) => Some(format!("{BUCKET}/{path}")),
+            Err(e) => {
+                warn!(error = %e, "saving turn audio failed");
+                None
+            }
+        }
+    }
+}
+
+fn known_engine(e: &str) -> bool {
+    matches!(e, "espeak-ng" | "flite")
+}
+
+/// A 16-bit PCM mono WAV at 8 kHz.
+fn wav_8k_mono(pcm: &[i16]) -> Vec<u8> {
+    let data_len = (pcm.len() * 2) as u32;
+    let mut out = Vec::with_capacity(44 + data_len as usize);
+    out.extend_from_slice(b"RIFF");
+    out.extend_from_slice(&(36 + data_len).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&16u32.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&8000u32.to_le_bytes());
+    out.extend_from_slice(&16000u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&16u16.to_le_bytes());
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&data_len.to_le_bytes());
+    for s in pcm {
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+    out
+}
+
+/// Longest a caller may speak in one turn before the turn is cut.
+const MAX_UTTERANCE: Duration = Duration::from_secs(20);
+/// Time allowed for the final transcript after the audio ended.
+const FINAL_GRACE: Duration = Duration::from_secs(8);
+
+#[async_trait]
+impl CallPort for LivePort {
+    async fn play(&mut self, prompt: &PromptSpec, interruptible: bool) -> PlayOutcome {
+        if self.ended.is_some() {
+            return PlayOutcome::HungUp;
+        }
+        let at_ms = self.ms();
+        let t0 = Instant::now();
+        let playable = match self.playable(prompt).await {
+            Ok(p) => p,
+            Err(e) => {
+                self.errors.push(format!("prompt: {e}"));
+                return PlayOutcome::Failed(e);
+            }
+        };
+        let handle = match self.session.play(playable, interruptible) {
+            Ok(h) => h,
+            Err(e) => return PlayOutcome::Failed(e.to_string()),
+        };
+        let wait = handle.wait();
+        tokio::pin!(wait);
+        let mut stopped_by_dtmf = false;
+        let outcome = loop {
+            tokio::select! {
+                o = &mut wait => {
+                    break match o.end {
+                        PlayEnd::Completed => (PlayOutcome::Completed, o.played_ms),
+                        PlayEnd::Interrupted => (PlayOutcome::Interrupted, o.played_ms),
+                        PlayEnd::Stopped if stopped_by_dtmf => (PlayOutcome::Interrupted, o.played_ms),
+                        PlayEnd::Stopped if self.ended.is_some() => (PlayOutcome::HungUp, o.played_ms),
+                        PlayEnd::Stopped => (PlayOutcome::Completed, o.played_ms),
+                    };
+                }
+                h = self.next_happening() => match h {
+                    Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => {
+                        self.pending_dtmf.push(digit);
+                        if interruptible && !stopped_by_dtmf {
+                            stopped_by_dtmf = true;
+                            let _ = self.session.stop_playout();
+                        }
+                    }
+                    Happening::Media(None) => { self.media_events = None; }
+                    Happening::Media(Some(_)) => {}
+                    Happening::Signal(s) => {
+                        if let Some(d) = self.on_signal(s) {
+                            self.pending_dtmf.push(d);
+                            if interruptible && !stopped_by_dtmf {
+                                stopped_by_dtmf = true;
+                                let _ = self.session.stop_playout();
+                            }
+                        }
+                        if self.ended.is_some() {
+                            let _ = self.session.stop_playout();
+                        }
+                    }
+                    Happening::Deadline => { self.force_end("maximum call duration reached"); let _ = self.session.stop_playout(); }
+                    Happening::Shutdown => { self.force_end("engine shutting down"); let _ = self.session.stop_playout(); }
+                }
+            }
+        };
+        let name = match &outcome.0 {
+            PlayOutcome::Completed => "completed",
+            PlayOutcome::Interrupted => "interrupted",
+            PlayOutcome::HungUp => "hung_up",
+            PlayOutcome::Failed(_) => "failed",
+        };
+        self.prompts.push(PromptLog {
+            at_ms,
+            prompt: prompt.clone(),
+            interruptible,
+            outcome: name.into(),
+            played_ms: outcome.1,
+            elapsed_ms: t0.elapsed().as_millis() as u64,
+        });
+        outcome.0
+    }
+
+    async fn listen(&mut self, spec: &ListenSpec) -> Heard {
+        if self.ended.is_some() {
+            return Heard::HungUp;
+        }
+        let mut turn = Turn {
+            index: self.turns.len() + 1,
+            started_ms: self.ms(),
+            ..Default::default()
+        };
+        let mut stt = None;
+        if let Some(speech) = &spec.speech {
+            match self.rt.stt_pool(&speech.engine) {
+                Some(pool) => {
+                    let params = SttParams {
+                        language: if speech.language.is_empty() {
+                            "en-US".into()
+                        } else {
+                            speech.language.clone()
+                        },
+                        model: speech.model.clone(),
+                        interim_results: true,
+                    };
+                    match self.session.start_stt(&pool, params).await {
+                        Ok(s) => {
+                            turn.stt_node = Some(s.node.name.clone());
+                            stt = Some(s);
+                        }
+                        Err(e) => turn.stt_error = Some(e.to_string()),
+                    }
+                }
+                None => turn.stt_error = Some("no recognition node configured".into()),
+            }
+        }
+        let mut audio = match self.session.tap_caller_audio(3000) {
+            Ok(rx) => Some(rx),
+            Err(_) => None,
+        };
+        let mut pcm: Vec<i16> = Vec::new();
+        let dtmf = spec.dtmf.clone();
+        let mut digits = String::new();
+        let no_input = Duration::from_secs_f64(if spec.no_input_timeout_secs > 0.0 {
+            spec.no_input_timeout_secs
+        } else {
+            callsmith_scenarios::interpreter::DEFAULT_NO_INPUT_SECS
+        });
+        let mut deadline = Instant::now() + no_input;
+        let mut finishing = false;
+        let mut heard: Option<Heard> = None;
+        // Digits typed during the prompt start the entry.
+        if dtmf.is_some() {
+            for d in std::mem::take(&mut self.pending_dtmf).chars() {
+                if let Some(h) = push_digit(&mut digits, d, dtmf.as_ref()) {
+                    heard = Some(h);
+                    break;
+                }
+            }
+            if !digits.is_empty() {
+                deadline = Instant::now() + inter_digit(dtmf.as_ref());
+            }
+        }
+        while heard.is_none() {
+            let stt_next = async {
+                match stt.as_mut() {
+                    Some(s) => s.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let frame = async {
+                match audio.as_mut() {
+                    Some(a) => a.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                ev = stt_next => match ev {
+                    Some(SttEvent::Transcript(t)) => {
+                        let now = self.ms();
+                        if t.is_final {
+                            if !t.text.trim().is_empty() {
+                                turn.final_ms = Some(now);
+                                turn.final_latency_ms = Some(t.at_ms.saturating_sub(t.end_ms));
+                                heard = Some(Heard::Speech { transcript: t.text.trim().to_string(), confidence: None });
+                            } else if finishing {
+                                heard = Some(Heard::NoInput);
+                            }
+                        } else if !t.text.trim().is_empty() {
+                            turn.first_partial_ms.get_or_insert(now);
+                            turn.interim.push((now, t.text.clone()));
+                            deadline = deadline.max(Instant::now() + Duration::from_secs(3));
+                        }
+                    }
+                    Some(SttEvent::NodeFailed { node, error }) => {
+                        turn.stt_error = Some(format!("{node}: {error}"));
+                        stt = None;
+                    }
+                    Some(SttEvent::Ended) | None => {
+                        stt = None;
+                        if finishing { heard = Some(Heard::NoInput); }
+                    }
+                },
+                f = frame => match f {
+                    Some(f) => if pcm.len() < 8000 * 60 { pcm.extend_from_slice(&f.pcm) },
+                    None => audio = None,
+                },
+                h = self.next_happening() => match h {
+                    Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => {
+                        if dtmf.is_some() {
+                            heard = push_digit(&mut digits, digit, dtmf.as_ref());
+                            deadline = Instant::now() + inter_digit(dtmf.as_ref());
+                        }
+                    }
+                    Happening::Media(Some(MediaEvent::SpeechStarted { .. })) => {
+                        turn.speech_started_ms.get_or_insert(self.ms());
+                        if stt.is_some() {
+                            deadline = deadline.max(Instant::now() + MAX_UTTERANCE);
+                        }
+                    }
+                    Happening::Media(Some(_)) => {}
+                    Happening::Media(None) => self.media_events = None,
+                    Happening::Signal(s) => {
+                        if let Some(d) = self.on_signal(s)
+                            && dtmf.is_some()
+                        {
+                            heard = push_digit(&mut digits, d, dtmf.as_ref());
+                            deadline = Instant::now() + inter_digit(dtmf.as_ref());
+                        }
+                        if self.ended.is_some() { heard = Some(Heard::HungUp); }
+                    }
+                    Happening::Deadline => { self.force_end("maximum call duration reached"); heard = Some(Heard::HungUp); }
+                    Happening::Shutdown => { self.force_end("engine shutting down"); heard = Some(Heard::HungUp); }
+                },
+                _ = tokio::time::sleep_until(deadline) => {
+                    let min = dtmf.as_ref().map_or(1, |d| d.min_symbols.max(1) as usize);
+                    if !digits.is_empty() && digits.len() >= min {
+                        heard = Some(Heard::Dtmf { digits: std::mem::take(&mut digits) });
+                    } else if !finishing && stt.is_some() && (turn.speech_started_ms.is_some() || !turn.interim.is_empty()) {
+                        // Speech is under way: end the audio and wait for the final result.
+                        finishing = true;
+                        if let Some(s) = stt.as_mut() { s.finish(); }
+                        deadline = Instant::now() + FINAL_GRACE;
+                    } else {
+                        heard = Some(Heard::NoInput);
+                    }
+                }
+            }
+        }
+        drop(stt);
+        drop(audio);
+        let heard = heard.unwrap_or(Heard::NoInput);
+        turn.ended_ms = self.ms();
+        match &heard {
+            Heard::Speech { transcript, .. } => {
+                turn.heard = "speech".into();
+                turn.transcript = Some(transcript.clone());
+            }
+            Heard::Dtmf { digits } => {
+                turn.heard = "dtmf".into();
+                turn.dtmf = Some(digits.clone());
+            }
+            Heard::NoInput => turn.heard = "no_input".into(),
+            Heard::HungUp => turn.heard = "hung_up".into(),
+        }
+        if spec.speech.is_some() {
+            turn.speech_recognition_recording = self.save_turn_audio(turn.index, &pcm).await;
+        }
+        self.turns.push(turn);
+        heard
+    }
+
+    async fn classify(
+        &mut self,
+        id: &str,
+        version: i64,
+        text: &str,
+    ) -> Result<Vec<IntentScore>, String> {
+        callsmith_control::adapters::classify(
+            &self.rt.store,
+            &self.comm.account_sid,
+            id,
+            version,
+            text,
+        )
+        .await
+        .map(|v| {
+            v.into_iter()
+                .map(|(intent, c)| IntentScore {
+                    intent,
+                    confidence: f64::from(c),
+                })
+                .collect()
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    async fn llm(&mut self, _request: &LlmRequest) -> Result<String, String> {
+        Err("language-model bricks are not wired into live calls yet".into())
+    }
+
+    async fn webhook(
+        &mut self,
+        request: &CompiledRequest,
+        mapping: &[MappingEntry],
+    ) -> WebhookOutcome {
+        execute_webhook(&self.rt.http, request, mapping).await
+    }
+
+    async fn send_sms(&mut self, to: &str, text: &str) -> SmsOutcome {
+        match send_sms(&self.rt, self.agent.as_ref(), &self.from_number, to, text).await {
+            Ok(()) => SmsOutcome::Sent,
+            Err(e) => SmsOutcome::Failed(e),
+        }
+    }
+
+    async fn transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
+        if let Some(m) = &spec.message_to_client {
+            let _ = self.play(m, false).await;
+        }
+        if self.ended.is_some() {
+            return TransferOutcome::Failure("the caller hung up".into());
+        }
+        match spec.mode {
+            TransferMode::Blind => match self.ctl.refer(&spec.number, &spec.sip_headers).await {
+                callsmith_sip::TransferOutcome::Succeeded { .. } => TransferOutcome::Success,
+                callsmith_sip::TransferOutcome::Failed {
+                    sip_code: None,
+                    reason,
+                } if reason.contains("NOTIFY") => TransferOutcome::Timeout,
+                callsmith_sip::TransferOutcome::Failed { reason, .. } => {
+                    TransferOutcome::Failure(reason)
+                }
+            },
+            TransferMode::Bridged => TransferOutcome::Failure(
+                "bridged transfer is not supported by this engine yet".into(),
+            ),
+        }
+    }
+
+    async fn answering_machine(&mut self) -> AmdVerdict {
+        AmdVerdict::Unknown
+    }
+
+    async fn hangup(&mut self, _signal: &str) {
+        self.ctl.hangup();
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+fn inter_digit(d: Option<&DtmfSpec>) -> Duration {
+    Duration::from_secs_f64(
+        d.and_then(|d| d.inter_digit_timeout_secs)
+            .filter(|s| *s > 0.0)
+            .unwrap_or(3.0),
+    )
+}
+
+/// Adds a digit; Some when entry is complete (finish key or max symbols).
+fn push_digit(digits: &mut String, d: char, spec: Option<&DtmfSpec>) -> Option<Heard> {
+    let spec = spec?;
+    if spec.finish_on_key == Some(d) {
+        if digits.len() >= spec.min_symbols as usize {
+            return Some(Heard::Dtmf {
+                digits: std::mem::take(digits),
+            });
+        }
+        return None;
+    }
+    digits.push(d);
+    if spec.max_symbols > 0 && digits.len() >= spec.max_symbols as usize {
+        return Some(Heard::Dtmf {
+            digits: std::mem::take(digits),
+        });
+    }
+    None
+}
+
+/// Executes a compiled webhook with reqwest (no redirects followed automatically).
+pub async fn execute_webhook(
+    http: &reqwest::Client,
+    req: &CompiledRequest,
+    mapping: &[MappingEntry],
+) -> WebhookOutcome {
+    let curl = webhook::to_curl(req);
+    let received = async {
+        let method =
+            reqwest::Method::from_bytes(req.method.as_bytes()).map_err(|e| e.to_string())?;
+        let mut b = http
+            .request(method, &req.url)
+            .timeout(Duration::from_secs_f64(req.timeout_secs.clamp(0.1, 300.0)));
+        for (k, v) in &req.headers {
+            b = b.header(k, v);
+        }
+        if let Some(body) = &req.body {
+            b = b.body(body.clone());
+        }
+        let t0 = std::time::Instant::now();
+        let resp = b.send().await.map_err(|e| e.to_string())?;
+        let status = resp.status();
+        let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (k, v) in resp.headers() {
+            headers
+                .entry(k.to_string())
+                .or_default()
+                .push(v.to_str().unwrap_or_default().to_string());
+        }
+        let body = resp.text().await.map_err(|e| e.to_string())?;
+        Ok::<_, String>(WebhookResponse {
+            http_status_code: i64::from(status.as_u16()),
+            http_status_text: status.canonical_reason().unwrap_or("").to_string(),
+            headers,
+            body,
+            duration: t0.elapsed().as_millis() as i64,
+        })
+    }
+    .await;
+    WebhookOutcome::finish(curl, None, received, mapping)
+}
+
+/// Renders `{{from}}`, `{{to}}` and `{{text}}`.
+fn render_sms(t: &str, from: &str, to: &str, text: &str, json_body: bool) -> String {
+    let esc = |s: &str| {
+        if json_body {
+            let q = serde_json::to_string(s).unwrap_or_default();
+            q[1..q.len().saturating_sub(1).max(1)].to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    t.replace("{{from}}", &esc(from))
+        .replace("{{to}}", &esc(to))
+        .replace("{{text}}", &esc(text))
+}
+
+/// Sends an SMS through the agent's provider (type http: one templated request).
+async fn send_sms(
+    rt: &Runtime,
+    agent: Option<&AgentRecord>,
+    call_from: &str,
+    to: &str,
+    text: &str,
+) -> Result<(), String> {
+    let agent = agent.ok_or("a test call has no agent SMS settings")?;
+    let sms: Value = agent
+        .sms
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .ok_or("the agent has no SMS settings")?;
+    let provider_sid = sms
+        .get("provider_sid")
+        .and_then(|v| v.as_str())
+        .ok_or("sms.provider_sid missing")?;
+    let p = rt
+        .store
+        .sms_provider_get(provider_sid)
+        .await
+        .map_err(|e| e.to_string())?
+        .filter(|p| p.account_sid == agent.account_sid)
+        .ok_or("the SMS provider no longer exists")?;
+    if p.status != "active" {
+        return Err("the SMS provider is inactive".into());
+    }
+    let use_alpha = sms
+        .get("use_alpha")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    let from = if use_alpha {
+        sms.get("alpha")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+    } else {
+        sms.get("number")
+            .and_then(|v| v.as_str())
+            .unwrap_or(call_from)
+    };
+    let url = render_sms(&p.url, from, to, text, false);
+    let method = reqwest::Method::from_bytes(
+        if p.method.is_empty() {
+            "POST"
+        } else {
+            &p.method
+        }
+        .as_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
+    let headers: Vec<Value> = serde_json::from_str(&p.headers).unwrap_or_default();
+    let mut json_body = false;
+    let mut b = rt
+        .http
+        .request(method, &url)
+        .timeout(Duration::from_secs(15));
+    for h in &headers {
+        let (Some(n), Some(v)) = (
+            h.get("name").and_then(|v| v.as_str()),
+            h.get("value").and_then(|v| v.as_str()),
+        ) else {
+            continue;
+        };
+        if n.eq_ignore_ascii_case("content-type") && v.contains("json") {
+            json_body = true;
+        }
+        b = b.header(n, render_sms(v, from, to, text, false));
+    }
+    if !p.body_template.is_empty() {
+        b = b.body(render_sms(&p.body_template, from, to, text, json_body));
+    }
+    let resp = b.send().await.map_err(|e| e.to_string())?;
+    if resp.status().is_success() {
+        Ok(())
+    } else {
+        Err(format!("provider answered {}", resp.status()))
+    }
+}

@@ -1,0 +1,189 @@
+//! Result delivery: every finished communication of an agent is POSTed as JSON to each of
+//! the agent's `communication_result.targets`, retried with exponential backoff.
+//! Rows live in `result_deliveries` (claimed with a token and a lease like communications,
+//! so several engines share the work and a crash loses nothing). Payload: see
+//! docs/communications.md.
+
+use std::time::Duration;
+
+use callsmith_control::api::v1::communications::Communication;
+use callsmith_control::store::{ResultDeliveryRecord, results::AttemptOutcome};
+use serde_json::{Value, json};
+use tracing::{debug, warn};
+
+use crate::runtime::Runtime;
+
+/// Creates the deliveries of a finished communication (nothing for test calls without agent).
+pub async fn enqueue(rt: &Runtime, communication_sid: &str) {
+    let Ok(Some(comm)) = rt.store.communication_get(communication_sid).await else {
+        return;
+    };
+    let Some(agent_sid) = &comm.agent_sid else {
+        return;
+    };
+    let Ok(Some(agent)) = rt.store.agent_get(agent_sid).await else {
+        return;
+    };
+    let urls = targets(&agent.communication_result);
+    if urls.is_empty() {
+        return;
+    }
+    if let Err(e) = rt
+        .store
+        .result_deliveries_create(
+            &comm.tenant_sid,
+            &comm.account_sid,
+            &comm.sid,
+            agent_sid,
+            &urls,
+        )
+        .await
+    {
+        warn!(communication = %comm.sid, error = %e, "creating result deliveries failed");
+    }
+}
+
+/// Target URLs of an agent's `communication_result` JSON (`{"targets": [{"url"}]}`).
+pub fn targets(communication_result: &str) -> Vec<String> {
+    let v: Value = serde_json::from_str(communication_result).unwrap_or(Value::Null);
+    let mut out: Vec<String> = v
+        .get("targets")
+        .and_then(|t| t.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.get("url").and_then(|u| u.as_str()))
+                .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Delay before attempt `attempts + 1`: base · 2^attempts, at most one hour.
+pub fn backoff(base: Duration, attempts: i64) -> Duration {
+    let exp = attempts.clamp(0, 20) as u32;
+    base.saturating_mul(2u32.saturating_pow(exp))
+        .min(Duration::from_secs(3600))
+}
+
+/// The JSON body POSTed to a target.
+pub fn payload(rec: &ResultDeliveryRecord, comm: &Communication) -> Value {
+    json!({
+        "event": "communication.result",
+        "delivery_id": rec.sid,
+        "attempt": rec.attempts + 1,
+        "agent_sid": rec.agent_sid,
+        "communication": comm,
+    })
+}
+
+/// The delivery loop: claims due deliveries and attempts them until `stop`.
+pub async fn run(rt: Runtime, stop: tokio_util::sync::CancellationToken) {
+    let cfg = rt.settings.dialer.clone();
+    let base = Duration::from_millis(cfg.result_backoff_base_ms.max(1));
+    let lease = Duration::from_secs(60);
+    loop {
+        if stop.is_cancelled() {
+            return;
+        }
+        let until =
+            callsmith_control::store::now() + chrono::Duration::from_std(lease).unwrap_or_default();
+        let batch = rt
+            .store
+            .result_delivery_claim_due(&rt.settings.claim_token, until, 16)
+            .await
+            .unwrap_or_else(|e| {
+                warn!(error = %e, "claiming result deliveries failed");
+                Vec::new()
+            });
+        let mut tasks = Vec::new();
+        for rec in batch {
+            let rt = rt.clone();
+            tasks.push(tokio::spawn(async move {
+                attempt(&rt, rec, base).await;
+            }));
+        }
+        let idle = tasks.is_empty();
+        for t in tasks {
+            let _ = t.await;
+        }
+        if idle {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(cfg.poll_interval_ms.max(50))) => {}
+                _ = stop.cancelled() => return,
+            }
+        }
+    }
+}
+
+async fn attempt(rt: &Runtime, rec: ResultDeliveryRecord, base: Duration) {
+    let max_attempts = rt.settings.dialer.result_max_attempts.max(1) as i64;
+    let comm = match rt.store.communication_get(&rec.communication_sid).await {
+        Ok(Some(c)) => c,
+        _ => return,
+    };
+    let body = payload(&rec, &Communication::from(&comm));
+    let resp = rt
+        .http
+        .post(&rec.url)
+        .timeout(Duration::from_secs(10))
+        .json(&body)
+        .send()
+        .await;
+    let (code, error) = match resp {
+        Ok(r) if r.status().is_success() => (Some(i64::from(r.status().as_u16())), None),
+        Ok(r) => (
+            Some(i64::from(r.status().as_u16())),
+            Some(format!("target answered {}", r.status())),
+        ),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let outcome = match error {
+        None => AttemptOutcome::Delivered {
+            status_code: code.unwrap_or(200),
+        },
+        Some(error) if rec.attempts + 1 >= max_attempts => AttemptOutcome::Failed {
+            status_code: code,
+            error,
+        },
+        Some(error) => AttemptOutcome::Retry {
+            status_code: code,
+            error,
+            next_attempt_at: callsmith_control::store::now()
+                + chrono::Duration::from_std(backoff(base, rec.attempts)).unwrap_or_default(),
+        },
+    };
+    debug!(delivery = %rec.sid, ?outcome, "result delivery attempt");
+    if let Err(e) = rt
+        .store
+        .result_delivery_record(&rec.sid, &rt.settings.claim_token, &outcome)
+        .await
+    {
+        warn!(delivery = %rec.sid, error = %e, "recording a delivery attempt failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let b = Duration::from_secs(1);
+        assert_eq!(backoff(b, 0), Duration::from_secs(1));
+        assert_eq!(backoff(b, 3), Duration::from_secs(8));
+        assert_eq!(backoff(b, 30), Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn targets_are_http_urls_deduplicated() {
+        let t = targets(
+            r#"{"targets":[{"url":"http://a/x"},{"url":"ftp://b"},{"url":"http://a/x"},{"nourl":1}]}"#,
+        );
+        assert_eq!(t, vec!["http://a/x".to_string()]);
+        assert!(targets("not json").is_empty());
+    }
+}

@@ -1,0 +1,266 @@
+//! The dialer: claims due communications and starts their calls within each agent's
+//! limits, renews this process's leases, reconciles expired claims, and drains on shutdown.
+//!
+//! Limits (docs/communications.md):
+//! * `cpl` (calls per line): live calls of the agent at once, counted in the database across
+//!   every engine (`dialing` + `in_progress`); 0 = no limit;
+//! * `cps` (calls per second): call starts per second, a token bucket per agent in this
+//!   process (capacity `cps`, refilled at `cps` per second); 0 = no limit;
+//! * the agent must be active (not archived), else its due rows wait (`queued`, retried
+//!   every `inactive_retry_secs`);
+//! * `calling_schedule`: outside a window the agent's due rows are deferred (`queued`) to the
+//!   next window start ([`callsmith_control::schedule::next_allowed`]).
+//!
+//! Scenario test calls have no agent: they start at once, bounded only by
+//! `dialer.max_live_calls` (which bounds every call of this process).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use callsmith_control::schedule::{CallingSchedule, next_allowed};
+use callsmith_control::store::communications::{Claim, ClaimScope};
+use chrono::Utc;
+use serde_json::Value;
+use tracing::{info, warn};
+
+use crate::runtime::Runtime;
+
+/// A token bucket of call starts.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    rate: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl TokenBucket {
+    /// `rate` starts per second, burst `rate` (at least 1).
+    pub fn new(rate: f64, now: Instant) -> TokenBucket {
+        TokenBucket {
+            rate,
+            tokens: rate.max(1.0),
+            last: now,
+        }
+    }
+    /// Whole tokens available at `now` (after refilling).
+    pub fn available(&mut self, now: Instant) -> u64 {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + dt * self.rate).min(self.rate.max(1.0));
+        self.tokens.floor() as u64
+    }
+    pub fn take(&mut self, n: u64) {
+        self.tokens = (self.tokens - n as f64).max(0.0);
+    }
+    pub fn set_rate(&mut self, rate: f64) {
+        self.rate = rate;
+    }
+}
+
+/// The schedule of an agent's `calling_schedule` JSON (`always` when absent or unreadable).
+fn schedule_of(json: &str) -> Option<CallingSchedule> {
+    let v: Value = serde_json::from_str(json).ok()?;
+    let strategy = v
+        .get("strategy")
+        .and_then(|s| s.as_str())
+        .unwrap_or("always");
+    CallingSchedule::parse(strategy, v.get("args").unwrap_or(&Value::Null)).ok()
+}
+
+/// Runs until `rt.draining` is cancelled; then stops claiming and returns.
+pub async fn run(rt: Runtime) {
+    let cfg = rt.settings.dialer.clone();
+    let poll = Duration::from_millis(cfg.poll_interval_ms.max(20));
+    let lease =
+        chrono::Duration::from_std(rt.settings.lease).unwrap_or(chrono::Duration::seconds(30));
+    let mut buckets: HashMap<String, TokenBucket> = HashMap::new();
+    let mut last_renew = Instant::now();
+    let mut last_reconcile = Instant::now() - Duration::from_secs(3600);
+    info!(instance = %rt.settings.instance, "dialer started");
+    loop {
+        if rt.draining.is_cancelled() {
+            break;
+        }
+        let now = Instant::now();
+        if now.duration_since(last_renew) >= rt.settings.lease / 3 {
+            last_renew = now;
+            if let Err(e) = rt
+                .store
+                .communication_renew(&rt.settings.claim_token, Utc::now() + lease)
+                .await
+            {
+                warn!(error = %e, "renewing call leases failed");
+            }
+        }
+        if now.duration_since(last_reconcile)
+            >= Duration::from_secs(cfg.reconcile_interval_secs.max(1))
+        {
+            last_reconcile = now;
+            match rt.store.communications_reconcile().await {
+                Ok(r) if r.requeued + r.interrupted > 0 => {
+                    info!(
+                        requeued = r.requeued,
+                        interrupted = r.interrupted,
+                        "expired claims reconciled"
+                    )
+                }
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "reconciling claims failed"),
+            }
+        }
+        if let Err(e) = tick(&rt, &mut buckets, lease).await {
+            warn!(error = %e, "dialer tick failed");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(poll) => {}
+            _ = rt.draining.cancelled() => break,
+        }
+    }
+    info!("dialer stopped claiming");
+}
+
+/// Keeps leases of live calls fresh while draining (the claim loop has stopped).
+pub async fn renew_while_live(rt: Runtime) {
+    let lease =
+        chrono::Duration::from_std(rt.settings.lease).unwrap_or(chrono::Duration::seconds(30));
+    while rt.live.total() > 0 {
+        let _ = rt
+            .store
+            .communication_renew(&rt.settings.claim_token, Utc::now() + lease)
+            .await;
+        tokio::time::sleep(rt.settings.lease / 3).await;
+    }
+}
+
+fn claim(rt: &Runtime, lease: chrono::Duration) -> Claim {
+    Claim {
+        token: rt.settings.claim_token.clone(),
+        by: rt.settings.instance.clone(),
+        until: Utc::now() + lease,
+    }
+}
+
+async fn tick(
+    rt: &Runtime,
+    buckets: &mut HashMap<String, TokenBucket>,
+    lease: chrono::Duration,
+) -> Result<(), callsmith_control::store::StoreError> {
+    let max_live = rt.settings.dialer.max_live_calls.max(1);
+    let room = |rt: &Runtime| max_live.saturating_sub(rt.live.total()) as i64;
+    // Scenario test calls: at once.
+    if room(rt) > 0 && rt.store.communications_test_due().await? {
+        let rows = rt
+            .store
+            .communication_claim_due(&claim(rt, lease), &ClaimScope::TestCalls, room(rt))
+            .await?;
+        for c in rows {
+            tokio::spawn(crate::call::run_outbound(rt.clone(), c));
+        }
+    }
+    let agents = rt.store.communications_due_agents().await?;
+    let now = Instant::now();
+    for agent_sid in agents {
+        if room(rt) <= 0 {
+            break;
+        }
+        let Some(agent) = rt.store.agent_get(&agent_sid).await? else {
+            // The agent is gone: claim its rows so they fail with a reason.
+            let rows = rt
+                .store
+                .communication_claim_due(
+                    &claim(rt, lease),
+                    &ClaimScope::Agent(agent_sid.clone()),
+                    100,
+                )
+                .await?;
+            for c in rows {
+                let _ = rt
+                    .store
+                    .communication_fail_unclaimed(
+                        &c.sid,
+                        &rt.settings.claim_token,
+                        "the agent no longer exists",
+                    )
+                    .await;
+            }
+            continue;
+        };
+        if !agent.is_dialable() {
+            let until = Utc::now()
+                + chrono::Duration::seconds(rt.settings.dialer.inactive_retry_secs.max(1) as i64);
+            rt.store
+                .communication_defer_agent(&agent.sid, until)
+                .await?;
+            continue;
+        }
+        let tz = callsmith_control::schedule::parse_timezone(&agent.timezone)
+            .unwrap_or(chrono_tz::Tz::UTC);
+        if let Some(s) = schedule_of(&agent.calling_schedule) {
+            let t = Utc::now();
+            match next_allowed(&s, tz, t) {
+                Some(at) if at > t => {
+                    rt.store.communication_defer_agent(&agent.sid, at).await?;
+                    continue;
+                }
+                Some(_) => {}
+                None => {
+                    // No window within years: park for a day and look again.
+                    rt.store
+                        .communication_defer_agent(&agent.sid, t + chrono::Duration::days(1))
+                        .await?;
+                    continue;
+                }
+            }
+        }
+        let mut n = room(rt);
+        if agent.cpl > 0 {
+            let live = rt.store.communication_live_count(&agent.sid).await?;
+            n = n.min(agent.cpl - live);
+        }
+        let bucket = buckets
+            .entry(agent.sid.clone())
+            .or_insert_with(|| TokenBucket::new(agent.cps as f64, now));
+        if agent.cps > 0 {
+            bucket.set_rate(agent.cps as f64);
+            n = n.min(bucket.available(now) as i64);
+        }
+        if n <= 0 {
+            continue;
+        }
+        let rows = rt
+            .store
+            .communication_claim_due(&claim(rt, lease), &ClaimScope::Agent(agent.sid.clone()), n)
+            .await?;
+        if agent.cps > 0 {
+            bucket.take(rows.len() as u64);
+        }
+        for c in rows {
+            tokio::spawn(crate::call::run_outbound(rt.clone(), c));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_limits_starts_per_second() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(2.0, t0);
+        assert_eq!(b.available(t0), 2);
+        b.take(2);
+        assert_eq!(b.available(t0 + Duration::from_millis(400)), 0);
+        assert_eq!(b.available(t0 + Duration::from_millis(500)), 1);
+        b.take(1);
+        // Never more than one second's worth accumulates.
+        assert_eq!(b.available(t0 + Duration::from_secs(60)), 2);
+    }
+
+    #[test]
+    fn schedule_defaults_to_always() {
+        assert!(schedule_of(r#"{"strategy":"always","args":{}}"#).is_some());
+        assert!(schedule_of("garbage").is_none());
+    }
+}

@@ -1,0 +1,261 @@
+//! The call runtime: everything a live call needs (store, SIP stack, media engine, TTS,
+//! recognition nodes, object storage) in one cheap-to-clone handle, plus the count of live
+//! calls the dialer's limits and the drain on shutdown look at.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use callsmith_control::{AppState, Store, objects::Objects};
+use callsmith_media::{MediaEngine, stt::SttPool, tts::TtsService};
+use callsmith_sip::SipStack;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::DialerConfig;
+
+/// Settings of the runtime that come from `[dialer]` and `[sip]`.
+#[derive(Debug, Clone)]
+pub struct RuntimeSettings {
+    /// This process, as written into `claimed_by` (host:pid).
+    pub instance: String,
+    /// The claim token of this process (one per process; see `store::communications`).
+    pub claim_token: String,
+    pub lease: Duration,
+    pub ring_timeout: Duration,
+    /// A call is hung up after this long (answer to end).
+    pub max_call: Duration,
+    /// TTS engine when a brick names none.
+    pub default_tts_engine: String,
+    /// Recognition engine when a brick names none.
+    pub default_stt_engine: String,
+    /// Address RTP is advertised at in SDP.
+    pub media_ip: std::net::IpAddr,
+    pub dialer: DialerConfig,
+}
+
+/// Live calls of this process; the dialer waits on it when draining.
+#[derive(Debug, Default)]
+pub struct LiveCalls {
+    count: AtomicUsize,
+    per_agent: Mutex<HashMap<String, usize>>,
+    changed: Notify,
+}
+
+/// Decrements the live count when the call task ends, however it ends.
+pub struct LiveGuard {
+    live: Arc<LiveCalls>,
+    agent: Option<String>,
+}
+
+impl LiveCalls {
+    pub fn enter(self: &Arc<Self>, agent: Option<&str>) -> LiveGuard {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        if let Some(a) = agent {
+            *self.per_agent.lock().entry(a.to_string()).or_default() += 1;
+        }
+        LiveGuard {
+            live: self.clone(),
+            agent: agent.map(String::from),
+        }
+    }
+    pub fn total(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+    /// Waits until no call is live or `within` elapsed; true when none is live.
+    pub async fn wait_idle(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let notified = self.changed.notified();
+            if self.total() == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.total() == 0;
+            }
+        }
+    }
+}
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        self.live.count.fetch_sub(1, Ordering::SeqCst);
+        if let Some(a) = &self.agent {
+            let mut m = self.live.per_agent.lock();
+            if let Some(n) = m.get_mut(a) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    m.remove(a);
+                }
+            }
+        }
+        self.live.changed.notify_waiters();
+    }
+}
+
+/// The runtime handle.
+#[derive(Clone)]
+pub struct Runtime {
+    pub store: Store,
+    pub state: AppState,
+    pub sip: Arc<SipStack>,
+    pub media: MediaEngine,
+    pub tts: Arc<TtsService>,
+    pub http: reqwest::Client,
+    pub settings: Arc<RuntimeSettings>,
+    pub live: Arc<LiveCalls>,
+    /// Cancelled when the process starts draining: no new calls.
+    pub draining: CancellationToken,
+    /// Cancelled when the drain time is up: live calls hang up.
+    pub hangup_all: CancellationToken,
+    /// Round-robin position per number pool (fair rotation over its active numbers).
+    pool_cursor: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl Runtime {
+    pub fn new(
+        state: AppState,
+        sip: Arc<SipStack>,
+        media: MediaEngine,
+        tts: Arc<TtsService>,
+        settings: RuntimeSettings,
+    ) -> Runtime {
+        Runtime {
+            store: state.store.clone(),
+            state,
+            sip,
+            media,
+            tts,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap_or_default(),
+            settings: Arc::new(settings),
+            live: Arc::new(LiveCalls::default()),
+            draining: CancellationToken::new(),
+            hangup_all: CancellationToken::new(),
+            pool_cursor: Arc::default(),
+        }
+    }
+
+    pub fn objects(&self) -> &Arc<Objects> {
+        &self.state.objects
+    }
+
+    /// The recognition node pool for `engine` (the default engine when empty or unknown).
+    pub fn stt_pool(&self, engine: &str) -> Option<SttPool> {
+        let stt = &self.state.stt;
+        stt.pool(engine)
+            .or_else(|| stt.pool(&self.settings.default_stt_engine))
+            .cloned()
+    }
+
+    /// The next position of a pool's rotation.
+    pub fn next_in_pool(&self, pool_sid: &str, len: usize) -> usize {
+        let mut m = self.pool_cursor.lock();
+        let c = m.entry(pool_sid.to_string()).or_default();
+        let i = *c % len.max(1);
+        *c = c.wrapping_add(1);
+        i
+    }
+}
+
+/// The running call engine: SIP stack, dialer, inbound and delivery loops.
+pub struct Engine {
+    pub rt: Runtime,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    stop_delivery: CancellationToken,
+    drain_timeout: Duration,
+}
+
+/// Starts the call engine from the configuration (None when `[dialer] enabled = false`).
+pub async fn start(cfg: &crate::config::Config, state: AppState) -> anyhow::Result<Option<Engine>> {
+    if !cfg.dialer.enabled {
+        return Ok(None);
+    }
+    let sip_cfg = callsmith_sip::SipConfig {
+        udp: cfg.sip.udp,
+        tcp: cfg.sip.tcp,
+        trunks: cfg.sip.trunks.clone(),
+        default_trunk: cfg.sip.default_trunk.clone(),
+        user_agent: cfg.sip.user_agent.clone(),
+        ..Default::default()
+    };
+    // Unknown numbers are answered 404 by the inbound handler (it knows the number table).
+    let sip = SipStack::start(sip_cfg, |_trunk: &str, _called: &str| true)
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the SIP stack: {e}"))?;
+    let media_cfg = callsmith_media::MediaConfig {
+        workers: cfg.media.workers.max(1),
+        bind_ip: cfg.media.bind_ip,
+        rtp_port_min: cfg.media.rtp_port_min,
+        rtp_port_max: cfg.media.rtp_port_max,
+        rtp_timeout_ms: cfg.media.rtp_timeout_ms,
+        ..Default::default()
+    };
+    let media = MediaEngine::new(media_cfg).map_err(|e| anyhow::anyhow!("media: {e}"))?;
+    let tts = Arc::new(TtsService::with_local_engines(
+        cfg.tts.cache_capacity.max(1),
+    ));
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "callsmith".into());
+    let settings = RuntimeSettings {
+        instance: format!("{host}:{}", std::process::id()),
+        claim_token: format!("clm_{}", uuid::Uuid::new_v4().simple()),
+        lease: Duration::from_secs(cfg.dialer.lease_secs.max(1)),
+        ring_timeout: Duration::from_secs(cfg.sip.ring_timeout_secs.max(1)),
+        max_call: Duration::from_secs(cfg.dialer.max_call_secs.max(1)),
+        default_tts_engine: cfg.tts.default_engine.clone(),
+        default_stt_engine: cfg.dialer.default_stt_engine.clone(),
+        media_ip: cfg.media.advertised_ip.unwrap_or(cfg.media.bind_ip),
+        dialer: cfg.dialer.clone(),
+    };
+    let incoming = sip.take_incoming();
+    tracing::info!(udp = ?sip.udp_addr(), tcp = ?sip.tcp_addr(), trunks = sip.trunks().len(), "call engine started");
+    let rt = Runtime::new(state, Arc::new(sip), media, tts, settings);
+    let stop_delivery = CancellationToken::new();
+    let mut tasks = vec![
+        tokio::spawn(crate::dialer::run(rt.clone())),
+        tokio::spawn(crate::delivery::run(rt.clone(), stop_delivery.clone())),
+    ];
+    if let Some(incoming) = incoming {
+        tasks.push(tokio::spawn(crate::inbound::run(rt.clone(), incoming)));
+    }
+    Ok(Some(Engine {
+        rt,
+        tasks,
+        stop_delivery,
+        drain_timeout: Duration::from_secs(cfg.dialer.drain_timeout_secs),
+    }))
+}
+
+impl Engine {
+    /// Graceful stop: no new calls; live calls finish (or are hung up when the drain time
+    /// is up); pending result deliveries get one more pass; then the SIP stack stops.
+    pub async fn drain(self) {
+        let rt = self.rt;
+        rt.draining.cancel();
+        tracing::info!(live = rt.live.total(), "draining: no new calls");
+        let renew = tokio::spawn(crate::dialer::renew_while_live(rt.clone()));
+        if !rt.live.wait_idle(self.drain_timeout).await {
+            tracing::warn!(
+                live = rt.live.total(),
+                "drain time is up: hanging up live calls"
+            );
+            rt.hangup_all.cancel();
+            rt.live.wait_idle(Duration::from_secs(15)).await;
+        }
+        renew.abort();
+        // Let deliveries of the calls that just ended go out.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.stop_delivery.cancel();
+        for t in &self.tasks {
+            if !t.is_finished() {
+                t.abort();
+            }
+        }
+        rt.sip.shutdown();
+        tracing::info!("call engine stopped");
+    }
+}
