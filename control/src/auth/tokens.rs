@@ -14,6 +14,8 @@ pub enum TokenKind {
     Session,
     PasswordReset,
     MagicLink,
+    /// Legacy family account_token (HTTP Basic password).
+    LegacyAccount,
 }
 
 impl TokenKind {
@@ -25,6 +27,7 @@ impl TokenKind {
             TokenKind::Session => "cs_se_",
             TokenKind::PasswordReset => "cs_pr_",
             TokenKind::MagicLink => "cs_ml_",
+            TokenKind::LegacyAccount => "cs_lt_",
         }
     }
 
@@ -37,6 +40,7 @@ impl TokenKind {
             TokenKind::Session,
             TokenKind::PasswordReset,
             TokenKind::MagicLink,
+            TokenKind::LegacyAccount,
         ]
         .into_iter()
         .find(|k| secret.starts_with(k.prefix()))
