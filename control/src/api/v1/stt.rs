@@ -418,6 +418,10 @@ async fn run_engine(
     let Some(pool) = state.stt.pool(&engine) else {
         return Err(no_ready_node(&engine).into());
     };
+    // No ready node fails the whole run before any source is read.
+    if pool.pick().await.is_err() {
+        return Err(no_ready_node(&engine).into());
+    }
     let mut responses = Vec::with_capacity(items.len());
     for item in items {
         let mut result = RunSourceResult {
