@@ -15,6 +15,7 @@
 pub mod error;
 pub mod extract;
 mod metrics;
+pub mod legacy;
 mod ops;
 pub mod page;
 pub mod v1;
@@ -133,6 +134,7 @@ impl AppState {
         (name = "accounts", description = "Accounts and account API keys (administrative)"),
         (name = "trunks", description = "SIP trunks of a tenant (administrative)"),
         (name = "feature-flags", description = "Per-tenant feature-flag rules (administrative)"),
+        (name = "legacy", description = "Legacy campaign family, Profile group (HTTP Basic account_sid:account_token)"),
         (name = "classifiers", description = "Versioned intent classifiers: training and prediction"),
         (name = "llm", description = "LLM chat streams against OpenAI-compatible providers"),
     )
@@ -174,6 +176,7 @@ pub async fn serve(
 fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(ops::routes())
+        .merge(legacy::routes())
         .merge(v1::routes())
 }
 
