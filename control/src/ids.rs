@@ -11,6 +11,12 @@ pub mod prefix {
     pub const TRUNK: &str = "trk";
     pub const AUDIO: &str = "aud";
     pub const DICTIONARY: &str = "dic";
+    pub const NUMBER: &str = "num";
+    pub const NUMBER_POOL: &str = "npl";
+    pub const SMS_PROVIDER: &str = "smp";
+    pub const AGENT: &str = "agt";
+    pub const SCENARIO: &str = "scn";
+    pub const SCENARIO_VERSION: &str = "scv";
 }
 
 /// A new sid `<prefix>_<32 hex digits of a UUIDv7>`.

@@ -4,7 +4,6 @@
 //! Entry points: [`store::Store::connect`] + [`store::Store::migrate`],
 //! [`bootstrap::ensure_superuser`], [`api::AppState::new`] and [`api::router`].
 
-pub mod adapters;
 pub mod api;
 pub mod auth;
 pub mod bootstrap;
@@ -12,6 +11,8 @@ pub mod catalog;
 pub mod flags;
 pub mod ids;
 pub mod objects;
+pub mod schedule;
+pub mod sms_template;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;

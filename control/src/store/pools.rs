@@ -44,7 +44,9 @@ impl Store {
 
     pub async fn pool_get(&self, sid: &str) -> StoreResult<Option<PoolRecord>> {
         let sql = format!("SELECT {COLS} FROM number_pools WHERE sid = $1");
-        Ok(on_db!(self, p => sqlx::query_as::<_, PoolRecord>(sqlx::AssertSqlSafe(sql)).bind(sid).fetch_optional(p).await)?)
+        Ok(
+            on_db!(self, p => sqlx::query_as::<_, PoolRecord>(sqlx::AssertSqlSafe(sql)).bind(sid).fetch_optional(p).await)?,
+        )
     }
 
     /// The pools of `account_sid` among `sids` (for `include=pool`).

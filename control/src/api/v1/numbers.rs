@@ -1,0 +1,435 @@
+//! Phone numbers of an account (the caller ids agents dial from), with filtering,
+//! search, ordering and `include=pool`.
+
+use std::collections::BTreeMap;
+
+use axum::{extract::State, http::StatusCode};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::{
+    owned::{CONFLICT_AGENTS_LISTED, in_use, nullable, parse_include, sees_row},
+    pools::NumberPool,
+    users::SortOrder,
+    views::Status,
+};
+use crate::{
+    api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
+    auth::{Authz, Caller, cap},
+    ids::{new_sid, prefix},
+    store::{
+        AccountRecord, AgentRef, NewNumber, NumberFilter, NumberPatch, NumberRecord, StoreError,
+    },
+};
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_number, list_numbers))
+        .routes(routes!(get_number, patch_number, delete_number))
+}
+
+/// A phone number of an account.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Number {
+    /// `num_` prefixed.
+    pub id: String,
+    pub account_sid: String,
+    /// The number itself: an optional `+` and 1–32 digits; unique within the account.
+    pub identifier: String,
+    /// Free label.
+    pub name: String,
+    /// The pool the number belongs to, if any.
+    pub pool_sid: Option<String>,
+    /// Name of the tenant's SIP trunk outbound calls from this number leave through
+    /// (the SIP layer routes by it); null uses the engine's default trunk.
+    pub trunk: Option<String>,
+    /// An inactive number is never dialed from.
+    pub status: Status,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<&NumberRecord> for Number {
+    fn from(n: &NumberRecord) -> Self {
+        Number {
+            id: n.sid.clone(),
+            account_sid: n.account_sid.clone(),
+            identifier: n.identifier.clone(),
+            name: n.name.clone(),
+            pool_sid: n.pool_sid.clone(),
+            trunk: n.trunk.clone(),
+            status: Status::parse(&n.status),
+            created_at: n.created_at,
+            updated_at: n.updated_at,
+        }
+    }
+}
+
+/// Body of POST /v1/number.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateNumber {
+    /// An optional `+` and 1–32 digits; unique within the account.
+    pub identifier: String,
+    /// Free label (default empty).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A pool of the same account.
+    #[serde(default)]
+    pub pool_sid: Option<String>,
+    /// Name of a live trunk of the account's tenant.
+    #[serde(default)]
+    pub trunk: Option<String>,
+    /// Default active.
+    #[serde(default)]
+    pub status: Option<Status>,
+}
+
+/// Body of PATCH /v1/number/{id}; omitted fields keep their value, null clears
+/// `pool_sid` / `trunk`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchNumber {
+    pub identifier: Option<String>,
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>)]
+    pub pool_sid: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>)]
+    pub trunk: Option<Option<String>>,
+    pub status: Option<Status>,
+}
+
+/// Sort column of GET /v1/number.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum NumberOrderBy {
+    #[default]
+    CreatedAt,
+    Name,
+    Identifier,
+}
+
+/// Query of GET /v1/number.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct NumberListQuery {
+    #[serde(default)]
+    pub limit: Option<i64>,
+    #[serde(default)]
+    pub offset: Option<i64>,
+    /// Only numbers of this account. A superuser or tenant key that sends no
+    /// X-Account-Sid may name the account here instead (same scope rules).
+    #[serde(default)]
+    pub account_sid: Option<String>,
+    #[serde(default)]
+    pub status: Option<Status>,
+    /// Exact identifier.
+    #[serde(default)]
+    pub identifier: Option<String>,
+    /// Only numbers of this pool.
+    #[serde(default)]
+    pub pool_sid: Option<String>,
+    /// Comma-separated fields OR-searched for `filter_query`: `identifier`, `name`
+    /// (substring, case-insensitive). Default both when `filter_query` is set.
+    #[serde(default)]
+    pub filter_or: Option<String>,
+    /// Search term for `filter_or`.
+    #[serde(default)]
+    pub filter_query: Option<String>,
+    /// created_at (default), name or identifier.
+    #[serde(default)]
+    pub order_by: Option<NumberOrderBy>,
+    /// asc or desc (default).
+    #[serde(default)]
+    pub order: Option<SortOrder>,
+    /// Comma-separated relations to resolve into `included`: `pool` (→ `included.pools`
+    /// keyed by pool id). Any other name is 400.
+    #[serde(default)]
+    pub include: Option<String>,
+}
+
+const IDENTIFIER_MAX_DIGITS: usize = 32;
+
+fn check_identifier(v: &str) -> ApiResult<String> {
+    check_phone("identifier", "invalid_identifier", v)
+}
+
+/// A phone number as identifiers and SMS sender numbers are written: an optional `+`
+/// and 1–32 digits (trimmed); 422 `error` naming `field` otherwise.
+pub(super) fn check_phone(field: &str, error: &'static str, v: &str) -> ApiResult<String> {
+    let t = v.trim();
+    let digits = t.strip_prefix('+').unwrap_or(t);
+    if digits.is_empty()
+        || digits.len() > IDENTIFIER_MAX_DIGITS
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(ApiError::unprocessable(
+            error,
+            format!("{field}: an optional '+' and 1 to {IDENTIFIER_MAX_DIGITS} digits, got {v:?}"),
+        ));
+    }
+    Ok(t.to_string())
+}
+
+fn identifier_taken() -> ApiError {
+    ApiError::unprocessable(
+        "identifier_taken",
+        "identifier: the account already has this number",
+    )
+}
+
+/// An empty string means "none".
+fn non_empty(v: Option<String>) -> Option<String> {
+    v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+/// 422 unless `pool_sid` names a pool of `account`.
+async fn check_pool(state: &AppState, account: &str, pool_sid: &str) -> ApiResult<()> {
+    match state.store.pool_get(pool_sid).await? {
+        Some(p) if p.account_sid == account => Ok(()),
+        _ => Err(ApiError::unprocessable(
+            "unknown_pool",
+            format!("pool_sid: no number pool {pool_sid:?} in this account"),
+        )),
+    }
+}
+
+/// 422 unless `trunk` names a live trunk of `tenant`.
+async fn check_trunk(state: &AppState, tenant: &str, trunk: &str) -> ApiResult<()> {
+    match state.store.trunk_by_name(tenant, trunk).await? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::unprocessable(
+            "unknown_trunk",
+            format!("trunk: the tenant has no live trunk named {trunk:?}"),
+        )),
+    }
+}
+
+/// The number addressed by a path id, or 404 when absent or outside the caller's scope.
+async fn visible_number(state: &AppState, caller: &Caller, id: &str) -> ApiResult<NumberRecord> {
+    match state.store.number_get(id).await? {
+        Some(n) if sees_row(state, caller, &n.account_sid, &n.tenant_sid).await? => Ok(n),
+        _ => Err(ApiError::not_found("number")),
+    }
+}
+
+/// Create a number in the account in scope.
+#[utoipa::path(post, path = "/v1/number", tag = "numbers", request_body = CreateNumber, params(("X-Account-Sid" = Option<String>, Header)),
+    security(("bearer" = [])),
+    responses((status = 201, body = Number), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody, description = "Invalid or taken identifier, unknown pool or trunk"),
+        (status = 500, body = ErrorBody)))]
+async fn create_number(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesWrite>,
+    Json(b): Json<CreateNumber>,
+) -> ApiResult<(StatusCode, Json<Number>)> {
+    let account = auth.account_scope(&state).await?;
+    let identifier = check_identifier(&b.identifier)?;
+    let pool_sid = non_empty(b.pool_sid);
+    if let Some(p) = &pool_sid {
+        check_pool(&state, &account.sid, p).await?;
+    }
+    let trunk = non_empty(b.trunk);
+    if let Some(t) = &trunk {
+        check_trunk(&state, &account.tenant_sid, t).await?;
+    }
+    let new = NewNumber {
+        sid: new_sid(prefix::NUMBER),
+        tenant_sid: account.tenant_sid.clone(),
+        account_sid: account.sid.clone(),
+        identifier,
+        name: b.name.unwrap_or_default().trim().to_string(),
+        pool_sid,
+        trunk,
+        status: b.status.unwrap_or(Status::Active).as_str().to_string(),
+    };
+    match state.store.number_create(&new).await {
+        Ok(n) => Ok((StatusCode::CREATED, Json(Number::from(&n)))),
+        Err(StoreError::Unique) => Err(identifier_taken()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The account a number list reads: the usual X-Account-Sid rules, where a principal
+/// broader than one account may declare the account with the `account_sid` filter
+/// instead of the header.
+async fn list_account(
+    state: &AppState,
+    caller: &Caller,
+    filter: Option<&str>,
+) -> ApiResult<AccountRecord> {
+    if caller.header_account.is_none()
+        && caller.principal.account_sid().is_none()
+        && let Some(a) = filter
+    {
+        let mut declared = caller.clone();
+        declared.header_account = Some(a.to_string());
+        return declared.account_scope(state).await;
+    }
+    caller.account_scope(state).await
+}
+
+/// List numbers of the account in scope: filters (AND), OR-search over identifier and
+/// name, ordering, and `include=pool`.
+#[utoipa::path(get, path = "/v1/number", tag = "numbers", params(NumberListQuery, ("X-Account-Sid" = Option<String>, Header)),
+    security(("bearer" = [])),
+    responses((status = 200, body = Page<Number>, description = "Numbers; with include=pool, `included.pools` maps pool id to NumberPool"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 500, body = ErrorBody)))]
+async fn list_numbers(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Query(q): Query<NumberListQuery>,
+) -> ApiResult<Json<Page<Number>>> {
+    let page = PageParams::new(q.limit, q.offset)?;
+    let include = parse_include(q.include.as_deref(), &["pool"])?;
+    let mut search_fields: Vec<&'static str> = Vec::new();
+    for f in q
+        .filter_or
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+    {
+        let col = match f {
+            "identifier" => "identifier",
+            "name" => "name",
+            other => {
+                return Err(ApiError::bad_request(
+                    "invalid_query",
+                    format!("filter_or: unknown field {other:?} (accepted: identifier, name)"),
+                ));
+            }
+        };
+        if !search_fields.contains(&col) {
+            search_fields.push(col);
+        }
+    }
+    if search_fields.is_empty() {
+        search_fields = vec!["identifier", "name"];
+    }
+    let account = list_account(&state, &auth, q.account_sid.as_deref()).await?;
+    let mut out = if q.account_sid.as_deref().is_some_and(|a| a != account.sid) {
+        Page::new(Vec::new(), 0, page)
+    } else {
+        let filter = NumberFilter {
+            status: q.status.map(|s| s.as_str().to_string()),
+            identifier: q.identifier.clone(),
+            pool_sid: q.pool_sid.clone(),
+            search_fields,
+            query: q.filter_query.clone(),
+            order_by: match q.order_by.unwrap_or_default() {
+                NumberOrderBy::CreatedAt => "created_at",
+                NumberOrderBy::Name => "name",
+                NumberOrderBy::Identifier => "identifier",
+            },
+            descending: matches!(q.order.unwrap_or_default(), SortOrder::Desc),
+        };
+        let (rows, total) = state
+            .store
+            .number_list(&account.sid, &filter, page.limit, page.offset)
+            .await?;
+        Page::new(rows.iter().map(Number::from).collect(), total, page)
+    };
+    if include.contains(&"pool") {
+        let mut wanted: Vec<String> = out
+            .items
+            .iter()
+            .filter_map(|n| n.pool_sid.clone())
+            .collect();
+        wanted.sort();
+        wanted.dedup();
+        let mut pools = BTreeMap::new();
+        // Only pools of the account in scope resolve; anything else stays a bare sid.
+        for p in state.store.pools_of_account(&account.sid, &wanted).await? {
+            let v = serde_json::to_value(NumberPool::from(&p)).map_err(ApiError::internal)?;
+            pools.insert(p.sid.clone(), v);
+        }
+        out.included = Some(BTreeMap::from([("pools".to_string(), pools)]));
+    }
+    Ok(Json(out))
+}
+
+/// Get a number.
+#[utoipa::path(get, path = "/v1/number/{id}", tag = "numbers", params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header)),
+    security(("bearer" = [])),
+    responses((status = 200, body = Number), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 500, body = ErrorBody)))]
+async fn get_number(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Number>> {
+    Ok(Json(Number::from(
+        &visible_number(&state, &auth, &id).await?,
+    )))
+}
+
+/// Update a number; omitted fields keep their value, null clears pool_sid / trunk.
+#[utoipa::path(patch, path = "/v1/number/{id}", tag = "numbers", params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header)),
+    request_body = PatchNumber, security(("bearer" = [])),
+    responses((status = 200, body = Number), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn patch_number(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesWrite>,
+    Path(id): Path<String>,
+    Json(b): Json<PatchNumber>,
+) -> ApiResult<Json<Number>> {
+    let n = visible_number(&state, &auth, &id).await?;
+    let identifier = b.identifier.as_deref().map(check_identifier).transpose()?;
+    let pool_sid = b.pool_sid.map(non_empty);
+    if let Some(Some(p)) = &pool_sid {
+        check_pool(&state, &n.account_sid, p).await?;
+    }
+    let trunk = b.trunk.map(non_empty);
+    if let Some(Some(t)) = &trunk {
+        check_trunk(&state, &n.tenant_sid, t).await?;
+    }
+    let patch = NumberPatch {
+        identifier,
+        name: b.name.map(|s| s.trim().to_string()),
+        pool_sid,
+        trunk,
+        status: b.status.map(|s| s.as_str().to_string()),
+    };
+    match state.store.number_update(&n.sid, &patch).await {
+        Ok(n) => Ok(Json(Number::from(&n))),
+        Err(StoreError::Unique) => Err(identifier_taken()),
+        Err(StoreError::NotFound) => Err(ApiError::not_found("number")),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Delete a number. 409 while agents dial through it (`data.agents` lists the first 20,
+/// the message the total).
+#[utoipa::path(delete, path = "/v1/number/{id}", tag = "numbers", params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header)),
+    security(("bearer" = [])),
+    responses((status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "Agents reference the number"), (status = 500, body = ErrorBody)))]
+async fn delete_number(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesWrite>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let n = visible_number(&state, &auth, &id).await?;
+    match state.store.number_delete(&n.sid).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(StoreError::Conflict(_)) => {
+            let (ids, total) = state
+                .store
+                .agents_referencing(AgentRef::Number, &n.sid, CONFLICT_AGENTS_LISTED)
+                .await?;
+            Err(in_use("number", ids, total))
+        }
+        Err(StoreError::NotFound) => Err(ApiError::not_found("number")),
+        Err(e) => Err(e.into()),
+    }
+}

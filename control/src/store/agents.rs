@@ -1,0 +1,237 @@
+//! Agents: what dials (gateway: one number or one pool), what runs (a scenario), when
+//! (calling schedule in a time zone), how fast (limits), and where results go.
+//! Structured parts (schedule, result targets, SMS block) are stored as JSON text; the
+//! SMS provider sid is duplicated into its own column so delete conflicts can find it.
+
+use chrono::{DateTime, Utc};
+
+use super::{Store, StoreError, StoreResult, now, on_db, store_row};
+
+store_row! {
+    #[derive(Debug, Clone)]
+    pub struct AgentRecord {
+        pub sid: String,
+        pub tenant_sid: String,
+        pub account_sid: String,
+        pub gateway_type: String,
+        pub number_sid: Option<String>,
+        pub number_pool_sid: Option<String>,
+        pub scenario_sid: String,
+        pub voicemail_enabled: bool,
+        pub call_recording: bool,
+        pub calling_schedule: String,
+        pub timezone: String,
+        pub cps: i64,
+        pub cpl: i64,
+        pub is_test: bool,
+        pub communication_result: String,
+        pub sms: Option<String>,
+        pub sms_provider_sid: Option<String>,
+        pub status: String,
+        pub archive_time: Option<DateTime<Utc>>,
+        pub created_at: DateTime<Utc>,
+        pub updated_at: DateTime<Utc>,
+    }
+}
+
+impl AgentRecord {
+    /// Whether the agent may dial now: active and not archived.
+    pub fn is_dialable(&self) -> bool {
+        self.status == "active" && self.archive_time.is_none()
+    }
+}
+
+/// The full, checked configuration of an agent (create, and the merged result of a patch).
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub gateway_type: String,
+    pub number_sid: Option<String>,
+    pub number_pool_sid: Option<String>,
+    pub scenario_sid: String,
+    pub voicemail_enabled: bool,
+    pub call_recording: bool,
+    /// JSON of {strategy, args}.
+    pub calling_schedule: String,
+    pub timezone: String,
+    pub cps: i64,
+    pub cpl: i64,
+    pub is_test: bool,
+    /// JSON of {targets: [{url}]}.
+    pub communication_result: String,
+    /// JSON of the SMS block, None when the agent sends no SMS.
+    pub sms: Option<String>,
+    pub sms_provider_sid: Option<String>,
+    pub status: String,
+}
+
+/// Filters of an agent list.
+#[derive(Debug, Clone, Default)]
+pub struct AgentFilter {
+    pub status: Option<String>,
+    pub scenario_sid: Option<String>,
+    pub gateway_type: Option<String>,
+    pub number_sid: Option<String>,
+    pub number_pool_sid: Option<String>,
+    /// None: only live agents; Some(true): only archived; Some(false): both.
+    pub archived: Option<bool>,
+    pub descending: bool,
+}
+
+/// Agent columns that reference another resource (for delete conflicts).
+#[derive(Debug, Clone, Copy)]
+pub enum AgentRef {
+    Number,
+    Pool,
+    Scenario,
+    SmsProvider,
+}
+
+impl AgentRef {
+    fn column(self) -> &'static str {
+        match self {
+            AgentRef::Number => "number_sid",
+            AgentRef::Pool => "number_pool_sid",
+            AgentRef::Scenario => "scenario_sid",
+            AgentRef::SmsProvider => "sms_provider_sid",
+        }
+    }
+}
+
+const COLS: &str = "sid, tenant_sid, account_sid, gateway_type, number_sid, number_pool_sid, scenario_sid, voicemail_enabled, \
+    call_recording, calling_schedule, timezone, cps, cpl, is_test, communication_result, sms, sms_provider_sid, status, \
+    archive_time, created_at, updated_at";
+
+impl Store {
+    pub async fn agent_create(
+        &self,
+        sid: &str,
+        tenant_sid: &str,
+        account_sid: &str,
+        c: &AgentConfig,
+    ) -> StoreResult<AgentRecord> {
+        on_db!(self, p => sqlx::query("INSERT INTO agents (sid, tenant_sid, account_sid, gateway_type, number_sid, number_pool_sid, scenario_sid, \
+             voicemail_enabled, call_recording, calling_schedule, timezone, cps, cpl, is_test, communication_result, sms, sms_provider_sid, status, \
+             archive_time, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, NULL, $19, $19)")
+            .bind(sid).bind(tenant_sid).bind(account_sid).bind(&c.gateway_type).bind(&c.number_sid).bind(&c.number_pool_sid)
+            .bind(&c.scenario_sid).bind(c.voicemail_enabled).bind(c.call_recording).bind(&c.calling_schedule).bind(&c.timezone)
+            .bind(c.cps).bind(c.cpl).bind(c.is_test).bind(&c.communication_result).bind(&c.sms).bind(&c.sms_provider_sid)
+            .bind(&c.status).bind(now()).execute(p).await.map(|_| ()))
+        .map_err(StoreError::from_write)?;
+        self.agent_get(sid).await?.ok_or(StoreError::NotFound)
+    }
+
+    /// Dialer helper: an agent by id (archived ones too; check [`AgentRecord::is_dialable`]).
+    pub async fn agent_get(&self, sid: &str) -> StoreResult<Option<AgentRecord>> {
+        let sql = format!("SELECT {COLS} FROM agents WHERE sid = $1");
+        Ok(
+            on_db!(self, p => sqlx::query_as::<_, AgentRecord>(sqlx::AssertSqlSafe(sql)).bind(sid).fetch_optional(p).await)?,
+        )
+    }
+
+    /// A page of an account's agents, by creation time.
+    pub async fn agent_list(
+        &self,
+        account_sid: &str,
+        f: &AgentFilter,
+        limit: i64,
+        offset: i64,
+    ) -> StoreResult<(Vec<AgentRecord>, i64)> {
+        let mut binds: Vec<String> = vec![account_sid.to_string()];
+        let mut cond = String::from("account_sid = $1");
+        for (col, v) in [
+            ("status", &f.status),
+            ("scenario_sid", &f.scenario_sid),
+            ("gateway_type", &f.gateway_type),
+            ("number_sid", &f.number_sid),
+            ("number_pool_sid", &f.number_pool_sid),
+        ] {
+            if let Some(v) = v {
+                binds.push(v.clone());
+                cond.push_str(&format!(" AND {col} = ${}", binds.len()));
+            }
+        }
+        match f.archived {
+            None => cond.push_str(" AND archive_time IS NULL"),
+            Some(true) => cond.push_str(" AND archive_time IS NOT NULL"),
+            Some(false) => {}
+        }
+        let dir = if f.descending { "DESC" } else { "ASC" };
+        let sql = format!(
+            "SELECT {COLS} FROM agents WHERE {cond} ORDER BY created_at {dir}, sid {dir} LIMIT ${} OFFSET ${}",
+            binds.len() + 1,
+            binds.len() + 2
+        );
+        let count = format!("SELECT COUNT(*) FROM agents WHERE {cond}");
+        let rows = on_db!(self, p => {
+            let mut q = sqlx::query_as::<_, AgentRecord>(sqlx::AssertSqlSafe(sql.clone()));
+            for b in &binds {
+                q = q.bind(b);
+            }
+            q.bind(limit).bind(offset).fetch_all(p).await
+        })?;
+        let total: i64 = on_db!(self, p => {
+            let mut q = sqlx::query_scalar(sqlx::AssertSqlSafe(count.clone()));
+            for b in &binds {
+                q = q.bind(b);
+            }
+            q.fetch_one(p).await
+        })?;
+        Ok((rows, total))
+    }
+
+    /// Replaces the configuration (the API merges a patch and re-checks it first).
+    pub async fn agent_update(&self, sid: &str, c: &AgentConfig) -> StoreResult<AgentRecord> {
+        let n = on_db!(self, p => sqlx::query("UPDATE agents SET gateway_type = $2, number_sid = $3, number_pool_sid = $4, scenario_sid = $5, \
+             voicemail_enabled = $6, call_recording = $7, calling_schedule = $8, timezone = $9, cps = $10, cpl = $11, is_test = $12, \
+             communication_result = $13, sms = $14, sms_provider_sid = $15, status = $16, updated_at = $17 WHERE sid = $1")
+            .bind(sid).bind(&c.gateway_type).bind(&c.number_sid).bind(&c.number_pool_sid).bind(&c.scenario_sid)
+            .bind(c.voicemail_enabled).bind(c.call_recording).bind(&c.calling_schedule).bind(&c.timezone)
+            .bind(c.cps).bind(c.cpl).bind(c.is_test).bind(&c.communication_result).bind(&c.sms).bind(&c.sms_provider_sid)
+            .bind(&c.status).bind(now()).execute(p).await.map(|r| r.rows_affected()))?;
+        if n == 0 {
+            return Err(StoreError::NotFound);
+        }
+        self.agent_get(sid).await?.ok_or(StoreError::NotFound)
+    }
+
+    /// Sets (Some) or clears (None) the archive time.
+    pub async fn agent_set_archive(
+        &self,
+        sid: &str,
+        at: Option<DateTime<Utc>>,
+    ) -> StoreResult<AgentRecord> {
+        let n = on_db!(self, p => sqlx::query("UPDATE agents SET archive_time = $2, updated_at = $3 WHERE sid = $1")
+            .bind(sid).bind(at).bind(now()).execute(p).await.map(|r| r.rows_affected()))?;
+        if n == 0 {
+            return Err(StoreError::NotFound);
+        }
+        self.agent_get(sid).await?.ok_or(StoreError::NotFound)
+    }
+
+    pub async fn agent_delete(&self, sid: &str) -> StoreResult<()> {
+        let n = on_db!(self, p => sqlx::query("DELETE FROM agents WHERE sid = $1").bind(sid).execute(p).await.map(|r| r.rows_affected()))?;
+        if n == 0 {
+            Err(StoreError::NotFound)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The first `limit` ids (oldest first) of the agents, archived or not, whose
+    /// `what` column names `sid`, and how many there are in all.
+    pub async fn agents_referencing(
+        &self,
+        what: AgentRef,
+        sid: &str,
+        limit: i64,
+    ) -> StoreResult<(Vec<String>, i64)> {
+        let col = what.column();
+        let sql = format!(
+            "SELECT sid FROM agents WHERE {col} = $1 ORDER BY created_at ASC, sid ASC LIMIT $2"
+        );
+        let count = format!("SELECT COUNT(*) FROM agents WHERE {col} = $1");
+        let ids: Vec<String> = on_db!(self, p => sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(sid).bind(limit).fetch_all(p).await)?;
+        let total: i64 = on_db!(self, p => sqlx::query_scalar(sqlx::AssertSqlSafe(count)).bind(sid).fetch_one(p).await)?;
+        Ok((ids, total))
+    }
+}
