@@ -388,8 +388,25 @@ impl Sipp {
         target: Option<SocketAddr>,
         extra: &[&str],
     ) -> Sipp {
+        Sipp::spawn_in(
+            tempfile::tempdir().expect("tempdir"),
+            scenario,
+            port,
+            target,
+            extra,
+        )
+    }
+
+    /// Like [`Sipp::spawn`], in a prepared working directory (files the scenario streams
+    /// must exist before SIPp starts: it loads them while parsing the scenario).
+    pub fn spawn_in(
+        dir: tempfile::TempDir,
+        scenario: &str,
+        port: Option<u16>,
+        target: Option<SocketAddr>,
+        extra: &[&str],
+    ) -> Sipp {
         let port = port.unwrap_or_else(free_udp_port);
-        let dir = tempfile::tempdir().expect("tempdir");
         let mut cmd = Command::new("sipp");
         cmd.arg("-sf")
             .arg(sipp_scenario(scenario))

@@ -132,9 +132,10 @@ async fn draft_test_call_plays_prompt_and_records_history() {
 async fn agent_call_recognises_yes_and_delivers_the_result() {
     let node = SttNode::start().await;
     let sink = Sink::start(1).await;
-    let mut callee = Sipp::spawn("dialer_uas_speak.xml", None, None, &["-m", "1"]);
     // The prompt ("Do you want a call back?") lasts about 1.5 s; speak after 4 s.
-    ulaw_speech(callee.dir.path(), "answer.ulaw", "yes", 4000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    ulaw_speech(dir.path(), "answer.ulaw", "yes", 4000);
+    let mut callee = Sipp::spawn_in(dir, "dialer_uas_speak.xml", None, None, &["-m", "1"]);
     let e = Engine::start(EngineOptions {
         trunks: vec![("carrier".into(), callee.addr)],
         stt_url: Some(node.url.clone()),
@@ -192,6 +193,7 @@ async fn agent_call_recognises_yes_and_delivers_the_result() {
         "{done}\n{}",
         e.log()
     );
+    assert_eq!(done["has_history"], true, "{done}\n{}", e.log());
     let h = e.history(&t.account, &id);
     assert_eq!(done["goals"], json!(["agreed"]), "history: {}", h["turns"]);
     assert_eq!(done["variables"]["name"], "Ann");
