@@ -4,6 +4,7 @@
 //! Entry points: [`store::Store::connect`] + [`store::Store::migrate`],
 //! [`bootstrap::ensure_superuser`], [`api::AppState::new`] and [`api::router`].
 
+pub mod adapters;
 pub mod api;
 pub mod auth;
 pub mod bootstrap;

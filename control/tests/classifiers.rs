@@ -429,6 +429,10 @@ async fn concurrent_saves(s: TestServer) {
             other => panic!("unexpected status {other}: {v}"),
         }
     }
+    println!(
+        "{n} parallel saves: {} recorded (201), {conflicts} answered 409",
+        created.len()
+    );
     created.sort();
     assert_eq!(
         created,
@@ -825,7 +829,20 @@ async fn classifier_routes_in_openapi(s: TestServer) {
     assert!(r.body["components"]["schemas"]["AdapterErrorBody"].is_object());
 }
 
+/// A store failure is 500 in the adapter body (the database is closed under the server).
+async fn internal_error_uses_the_adapter_body(s: TestServer) {
+    let f = s.fixture().await;
+    let id = cid();
+    put(&s, &f.account_key, &id, &yes_no(LOGREG, "x"))
+        .await
+        .expect(201);
+    s.store.close().await;
+    let r = put(&s, &f.account_key, &id, &yes_no(LOGREG, "y")).await;
+    expect_adapter_error(&r, 500, "internal_error");
+}
+
 both_backends!(
+    internal_error_uses_the_adapter_body,
     versioning_rules,
     errors_use_the_adapter_body,
     concurrent_saves,

@@ -555,7 +555,23 @@ async fn llm_routes_in_openapi(s: TestServer) {
     assert!(r.body["paths"]["/v1/adapters/llm/chat/stream"]["post"].is_object());
 }
 
+/// A store failure is 500 in the adapter body (the database is closed under the server).
+async fn internal_error_uses_the_adapter_body(s: TestServer) {
+    let (f, _up) = setup(&s).await;
+    let r = start(
+        &s,
+        &f.account_key,
+        json!({"messages": [{"role": "user", "content": "Hi"}], "model": "tools"}),
+    )
+    .await;
+    r.expect(201);
+    s.store.close().await;
+    let p = poll(&s, &f.account_key, &r.str("id"), "on_finish_get_all").await;
+    expect_adapter_error(&p, 500, "internal_error");
+}
+
 both_backends!(
+    internal_error_uses_the_adapter_body,
     tool_call_split_across_chunks,
     slow_stream_polled_midway,
     upstream_failure_is_502,

@@ -314,9 +314,7 @@ impl LlmService {
             }
             _ => providers
                 .iter()
-                .find(|p| {
-                    p.models.contains(&req.model) && (p.gdpr || !req.gdpr_required)
-                })
+                .find(|p| p.models.contains(&req.model) && (p.gdpr || !req.gdpr_required))
                 .cloned()
                 .ok_or_else(|| {
                     LlmError::Invalid(format!(

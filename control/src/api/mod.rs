@@ -54,6 +54,8 @@ pub struct Settings {
     pub objects: crate::objects::ObjectsConfig,
     /// Recognition catalog and nodes: `[stt]`.
     pub stt: crate::catalog::SttConfig,
+    /// Classifier training pool, remote classifier service, LLM providers: `[adapters]`.
+    pub adapters: crate::adapters::AdaptersConfig,
 }
 
 impl Default for Settings {
@@ -66,6 +68,7 @@ impl Default for Settings {
             password_cost: PasswordCost::default(),
             objects: Default::default(),
             stt: Default::default(),
+            adapters: Default::default(),
         }
     }
 }
@@ -76,6 +79,8 @@ pub struct AppState {
     pub store: Store,
     pub settings: Arc<Settings>,
     pub metrics: Arc<Metrics>,
+    /// Intent classifiers and LLM chat streams (see `crate::adapters`).
+    pub adapters: Arc<crate::adapters::Adapters>,
     /// A password hash at the configured cost, verified against when a login names an
     /// unknown email so response time does not reveal which emails exist.
     pub(crate) dummy_hash: Arc<String>,
@@ -97,6 +102,7 @@ impl AppState {
         let objects = crate::objects::Objects::new(&settings.objects, &settings.public_url)
             .map_err(|e| format!("objects: {e}"))?;
         let stt = crate::catalog::SttEngines::new(&settings.stt)?;
+        let adapters = Arc::new(crate::adapters::Adapters::new(store.clone(), settings.adapters.clone()));
         let dummy_hash = crate::auth::password::hash_password(
             "callsmith-dummy-password",
             settings.password_cost,
@@ -106,6 +112,7 @@ impl AppState {
             store,
             settings: Arc::new(settings),
             metrics: Arc::new(Metrics::new()),
+            adapters,
             dummy_hash: Arc::new(dummy_hash),
             objects: Arc::new(objects),
             stt: Arc::new(stt),
@@ -127,6 +134,8 @@ impl AppState {
         (name = "accounts", description = "Accounts and account API keys (administrative)"),
         (name = "trunks", description = "SIP trunks of a tenant (administrative)"),
         (name = "feature-flags", description = "Per-tenant feature-flag rules (administrative)"),
+        (name = "classifiers", description = "Versioned intent classifiers: training and prediction"),
+        (name = "llm", description = "LLM chat streams against OpenAI-compatible providers"),
         (name = "legacy", description = "Legacy campaign family, Profile group (HTTP Basic account_sid:account_token)"),
     )
 )]

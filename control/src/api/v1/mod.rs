@@ -36,6 +36,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(accounts::routes())
         .merge(trunks::routes())
         .merge(flags::routes())
+        .merge(classifiers::routes())
+        .merge(llm::routes())
         .merge(communications::routes())
         .merge(results::routes())
         .merge(classifiers::routes())
