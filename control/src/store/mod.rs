@@ -20,19 +20,29 @@ use sqlx::{
 };
 
 mod accounts;
+mod agents;
 mod classifiers;
 pub mod communications;
 mod audio;
 mod dictionaries;
 mod flags;
 mod keys;
+mod numbers;
+mod pools;
 mod legacy;
 mod provision;
+mod scenarios;
+mod sms;
 mod tenants;
 mod trunks;
 mod users;
 
 pub use accounts::{AccountPatch, AccountRecord, NewAccount};
+pub use agents::{AgentConfig, AgentFilter, AgentRecord, AgentRef};
+pub use numbers::{NewNumber, NumberFilter, NumberPatch, NumberRecord};
+pub use pools::PoolRecord;
+pub use scenarios::{ScenarioRecord, ScenarioVersionRecord, VersionAxis};
+pub use sms::{SmsProviderConfig, SmsProviderRecord};
 pub use classifiers::{ClassifierVersionRecord, NewClassifierVersion, TrainingOutcome};
 pub use audio::{AudioRecord, NewAudio};
 pub use dictionaries::{DictionaryPatch, DictionaryRecord};

@@ -10,6 +10,10 @@ mod classifiers;
 pub mod communications;
 mod results;
 mod flags;
+mod numbers;
+mod owned;
+mod pools;
+mod sms;
 mod llm;
 mod profile;
 mod tenants;
@@ -36,6 +40,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(accounts::routes())
         .merge(trunks::routes())
         .merge(flags::routes())
+        .merge(numbers::routes())
+        .merge(pools::routes())
+        .merge(sms::routes())
         .merge(classifiers::routes())
         .merge(llm::routes())
         .merge(communications::routes())
