@@ -43,8 +43,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(numbers::routes())
         .merge(pools::routes())
         .merge(sms::routes())
-        .merge(classifiers::routes())
-        .merge(llm::routes())
         .merge(communications::routes())
         .merge(results::routes())
         .merge(classifiers::routes())
