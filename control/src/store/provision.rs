@@ -13,26 +13,49 @@ pub async fn create_postgres_database(admin_url: &str, prefix: &str) -> StoreRes
     let now = chrono::Utc::now().timestamp();
     let pattern = format!("{}%", prefix.replace('_', "\\_"));
     let stale: Vec<String> =
-        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE $1").bind(&pattern).fetch_all(&mut conn).await.unwrap_or_default();
+        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE $1")
+            .bind(&pattern)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_default();
     for name in stale {
-        let ts = name.strip_prefix(prefix).and_then(|r| r.split('_').next()).and_then(|t| t.parse::<i64>().ok());
+        let ts = name
+            .strip_prefix(prefix)
+            .and_then(|r| r.split('_').next())
+            .and_then(|t| t.parse::<i64>().ok());
         if ts.is_some_and(|t| now - t > 7200) && is_identifier(&name) {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))).execute(&mut conn).await;
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+            )))
+            .execute(&mut conn)
+            .await;
         }
     }
-    let name = format!("{prefix}{now}_{}_{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let name = format!(
+        "{prefix}{now}_{}_{}",
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
     if !is_identifier(&name) {
-        return Err(StoreError::Conflict(format!("invalid database name {name:?}")));
+        return Err(StoreError::Conflict(format!(
+            "invalid database name {name:?}"
+        )));
     }
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(&mut conn).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+        .execute(&mut conn)
+        .await?;
     let _ = conn.close().await;
-    let mut url = url::Url::parse(admin_url).map_err(|e| StoreError::Conflict(format!("admin URL: {e}")))?;
+    let mut url =
+        url::Url::parse(admin_url).map_err(|e| StoreError::Conflict(format!("admin URL: {e}")))?;
     url.set_path(&format!("/{name}"));
     Ok(url.to_string())
 }
 
 fn is_identifier(s: &str) -> bool {
-    !s.is_empty() && s.len() < 63 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    !s.is_empty()
+        && s.len() < 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 impl super::Store {
@@ -40,7 +63,11 @@ impl super::Store {
     /// catalog, so tables added by later migrations are included), the number of rows
     /// belonging to `tenant_sid` or to one of `account_sids`. A completed hard purge
     /// leaves every count at zero; tests use this to prove new tables cascade.
-    pub async fn subtree_row_counts(&self, tenant_sid: &str, account_sids: &[String]) -> StoreResult<Vec<(String, i64)>> {
+    pub async fn subtree_row_counts(
+        &self,
+        tenant_sid: &str,
+        account_sids: &[String],
+    ) -> StoreResult<Vec<(String, i64)>> {
         let columns: Vec<(String, String)> = match &self.pool {
             super::Pool::Sqlite(p) => {
                 sqlx::query_as(
@@ -73,8 +100,14 @@ impl super::Store {
         }
         let mut out: Vec<(String, i64)> = Vec::new();
         for (table, has_tenant) in tables {
-            let (column, owners): (&str, Vec<&str>) =
-                if has_tenant { ("tenant_sid", vec![tenant_sid]) } else { ("account_sid", account_sids.iter().map(String::as_str).collect()) };
+            let (column, owners): (&str, Vec<&str>) = if has_tenant {
+                ("tenant_sid", vec![tenant_sid])
+            } else {
+                (
+                    "account_sid",
+                    account_sids.iter().map(String::as_str).collect(),
+                )
+            };
             let mut n = 0i64;
             for owner in owners {
                 let sql = format!("SELECT COUNT(*) FROM {table} WHERE {column} = $1");
