@@ -526,6 +526,54 @@ impl Objects {
     }
 }
 
+/// Kinds of account-owned objects (`<kind>/<account_sid>/…`); a hard tenant delete
+/// removes every object of its accounts under each of them.
+pub const ACCOUNT_KINDS: &[&str] = &["audio", "recordings", "histories"];
+
+impl Objects {
+    /// Removes every object under `prefix` (a directory-like path); returns how many.
+    pub async fn delete_prefix(&self, prefix: &str) -> Result<usize, ObjectError> {
+        let p = Self::obj_path(prefix)?;
+        let metas: Vec<object_store::ObjectMeta> = self
+            .store
+            .list(Some(&p))
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+        for m in &metas {
+            match self.store.delete(&m.location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(metas.len())
+    }
+}
+
+/// Purges an account's stored objects when its tenant is hard-deleted (registered on
+/// the store by [`crate::api::AppState::try_new`]).
+#[derive(Debug)]
+pub struct ObjectsPurger(pub Arc<Objects>);
+
+#[async_trait::async_trait]
+impl crate::store::TenantPurger for ObjectsPurger {
+    fn name(&self) -> &str {
+        "objects"
+    }
+    async fn purge_account(&self, _tenant_sid: &str, account_sid: &str) -> anyhow::Result<()> {
+        if account_sid.is_empty() || account_sid.contains('/') {
+            return Ok(());
+        }
+        for kind in ACCOUNT_KINDS {
+            self.0
+                .delete_prefix(&format!("{kind}/{account_sid}"))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
 /// Validates a requested link lifetime: default 3600 s, 1..=604800 s.
 pub fn link_ttl(requested: Option<u64>) -> Result<Duration, String> {
     match requested {

@@ -445,7 +445,35 @@ async fn signed_links(s: TestServer) {
         .expect_error(401, "unauthenticated");
 }
 
+/// A hard tenant delete purges its accounts' stored objects; other tenants keep theirs.
+async fn hard_tenant_delete_purges_objects(s: TestServer) {
+    let a = s.fixture().await;
+    let b = s.fixture_named("b").await;
+    for t in [&a.account_key, &a.account_key, &b.account_key] {
+        upload(&s, t, file_part(vec![1, 2, 3], None, None))
+            .await
+            .expect(201);
+    }
+    let dir = storage_dir(&s);
+    assert_eq!(files_under(&dir).len(), 3);
+    s.su(
+        Method::DELETE,
+        &format!("/v1/internal/tenant/{}?hard=true", a.tenant_sid),
+    )
+    .send()
+    .await
+    .expect(204);
+    let left = files_under(&dir);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].to_string_lossy().contains(&b.account_sid));
+    assert_eq!(
+        s.get("/v1/audio").bearer(&b.account_key).send().await.body["total"],
+        1
+    );
+}
+
 both_backends!(
+    hard_tenant_delete_purges_objects,
     upload_get_list_serve_delete,
     upload_rejects_bad_bodies,
     size_limit_is_32_mib,

@@ -102,6 +102,8 @@ impl AppState {
         let objects = crate::objects::Objects::new(&settings.objects, &settings.public_url)
             .map_err(|e| format!("objects: {e}"))?;
         let stt = crate::catalog::SttEngines::new(&settings.stt)?;
+        let objects = Arc::new(objects);
+        store.register_purger(Arc::new(crate::objects::ObjectsPurger(objects.clone())));
         let adapters = Arc::new(crate::adapters::Adapters::new(store.clone(), settings.adapters.clone()));
         let dummy_hash = crate::auth::password::hash_password(
             "callsmith-dummy-password",
@@ -114,7 +116,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             adapters,
             dummy_hash: Arc::new(dummy_hash),
-            objects: Arc::new(objects),
+            objects,
             stt: Arc::new(stt),
         })
     }
@@ -134,9 +136,9 @@ impl AppState {
         (name = "accounts", description = "Accounts and account API keys (administrative)"),
         (name = "trunks", description = "SIP trunks of a tenant (administrative)"),
         (name = "feature-flags", description = "Per-tenant feature-flag rules (administrative)"),
+        (name = "legacy", description = "Legacy campaign family, Profile group (HTTP Basic account_sid:account_token)"),
         (name = "classifiers", description = "Versioned intent classifiers: training and prediction"),
         (name = "llm", description = "LLM chat streams against OpenAI-compatible providers"),
-        (name = "legacy", description = "Legacy campaign family, Profile group (HTTP Basic account_sid:account_token)"),
     )
 )]
 struct ApiDoc;
