@@ -560,3 +560,72 @@ both!(
     run_node_failure_is_502,
     run_on_real_node
 );
+
+/// Every route of this group is in /openapi.json with the statuses it answers.
+async fn openapi_documents_asset_routes(db: TestDb) {
+    let s = server(db, vec![]).await;
+    let doc = s.get("/openapi.json").send().await;
+    doc.expect(200);
+    let expect = [
+        (
+            "/v1/audio",
+            "post",
+            &["201", "400", "401", "403", "413", "500"][..],
+        ),
+        ("/v1/audio", "get", &["200", "400", "401", "403"][..]),
+        (
+            "/v1/audio/{id}",
+            "delete",
+            &["204", "401", "403", "404"][..],
+        ),
+        ("/v1/audio/{id}/content", "get", &["200", "404"][..]),
+        (
+            "/v1/audio/{id}/signed-link",
+            "get",
+            &["200", "400", "401", "403", "404"][..],
+        ),
+        ("/v1/storage/signed", "get", &["200", "403", "404"][..]),
+        (
+            "/v1/adapters/stt/info/model",
+            "get",
+            &["200", "400", "401", "403", "500"][..],
+        ),
+        (
+            "/v1/adapters/stt/{engine}/run",
+            "post",
+            &["200", "400", "401", "403", "404", "500", "502", "503"][..],
+        ),
+        (
+            "/v1/internal/stt-dictionary",
+            "post",
+            &["201", "400", "401", "403", "409", "422", "500"][..],
+        ),
+        (
+            "/v1/adapters/stt/data/dictionary",
+            "post",
+            &["201", "400", "401", "403", "409", "422", "500"][..],
+        ),
+        (
+            "/v1/adapters/stt/data/dictionary/{id}",
+            "patch",
+            &["200", "403", "404", "409", "422"][..],
+        ),
+        (
+            "/v1/adapters/tts/normalize/{path}",
+            "get",
+            &["200", "400", "401", "403", "502"][..],
+        ),
+    ];
+    for (path, method, statuses) in expect {
+        let op = &doc.body["paths"][path][method];
+        assert!(op.is_object(), "{method} {path} is not documented");
+        for st in statuses {
+            assert!(
+                op["responses"][st].is_object(),
+                "{method} {path} does not document {st}"
+            );
+        }
+    }
+}
+
+both!(openapi_documents_asset_routes);
