@@ -25,20 +25,23 @@ use tracing::{info, warn};
 
 use crate::runtime::Runtime;
 
-/// A token bucket of call starts.
+/// A token bucket of call starts: `rate` per second, bursting at most `burst` (one poll
+/// interval's worth, at least 1), so starts are spread evenly over each second.
 #[derive(Debug, Clone)]
 pub struct TokenBucket {
     rate: f64,
+    burst: f64,
     tokens: f64,
     last: Instant,
 }
 
 impl TokenBucket {
-    /// `rate` starts per second, burst `rate` (at least 1).
-    pub fn new(rate: f64, now: Instant) -> TokenBucket {
+    /// `rate` starts per second, at most `burst` at once (at least 1).
+    pub fn new(rate: f64, burst: f64, now: Instant) -> TokenBucket {
         TokenBucket {
             rate,
-            tokens: rate.max(1.0),
+            burst: burst.max(1.0),
+            tokens: burst.max(1.0),
             last: now,
         }
     }
@@ -46,14 +49,15 @@ impl TokenBucket {
     pub fn available(&mut self, now: Instant) -> u64 {
         let dt = now.saturating_duration_since(self.last).as_secs_f64();
         self.last = now;
-        self.tokens = (self.tokens + dt * self.rate).min(self.rate.max(1.0));
+        self.tokens = (self.tokens + dt * self.rate).min(self.burst);
         self.tokens.floor() as u64
     }
     pub fn take(&mut self, n: u64) {
         self.tokens = (self.tokens - n as f64).max(0.0);
     }
-    pub fn set_rate(&mut self, rate: f64) {
+    pub fn set_rate(&mut self, rate: f64, burst: f64) {
         self.rate = rate;
+        self.burst = burst.max(1.0);
     }
 }
 
@@ -157,6 +161,9 @@ async fn tick(
             tokio::spawn(crate::call::run_outbound(rt.clone(), c));
         }
     }
+    // One poll interval's worth of starts may go at once (at least one).
+    let poll_secs = rt.settings.dialer.poll_interval_ms.max(20) as f64 / 1000.0;
+    let burst = |cps: i64| (cps as f64 * poll_secs).max(1.0);
     let agents = rt.store.communications_due_agents().await?;
     let now = Instant::now();
     for agent_sid in agents {
@@ -219,9 +226,9 @@ async fn tick(
         }
         let bucket = buckets
             .entry(agent.sid.clone())
-            .or_insert_with(|| TokenBucket::new(agent.cps as f64, now));
+            .or_insert_with(|| TokenBucket::new(agent.cps as f64, burst(agent.cps), now));
         if agent.cps > 0 {
-            bucket.set_rate(agent.cps as f64);
+            bucket.set_rate(agent.cps as f64, burst(agent.cps));
             n = n.min(bucket.available(now) as i64);
         }
         if n <= 0 {
@@ -246,16 +253,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bucket_limits_starts_per_second() {
+    fn bucket_spreads_starts_over_the_second() {
         let t0 = Instant::now();
-        let mut b = TokenBucket::new(2.0, t0);
-        assert_eq!(b.available(t0), 2);
-        b.take(2);
+        let mut b = TokenBucket::new(2.0, 1.0, t0);
+        assert_eq!(b.available(t0), 1);
+        b.take(1);
         assert_eq!(b.available(t0 + Duration::from_millis(400)), 0);
         assert_eq!(b.available(t0 + Duration::from_millis(500)), 1);
         b.take(1);
-        // Never more than one second's worth accumulates.
-        assert_eq!(b.available(t0 + Duration::from_secs(60)), 2);
+        // Never more than the burst accumulates.
+        assert_eq!(b.available(t0 + Duration::from_secs(60)), 1);
+        let mut fast = TokenBucket::new(50.0, 10.0, t0);
+        assert_eq!(fast.available(t0 + Duration::from_secs(5)), 10);
     }
 
     #[test]

@@ -81,6 +81,8 @@ pub struct EngineOptions {
     pub extra_toml: String,
     /// SIP UDP port; None = a free one.
     pub sip_port: Option<u16>,
+    /// Extra keys of the `[dialer]` section (`lease_secs = 2\n…`).
+    pub dialer_toml: String,
 }
 
 /// A running `callsmith serve`.
@@ -114,8 +116,9 @@ impl Engine {
             "data_dir = {:?}\nbootstrap_superuser_token = {SU_TOKEN:?}\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n\
              [auth]\nargon2_memory_kib = 64\nargon2_iterations = 1\n\
              [media]\nrtp_port_min = {rtp_min}\nrtp_port_max = {rtp_max}\n\
-             [dialer]\npoll_interval_ms = 100\nresult_backoff_base_ms = 200\n",
-            data_dir.display().to_string()
+             [dialer]\npoll_interval_ms = 100\nresult_backoff_base_ms = 200\n{}",
+            data_dir.display().to_string(),
+            opts.dialer_toml
         );
         if let Some(db) = &opts.database_url {
             toml.push_str(&format!("[database]\nurl = {db:?}\n"));
@@ -444,10 +447,10 @@ impl Sipp {
         if let Ok(rd) = std::fs::read_dir(self.dir.path()) {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().to_string();
-                if name.ends_with(".log") || name.ends_with(".txt") {
-                    if let Ok(t) = std::fs::read_to_string(e.path()) {
-                        out.push_str(&format!("\n=== {name}\n{t}"));
-                    }
+                if (name.ends_with(".log") || name.ends_with(".txt"))
+                    && let Ok(t) = std::fs::read_to_string(e.path())
+                {
+                    out.push_str(&format!("\n=== {name}\n{t}"));
                 }
             }
         }
@@ -724,6 +727,8 @@ pub fn greeting_scenario(text: &str) -> Value {
     json!({"name": "greeting", "constructor": {"bricks": {
         "start_call": {"v1": [{"id": "s", "description": "", "properties": {
             "tts_general": {"engine": "espeak-ng", "voice": "", "language": "en-US", "speed": 1, "model": ""}},
+            "outputs": [{"type": "next", "description": "", "next": "hello"}]}]},
+        "inbound_call": {"v1": [{"id": "in", "description": "", "properties": {},
             "outputs": [{"type": "next", "description": "", "next": "hello"}]}]},
         "audio_tts": {"v1": [{"id": "hello", "description": "", "properties": {"text": text, "language": "", "voice": "", "engine": "", "model": ""},
             "outputs": [{"type": "next", "description": "", "next": "g"}]}]},

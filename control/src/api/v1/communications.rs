@@ -77,6 +77,8 @@ pub struct Communication {
     /// Why the communication failed or was interrupted; null otherwise.
     pub error: Option<String>,
     pub scheduled_at: Option<DateTime<Utc>>,
+    /// When the dialer looks at it next (scheduled_at, or the agent's next calling window).
+    pub due_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub answered_at: Option<DateTime<Utc>>,
     pub ended_at: Option<DateTime<Utc>>,
@@ -115,6 +117,7 @@ impl From<&CommunicationRecord> for Communication {
             end_reason: c.end_reason.clone(),
             error: c.error.clone(),
             scheduled_at: c.scheduled_at,
+            due_at: c.due_at,
             started_at: c.started_at,
             answered_at: c.answered_at,
             ended_at: c.ended_at,
