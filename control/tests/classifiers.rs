@@ -841,7 +841,73 @@ async fn internal_error_uses_the_adapter_body(s: TestServer) {
     expect_adapter_error(&r, 500, "internal_error");
 }
 
+/// A process that dies mid-training leaves its version `training`; the next process's
+/// dispatcher puts it back in the queue and trains it (weights and queue live in the store).
+async fn interrupted_training_resumes_after_restart(s: TestServer) {
+    use callsmith_control::{adapters::Adapters, store::NewClassifierVersion};
+    let f = s.fixture().await;
+    let id = cid();
+    let intents = json!([
+        {"id": "yes", "description": "", "phrase": {"phrases": ["yes please", "sure"]}},
+        {"id": "no", "description": "", "phrase": {"phrases": ["no thanks", "nope"]}}
+    ])
+    .to_string();
+    let new = NewClassifierVersion {
+        account_sid: &f.account_sid,
+        classifier_id: &id,
+        version: 0,
+        model_id: LOGREG,
+        description: "left behind",
+        intents: &intents,
+        content_hash: "h0",
+        content_identity: "i0",
+    };
+    s.store.classifier_insert(&new).await.expect("insert");
+    assert!(
+        s.store
+            .classifier_claim(&f.account_sid, &id, 0)
+            .await
+            .expect("claim")
+    );
+    assert_eq!(
+        s.store
+            .classifier_version(&f.account_sid, &id, 0)
+            .await
+            .unwrap()
+            .unwrap()
+            .training_state,
+        "training"
+    );
+    // "Restart": a fresh adapter service over the same database.
+    let restarted = Adapters::new(s.store.clone(), AdaptersConfig::default());
+    std::sync::Arc::new(restarted).classifiers.start();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = s
+            .store
+            .classifier_version(&f.account_sid, &id, 0)
+            .await
+            .unwrap()
+            .unwrap();
+        if r.training_state == "ready" {
+            assert!(r.training_reason.is_some_and(|t| t.contains("trained")));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "interrupted training never resumed: {}",
+            r.training_state
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let p = classify(&s.store, &f.account_sid, &id, 0, "nope")
+        .await
+        .expect("classify");
+    assert_eq!(p[0].0, "no");
+}
+
 both_backends!(
+    interrupted_training_resumes_after_restart,
     internal_error_uses_the_adapter_body,
     versioning_rules,
     errors_use_the_adapter_body,
