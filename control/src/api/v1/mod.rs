@@ -14,6 +14,12 @@ mod numbers;
 mod owned;
 mod pools;
 mod sms;
+mod agents;
+mod scenarios;
+mod numbers;
+mod owned;
+mod pools;
+mod sms;
 mod llm;
 mod profile;
 mod tenants;
@@ -40,6 +46,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(accounts::routes())
         .merge(trunks::routes())
         .merge(flags::routes())
+        .merge(numbers::routes())
+        .merge(pools::routes())
+        .merge(sms::routes())
+        .merge(agents::routes())
+        .merge(scenarios::routes())
         .merge(numbers::routes())
         .merge(pools::routes())
         .merge(sms::routes())

@@ -1,0 +1,425 @@
+//! Scenarios over real HTTP, on SQLite and PostgreSQL: draft, publish (validation
+//! errors in the envelope), version records, freeze_draft reuse, isolation.
+
+use callsmith_control::{both_backends, testing::TestServer};
+use callsmith_scenarios::{AcceptAll, testing::realistic_scenario, validate_value};
+use serde_json::{Value, json};
+
+async fn new_scenario(s: &TestServer, tok: &str, name: &str) -> String {
+    let r = s
+        .post("/v1/scenario")
+        .bearer(tok)
+        .json(&json!({"name": name, "description": "d"}))
+        .send()
+        .await;
+    r.expect(201);
+    r.str("id")
+}
+
+async fn put_draft(s: &TestServer, tok: &str, id: &str, snapshot: &Value) -> Value {
+    let r = s
+        .request(reqwest::Method::PUT, &format!("/v1/scenario/{id}/draft"))
+        .bearer(tok)
+        .json(snapshot)
+        .send()
+        .await;
+    r.expect(200);
+    r.body.clone()
+}
+
+async fn scenario_draft_publish_versions(s: TestServer) {
+    let f = s.fixture().await;
+    let tok = &f.admin_session;
+    let id = new_scenario(&s, tok, "Survey").await;
+    assert!(id.starts_with("scn_"));
+    let g = s
+        .get(&format!("/v1/scenario/{id}"))
+        .bearer(tok)
+        .send()
+        .await;
+    g.expect(200);
+    assert!(g.body["latest_version"].is_null());
+    assert_eq!(g.body["name"], "Survey");
+
+    // The draft exists from the start and is mutable.
+    let d0 = s
+        .get(&format!(
+            "/v1/scenario-version/by-scenario?scenario_sid={id}&version=0&draft=true"
+        ))
+        .bearer(tok)
+        .send()
+        .await;
+    d0.expect(200);
+    assert_eq!(d0.body["draft_version"], 0);
+    assert!(d0.body["version"].is_null());
+    let snap = realistic_scenario(20);
+    let d = put_draft(&s, tok, &id, &snap).await;
+    assert_eq!(d["draft_version"], 0);
+    assert_eq!(d["snapshot"], snap);
+    assert_eq!(
+        d["content_hash"],
+        callsmith_scenarios::canonical::content_hash_value(&snap)
+    );
+    assert_eq!(d["id"], d0.body["id"], "draft 0 is one record, rewritten");
+
+    // Publish: version 1 (201); again unchanged: the same record (200).
+    let p1 = s
+        .post(&format!("/v1/scenario/{id}/publish"))
+        .bearer(tok)
+        .send()
+        .await;
+    p1.expect(201);
+    assert_eq!(p1.body["version"], 1);
+    assert!(p1.body["draft_version"].is_null());
+    assert_eq!(p1.body["content_hash"], d["content_hash"]);
+    let again = s
+        .post(&format!("/v1/scenario/{id}/publish"))
+        .bearer(tok)
+        .send()
+        .await;
+    again.expect(200);
+    assert_eq!(again.body["id"], p1.body["id"]);
+
+    // Change the draft, publish version 2; version 1 is untouched.
+    let mut snap2 = snap.clone();
+    snap2["name"] = json!("realistic v2");
+    put_draft(&s, tok, &id, &snap2).await;
+    let p2 = s
+        .post(&format!("/v1/scenario/{id}/publish"))
+        .bearer(tok)
+        .send()
+        .await;
+    p2.expect(201);
+    assert_eq!(p2.body["version"], 2);
+    let v1 = s
+        .get(&format!(
+            "/v1/scenario-version/by-scenario?scenario_sid={id}&version=1"
+        ))
+        .bearer(tok)
+        .send()
+        .await;
+    v1.expect(200);
+    assert_eq!(v1.body["snapshot"], snap);
+    assert_eq!(v1.body, p1.body);
+    let byid = s
+        .get(&format!("/v1/scenario-version/{}", p2.str("id")))
+        .bearer(tok)
+        .send()
+        .await;
+    assert_eq!(byid.body, p2.body);
+    s.get(&format!(
+        "/v1/scenario-version/by-scenario?scenario_sid={id}&version=9"
+    ))
+    .bearer(tok)
+    .send()
+    .await
+    .expect_error(404, "scenario_version_not_found");
+    s.get(&format!(
+        "/v1/scenario-version/by-scenario?scenario_sid={id}"
+    ))
+    .bearer(tok)
+    .send()
+    .await
+    .expect_error(400, "invalid_query");
+    assert_eq!(
+        s.get(&format!("/v1/scenario/{id}"))
+            .bearer(tok)
+            .send()
+            .await
+            .body["latest_version"],
+        2
+    );
+
+    // Version list.
+    let l = s
+        .get(&format!("/v1/scenario-version?scenario_sid={id}"))
+        .bearer(tok)
+        .send()
+        .await;
+    l.expect(200);
+    assert_eq!(l.body["total"], 3);
+    assert_eq!(l.body["items"][0]["version"], 2);
+    assert_eq!(l.body["items"][2]["draft_version"], 0);
+    let l = s
+        .get(&format!(
+            "/v1/scenario-version?scenario_sid={id}&axis=published"
+        ))
+        .bearer(tok)
+        .send()
+        .await;
+    assert_eq!(l.body["total"], 2);
+    s.get("/v1/scenario-version?scenario_sid=scn_nope")
+        .bearer(tok)
+        .send()
+        .await
+        .expect_error(404, "scenario_not_found");
+    s.get(&format!("/v1/scenario-version?scenario_sid={id}&limit=501"))
+        .bearer(tok)
+        .send()
+        .await
+        .expect_error(400, "invalid_query");
+
+    // Validate without publishing; patch; list; delete.
+    let v = s
+        .post(&format!("/v1/scenario/{id}/validate"))
+        .bearer(tok)
+        .send()
+        .await;
+    v.expect(200);
+    assert_eq!(v.body["valid"], true);
+    let p = s
+        .patch(&format!("/v1/scenario/{id}"))
+        .bearer(tok)
+        .json(&json!({"name": "Survey 2"}))
+        .send()
+        .await;
+    p.expect(200);
+    assert_eq!(p.body["description"], "d");
+    new_scenario(&s, tok, "Other").await;
+    let l = s
+        .get("/v1/scenario?filter_query=SURV")
+        .bearer(tok)
+        .send()
+        .await;
+    assert_eq!(l.body["total"], 1);
+    let l = s
+        .get("/v1/scenario?order_by=name&order=asc")
+        .bearer(tok)
+        .send()
+        .await;
+    assert_eq!(l.body["items"][0]["name"], "Other");
+    s.post("/v1/scenario")
+        .bearer(tok)
+        .json(&json!({"name": ""}))
+        .send()
+        .await
+        .expect_error(422, "invalid_name");
+    s.request(reqwest::Method::PUT, &format!("/v1/scenario/{id}/draft"))
+        .bearer(tok)
+        .json(&json!({"name": "x", "constructor": []}))
+        .send()
+        .await
+        .expect_error(400, "invalid_body");
+    s.delete(&format!("/v1/scenario/{id}"))
+        .bearer(tok)
+        .send()
+        .await
+        .expect(204);
+    s.get(&format!("/v1/scenario/{id}"))
+        .bearer(tok)
+        .send()
+        .await
+        .expect_error(404, "scenario_not_found");
+    s.get(&format!("/v1/scenario-version/{}", p2.str("id")))
+        .bearer(tok)
+        .send()
+        .await
+        .expect_error(404, "scenario_version_not_found");
+}
+
+async fn publish_invalid_draft_returns_every_error(s: TestServer) {
+    let f = s.fixture().await;
+    let tok = &f.admin_session;
+    let id = new_scenario(&s, tok, "Broken").await;
+    let snap = json!({"name": "broken", "constructor": {"bricks": {
+        "hologram": {"v1": []},
+        "audio_tts": {"v1": [
+            {"id": "a", "description": "", "properties": {"text": ""}, "outputs": [{"type": "next", "description": "", "next": "nowhere"}]},
+            {"id": "a", "description": "", "properties": {"text": "hi {{ bad"}, "outputs": []}
+        ]},
+        "end": {"v1": [{"id": "", "description": "", "properties": {}, "outputs": [{"type": "next", "description": "", "next": "a"}]}]}
+    }}});
+    put_draft(&s, tok, &id, &snap).await;
+    let r = s
+        .post(&format!("/v1/scenario/{id}/publish"))
+        .bearer(tok)
+        .send()
+        .await;
+    r.expect_error(422, "scenario_invalid");
+    assert_eq!(r.body["data"]["topic"], "validation");
+    let got = r.body["data"]["errors"]["scenario"]
+        .as_array()
+        .expect("data.errors.scenario")
+        .clone();
+    let want = serde_json::to_value(validate_value(&snap, &AcceptAll)).unwrap();
+    assert_eq!(
+        Value::Array(got.clone()),
+        want,
+        "every problem the validator finds, as it finds them"
+    );
+    let codes: Vec<&str> = got.iter().filter_map(|e| e["code"].as_str()).collect();
+    for c in [
+        "SCN101", "SCN103", "SCN104", "SCN105", "SCN108", "SCN111", "SCN115",
+    ] {
+        assert!(codes.contains(&c), "{c} missing from {codes:?}");
+    }
+    for e in &got {
+        for k in [
+            "code",
+            "message",
+            "summary",
+            "tree_id",
+            "node_id",
+            "output_type",
+            "duplicate_tree_index",
+            "duplicate_node_index",
+            "property",
+            "invalid_value",
+        ] {
+            assert!(e[k].is_string(), "entry field {k} is not a string: {e}");
+        }
+    }
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap()
+            .contains(&got.len().to_string())
+    );
+    // Nothing was published; validate reports the same entries.
+    let l = s
+        .get(&format!(
+            "/v1/scenario-version?scenario_sid={id}&axis=published"
+        ))
+        .bearer(tok)
+        .send()
+        .await;
+    assert_eq!(l.body["total"], 0);
+    let v = s
+        .post(&format!("/v1/scenario/{id}/validate"))
+        .bearer(tok)
+        .send()
+        .await;
+    assert_eq!(v.body["valid"], false);
+    assert_eq!(v.body["errors"], want);
+}
+
+async fn freeze_draft_reuses_identical_content(s: TestServer) {
+    let f = s.fixture().await;
+    let tok = &f.admin_session;
+    let id = new_scenario(&s, tok, "Test calls").await;
+    let snap = realistic_scenario(10);
+    put_draft(&s, tok, &id, &snap).await;
+    let a = s.store.freeze_draft(&id).await.expect("freeze");
+    assert_eq!(a.draft_version, Some(1));
+    assert_eq!(a.version, None);
+    let again = s.store.freeze_draft(&id).await.expect("freeze again");
+    assert_eq!(
+        again.sid, a.sid,
+        "identical content resolves to the frozen record"
+    );
+    // Key order does not matter: canonical hash.
+    let reordered: Value = serde_json::from_str(&format!(
+        "{{\"constructor\": {}, \"name\": {}}}",
+        snap["constructor"], snap["name"]
+    ))
+    .unwrap();
+    put_draft(&s, tok, &id, &reordered).await;
+    assert_eq!(s.store.freeze_draft(&id).await.unwrap().sid, a.sid);
+    let mut changed = snap.clone();
+    changed["name"] = json!("changed");
+    put_draft(&s, tok, &id, &changed).await;
+    let b = s.store.freeze_draft(&id).await.unwrap();
+    assert_eq!(b.draft_version, Some(2));
+    // Back to the first content: the first frozen record again.
+    put_draft(&s, tok, &id, &snap).await;
+    assert_eq!(s.store.freeze_draft(&id).await.unwrap().sid, a.sid);
+    // Frozen records are addressable and unchanged by later draft saves.
+    let r = s
+        .get(&format!(
+            "/v1/scenario-version/by-scenario?scenario_sid={id}&version=2&draft=true"
+        ))
+        .bearer(tok)
+        .send()
+        .await;
+    r.expect(200);
+    assert_eq!(r.body["snapshot"], changed);
+    // Concurrent freezes of new content agree on one record.
+    let mut third = snap.clone();
+    third["name"] = json!("third");
+    put_draft(&s, tok, &id, &third).await;
+    let (x, y) = tokio::join!(s.store.freeze_draft(&id), s.store.freeze_draft(&id));
+    assert_eq!(x.unwrap().sid, y.unwrap().sid);
+    assert!(s.store.freeze_draft("scn_missing").await.is_err());
+    // The dialer's published lookup.
+    assert!(
+        s.store
+            .scenario_latest_published(&id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn scenario_isolation(s: TestServer) {
+    let fa = s.fixture_named("a").await;
+    let fb = s.fixture_named("b").await;
+    let id = new_scenario(&s, &fb.admin_session, "B's").await;
+    put_draft(&s, &fb.admin_session, &id, &realistic_scenario(10)).await;
+    let p = s
+        .post(&format!("/v1/scenario/{id}/publish"))
+        .bearer(&fb.admin_session)
+        .send()
+        .await;
+    p.expect(201);
+    let tok = &fa.admin_session;
+    s.get(&format!("/v1/scenario/{id}"))
+        .bearer(tok)
+        .send()
+        .await
+        .expect_error(404, "scenario_not_found");
+    s.post(&format!("/v1/scenario/{id}/publish"))
+        .bearer(tok)
+        .send()
+        .await
+        .expect(404);
+    s.request(reqwest::Method::PUT, &format!("/v1/scenario/{id}/draft"))
+        .bearer(tok)
+        .json(&json!({"name": "x", "constructor": {}}))
+        .send()
+        .await
+        .expect(404);
+    s.delete(&format!("/v1/scenario/{id}"))
+        .bearer(tok)
+        .send()
+        .await
+        .expect(404);
+    s.get(&format!("/v1/scenario-version/{}", p.str("id")))
+        .bearer(tok)
+        .send()
+        .await
+        .expect(404);
+    s.get(&format!(
+        "/v1/scenario-version/by-scenario?scenario_sid={id}&version=1"
+    ))
+    .bearer(tok)
+    .send()
+    .await
+    .expect(404);
+    s.get(&format!("/v1/scenario-version?scenario_sid={id}"))
+        .bearer(tok)
+        .send()
+        .await
+        .expect(404);
+    assert_eq!(
+        s.get("/v1/scenario").bearer(tok).send().await.body["total"],
+        0
+    );
+    s.get("/v1/scenario")
+        .bearer(&fa.tenant_key)
+        .header("X-Account-Sid", &fb.account_sid)
+        .send()
+        .await
+        .expect_error(403, "scope_conflict");
+    s.get(&format!("/v1/scenario/{id}"))
+        .bearer(&fb.account_key)
+        .send()
+        .await
+        .expect(200);
+}
+
+both_backends!(
+    scenario_draft_publish_versions,
+    publish_invalid_draft_returns_every_error,
+    freeze_draft_reuses_identical_content,
+    scenario_isolation
+);
