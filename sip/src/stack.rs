@@ -105,6 +105,7 @@ const RESERVED: &[&str] = &[
     "m",
     "l",
     "c",
+    "r",
 ];
 
 /// Validate engine-supplied headers and turn them into SIP headers.
@@ -677,4 +678,37 @@ async fn handle_invite(
     }
     d.handle(&mut tx).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(n: &str, v: &str) -> (String, String) {
+        (n.to_string(), v.to_string())
+    }
+
+    #[test]
+    fn custom_headers_are_validated() {
+        let ok = custom_headers(&[
+            h("X-Campaign", "42"),
+            h("P-Asserted-Identity", "<sip:+1@x>"),
+        ])
+        .unwrap();
+        assert_eq!(ok.len(), 2);
+        assert_eq!(ok[0].to_string(), "X-Campaign: 42");
+        for bad in [
+            h("Via", "x"),
+            h("call-id", "x"),
+            h("r", "sip:x"),
+            h("X Bad", "x"),
+            h("", "x"),
+            h("X-Inject", "a\r\nVia: evil"),
+        ] {
+            assert!(
+                custom_headers(std::slice::from_ref(&bad)).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
 }

@@ -61,14 +61,23 @@ async fn baresip_calls_the_engine_which_answers_and_hangs_up() {
     )
     .await;
     let mut calls = stack.take_incoming().unwrap();
-    let dir = baresip_dir(free_udp_port("127.0.0.1"), "");
     let target = stack.udp_addr().unwrap();
-    let baresip = spawn_baresip(&dir, &[format!("/dial sip:15550100@{target}")]);
-
-    let call = tokio::time::timeout(T, calls.recv())
-        .await
-        .expect("baresip's INVITE")
-        .unwrap();
+    // baresip's port is probed free; under parallel tests it can be taken before baresip
+    // binds it, so a baresip that sends nothing is restarted on a fresh port.
+    let mut attempt = 0;
+    let (baresip, _dir, call) = loop {
+        attempt += 1;
+        let dir = baresip_dir(free_udp_port("127.0.0.1"), "");
+        let baresip = spawn_baresip(&dir, &[format!("/dial sip:15550100@{target}")]);
+        match tokio::time::timeout(Duration::from_secs(10), calls.recv()).await {
+            Ok(Some(call)) => break (baresip, dir, call),
+            _ if attempt < 3 => {
+                let log = output_of(baresip).await;
+                eprintln!("baresip attempt {attempt} sent no INVITE: {log}");
+            }
+            _ => panic!("baresip never called: {}", output_of(baresip).await),
+        }
+    };
     assert_eq!(call.from, "tester");
     assert_eq!(call.to, "15550100");
     call.ring();
@@ -97,10 +106,20 @@ async fn baresip_calls_the_engine_which_answers_and_hangs_up() {
 
 #[tokio::test]
 async fn engine_calls_baresip_which_auto_answers() {
-    let port = free_udp_port("127.0.0.1");
-    let dir = baresip_dir(port, ";answermode=auto");
-    let baresip = spawn_baresip(&dir, &[]);
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Restart on a fresh port if baresip exits at once (its probed port was taken).
+    let mut attempt = 0;
+    let (mut baresip, _dir, port) = loop {
+        attempt += 1;
+        let port = free_udp_port("127.0.0.1");
+        let dir = baresip_dir(port, ";answermode=auto");
+        let mut child = spawn_baresip(&dir, &[]);
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        match child.try_wait() {
+            Ok(None) => break (child, dir, port),
+            _ if attempt < 3 => continue,
+            _ => panic!("baresip does not start"),
+        }
+    };
     // baresip's user is a name, not a number: the trunk sends numbers as-is.
     let mut t = TrunkConfig::new("bs2", format!("127.0.0.1:{port}").parse().unwrap());
     t.number_format = callsmith_sip::NumberFormat::AsIs;
@@ -138,6 +157,7 @@ async fn engine_calls_baresip_which_auto_answers() {
     leg.hangup();
     let end = ended(&events_until_end(&mut leg, T).await).expect("ended");
     assert_eq!(end.call_status, CallStatus::Answered);
+    let _ = baresip.start_kill();
     let log = output_of(baresip).await;
     assert!(
         log.contains("Call established") || log.contains("answered"),
