@@ -16,10 +16,6 @@ mod pools;
 mod sms;
 mod agents;
 mod scenarios;
-mod numbers;
-mod owned;
-mod pools;
-mod sms;
 mod llm;
 mod profile;
 mod tenants;
@@ -51,9 +47,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(sms::routes())
         .merge(agents::routes())
         .merge(scenarios::routes())
-        .merge(numbers::routes())
-        .merge(pools::routes())
-        .merge(sms::routes())
         .merge(communications::routes())
         .merge(results::routes())
         .merge(classifiers::routes())
