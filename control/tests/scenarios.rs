@@ -423,3 +423,93 @@ both_backends!(
     freeze_draft_reuses_identical_content,
     scenario_isolation
 );
+
+/// Classifier and audio references resolve against the account's own tables.
+async fn publish_checks_classifiers_and_audio(s: TestServer) {
+    use callsmith_control::store::{NewAudio, NewClassifierVersion};
+    let f = s.fixture().await;
+    let tok = &f.admin_session;
+    let id = new_scenario(&s, tok, "Refs").await;
+    let audio_id = "aud_0193aabbccddeeff0011223344556677";
+    let missing_audio = "aud_0193aabbccddeeff00112233445566ff";
+    let classifier = "4c3a7b1e-0000-4000-8000-000000000001";
+    let mut snap = realistic_scenario(10);
+    // Point the generated file prompt and question classifier at real references.
+    let text = snap.to_string().replace("aud_chime", audio_id).replace(
+        "\"classifier\":{\"id\":\"\",\"version\":0}",
+        &format!("\"classifier\":{{\"id\":\"{classifier}\",\"version\":2}}"),
+    );
+    snap = serde_json::from_str(&text).unwrap();
+    put_draft(&s, tok, &id, &snap).await;
+    let r = s
+        .post(&format!("/v1/scenario/{id}/publish"))
+        .bearer(tok)
+        .send()
+        .await;
+    r.expect_error(422, "scenario_invalid");
+    let codes: Vec<String> = r.body["data"]["errors"]["scenario"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["code"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        codes.contains(&"SCN117".to_string()) && codes.contains(&"SCN118".to_string()),
+        "{codes:?}"
+    );
+
+    s.store
+        .audio_create(&NewAudio {
+            sid: audio_id,
+            tenant_sid: &f.tenant_sid,
+            account_sid: &f.account_sid,
+            object_path: "audio/x.wav",
+            provider: "local",
+            url: "local://audio/x.wav",
+            content_type: "audio/wav",
+            original_filename: "x.wav",
+            size_bytes: 4,
+        })
+        .await
+        .unwrap();
+    for version in [0, 1, 2] {
+        s.store
+            .classifier_insert(&NewClassifierVersion {
+                account_sid: &f.account_sid,
+                classifier_id: classifier,
+                version,
+                model_id: "m",
+                description: "",
+                intents: "[]",
+                content_hash: &format!("h{version}"),
+                content_identity: &format!("i{version}"),
+            })
+            .await
+            .unwrap();
+    }
+    s.post(&format!("/v1/scenario/{id}/publish"))
+        .bearer(tok)
+        .send()
+        .await
+        .expect(201);
+    // A reference to an audio id the account does not hold is SCN118.
+    let text = snap.to_string().replace(audio_id, missing_audio);
+    put_draft(&s, tok, &id, &serde_json::from_str(&text).unwrap()).await;
+    let v = s
+        .post(&format!("/v1/scenario/{id}/validate"))
+        .bearer(tok)
+        .send()
+        .await;
+    let codes: Vec<String> = v.body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["code"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !codes.is_empty() && codes.iter().all(|c| c == "SCN118"),
+        "{codes:?}"
+    );
+}
+
+both_backends!(publish_checks_classifiers_and_audio);

@@ -421,26 +421,41 @@ impl Store {
         Ok(callsmith_scenarios::validate_value(snapshot, &answers))
     }
 
-    /// Whether a question brick's classifier reference resolves for the account.
-    /// Currently always true: the classifier table is not wired into validation yet.
+    /// Whether a question brick's classifier reference resolves for the account:
+    /// version 0 (the classifier as the unversioned surface serves it) needs any version
+    /// of the classifier; another number needs exactly that version.
     pub async fn scenario_classifier_exists(
         &self,
-        _account_sid: &str,
-        _classifier_id: &str,
-        _version: i64,
+        account_sid: &str,
+        classifier_id: &str,
+        version: i64,
     ) -> StoreResult<bool> {
-        Ok(true)
+        Ok(if version == 0 {
+            self.classifier_latest(account_sid, classifier_id)
+                .await?
+                .is_some()
+        } else {
+            self.classifier_version(account_sid, classifier_id, version)
+                .await?
+                .is_some()
+        })
     }
 
-    /// Whether an audio reference resolves for the account (see [`Store::scenario_validate`]).
-    /// Currently always true: the audio table is not wired into validation yet.
+    /// Whether an audio reference resolves for the account: a reference holding an
+    /// `aud_` id (the id, its location or its url) must name an audio file of the
+    /// account; other references (external http(s) URLs) are accepted.
     pub async fn scenario_audio_exists(
         &self,
-        _account_sid: &str,
+        account_sid: &str,
         reference: &str,
     ) -> StoreResult<bool> {
-        let _ = audio_id_in(reference);
-        Ok(true)
+        let Some(id) = audio_id_in(reference) else {
+            return Ok(true);
+        };
+        Ok(self
+            .audio_get(id)
+            .await?
+            .is_some_and(|a| a.account_sid == account_sid))
     }
 }
 
