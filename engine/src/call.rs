@@ -814,10 +814,7 @@ impl CallPort for LivePort {
                 None => turn.stt_error = Some("no recognition node configured".into()),
             }
         }
-        let mut audio = match self.session.tap_caller_audio(3000) {
-            Ok(rx) => Some(rx),
-            Err(_) => None,
-        };
+        let mut audio = self.session.tap_caller_audio(3000).ok();
         let mut pcm: Vec<i16> = Vec::new();
         let dtmf = spec.dtmf.clone();
         let mut digits = String::new();

@@ -129,7 +129,14 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     };
     let state = AppState::new(store.clone(), settings);
     // The call engine (SIP, dialer, inbound calls, result delivery); drained before exit.
-    let engine = runtime::start(&cfg, state.clone()).await?;
+    // A SIP port already in use must not take the control API down with it.
+    let engine = match runtime::start(&cfg, state.clone()).await {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::error!(error = %e, "the call engine could not start; serving the control API only");
+            None
+        }
+    };
     let app = callsmith_control::router(state);
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)
         .await

@@ -255,7 +255,7 @@ async fn inbound_call_is_answered_by_its_agent() {
 /// redialled), the calls not yet dialled are dialled exactly once, nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_campaign_loses_nothing_and_dials_nothing_twice() {
-    let mut callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "4"]);
+    let callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "4"]);
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = EngineOptions {
         trunks: vec![("carrier".into(), callee.addr)],
