@@ -72,7 +72,13 @@ async fn start(backend: Backend) -> anyhow::Result<Target> {
     bootstrap::ensure_superuser(&store, dir.path(), Some(&su)).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
-    let state = AppState::new(store, Settings { public_url: base.clone(), ..Settings::default() });
+    let state = AppState::new(
+        store,
+        Settings {
+            public_url: base.clone(),
+            ..Settings::default()
+        },
+    );
     let app = callsmith_control::router(state);
     tokio::spawn(async move {
         let _ = callsmith_control::api::serve(listener, app, std::future::pending()).await;
@@ -80,21 +86,39 @@ async fn start(backend: Backend) -> anyhow::Result<Target> {
 
     let c = reqwest::Client::new();
     let post = |path: &str, body: Value, token: &str, header: Option<(&str, &str)>| {
-        let mut r = c.post(format!("{base}{path}")).bearer_auth(token).json(&body);
+        let mut r = c
+            .post(format!("{base}{path}"))
+            .bearer_auth(token)
+            .json(&body);
         if let Some((k, v)) = header {
             r = r.header(k, v);
         }
         r.send()
     };
-    let tenant: Value = post("/v1/internal/tenant", json!({"name": "bench"}), &su, None).await?.json().await?;
+    let tenant: Value = post("/v1/internal/tenant", json!({"name": "bench"}), &su, None)
+        .await?
+        .json()
+        .await?;
     let tenant = tenant["sid"].as_str().context("tenant sid")?.to_string();
-    let account: Value =
-        post("/v1/internal/account", json!({"name": "bench", "email": "bench@example.test", "country": "de"}), &su, Some(("X-Tenant-Sid", &tenant)))
-            .await?
-            .json()
-            .await?;
+    let account: Value = post(
+        "/v1/internal/account",
+        json!({"name": "bench", "email": "bench@example.test", "country": "de"}),
+        &su,
+        Some(("X-Tenant-Sid", &tenant)),
+    )
+    .await?
+    .json()
+    .await?;
     let account = account["sid"].as_str().context("account sid")?.to_string();
-    let key: Value = post(&format!("/v1/internal/account/{account}/api-key"), json!({}), &su, None).await?.json().await?;
+    let key: Value = post(
+        &format!("/v1/internal/account/{account}/api-key"),
+        json!({}),
+        &su,
+        None,
+    )
+    .await?
+    .json()
+    .await?;
     let account_key = key["secret"].as_str().context("key secret")?.to_string();
     let r = post(
         "/v1/user",
@@ -107,7 +131,13 @@ async fn start(backend: Backend) -> anyhow::Result<Target> {
         bail!("creating the admin user: {}", r.text().await?);
     }
     for i in 1..args_users() {
-        post("/v1/user", json!({"email": format!("u{i}@example.test"), "name": format!("user {i}")}), &account_key, None).await?;
+        post(
+            "/v1/user",
+            json!({"email": format!("u{i}@example.test"), "name": format!("user {i}")}),
+            &account_key,
+            None,
+        )
+        .await?;
     }
     let session: Value = c
         .post(format!("{base}/v1/auth/login"))
@@ -116,8 +146,16 @@ async fn start(backend: Backend) -> anyhow::Result<Target> {
         .await?
         .json()
         .await?;
-    let session = session["session_token"].as_str().context("session token")?.to_string();
-    Ok(Target { base, session, account_key, _dir: dir })
+    let session = session["session_token"]
+        .as_str()
+        .context("session token")?
+        .to_string();
+    Ok(Target {
+        base,
+        session,
+        account_key,
+        _dir: dir,
+    })
 }
 
 static USERS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -127,7 +165,10 @@ fn args_users() -> usize {
 
 /// Runs `concurrency` loops of GET `url` for `secs`; returns (latencies in µs, errors).
 async fn load(url: String, token: String, concurrency: usize, secs: Duration) -> (Vec<u32>, usize) {
-    let client = reqwest::Client::builder().pool_max_idle_per_host(concurrency).build().expect("client");
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency)
+        .build()
+        .expect("client");
     let deadline = Instant::now() + secs;
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
@@ -179,12 +220,27 @@ async fn main() -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for (backend, name) in backends {
         let t = start(backend).await?;
-        for (endpoint, token) in [("GET /v1/profile", &t.session), ("GET /v1/user", &t.account_key)] {
+        for (endpoint, token) in [
+            ("GET /v1/profile", &t.session),
+            ("GET /v1/user", &t.account_key),
+        ] {
             let path = endpoint.trim_start_matches("GET ");
             let url = format!("{}{path}", t.base);
-            load(url.clone(), token.clone(), args.concurrency, Duration::from_secs(1)).await; // warm-up
+            load(
+                url.clone(),
+                token.clone(),
+                args.concurrency,
+                Duration::from_secs(1),
+            )
+            .await; // warm-up
             let started = Instant::now();
-            let (mut lat, errors) = load(url, token.clone(), args.concurrency, Duration::from_secs(args.seconds)).await;
+            let (mut lat, errors) = load(
+                url,
+                token.clone(),
+                args.concurrency,
+                Duration::from_secs(args.seconds),
+            )
+            .await;
             let elapsed = started.elapsed().as_secs_f64();
             lat.sort_unstable();
             rows.push(Row {
@@ -198,8 +254,14 @@ async fn main() -> anyhow::Result<()> {
             });
         }
     }
-    println!("concurrency {}, {} s per endpoint, {} users in the account", args.concurrency, args.seconds, args.users);
-    println!("{:<9} {:<16} {:>9} {:>7} {:>10} {:>9} {:>9}", "backend", "endpoint", "requests", "errors", "req/s", "p50 ms", "p99 ms");
+    println!(
+        "concurrency {}, {} s per endpoint, {} users in the account",
+        args.concurrency, args.seconds, args.users
+    );
+    println!(
+        "{:<9} {:<16} {:>9} {:>7} {:>10} {:>9} {:>9}",
+        "backend", "endpoint", "requests", "errors", "req/s", "p50 ms", "p99 ms"
+    );
     for r in &rows {
         println!(
             "{:<9} {:<16} {:>9} {:>7} {:>10.0} {:>9.2} {:>9.2}",
