@@ -20,41 +20,80 @@ fn report(name: &str, mut samples: Vec<Duration>, per: u32) {
     samples.sort();
     let m = percentile(&samples, 0.5) / per;
     let p99 = percentile(&samples, 0.99) / per;
-    println!("{name}: median {:.2} µs, p99 {:.2} µs (n={})", m.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6, samples.len());
+    println!(
+        "{name}: median {:.2} µs, p99 {:.2} µs (n={})",
+        m.as_secs_f64() * 1e6,
+        p99.as_secs_f64() * 1e6,
+        samples.len()
+    );
 }
 
 /// A chain of `n` non-I/O bricks (assignment, increment, condition_group, goal, data_mapping).
 fn non_io_chain(n: usize) -> Value {
-    let id = |i: usize| if i >= n { "end".to_string() } else { format!("n{i}") };
+    let id = |i: usize| {
+        if i >= n {
+            "end".to_string()
+        } else {
+            format!("n{i}")
+        }
+    };
     let mut kinds: std::collections::BTreeMap<&str, Vec<Value>> = Default::default();
-    kinds.entry("start_call").or_default().push(json!({"id": "start", "properties": {}, "outputs": [{"type": "next", "next": id(0)}]}));
-    kinds.entry("end").or_default().push(json!({"id": "end", "properties": {}, "outputs": []}));
+    kinds.entry("start_call").or_default().push(
+        json!({"id": "start", "properties": {}, "outputs": [{"type": "next", "next": id(0)}]}),
+    );
+    kinds
+        .entry("end")
+        .or_default()
+        .push(json!({"id": "end", "properties": {}, "outputs": []}));
     for i in 0..n {
         let next = json!([{"type": "next", "next": id(i + 1)}]);
         let (kind, props, outputs) = match i % 5 {
-            0 => ("assignment", json!({"variables": [{"name": "v", "value": "{{name}}-{{i}}"}, {"name": "doc", "value": "{\"a\": {\"b\": [1, 2, 3]}}"}]}), next),
+            0 => (
+                "assignment",
+                json!({"variables": [{"name": "v", "value": "{{name}}-{{i}}"}, {"name": "doc", "value": "{\"a\": {\"b\": [1, 2, 3]}}"}]}),
+                next,
+            ),
             1 => ("increment", json!({"variables": [{"variable": "i"}]}), next),
-            2 => ("condition_group", json!({"condition": {"conditions": [
+            2 => (
+                "condition_group",
+                json!({"condition": {"conditions": [
                     {"condition_id": "big", "condition_operator": "and", "elements": [
                         {"variable": "i", "element_operator": "greater", "value": "100"},
                         {"variable": "v", "element_operator": "regex", "value": "^Ann-\\d+$"}]}]}}),
-                  json!([{"type": "big", "next": id(i + 1)}, {"type": "else", "next": id(i + 1)}])),
+                json!([{"type": "big", "next": id(i + 1)}, {"type": "else", "next": id(i + 1)}]),
+            ),
             3 => ("goal", json!({"goal": "g{{i}}"}), next),
-            _ => ("data_mapping", json!({"input": "{{doc}}", "variables": [{"name": "x", "path": "$.a.b[1]", "set_if_not_found": ""}]}), next),
+            _ => (
+                "data_mapping",
+                json!({"input": "{{doc}}", "variables": [{"name": "x", "path": "$.a.b[1]", "set_if_not_found": ""}]}),
+                next,
+            ),
         };
-        kinds.entry(kind).or_default().push(json!({"id": id(i), "properties": props, "outputs": outputs}));
+        kinds
+            .entry(kind)
+            .or_default()
+            .push(json!({"id": id(i), "properties": props, "outputs": outputs}));
     }
-    let bricks: serde_json::Map<String, Value> = kinds.into_iter().map(|(k, v)| (k.to_string(), json!({"v1": v}))).collect();
+    let bricks: serde_json::Map<String, Value> = kinds
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), json!({"v1": v})))
+        .collect();
     json!({"name": "chain", "constructor": {"bricks": bricks}})
 }
 
 fn main() {
-    let iterations: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let iterations: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
 
     // Validation of a realistic 200-brick scenario.
     let value = realistic_scenario(200);
     let snap = Snapshot::from_value(&value).expect("snapshot");
-    assert!(validate(&snap, &AcceptAll).is_empty(), "bench scenario must be valid");
+    assert!(
+        validate(&snap, &AcceptAll).is_empty(),
+        "bench scenario must be valid"
+    );
     let mut samples = Vec::with_capacity(iterations);
     for _ in 0..iterations {
         let t = Instant::now();
@@ -77,7 +116,10 @@ fn main() {
     let n = 1000;
     let chain = non_io_chain(n);
     let snap = Snapshot::from_value(&chain).expect("snapshot");
-    assert!(validate(&snap, &AcceptAll).is_empty(), "chain must be valid");
+    assert!(
+        validate(&snap, &AcceptAll).is_empty(),
+        "chain must be valid"
+    );
     let mut program = Program::new(&snap);
     program.max_steps = n + 10;
     let mut data = std::collections::BTreeMap::new();
@@ -90,7 +132,9 @@ fn main() {
         timezone: Tz::UTC,
         data,
     };
-    let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
     let runs = (iterations / 10).max(20);
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
@@ -100,5 +144,12 @@ fn main() {
         samples.push(t.elapsed());
         assert_eq!(r.steps, n + 2);
     }
-    report(&format!("interpreter per non-I/O brick ({} bricks/run, trace on)", n + 2), samples, (n + 2) as u32);
+    report(
+        &format!(
+            "interpreter per non-I/O brick ({} bricks/run, trace on)",
+            n + 2
+        ),
+        samples,
+        (n + 2) as u32,
+    );
 }

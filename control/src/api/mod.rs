@@ -14,8 +14,8 @@
 
 pub mod error;
 pub mod extract;
-mod metrics;
 pub mod legacy;
+mod metrics;
 mod ops;
 pub mod page;
 pub mod v1;
@@ -104,7 +104,10 @@ impl AppState {
         let stt = crate::catalog::SttEngines::new(&settings.stt)?;
         let objects = Arc::new(objects);
         store.register_purger(Arc::new(crate::objects::ObjectsPurger(objects.clone())));
-        let adapters = Arc::new(crate::adapters::Adapters::new(store.clone(), settings.adapters.clone()));
+        let adapters = Arc::new(crate::adapters::Adapters::new(
+            store.clone(),
+            settings.adapters.clone(),
+        ));
         let dummy_hash = crate::auth::password::hash_password(
             "callsmith-dummy-password",
             settings.password_cost,
