@@ -72,7 +72,9 @@ pub fn pg_admin_url() -> String {
 /// Creates a fresh, empty PostgreSQL database and returns its URL.
 pub async fn fresh_pg_database() -> String {
     let admin = pg_admin_url();
-    crate::store::create_postgres_database(&admin, PG_PREFIX).await.unwrap_or_else(|e| panic!("creating a test database through {admin}: {e}"))
+    crate::store::create_postgres_database(&admin, PG_PREFIX)
+        .await
+        .unwrap_or_else(|e| panic!("creating a test database through {admin}: {e}"))
 }
 
 impl TestServer {
@@ -105,7 +107,10 @@ impl TestServer {
         let mut settings = Settings {
             public_url: base_url.clone(),
             password_cost: PasswordCost::fast_for_tests(),
-            objects: crate::objects::ObjectsConfig { local_dir: dir.path().join("objects"), ..Default::default() },
+            objects: crate::objects::ObjectsConfig {
+                local_dir: dir.path().join("objects"),
+                ..Default::default()
+            },
             ..Settings::default()
         };
         tune(&mut settings);
