@@ -1,25 +1,25 @@
 //! The v1 family. One module per resource group; [`routes`] merges them.
 
 mod accounts;
-mod tts;
-mod stt;
-mod dictionaries;
+mod agents;
 mod audio;
 mod auth;
 mod classifiers;
 pub mod communications;
-mod results;
+mod dictionaries;
 mod flags;
+mod llm;
 mod numbers;
 mod owned;
 mod pools;
-mod sms;
-mod agents;
-mod scenarios;
-mod llm;
 mod profile;
+mod results;
+mod scenarios;
+mod sms;
+mod stt;
 mod tenants;
 mod trunks;
+mod tts;
 mod users;
 pub mod views;
 
@@ -45,16 +45,16 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(numbers::routes())
         .merge(pools::routes())
         .merge(sms::routes())
-        .merge(agents::routes())
         .merge(scenarios::routes())
-        .merge(communications::routes())
-        .merge(results::routes())
-        .merge(classifiers::routes())
-        .merge(llm::routes())
+        .merge(agents::routes())
         .merge(audio::routes())
         .merge(dictionaries::routes())
         .merge(stt::routes())
         .merge(tts::routes())
+        .merge(communications::routes())
+        .merge(results::routes())
+        .merge(classifiers::routes())
+        .merge(llm::routes())
 }
 
 /// Hashes a password off the async runtime (argon2 is deliberately slow).
