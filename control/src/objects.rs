@@ -527,8 +527,9 @@ impl Objects {
 }
 
 /// Kinds of account-owned objects (`<kind>/<account_sid>/…`); a hard tenant delete
-/// removes every object of its accounts under each of them.
-pub const ACCOUNT_KINDS: &[&str] = &["audio", "recordings", "histories"];
+/// removes every object of its accounts under each of them. `calls` holds each
+/// communication's artefacts (history, recording, speech turns) as the engine writes them.
+pub const ACCOUNT_KINDS: &[&str] = &["audio", "calls"];
 
 impl Objects {
     /// Removes every object under `prefix` (a directory-like path); returns how many.

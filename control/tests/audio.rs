@@ -455,7 +455,13 @@ async fn hard_tenant_delete_purges_objects(s: TestServer) {
             .expect(201);
     }
     let dir = storage_dir(&s);
-    assert_eq!(files_under(&dir).len(), 3);
+    // Call artefacts (history, recording, speech turns) live under calls/<account>/.
+    for acc in [&a.account_sid, &b.account_sid] {
+        let call_dir = dir.join("calls").join(acc).join("com_test");
+        std::fs::create_dir_all(&call_dir).unwrap();
+        std::fs::write(call_dir.join("history.json"), b"{}").unwrap();
+    }
+    assert_eq!(files_under(&dir).len(), 5);
     s.su(
         Method::DELETE,
         &format!("/v1/internal/tenant/{}?hard=true", a.tenant_sid),
@@ -464,8 +470,11 @@ async fn hard_tenant_delete_purges_objects(s: TestServer) {
     .await
     .expect(204);
     let left = files_under(&dir);
-    assert_eq!(left.len(), 1, "{left:?}");
-    assert!(left[0].to_string_lossy().contains(&b.account_sid));
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(
+        left.iter()
+            .all(|f| f.to_string_lossy().contains(&b.account_sid))
+    );
     assert_eq!(
         s.get("/v1/audio").bearer(&b.account_key).send().await.body["total"],
         1
