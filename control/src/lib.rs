@@ -17,6 +17,7 @@ pub mod sms_template;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod webhook;
 
 pub use api::{AppState, Settings, openapi, router};
 pub use store::Store;

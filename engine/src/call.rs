@@ -25,7 +25,7 @@ use callsmith_scenarios::{
     interpreter::{CallInfo, Direction, Program, Tz},
     model::MappingEntry,
     port::*,
-    webhook::{self, CompiledRequest, WebhookOutcome, WebhookResponse},
+    webhook::{CompiledRequest, WebhookOutcome},
 };
 use callsmith_sip::{CallLeg, EndInfo, LegController, LegEvent, LocalMedia, NegotiatedMedia};
 use chrono::{DateTime, Utc};
@@ -981,7 +981,7 @@ impl CallPort for LivePort {
         request: &CompiledRequest,
         mapping: &[MappingEntry],
     ) -> WebhookOutcome {
-        execute_webhook(&self.rt.http, request, mapping).await
+        self.rt.state.webhook.execute(request, mapping).await
     }
 
     async fn send_sms(&mut self, to: &str, text: &str) -> SmsOutcome {
@@ -1054,48 +1054,6 @@ fn push_digit(digits: &mut String, d: char, spec: Option<&DtmfSpec>) -> Option<H
         });
     }
     None
-}
-
-/// Executes a compiled webhook with reqwest (no redirects followed automatically).
-pub async fn execute_webhook(
-    http: &reqwest::Client,
-    req: &CompiledRequest,
-    mapping: &[MappingEntry],
-) -> WebhookOutcome {
-    let curl = webhook::to_curl(req);
-    let received = async {
-        let method =
-            reqwest::Method::from_bytes(req.method.as_bytes()).map_err(|e| e.to_string())?;
-        let mut b = http
-            .request(method, &req.url)
-            .timeout(Duration::from_secs_f64(req.timeout_secs.clamp(0.1, 300.0)));
-        for (k, v) in &req.headers {
-            b = b.header(k, v);
-        }
-        if let Some(body) = &req.body {
-            b = b.body(body.clone());
-        }
-        let t0 = std::time::Instant::now();
-        let resp = b.send().await.map_err(|e| e.to_string())?;
-        let status = resp.status();
-        let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (k, v) in resp.headers() {
-            headers
-                .entry(k.to_string())
-                .or_default()
-                .push(v.to_str().unwrap_or_default().to_string());
-        }
-        let body = resp.text().await.map_err(|e| e.to_string())?;
-        Ok::<_, String>(WebhookResponse {
-            http_status_code: i64::from(status.as_u16()),
-            http_status_text: status.canonical_reason().unwrap_or("").to_string(),
-            headers,
-            body,
-            duration: t0.elapsed().as_millis() as i64,
-        })
-    }
-    .await;
-    WebhookOutcome::finish(curl, None, received, mapping)
 }
 
 /// Renders `{{from}}`, `{{to}}` and `{{text}}`.

@@ -37,6 +37,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "stt",
     "tts",
     "dialer",
+    "webhook",
 ];
 
 /// The whole configuration.
@@ -69,6 +70,17 @@ pub struct Config {
     pub tts: TtsSection,
     /// The dialer, call limits, leases, drain and result delivery.
     pub dialer: DialerConfig,
+    /// Webhook bricks and `POST /v1/scenario/webhook/run`.
+    pub webhook: WebhookSection,
+}
+
+/// `[webhook]`
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhookSection {
+    /// Let webhooks reach loopback, link-local and private addresses. Default `false`:
+    /// such targets are refused so scenarios cannot probe the platform's own network.
+    pub allow_private: bool,
 }
 
 /// `[http]`
@@ -144,6 +156,7 @@ impl Default for Config {
             stt: SttSection::default(),
             tts: TtsSection::default(),
             dialer: DialerConfig::default(),
+            webhook: WebhookSection::default(),
         }
     }
 }

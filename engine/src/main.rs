@@ -125,6 +125,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             catalog_path: cfg.stt.catalog_path.clone(),
             engines: cfg.stt.engines.clone(),
         },
+        webhook_allow_private: cfg.webhook.allow_private,
         ..Settings::default()
     };
     let state = AppState::new(store.clone(), settings);

@@ -56,6 +56,9 @@ pub struct Settings {
     pub stt: crate::catalog::SttConfig,
     /// Classifier training pool, remote classifier service, LLM providers: `[adapters]`.
     pub adapters: crate::adapters::AdaptersConfig,
+    /// Lets webhooks reach loopback, link-local and private addresses (refused by default so
+    /// scenarios cannot probe the platform's network).
+    pub webhook_allow_private: bool,
 }
 
 impl Default for Settings {
@@ -69,6 +72,7 @@ impl Default for Settings {
             objects: Default::default(),
             stt: Default::default(),
             adapters: Default::default(),
+            webhook_allow_private: false,
         }
     }
 }
@@ -88,6 +92,8 @@ pub struct AppState {
     pub objects: Arc<crate::objects::Objects>,
     /// Recognition catalog and node pools (see [`crate::catalog`]).
     pub stt: Arc<crate::catalog::SttEngines>,
+    /// The shared webhook executor (see [`crate::webhook`]).
+    pub webhook: crate::webhook::WebhookExecutor,
 }
 
 impl AppState {
@@ -113,6 +119,7 @@ impl AppState {
             settings.password_cost,
         )
         .unwrap_or_default();
+        let webhook = crate::webhook::WebhookExecutor::new(settings.webhook_allow_private)?;
         Ok(AppState {
             store,
             settings: Arc::new(settings),
@@ -121,6 +128,7 @@ impl AppState {
             dummy_hash: Arc::new(dummy_hash),
             objects,
             stt: Arc::new(stt),
+            webhook,
         })
     }
 }

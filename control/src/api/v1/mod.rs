@@ -22,6 +22,7 @@ mod trunks;
 mod tts;
 mod users;
 pub mod views;
+mod webhook_run;
 
 use chrono::{DateTime, Utc};
 use utoipa_axum::router::OpenApiRouter;
@@ -55,6 +56,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(results::routes())
         .merge(classifiers::routes())
         .merge(llm::routes())
+        .merge(webhook_run::routes())
 }
 
 /// Hashes a password off the async runtime (argon2 is deliberately slow).
