@@ -548,3 +548,101 @@ async fn answering_machine_heuristics() {
         .unwrap();
     assert_eq!(v, AmdVerdict::Beep);
 }
+
+/// Streamed synthesis starts playing before the synthesizer has finished: the
+/// HTTP engine's server sends the WAV header and the first second of speech, then
+/// holds the rest back for 1.5 s. The caller must hear speech on the wire before
+/// the server releases the rest, and the whole prompt must still be played.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_tts_plays_before_synthesis_ends() {
+    let dir = tmpdir();
+    let f8 = dir.path().join("s.wav");
+    let f16 = dir.path().join("s16.wav");
+    let st = std::process::Command::new("flite")
+        .args([
+            "-t",
+            "Thank you for calling. Your call is important to us.",
+            "-o",
+            f8.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    sox(&[f8.to_str().unwrap(), "-r", "16000", f16.to_str().unwrap()]);
+    let wav = std::fs::read(&f16).unwrap();
+    let whole_ms = ((wav.len() - 44) / 32) as u64;
+    assert!(
+        whole_ms > 2000,
+        "the prompt outlasts the held part: {whole_ms} ms"
+    );
+    let hold = Hold {
+        at: 44 + 32_000, // the header and one second of 16 kHz speech
+        pause: Duration::from_millis(1500),
+        resumed: Default::default(),
+    };
+    let (addr, server) = serve_bytes_held(wav, "audio/wav", Some(hold.clone())).await;
+    let mut svc = TtsService::new(4);
+    svc.register(
+        "http",
+        Arc::new(HttpTts::new(format!("http://{addr}/synth?text={{text}}"))),
+    );
+    let svc = Arc::new(svc);
+    let req = TtsRequest {
+        engine: "http".into(),
+        text: "Thank you for calling. Your call is important to us.".into(),
+        speed: 1.0,
+        ..Default::default()
+    };
+
+    let engine = engine();
+    let session = engine.open_session(None).unwrap();
+    let peer = RawPeer::new().await;
+    session.set_remote(peer.addr(), Codec::Pcmu, None).unwrap();
+    let requested = Instant::now();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let play = {
+        let done = done.clone();
+        let handle = session.play(svc.playable(&req).unwrap(), false).unwrap();
+        tokio::spawn(async move {
+            let out = tokio::time::timeout(Duration::from_secs(15), handle.wait()).await;
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            out
+        })
+    };
+    let packets = peer
+        .collect(Duration::from_secs(15), |_| {
+            done.load(std::sync::atomic::Ordering::SeqCst)
+        })
+        .await;
+    let out = play.await.unwrap().expect("playback ends");
+    let resumed = hold
+        .resumed
+        .lock()
+        .unwrap()
+        .expect("the server sent the rest");
+
+    let first_speech = packets
+        .iter()
+        .find(|p| level(&decode(std::slice::from_ref(p), Codec::Pcmu)) > 300.0)
+        .expect("speech reached the caller")
+        .at;
+    assert!(
+        first_speech < resumed,
+        "speech was on the wire {} ms after the request, before the synthesizer's rest \
+         arrived at {} ms",
+        (first_speech - requested).as_millis(),
+        (resumed - requested).as_millis()
+    );
+    assert!(
+        first_speech - requested < Duration::from_millis(800),
+        "playout began {} ms after the request",
+        (first_speech - requested).as_millis()
+    );
+    assert_eq!(out.end, PlayEnd::Completed);
+    assert!(
+        out.played_ms + 60 >= whole_ms,
+        "the whole prompt played: {} of {whole_ms} ms",
+        out.played_ms
+    );
+    server.abort();
+}

@@ -233,6 +233,25 @@ pub async fn serve_bytes(
     body: Vec<u8>,
     content_type: &'static str,
 ) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    serve_bytes_held(body, content_type, None).await
+}
+
+/// Where [`serve_bytes_held`] pauses a response: after `at` bytes of the body it
+/// waits `pause`, then stores the instant it resumed in `resumed` (a synthesizer
+/// that has spoken the first words and is still working on the rest).
+#[derive(Clone)]
+pub struct Hold {
+    pub at: usize,
+    pub pause: Duration,
+    pub resumed: std::sync::Arc<std::sync::Mutex<Option<Instant>>>,
+}
+
+/// [`serve_bytes`], optionally holding the body back part way through.
+pub async fn serve_bytes_held(
+    body: Vec<u8>,
+    content_type: &'static str,
+    hold: Option<Hold>,
+) -> (SocketAddr, tokio::task::JoinHandle<()>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -243,6 +262,7 @@ pub async fn serve_bytes(
                 return;
             };
             let body = body.clone();
+            let hold = hold.clone();
             tokio::spawn(async move {
                 let mut req = Vec::new();
                 let mut buf = [0u8; 1024];
@@ -258,11 +278,22 @@ pub async fn serve_bytes(
                 );
                 let _ = sock.write_all(head.as_bytes()).await;
                 // Send in pieces so streaming consumers see a growing body.
-                for chunk in body.chunks(4096) {
-                    if sock.write_all(chunk).await.is_err() {
-                        return;
+                let (first, rest) = match &hold {
+                    Some(h) => body.split_at(h.at.min(body.len())),
+                    None => (&body[..], &[][..]),
+                };
+                for (part, bytes) in [first, rest].into_iter().enumerate() {
+                    if part == 1 {
+                        let Some(h) = &hold else { break };
+                        tokio::time::sleep(h.pause).await;
+                        *h.resumed.lock().unwrap() = Some(Instant::now());
                     }
-                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    for chunk in bytes.chunks(4096) {
+                        if sock.write_all(chunk).await.is_err() {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
                 }
             });
         }
