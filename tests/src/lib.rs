@@ -531,10 +531,12 @@ pub fn tone_frames(pcm: &[i16], freq_hz: f32) -> usize {
 
 /// The two channels of a 16-bit stereo WAV (a call recording: left = caller, right = bot).
 pub fn wav_channels(path: &Path) -> (Vec<i16>, Vec<i16>) {
-    let r = hound::WavReader::open(path)
-        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let r = hound::WavReader::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
     assert_eq!(r.spec().channels, 2, "a stereo recording");
-    let samples: Vec<i16> = r.into_samples::<i16>().map(|s| s.expect("sample")).collect();
+    let samples: Vec<i16> = r
+        .into_samples::<i16>()
+        .map(|s| s.expect("sample"))
+        .collect();
     let left = samples.iter().step_by(2).copied().collect();
     let right = samples.iter().skip(1).step_by(2).copied().collect();
     (left, right)

@@ -56,8 +56,7 @@ async fn blind_call(e: &Engine, t: &Tenancy, scn: &str, recipient: &str) -> (Val
         .post_ok(
             "/v1/communication/-/dispatch",
             Some(&t.account),
-            json!({"recipient": recipient, "scenario_sid": scn, "draft": true,
-                   "data": {"xfer_id": "blind-1"}}),
+            json!({"recipient": recipient, "scenario_sid": scn, "draft": true}),
             201,
         )
         .await;
@@ -91,7 +90,7 @@ async fn blind_transfer_accepted_takes_success() {
     let scn = create_scenario(
         &store,
         &t,
-        &transfer_scenario("blind", "+15550999", "{{xfer_id}}", 10),
+        &transfer_scenario("blind", "+15550999", "blind-1", 10),
         false,
     )
     .await;
@@ -100,7 +99,10 @@ async fn blind_transfer_accepted_takes_success() {
     let ev = transferred_event(&h);
     assert_eq!(ev["outcome"]["result"], "success", "{ev}");
     assert_eq!(ev["spec"]["mode"], "blind");
-    assert_eq!(ev["spec"]["sip_headers"], json!([["X-Transfer-Id", "blind-1"]]));
+    assert_eq!(
+        ev["spec"]["sip_headers"],
+        json!([["X-Transfer-Id", "blind-1"]])
+    );
     let x = &h["transfers"][0];
     assert_eq!(x["mode"], "blind", "{x}");
     assert_eq!(x["outcome"], "success", "{x}");
@@ -135,7 +137,7 @@ async fn blind_transfer_refused_or_failed_takes_failure() {
     let scn = create_scenario(
         &store,
         &t,
-        &transfer_scenario("blind", "+15550999", "{{xfer_id}}", 10),
+        &transfer_scenario("blind", "+15550999", "blind-1", 10),
         false,
     )
     .await;
@@ -329,7 +331,10 @@ async fn bridged_transfer_relays_audio_between_caller_and_target() {
 async fn bridged_transfer_unanswered_or_busy() {
     let gw_port = free_udp_port();
     let e = Engine::start(EngineOptions {
-        trunks: vec![("carrier".into(), SocketAddr::from(([127, 0, 0, 1], gw_port)))],
+        trunks: vec![(
+            "carrier".into(),
+            SocketAddr::from(([127, 0, 0, 1], gw_port)),
+        )],
         ..Default::default()
     })
     .await;

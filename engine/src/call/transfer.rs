@@ -118,7 +118,9 @@ impl LivePort {
             }
             Happening::Signal(s) => {
                 self.on_signal(s);
-                self.ended.as_ref().map(|_| "the caller hung up".to_string())
+                self.ended
+                    .as_ref()
+                    .map(|_| "the caller hung up".to_string())
             }
             Happening::Deadline => {
                 self.force_end("maximum call duration reached");
@@ -279,7 +281,10 @@ impl LivePort {
         let client = self
             .start_prompt(spec.message_to_client.as_ref(), &self.session)
             .await;
-        for e in [&manager, &client].into_iter().filter_map(|r| r.as_ref().err()) {
+        for e in [&manager, &client]
+            .into_iter()
+            .filter_map(|r| r.as_ref().err())
+        {
             self.errors.push(format!("transfer prompt: {e}"));
         }
         let (manager, client) = (manager.ok().flatten(), client.ok().flatten());
