@@ -419,3 +419,41 @@ impl LivePort {
             .map_err(|e| e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(status: CallStatus, code: Option<u16>, reason: &str) -> EndInfo {
+        EndInfo {
+            call_status: status,
+            sip_code: code,
+            reason: reason.into(),
+            by: callsmith_sip::Party::Remote,
+        }
+    }
+
+    #[test]
+    fn an_unanswered_target_maps_to_timeout_or_failure() {
+        assert_eq!(
+            unanswered(&end(CallStatus::NoAnswer, Some(487), "Request Terminated")),
+            TransferOutcome::Timeout
+        );
+        assert_eq!(
+            unanswered(&end(
+                CallStatus::NoAnswer,
+                Some(480),
+                "Temporarily Unavailable"
+            )),
+            TransferOutcome::Timeout
+        );
+        assert_eq!(
+            unanswered(&end(CallStatus::Busy, Some(486), "Busy Here")),
+            TransferOutcome::Failure("transfer target busy: 486 Busy Here".into())
+        );
+        assert_eq!(
+            unanswered(&end(CallStatus::Failed, None, "no final response")),
+            TransferOutcome::Failure("transfer target failed: no final response".into())
+        );
+    }
+}
