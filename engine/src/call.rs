@@ -37,6 +37,8 @@ use tracing::{info, warn};
 
 use crate::runtime::Runtime;
 
+mod transfer;
+
 /// Bucket label in front of object paths referenced from a saved history
 /// (`speech_recognition_recording`), as GET …/speech-recording expects them.
 pub const BUCKET: &str = "callsmith";
@@ -328,6 +330,7 @@ pub async fn run_answered(
     }
     let ctl = leg.controller();
     let call_id = leg.call_id().to_string();
+    let trunk = leg.trunk().to_string();
     let (sig_tx, sig_rx) = mpsc::unbounded_channel();
     let pump = tokio::spawn(pump_leg(leg, sig_tx));
     let media_events = session.take_events();
@@ -347,6 +350,8 @@ pub async fn run_answered(
         turns: Vec::new(),
         prompts: Vec::new(),
         errors: Vec::new(),
+        trunk,
+        transfers: Vec::new(),
     };
     let info = CallInfo {
         direction,
@@ -378,6 +383,7 @@ pub async fn run_answered(
         prompts,
         errors,
         ended,
+        transfers,
         ..
     } = port;
     let (stats, rec_info) = match session.close().await {
@@ -409,6 +415,7 @@ pub async fn run_answered(
         "prompts": prompts,
         "turns": turns,
         "errors": errors,
+        "transfers": transfers,
         "media": stats,
     });
     let history_path = format!("{prefix}/history.json");
@@ -522,6 +529,10 @@ pub struct LivePort {
     turns: Vec<Turn>,
     prompts: Vec<PromptLog>,
     errors: Vec<String>,
+    /// The trunk the call runs on (a bridged transfer's second leg leaves through it).
+    trunk: String,
+    /// call_transfer attempts, for the history.
+    transfers: Vec<transfer::TransferLog>,
 }
 
 /// Something that happened while waiting.
@@ -992,26 +1003,9 @@ impl CallPort for LivePort {
     }
 
     async fn transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
-        if let Some(m) = &spec.message_to_client {
-            let _ = self.play(m, false).await;
-        }
-        if self.ended.is_some() {
-            return TransferOutcome::Failure("the caller hung up".into());
-        }
         match spec.mode {
-            TransferMode::Blind => match self.ctl.refer(&spec.number, &spec.sip_headers).await {
-                callsmith_sip::TransferOutcome::Succeeded { .. } => TransferOutcome::Success,
-                callsmith_sip::TransferOutcome::Failed {
-                    sip_code: None,
-                    reason,
-                } if reason.contains("NOTIFY") => TransferOutcome::Timeout,
-                callsmith_sip::TransferOutcome::Failed { reason, .. } => {
-                    TransferOutcome::Failure(reason)
-                }
-            },
-            TransferMode::Bridged => TransferOutcome::Failure(
-                "bridged transfer is not supported by this engine yet".into(),
-            ),
+            TransferMode::Blind => self.blind_transfer(spec).await,
+            TransferMode::Bridged => self.bridged_transfer(spec).await,
         }
     }
 

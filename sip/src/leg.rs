@@ -269,6 +269,18 @@ struct PendingRefer {
     deadline: Instant,
 }
 
+/// A REFER outcome decided by a final NOTIFY, held until our 200 to that NOTIFY is sent (the
+/// dialog reports `Confirmed` again) so that a BYE the engine sends next cannot overtake it.
+struct ReferDecided {
+    reply: oneshot::Sender<TransferOutcome>,
+    outcome: TransferOutcome,
+    /// Deliver anyway by then.
+    at_latest: Instant,
+}
+
+/// How long a decided REFER outcome waits for the NOTIFY's 200 to go out.
+const NOTIFY_ANSWER_GRACE: Duration = Duration::from_millis(500);
+
 fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(86_400 * 365)
 }
@@ -312,6 +324,7 @@ impl Driver {
         let mut rang = false;
         let mut on_hold = false;
         let mut pending_refer: Option<PendingRefer> = None;
+        let mut refer_decided: Option<ReferDecided> = None;
         let mut refresh_at = far_future();
         let mut expire_at = far_future();
         let mut cancel_guard_deadline = far_future();
@@ -332,6 +345,10 @@ impl Driver {
             let refer_deadline = pending_refer
                 .as_ref()
                 .map(|p| p.deadline)
+                .unwrap_or_else(far_future);
+            let refer_decided_at = refer_decided
+                .as_ref()
+                .map(|d| d.at_latest)
                 .unwrap_or_else(far_future);
             tokio::select! {
                 res = async { initial_invite.as_mut().expect("guarded").await }, if initial_invite.is_some() => {
@@ -432,6 +449,11 @@ impl Driver {
                     let _ = self.dialog.bye().await;
                     self.emit(LegEvent::Ended(end_info(CallStatus::Answered, None, "session timer expired".into(), Party::Local)));
                     ended = true;
+                }
+                _ = sleep_until(refer_decided_at), if refer_decided.is_some() => {
+                    if let Some(d) = refer_decided.take() {
+                        let _ = d.reply.send(d.outcome);
+                    }
                 }
                 _ = sleep_until(refer_deadline), if pending_refer.is_some() => {
                     if let Some(p) = pending_refer.take() {
@@ -591,8 +613,14 @@ impl Driver {
                                     && let Some(p) = pending_refer.take()
                                     {
                                         let outcome = if (200..300).contains(&code) { TransferOutcome::Succeeded { sip_code: code } } else { TransferOutcome::Failed { sip_code: Some(code), reason: "transfer target did not answer".into() } };
-                                        let _ = p.reply.send(outcome);
+                                        refer_decided = Some(ReferDecided { reply: p.reply, outcome, at_latest: Instant::now() + NOTIFY_ANSWER_GRACE });
                                     }
+                            }
+                        }
+                        DialogState::Confirmed(..) => {
+                            // Our answer to an in-dialog request went out.
+                            if let Some(d) = refer_decided.take() {
+                                let _ = d.reply.send(d.outcome);
                             }
                         }
                         DialogState::Terminated(_, reason) => {
@@ -614,6 +642,9 @@ impl Driver {
                     }
                 }
             }
+        }
+        if let Some(d) = refer_decided.take() {
+            let _ = d.reply.send(d.outcome);
         }
         if let Some(p) = pending_refer.take() {
             let _ = p.reply.send(TransferOutcome::Failed {

@@ -493,6 +493,127 @@ pub fn ulaw_speech(dir: &Path, name: &str, text: &str, lead_ms: u32) -> PathBuf 
     out
 }
 
+/// Writes `secs` seconds of a `freq_hz` sine (8 kHz, raw µ-law, what SIPp `rtp_stream`
+/// plays) to `dir/name`.
+pub fn ulaw_tone(dir: &Path, name: &str, freq_hz: f32, secs: f32) -> PathBuf {
+    let bytes: Vec<u8> = tone_frame_iter(freq_hz)
+        .take((secs * 50.0) as usize)
+        .flatten()
+        .map(callsmith_media::g711::ulaw_encode)
+        .collect();
+    let out = dir.join(name);
+    std::fs::write(&out, bytes).expect("write tone");
+    out
+}
+
+/// 20 ms frames (160 samples at 8 kHz) of a continuous sine at half scale.
+fn tone_frame_iter(freq_hz: f32) -> impl Iterator<Item = Vec<i16>> {
+    (0u64..).map(move |f| {
+        (0..160u64)
+            .map(|i| {
+                let t = (f * 160 + i) as f32 / 8000.0;
+                ((2.0 * std::f32::consts::PI * freq_hz * t).sin() * 16000.0) as i16
+            })
+            .collect()
+    })
+}
+
+/// How many 20 ms frames of `pcm` carry a clear `freq_hz` tone (Goertzel share of the
+/// frame's energy above 0.5, and not near-silence).
+pub fn tone_frames(pcm: &[i16], freq_hz: f32) -> usize {
+    pcm.chunks_exact(160)
+        .filter(|f| {
+            let rms = (f.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>() / 160.0).sqrt();
+            rms > 500.0 && callsmith_media::amd::tone_ratio(f, freq_hz) > 0.5
+        })
+        .count()
+}
+
+/// The two channels of a 16-bit stereo WAV (a call recording: left = caller, right = bot).
+pub fn wav_channels(path: &Path) -> (Vec<i16>, Vec<i16>) {
+    let r = hound::WavReader::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    assert_eq!(r.spec().channels, 2, "a stereo recording");
+    let samples: Vec<i16> = r
+        .into_samples::<i16>()
+        .map(|s| s.expect("sample"))
+        .collect();
+    let left = samples.iter().step_by(2).copied().collect();
+    let right = samples.iter().skip(1).step_by(2).copied().collect();
+    (left, right)
+}
+
+/// A bare RTP endpoint on 127.0.0.1 standing in for a SIP peer's media (a SIPp UAS can put
+/// its port in the SDP it answers with): it decodes the PCMU it receives and, once the
+/// first packet told it where the engine is, answers with a continuous PCMU tone.
+pub struct RtpPeer {
+    pub port: u16,
+    received: Arc<Mutex<Vec<i16>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RtpPeer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl RtpPeer {
+    /// Binds a free port; sends a `tone_hz` sine back to whoever sends to it.
+    pub async fn start(tone_hz: f32) -> RtpPeer {
+        use callsmith_media::{g711, rtp};
+        let sock = tokio::net::UdpSocket::bind("127.0.0.1:0")
+            .await
+            .expect("bind rtp peer");
+        let port = sock.local_addr().expect("rtp peer addr").port();
+        let received: Arc<Mutex<Vec<i16>>> = Arc::default();
+        let rx = received.clone();
+        let task = tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            let mut out = [0u8; 12 + 160];
+            let mut tone = tone_frame_iter(tone_hz);
+            let mut peer: Option<SocketAddr> = None;
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            let (mut seq, mut ts) = (0u16, 0u32);
+            loop {
+                tokio::select! {
+                    r = sock.recv_from(&mut buf) => {
+                        let Ok((n, from)) = r else { return };
+                        if let Ok(p) = rtp::RtpPacket::parse(&buf[..n])
+                            && p.payload_type == 0
+                        {
+                            peer.get_or_insert(from);
+                            let mut pcm = vec![0i16; p.payload.len()];
+                            g711::Codec::Pcmu.decode_into(p.payload, &mut pcm);
+                            rx.lock().expect("rtp peer lock").extend_from_slice(&pcm);
+                        }
+                    }
+                    _ = tick.tick() => {
+                        let Some(to) = peer else { continue };
+                        let frame = tone.next().unwrap_or_default();
+                        let mut payload = [0u8; 160];
+                        g711::Codec::Pcmu.encode_into(&frame, &mut payload);
+                        if let Ok(n) = rtp::write_rtp(&mut out, seq == 0, 0, seq, ts, 0x5eed_0001, &payload) {
+                            let _ = sock.send_to(&out[..n], to).await;
+                        }
+                        seq = seq.wrapping_add(1);
+                        ts = ts.wrapping_add(160);
+                    }
+                }
+            }
+        });
+        RtpPeer {
+            port,
+            received,
+            task,
+        }
+    }
+
+    /// Everything received so far, decoded to 8 kHz linear PCM.
+    pub fn received(&self) -> Vec<i16> {
+        self.received.lock().expect("rtp peer lock").clone()
+    }
+}
+
 /// The local recognition node (`tools/stt-node/server.py`), killed on drop.
 pub struct SttNode {
     _child: Child,

@@ -1,0 +1,459 @@
+//! The call_transfer brick on a live call.
+//!
+//! - **blind**: `message_to_client` to the caller, then REFER through the caller's leg; the
+//!   NOTIFY sipfrag decides success or failure, no final NOTIFY within the brick's timeout
+//!   is `timeout`.
+//! - **bridged**: a second outbound leg to the target through the call's trunk (the brick's
+//!   `sip_headers` on its INVITE, ring timeout = the brick's timeout). Once the target answers,
+//!   `message_to_manager` plays to the target while `message_to_client` plays to the caller;
+//!   then the two media sessions relay audio both ways ([`Bridge`]) until either side hangs up,
+//!   and the other side is hung up. No answer in time → `timeout`; a refusal (busy, rejected,
+//!   failed) → `failure`; a bridge that ran → `success`.
+//!
+//! SIP stays in callsmith-sip (legs, events) and audio in callsmith-media (sessions, bridge);
+//! this module only sequences them. Every attempt is kept as a [`TransferLog`] in the call
+//! history (`transfers`), beside the interpreter's `transferred` trace event.
+
+use callsmith_media::{Bridge, SessionStats};
+use callsmith_sip::{CallStatus, OutboundCall};
+
+use super::*;
+
+/// Longest a caller or target may take to acknowledge our hang-up.
+const END_WAIT: Duration = Duration::from_secs(5);
+/// Extra time past the ring timeout before the engine gives up on the target leg itself.
+const RING_GUARD: Duration = Duration::from_secs(10);
+
+/// One call_transfer attempt, as saved in the call history.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct TransferLog {
+    mode: &'static str,
+    /// The brick's rendered `number`.
+    target: String,
+    started_ms: u64,
+    ended_ms: u64,
+    /// `success`, `failure` or `timeout` (the output the brick took).
+    outcome: &'static str,
+    detail: Option<String>,
+    /// Blind: the sipfrag / REFER response code. Bridged: the target leg's final SIP code.
+    sip_code: Option<u16>,
+    /// Bridged: the target leg's Call-ID and how it ended (call_status vocabulary).
+    call_id: Option<String>,
+    call_status: Option<String>,
+    ringing_ms: Option<u64>,
+    answered_ms: Option<u64>,
+    /// How much of `message_to_manager` the target heard.
+    manager_prompt_played_ms: Option<u64>,
+    bridged_ms: Option<u64>,
+    /// Who ended the bridge: `caller` or `target`.
+    ended_by: Option<&'static str>,
+    /// Media counters of the target leg (what the bridge relayed to and from the target).
+    target_media: Option<SessionStats>,
+}
+
+impl TransferLog {
+    fn new(mode: &'static str, spec: &TransferSpec, started_ms: u64) -> TransferLog {
+        TransferLog {
+            mode,
+            target: spec.number.clone(),
+            started_ms,
+            ended_ms: started_ms,
+            outcome: "failure",
+            detail: None,
+            sip_code: None,
+            call_id: None,
+            call_status: None,
+            ringing_ms: None,
+            answered_ms: None,
+            manager_prompt_played_ms: None,
+            bridged_ms: None,
+            ended_by: None,
+            target_media: None,
+        }
+    }
+
+    fn target_ended(&mut self, end: &EndInfo) {
+        self.call_status = Some(end.call_status.as_str().to_string());
+        if end.sip_code.is_some() {
+            self.sip_code = end.sip_code;
+        }
+    }
+}
+
+/// The brick output for a target leg that ended without being answered.
+fn unanswered(end: &EndInfo) -> TransferOutcome {
+    match end.call_status {
+        CallStatus::NoAnswer => TransferOutcome::Timeout,
+        status => TransferOutcome::Failure(match end.sip_code {
+            Some(code) => format!("transfer target {status}: {code} {}", end.reason),
+            None => format!("transfer target {status}: {}", end.reason),
+        }),
+    }
+}
+
+fn ring_timeout(spec: &TransferSpec) -> Duration {
+    Duration::from_secs_f64(spec.timeout_secs.clamp(0.5, 3600.0))
+}
+
+impl LivePort {
+    fn keep_transfer(&mut self, mut log: TransferLog, outcome: &TransferOutcome) {
+        log.ended_ms = self.ms();
+        (log.outcome, log.detail) = match outcome {
+            TransferOutcome::Success => ("success", log.detail.take()),
+            TransferOutcome::Failure(why) => ("failure", Some(why.clone())),
+            TransferOutcome::Timeout => ("timeout", log.detail.take()),
+        };
+        info!(communication = %self.comm.sid, mode = log.mode, outcome = log.outcome, detail = ?log.detail, "call transfer");
+        self.transfers.push(log);
+    }
+
+    /// Handles something that happened on the caller's side during a transfer; returns why the
+    /// transfer must stop when the caller is gone (or the call must end).
+    fn caller_gone(&mut self, h: Happening) -> Option<String> {
+        match h {
+            Happening::Media(Some(_)) => None,
+            Happening::Media(None) => {
+                self.media_events = None;
+                None
+            }
+            Happening::Signal(s) => {
+                self.on_signal(s);
+                self.ended
+                    .as_ref()
+                    .map(|_| "the caller hung up".to_string())
+            }
+            Happening::Deadline => {
+                self.force_end("maximum call duration reached");
+                Some("maximum call duration reached".into())
+            }
+            Happening::Shutdown => {
+                self.force_end("engine shutting down");
+                Some("engine shutting down".into())
+            }
+        }
+    }
+
+    /// Waits (bounded) for the caller's leg to report its end after we hung it up.
+    async fn wait_caller_end(&mut self) {
+        let until = Instant::now() + END_WAIT;
+        while self.ended.is_none() {
+            match tokio::time::timeout_at(until, self.signals.recv()).await {
+                Ok(s @ Some(_)) => {
+                    self.on_signal(s);
+                }
+                Ok(None) => {
+                    self.on_signal(None);
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    pub(super) async fn blind_transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
+        let mut log = TransferLog::new("blind", spec, self.ms());
+        if let Some(m) = &spec.message_to_client {
+            let _ = self.play(m, false).await;
+        }
+        let outcome = if self.ended.is_some() {
+            TransferOutcome::Failure("the caller hung up".into())
+        } else {
+            let refer = self.ctl.refer(&spec.number, &spec.sip_headers);
+            match tokio::time::timeout(ring_timeout(spec), refer).await {
+                Err(_) => TransferOutcome::Timeout,
+                Ok(callsmith_sip::TransferOutcome::Succeeded { sip_code }) => {
+                    log.sip_code = Some(sip_code);
+                    TransferOutcome::Success
+                }
+                Ok(callsmith_sip::TransferOutcome::Failed {
+                    sip_code: None,
+                    reason,
+                }) if reason.contains("NOTIFY") => {
+                    log.detail = Some(reason);
+                    TransferOutcome::Timeout
+                }
+                Ok(callsmith_sip::TransferOutcome::Failed { sip_code, reason }) => {
+                    log.sip_code = sip_code;
+                    TransferOutcome::Failure(match sip_code {
+                        Some(c) => format!("{reason} ({c})"),
+                        None => reason,
+                    })
+                }
+            }
+        };
+        self.keep_transfer(log, &outcome);
+        outcome
+    }
+
+    pub(super) async fn bridged_transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
+        let mut log = TransferLog::new("bridged", spec, self.ms());
+        let outcome = self.bridge_to_target(spec, &mut log).await;
+        self.keep_transfer(log, &outcome);
+        outcome
+    }
+
+    async fn bridge_to_target(
+        &mut self,
+        spec: &TransferSpec,
+        log: &mut TransferLog,
+    ) -> TransferOutcome {
+        if self.ended.is_some() {
+            return TransferOutcome::Failure("the caller hung up".into());
+        }
+        let mut target_media = match self.rt.media.open_session(None) {
+            Ok(s) => s,
+            Err(e) => {
+                return TransferOutcome::Failure(format!(
+                    "no media session for the transfer leg: {e}"
+                ));
+            }
+        };
+        // The target leg's media events (VAD, DTMF) play no part in the transfer.
+        drop(target_media.take_events());
+        let ring = ring_timeout(spec);
+        let from_number = match spec.from.trim() {
+            "" => self.from_number.clone(),
+            f => f.to_string(),
+        };
+        let placed = self
+            .rt
+            .sip
+            .place_call(OutboundCall {
+                trunk: Some(self.trunk.clone()),
+                from_number,
+                from_display: None,
+                to_number: spec.number.clone(),
+                headers: spec.sip_headers.clone(),
+                local_media: LocalMedia::g711(self.rt.settings.media_ip, target_media.local_port()),
+                ring_timeout: ring,
+            })
+            .await;
+        let mut target = match placed {
+            Ok(l) => l,
+            Err(e) => return TransferOutcome::Failure(format!("placing the transfer call: {e}")),
+        };
+        log.call_id = Some(target.call_id().to_string());
+
+        // 1. Ringing: the target answers, refuses, or the brick's timeout passes.
+        let guard = Instant::now() + ring + RING_GUARD;
+        let media = loop {
+            tokio::select! {
+                ev = target.next_event() => match ev {
+                    Some(LegEvent::Ringing) => { log.ringing_ms.get_or_insert(self.ms()); }
+                    Some(LegEvent::Answered(m)) => break m,
+                    Some(LegEvent::Ended(end)) => {
+                        log.target_ended(&end);
+                        return unanswered(&end);
+                    }
+                    Some(_) => {}
+                    None => return TransferOutcome::Failure("the transfer leg closed".into()),
+                },
+                h = self.next_happening() => {
+                    if let Some(why) = self.caller_gone(h) {
+                        target.hangup();
+                        if let Some(end) = wait_end(&mut target, END_WAIT).await { log.target_ended(&end); }
+                        return TransferOutcome::Failure(why);
+                    }
+                }
+                _ = tokio::time::sleep_until(guard) => {
+                    target.hangup();
+                    if let Some(end) = wait_end(&mut target, END_WAIT).await { log.target_ended(&end); }
+                    return TransferOutcome::Timeout;
+                }
+            }
+        };
+        log.answered_ms = Some(self.ms());
+        log.call_status = Some(CallStatus::Answered.as_str().into());
+        log.sip_code = Some(200);
+        if let Err(e) = target_media.set_remote(
+            media.remote_rtp,
+            media_codec(media.codec),
+            media.telephone_event,
+        ) {
+            warn!(error = %e, "setting the transfer leg's media peer failed");
+        }
+
+        // 2. The two messages, at the same time: the manager hears who is coming, the caller
+        //    hears that they are being connected.
+        let manager = self
+            .start_prompt(spec.message_to_manager.as_ref(), &target_media)
+            .await;
+        let client_at = self.ms();
+        let client = self
+            .start_prompt(spec.message_to_client.as_ref(), &self.session)
+            .await;
+        for e in [&manager, &client]
+            .into_iter()
+            .filter_map(|r| r.as_ref().err())
+        {
+            self.errors.push(format!("transfer prompt: {e}"));
+        }
+        let (manager, client) = (manager.ok().flatten(), client.ok().flatten());
+        let t0 = Instant::now();
+        let mut manager_wait = std::pin::pin!(async move {
+            match manager {
+                Some(h) => Some(h.wait().await),
+                None => None,
+            }
+        });
+        let mut client_wait = std::pin::pin!(async move {
+            match client {
+                Some(h) => Some(h.wait().await),
+                None => None,
+            }
+        });
+        let (mut manager_done, mut client_done) = (false, false);
+        while !(manager_done && client_done) {
+            tokio::select! {
+                o = &mut manager_wait, if !manager_done => {
+                    manager_done = true;
+                    log.manager_prompt_played_ms = o.map(|o| o.played_ms);
+                }
+                o = &mut client_wait, if !client_done => {
+                    client_done = true;
+                    if let (Some(o), Some(p)) = (o, spec.message_to_client.as_ref()) {
+                        self.prompts.push(PromptLog {
+                            at_ms: client_at,
+                            prompt: p.clone(),
+                            interruptible: false,
+                            outcome: match o.end {
+                                PlayEnd::Completed => "completed",
+                                PlayEnd::Interrupted => "interrupted",
+                                PlayEnd::Stopped => "hung_up",
+                            }.into(),
+                            played_ms: o.played_ms,
+                            elapsed_ms: t0.elapsed().as_millis() as u64,
+                        });
+                    }
+                }
+                ev = target.next_event() => match ev {
+                    Some(LegEvent::Ended(end)) => {
+                        log.target_ended(&end);
+                        log.ended_by = Some("target");
+                        let _ = self.session.stop_playout();
+                        let _ = target_media.close().await;
+                        return TransferOutcome::Failure("the transfer target hung up before the bridge".into());
+                    }
+                    Some(_) => {}
+                    None => {
+                        let _ = self.session.stop_playout();
+                        return TransferOutcome::Failure("the transfer leg closed".into());
+                    }
+                },
+                h = self.next_happening() => {
+                    if let Some(why) = self.caller_gone(h) {
+                        log.ended_by = Some("caller");
+                        let _ = self.session.stop_playout();
+                        target.hangup();
+                        if let Some(end) = wait_end(&mut target, END_WAIT).await { log.target_ended(&end); }
+                        let _ = target_media.close().await;
+                        return TransferOutcome::Failure(why);
+                    }
+                }
+            }
+        }
+
+        // 3. The bridge, until either side hangs up; then the other side is hung up.
+        let bridge = match Bridge::start(&self.session, &target_media) {
+            Ok(b) => b,
+            Err(e) => {
+                target.hangup();
+                let _ = wait_end(&mut target, END_WAIT).await;
+                return TransferOutcome::Failure(format!("bridging the legs failed: {e}"));
+            }
+        };
+        log.bridged_ms = Some(self.ms());
+        info!(communication = %self.comm.sid, target_call_id = target.call_id(), "transfer bridged");
+        loop {
+            tokio::select! {
+                ev = target.next_event() => match ev {
+                    Some(LegEvent::Ended(end)) => {
+                        log.target_ended(&end);
+                        log.ended_by = Some("target");
+                        bridge.stop();
+                        self.ctl.hangup();
+                        self.wait_caller_end().await;
+                        break;
+                    }
+                    Some(_) => {}
+                    None => {
+                        log.ended_by = Some("target");
+                        bridge.stop();
+                        self.ctl.hangup();
+                        self.wait_caller_end().await;
+                        break;
+                    }
+                },
+                h = self.next_happening() => {
+                    if self.caller_gone(h).is_some() {
+                        log.ended_by = Some("caller");
+                        bridge.stop();
+                        target.hangup();
+                        if let Some(end) = wait_end(&mut target, END_WAIT).await { log.target_ended(&end); }
+                        break;
+                    }
+                }
+            }
+        }
+        // The call status stays `answered`; keep the reason the target leg gave.
+        log.call_status = Some(CallStatus::Answered.as_str().into());
+        match target_media.close().await {
+            Ok((stats, _)) => log.target_media = Some(stats),
+            Err(e) => warn!(error = %e, "closing the transfer leg's media failed"),
+        }
+        TransferOutcome::Success
+    }
+
+    /// Starts a non-interruptible prompt on `session`; None when there is none.
+    async fn start_prompt(
+        &self,
+        prompt: Option<&PromptSpec>,
+        session: &MediaSession,
+    ) -> Result<Option<callsmith_media::PlayHandle>, String> {
+        let Some(p) = prompt else {
+            return Ok(None);
+        };
+        let playable = self.playable(p).await?;
+        session
+            .play(playable, false)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(status: CallStatus, code: Option<u16>, reason: &str) -> EndInfo {
+        EndInfo {
+            call_status: status,
+            sip_code: code,
+            reason: reason.into(),
+            by: callsmith_sip::Party::Remote,
+        }
+    }
+
+    #[test]
+    fn an_unanswered_target_maps_to_timeout_or_failure() {
+        assert_eq!(
+            unanswered(&end(CallStatus::NoAnswer, Some(487), "Request Terminated")),
+            TransferOutcome::Timeout
+        );
+        assert_eq!(
+            unanswered(&end(
+                CallStatus::NoAnswer,
+                Some(480),
+                "Temporarily Unavailable"
+            )),
+            TransferOutcome::Timeout
+        );
+        assert_eq!(
+            unanswered(&end(CallStatus::Busy, Some(486), "Busy Here")),
+            TransferOutcome::Failure("transfer target busy: 486 Busy Here".into())
+        );
+        assert_eq!(
+            unanswered(&end(CallStatus::Failed, None, "no final response")),
+            TransferOutcome::Failure("transfer target failed: no final response".into())
+        );
+    }
+}
