@@ -30,7 +30,10 @@ fn scan(dir: &Path) -> BTreeMap<i64, (String, String)> {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    // Read at run time, not `env!` at compile time: a build script binary reused from
+    // another checkout's target directory would otherwise embed that checkout's files.
+    let manifest_dir = env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest_dir).join("migrations");
     println!("cargo:rerun-if-changed={}", root.display());
     println!("cargo:rerun-if-changed={}", root.join("sqlite").display());
     println!("cargo:rerun-if-changed={}", root.join("postgres").display());

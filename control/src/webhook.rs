@@ -12,7 +12,9 @@
 //! `allow_private` is set (settings `webhook_allow_private`, engine key
 //! `webhook.allow_private`). The guard is enforced twice: a pre-check per hop gives a clear
 //! error, and a filtering DNS resolver makes the connection itself unable to reach a private
-//! address (a name that resolves differently the second time gains nothing).
+//! address (a name that resolves differently the second time gains nothing). With a
+//! `request.proxy` both the proxy and the target (each hop, resolved here) must be public:
+//! the proxy would otherwise reach a private target on the scenario's behalf.
 
 use std::{
     collections::BTreeMap,
@@ -83,9 +85,18 @@ impl WebhookExecutor {
         let mut body = req.body.clone();
         let mut headers = req.headers.clone();
         let t0 = Instant::now();
+        // A proxy is contacted instead of the target, so it is guarded too; the target
+        // (every hop) is still checked when a proxy carries the request, or a public proxy
+        // would reach into private ranges on the scenario's behalf.
+        if !self.allow_private
+            && let Some(p) = &req.proxy_url
+        {
+            let proxy = url::Url::parse(p).map_err(|e| format!("invalid proxy {p:?}: {e}"))?;
+            check_host("proxy", &proxy).await?;
+        }
         loop {
-            if !self.allow_private && req.proxy_url.is_none() {
-                check_target(&url).await?;
+            if !self.allow_private {
+                check_host("target", &url).await?;
             }
             let left = deadline
                 .checked_duration_since(Instant::now())
@@ -191,11 +202,12 @@ fn error_text(e: reqwest::Error) -> String {
     s
 }
 
-/// Refuses a URL whose host is, or resolves to, a non-public address.
-async fn check_target(url: &url::Url) -> Result<(), String> {
+/// Refuses a URL whose host is, or resolves to, a non-public address; `what` (`target`
+/// or `proxy`) names it in the error.
+async fn check_host(what: &str, url: &url::Url) -> Result<(), String> {
     let host = match url.host() {
-        Some(url::Host::Ipv4(ip)) => return public_or_refuse(url, IpAddr::V4(ip)),
-        Some(url::Host::Ipv6(ip)) => return public_or_refuse(url, IpAddr::V6(ip)),
+        Some(url::Host::Ipv4(ip)) => return public_or_refuse(what, url, IpAddr::V4(ip)),
+        Some(url::Host::Ipv6(ip)) => return public_or_refuse(what, url, IpAddr::V6(ip)),
         Some(url::Host::Domain(d)) => d.to_string(),
         None => return Err(format!("invalid url {url}: no host")),
     };
@@ -205,15 +217,15 @@ async fn check_target(url: &url::Url) -> Result<(), String> {
         .map_err(|e| format!("cannot resolve {host}: {e}"))?
         .collect();
     for a in addrs {
-        public_or_refuse(url, a.ip())?;
+        public_or_refuse(what, url, a.ip())?;
     }
     Ok(())
 }
 
-fn public_or_refuse(url: &url::Url, ip: IpAddr) -> Result<(), String> {
+fn public_or_refuse(what: &str, url: &url::Url, ip: IpAddr) -> Result<(), String> {
     if is_private(ip) {
         Err(format!(
-            "target {} resolves to the non-public address {ip}; refused (set webhook.allow_private to allow)",
+            "{what} {} resolves to the non-public address {ip}; refused (set webhook.allow_private to allow)",
             url.host_str().unwrap_or_default()
         ))
     } else {

@@ -1,8 +1,9 @@
-//! Legacy campaign family: account tokens for HTTP Basic and legacy profiles.
+//! Legacy campaign family: account tokens for HTTP Basic, legacy profiles and legacy
+//! campaigns (the legacy view of agents: the agent row plus a description).
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, StoreResult, now, on_db, store_row};
+use super::{Store, StoreError, StoreResult, now, numbers::like_pattern, on_db, store_row};
 
 store_row! {
     /// A legacy profile of an account.
@@ -104,5 +105,177 @@ impl Store {
         } else {
             Ok(())
         }
+    }
+}
+
+store_row! {
+    /// A legacy campaign: an agent of the account seen through the legacy family.
+    #[derive(Debug, Clone)]
+    pub struct LegacyCampaignRecord {
+        pub sid: String,
+        pub account_sid: String,
+        /// "" when none was given (agents created on the v1 routes).
+        pub description: String,
+        pub scenario_sid: String,
+        /// Identifier of the agent's number; "" for a pool gateway.
+        pub number: String,
+        /// The agent's number pool; "" for a number gateway.
+        pub pool_sid: String,
+        pub status: String,
+        pub archive_time: Option<DateTime<Utc>>,
+        pub created_at: DateTime<Utc>,
+        pub updated_at: DateTime<Utc>,
+    }
+}
+
+/// A campaign field the free-text search (`filter_or`) can look through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CampaignField {
+    Sid,
+    Description,
+    ScenarioSid,
+    Number,
+    PoolSid,
+}
+
+impl CampaignField {
+    /// Every searchable field, by its legacy name.
+    pub const ALL: [(&'static str, CampaignField); 5] = [
+        ("sid", CampaignField::Sid),
+        ("description", CampaignField::Description),
+        ("scenario_sid", CampaignField::ScenarioSid),
+        ("number", CampaignField::Number),
+        ("pool_sid", CampaignField::PoolSid),
+    ];
+
+    fn expr(self) -> &'static str {
+        match self {
+            CampaignField::Sid => "a.sid",
+            CampaignField::Description => "COALESCE(c.description, '')",
+            CampaignField::ScenarioSid => "a.scenario_sid",
+            CampaignField::Number => "COALESCE(n.identifier, '')",
+            CampaignField::PoolSid => "COALESCE(a.number_pool_sid, '')",
+        }
+    }
+}
+
+/// Order of a campaign list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CampaignOrder {
+    #[default]
+    CreationTimeDesc,
+    CreationTimeAsc,
+    DescriptionAsc,
+    DescriptionDesc,
+}
+
+/// Filters of a campaign list: exact matches, ANDed; `query` is a case-insensitive
+/// substring searched through `search_fields` (ORed).
+#[derive(Debug, Clone, Default)]
+pub struct CampaignFilter {
+    pub sid: Option<String>,
+    pub scenario_sid: Option<String>,
+    pub description: Option<String>,
+    pub number: Option<String>,
+    pub pool_sid: Option<String>,
+    pub status: Option<String>,
+    /// None: archived and live; Some(true): archived only; Some(false): live only.
+    pub archived: Option<bool>,
+    pub search_fields: Vec<CampaignField>,
+    pub query: Option<String>,
+    pub order: CampaignOrder,
+}
+
+const CAMPAIGN_SELECT: &str = "SELECT a.sid, a.account_sid, COALESCE(c.description, '') AS description, a.scenario_sid, \
+    COALESCE(n.identifier, '') AS number, COALESCE(a.number_pool_sid, '') AS pool_sid, a.status, a.archive_time, a.created_at, a.updated_at \
+    FROM agents a LEFT JOIN numbers n ON n.sid = a.number_sid LEFT JOIN legacy_campaigns c ON c.agent_sid = a.sid";
+
+impl Store {
+    /// Sets the legacy description of an agent.
+    pub async fn legacy_campaign_describe(
+        &self,
+        agent_sid: &str,
+        description: &str,
+    ) -> StoreResult<()> {
+        on_db!(self, p => sqlx::query(
+            "INSERT INTO legacy_campaigns (agent_sid, description) VALUES ($1, $2) \
+             ON CONFLICT (agent_sid) DO UPDATE SET description = excluded.description")
+            .bind(agent_sid).bind(description).execute(p).await.map(|_| ()))?;
+        Ok(())
+    }
+
+    /// A campaign of `account_sid` (None for another account's sid).
+    pub async fn legacy_campaign_get(
+        &self,
+        account_sid: &str,
+        sid: &str,
+    ) -> StoreResult<Option<LegacyCampaignRecord>> {
+        let sql = format!("{CAMPAIGN_SELECT} WHERE a.sid = $1 AND a.account_sid = $2");
+        Ok(
+            on_db!(self, p => sqlx::query_as::<_, LegacyCampaignRecord>(sqlx::AssertSqlSafe(sql)).bind(sid).bind(account_sid).fetch_optional(p).await)?,
+        )
+    }
+
+    /// A page of an account's campaigns matching `f`.
+    pub async fn legacy_campaign_list(
+        &self,
+        account_sid: &str,
+        f: &CampaignFilter,
+        limit: i64,
+        offset: i64,
+    ) -> StoreResult<Vec<LegacyCampaignRecord>> {
+        let mut binds: Vec<String> = vec![account_sid.to_string()];
+        let mut cond = String::from("a.account_sid = $1");
+        for (field, v) in [
+            (CampaignField::Sid, &f.sid),
+            (CampaignField::ScenarioSid, &f.scenario_sid),
+            (CampaignField::Description, &f.description),
+            (CampaignField::Number, &f.number),
+            (CampaignField::PoolSid, &f.pool_sid),
+        ] {
+            if let Some(v) = v {
+                binds.push(v.clone());
+                cond.push_str(&format!(" AND {} = ${}", field.expr(), binds.len()));
+            }
+        }
+        if let Some(v) = &f.status {
+            binds.push(v.clone());
+            cond.push_str(&format!(" AND a.status = ${}", binds.len()));
+        }
+        match f.archived {
+            None => {}
+            Some(true) => cond.push_str(" AND a.archive_time IS NOT NULL"),
+            Some(false) => cond.push_str(" AND a.archive_time IS NULL"),
+        }
+        if let Some(q) = f.query.as_deref().filter(|q| !q.is_empty())
+            && !f.search_fields.is_empty()
+        {
+            binds.push(like_pattern(q));
+            let n = binds.len();
+            let ors: Vec<String> = f
+                .search_fields
+                .iter()
+                .map(|c| format!("LOWER({}) LIKE ${n} ESCAPE '\\'", c.expr()))
+                .collect();
+            cond.push_str(&format!(" AND ({})", ors.join(" OR ")));
+        }
+        let order = match f.order {
+            CampaignOrder::CreationTimeDesc => "a.created_at DESC, a.sid DESC",
+            CampaignOrder::CreationTimeAsc => "a.created_at ASC, a.sid ASC",
+            CampaignOrder::DescriptionAsc => "description ASC, a.created_at ASC, a.sid ASC",
+            CampaignOrder::DescriptionDesc => "description DESC, a.created_at DESC, a.sid DESC",
+        };
+        let sql = format!(
+            "{CAMPAIGN_SELECT} WHERE {cond} ORDER BY {order} LIMIT ${} OFFSET ${}",
+            binds.len() + 1,
+            binds.len() + 2
+        );
+        Ok(on_db!(self, p => {
+            let mut q = sqlx::query_as::<_, LegacyCampaignRecord>(sqlx::AssertSqlSafe(sql.clone()));
+            for b in &binds {
+                q = q.bind(b);
+            }
+            q.bind(limit).bind(offset).fetch_all(p).await
+        })?)
     }
 }

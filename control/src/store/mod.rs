@@ -50,7 +50,9 @@ pub use sms::{SmsProviderConfig, SmsProviderRecord};
 pub mod results;
 pub use flags::FlagRuleRecord;
 pub use keys::{ApiKeyRecord, AuthLookup, SessionLookup, TokenPurpose};
-pub use legacy::LegacyProfileRecord;
+pub use legacy::{
+    CampaignField, CampaignFilter, CampaignOrder, LegacyCampaignRecord, LegacyProfileRecord,
+};
 pub use provision::create_postgres_database;
 pub use results::ResultDeliveryRecord;
 pub use tenants::{TenantPurger, TenantRecord};

@@ -484,6 +484,17 @@ async fn create_agent(
     Json(b): Json<CreateAgent>,
 ) -> ApiResult<(StatusCode, Json<Agent>)> {
     let account = auth.account_scope(&state).await?;
+    let a = create_in_account(&state, &account, b).await?;
+    Ok((StatusCode::CREATED, Json(Agent::from(&a))))
+}
+
+/// Creates an agent in `account` from a create body: defaults applied, every rule checked.
+/// Shared by POST /v1/agent and the legacy POST /v1/campaign.
+pub(crate) async fn create_in_account(
+    state: &AppState,
+    account: &AccountRecord,
+    b: CreateAgent,
+) -> ApiResult<AgentRecord> {
     let default_tz = if account.timezone.is_empty() {
         "UTC".to_string()
     } else {
@@ -510,8 +521,8 @@ async fn create_agent(
         sms: b.sms,
         status: b.status.unwrap_or(Status::Active),
     };
-    let c = check(&state, &account, d).await?;
-    let a = state
+    let c = check(state, account, d).await?;
+    state
         .store
         .agent_create(
             &new_sid(prefix::AGENT),
@@ -519,8 +530,8 @@ async fn create_agent(
             &account.sid,
             &c,
         )
-        .await?;
-    Ok((StatusCode::CREATED, Json(Agent::from(&a))))
+        .await
+        .map_err(ApiError::from)
 }
 
 /// List the agents of the account in scope.

@@ -1,7 +1,7 @@
 //! The v1 family. One module per resource group; [`routes`] merges them.
 
 mod accounts;
-mod agents;
+pub(crate) mod agents;
 mod audio;
 mod auth;
 mod classifiers;

@@ -7,7 +7,10 @@
 //! * an invalid configuration is 422 `scenario_invalid` with `data.topic = "validation"` and
 //!   the SCN entries in `data.errors.scenario` (as scenario validation answers);
 //! * a configuration whose placeholders render to an unusable URL, an unreachable or refused
-//!   (private) target, or a target answering 300 or above is 200 with status `fail`.
+//!   (private) target or proxy, or a target answering 300 or above is 200 with status `fail`;
+//! * `options.async` only tells a live call not to wait; a run always waits for the target
+//!   (within the timeout) and returns what it answered, since the outcome is the point;
+//! * `attach_call_metadata` adds nothing here: a test run has no call.
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,275 @@
+//! Audio files on S3-compatible object storage: the audio routes (upload, get, location,
+//! signed link, delete, the size limit, hard tenant delete) against a real S3 server, moto's
+//! standalone server started by the test on a free loopback port with a bucket the test
+//! creates, on SQLite and PostgreSQL. The server is installed by scripts/test-deps.sh, which
+//! exports CALLSMITH_TEST_MOTO_SERVER; without it these tests fail, they never skip.
+
+use std::{
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use callsmith_control::{
+    objects::{Provider, S3Config},
+    testing::{TestDb, TestResponse, TestServer},
+};
+use reqwest::{
+    Method,
+    multipart::{Form, Part},
+};
+
+const MIB: usize = 1024 * 1024;
+
+/// A moto S3 server on 127.0.0.1, killed when dropped.
+struct S3Server {
+    endpoint: String,
+    child: Child,
+    http: reqwest::Client,
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl S3Server {
+    async fn start() -> S3Server {
+        let bin = std::env::var("CALLSMITH_TEST_MOTO_SERVER").unwrap_or_else(|_| {
+            panic!(
+                "CALLSMITH_TEST_MOTO_SERVER is not set: run `eval \"$(bash scripts/test-deps.sh)\"` first \
+                 (it installs moto[server] and prints the variable)"
+            )
+        });
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
+        let s = S3Server {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            child,
+            http: reqwest::Client::new(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if s.http.get(&s.endpoint).send().await.is_ok() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "moto did not come up on {port}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        s
+    }
+
+    /// CreateBucket (moto accepts unsigned requests).
+    async fn create_bucket(&self, bucket: &str) {
+        let r = self
+            .http
+            .put(format!("{}/{bucket}", self.endpoint))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "create bucket: {}", r.status());
+    }
+
+    /// A client of the bucket, independent of the service (object_store, signed requests).
+    fn bucket(&self, bucket: &str) -> object_store::aws::AmazonS3 {
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(&self.endpoint)
+            .with_bucket_name(bucket)
+            .with_region("us-east-1")
+            .with_access_key_id("testing")
+            .with_secret_access_key("testing")
+            .with_allow_http(true)
+            .build()
+            .unwrap()
+    }
+
+    /// The keys in the bucket.
+    async fn keys(&self, bucket: &str) -> Vec<String> {
+        use futures::TryStreamExt;
+        use object_store::ObjectStore;
+        let mut keys: Vec<String> = self
+            .bucket(bucket)
+            .list(None)
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        keys.sort();
+        keys
+    }
+
+    /// GetObject straight from the bucket: None when absent, else content type and bytes.
+    async fn object(&self, bucket: &str, key: &str) -> Option<(String, Vec<u8>)> {
+        use object_store::{Attribute, ObjectStore};
+        match self.bucket(bucket).get(&key.into()).await {
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => panic!("get {key}: {e}"),
+            Ok(r) => {
+                let ct = r
+                    .attributes
+                    .get(&Attribute::ContentType)
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
+                Some((ct, r.bytes().await.unwrap().to_vec()))
+            }
+        }
+    }
+}
+
+async fn s3_server(db: TestDb, s3: &S3Server, bucket: &str) -> TestServer {
+    s3.create_bucket(bucket).await;
+    let endpoint = s3.endpoint.clone();
+    let bucket = bucket.to_string();
+    TestServer::start_with(db, move |s| {
+        s.objects.provider = Provider::S3;
+        s.objects.s3 = S3Config {
+            endpoint: Some(endpoint),
+            bucket,
+            region: "us-east-1".into(),
+            access_key_id: Some("testing".into()),
+            secret_access_key: Some("testing".into()),
+            allow_http: true,
+            virtual_hosted_style: false,
+        };
+    })
+    .await
+}
+
+async fn upload(s: &TestServer, token: &str, bytes: Vec<u8>, mime: Option<&str>) -> TestResponse {
+    let mut part = Part::bytes(bytes).file_name("prompt.wav");
+    if let Some(m) = mime {
+        part = part.mime_str(m).unwrap();
+    }
+    s.post("/v1/audio")
+        .bearer(token)
+        .map(|b| b.multipart(Form::new().part("file", part)))
+        .send()
+        .await
+}
+
+async fn audio_routes_on_s3(db: TestDb) {
+    let s3 = S3Server::start().await;
+    let bucket = "callsmith-audio";
+    let s = s3_server(db, &s3, bucket).await;
+    let f = s.fixture().await;
+    let wav: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
+
+    // Upload: stored in the bucket under audio/<account>/<id>.wav with its content type.
+    let r = upload(&s, &f.account_key, wav.clone(), Some("audio/x-wav")).await;
+    r.expect(201);
+    let id = r.str("id");
+    assert_eq!(r.str("provider"), "s3");
+    let key = format!("audio/{}/{id}.wav", f.account_sid);
+    assert_eq!(r.str("url"), format!("s3://{bucket}/{key}"));
+    assert_eq!(r.str("content_type"), "audio/x-wav");
+    assert_eq!(s3.keys(bucket).await, vec![key.clone()]);
+    let (ct, bytes) = s3.object(bucket, &key).await.expect("object stored");
+    assert_eq!(ct, "audio/x-wav");
+    assert_eq!(bytes, wav);
+
+    // Get and location (served through the service from the bucket).
+    let g = s
+        .get(&format!("/v1/audio/{id}"))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    g.expect(200);
+    assert_eq!(g.body, r.body);
+    let got = s.client.get(r.str("location")).send().await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.headers()["content-type"], "audio/x-wav");
+    assert_eq!(got.bytes().await.unwrap().to_vec(), wav);
+
+    // Signed link: an S3 presigned GET on the endpoint, with the requested lifetime.
+    let l = s
+        .get(&format!("/v1/audio/{id}/signed-link?ttl=120"))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    l.expect(200);
+    let signed = l.str("signed_url");
+    assert!(
+        signed.starts_with(&format!("{}/{bucket}/{key}?", s3.endpoint)),
+        "{signed}"
+    );
+    let u = url::Url::parse(&signed).unwrap();
+    let q: std::collections::HashMap<String, String> = u.query_pairs().into_owned().collect();
+    assert_eq!(q.get("X-Amz-Expires").map(String::as_str), Some("120"));
+    assert!(q.contains_key("X-Amz-Signature"), "{signed}");
+    let expires: chrono::DateTime<chrono::Utc> = l.str("expires_at").parse().unwrap();
+    let left = (expires - chrono::Utc::now()).num_seconds();
+    assert!((110..=121).contains(&left), "{left}");
+    let got = reqwest::get(&signed).await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.bytes().await.unwrap().to_vec(), wav);
+
+    // No part type: stored and served as audio/wav.
+    let plain = upload(&s, &f.account_key, vec![1, 2, 3], None).await;
+    plain.expect(201);
+    let plain_key = format!("audio/{}/{}.wav", f.account_sid, plain.str("id"));
+    assert_eq!(s3.object(bucket, &plain_key).await.unwrap().0, "audio/wav");
+
+    // Over 32 MiB: 413, and nothing new in the bucket (the multipart upload is aborted).
+    let over = upload(&s, &f.account_key, vec![7u8; 32 * MIB + 1], None).await;
+    over.expect_error(413, "file_too_large");
+    let mut want = vec![key.clone(), plain_key.clone()];
+    want.sort();
+    assert_eq!(s3.keys(bucket).await, want);
+
+    // Delete: the row and the object go; the location stops serving.
+    s.delete(&format!("/v1/audio/{id}"))
+        .bearer(&f.account_key)
+        .send()
+        .await
+        .expect(204);
+    assert!(s3.object(bucket, &key).await.is_none());
+    assert_eq!(s3.keys(bucket).await, vec![plain_key.clone()]);
+    assert_eq!(
+        s.client
+            .get(r.str("location"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    s.get(&format!("/v1/audio/{id}/signed-link"))
+        .bearer(&f.account_key)
+        .send()
+        .await
+        .expect_error(404, "audio_not_found");
+
+    // A hard tenant delete purges the tenant's objects from the bucket; others stay.
+    let b = s.fixture_named("b").await;
+    let kept = upload(&s, &b.account_key, vec![9, 9], None).await;
+    kept.expect(201);
+    let kept_key = format!("audio/{}/{}.wav", b.account_sid, kept.str("id"));
+    s.su(
+        Method::DELETE,
+        &format!("/v1/internal/tenant/{}?hard=true", f.tenant_sid),
+    )
+    .send()
+    .await
+    .expect(204);
+    assert_eq!(s3.keys(bucket).await, vec![kept_key]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audio_routes_on_s3_sqlite() {
+    audio_routes_on_s3(TestDb::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audio_routes_on_s3_postgres() {
+    audio_routes_on_s3(TestDb::Postgres).await;
+}
