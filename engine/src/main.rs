@@ -126,6 +126,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             engines: cfg.stt.engines.clone(),
         },
         webhook_allow_private: cfg.webhook.allow_private,
+        adapters: cfg.adapters.to_control()?,
         ..Settings::default()
     };
     let state = AppState::new(store.clone(), settings);
