@@ -127,7 +127,6 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         },
         webhook_allow_private: cfg.webhook.allow_private,
         adapters: cfg.adapters.to_control()?,
-        ..Settings::default()
     };
     let state = AppState::new(store.clone(), settings);
     // The call engine (SIP, dialer, inbound calls, result delivery); drained before exit.
