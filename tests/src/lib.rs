@@ -797,7 +797,8 @@ struct RtpCounters {
 /// The callee's RTP endpoint, owned by the test: a UDP socket on 127.0.0.1 (announce its
 /// `port` in the callee's SDP). After the engine's first packet it sends PCMU every 20 ms
 /// from the same socket (symmetric RTP): the script's audio and telephone-events, silence
-/// otherwise. It counts what it receives, and how much of it is voice.
+/// otherwise, until the engine has been silent for 1.5 s. It counts what it receives, and
+/// how much of it is voice.
 pub struct RtpPeer {
     pub port: u16,
     counters: Arc<Mutex<RtpCounters>>,
@@ -904,12 +905,21 @@ impl RtpPeer {
             let mut tick = tokio::time::interval(Duration::from_millis(20));
             let mut seq: u16 = 1;
             let mut i = 0usize;
+            let mut last = tokio::time::Instant::now();
             loop {
                 tokio::select! {
                     r = sock.recv_from(&mut buf) => {
-                        if let Ok((n, _)) = r { count(n, &buf, i >= plan.len()); }
+                        if let Ok((n, _)) = r {
+                            last = tokio::time::Instant::now();
+                            count(n, &buf, i >= plan.len());
+                        }
                     }
                     _ = tick.tick() => {
+                        // The engine stopped sending (the call ended): stop too, so no stale
+                        // stream reaches a media port the engine hands to a later call.
+                        if last.elapsed() > Duration::from_millis(1500) {
+                            return;
+                        }
                         let pkt = match plan.get(i) {
                             Some((pt, m, t, p)) => rtp_packet(*pt, *m, seq, *t, p),
                             None => {

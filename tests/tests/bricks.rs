@@ -9,6 +9,8 @@
 //! - `sms_reaches_the_gateway_and_an_inactive_provider_fails`: sms (agent calls), goal
 //! - `question_routes_speech_by_trained_intent`: question (speech + classifier)
 //! - `question_routes_speech_by_llm_reply`: question (speech + llm_properties)
+//! - `llm_reprompt_on_silence_honours_global_llm`: question fallback_empty with
+//!   llm_properties, the global_llm flag
 //! - `voicemail_greeting_with_beep_takes_voicemail` / `short_hello_takes_human` /
 //!   `voicemail_disabled_agent_skips_detection`: outbound_call (is_voicemail, the agent's
 //!   voicemail_enabled), audio_tts, goal, end_call, end
@@ -639,6 +641,108 @@ async fn question_routes_speech_by_llm_reply() {
         r.callee.success(Duration::from_secs(10)).await,
         "{}",
         r.callee.dump()
+    );
+}
+
+/// (e) A fallback_empty entry with llm_properties speaks the model's reprompt; with the
+/// account's global_llm flag off the model is not asked (a `port_error` in the trace).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llm_reprompt_on_silence_honours_global_llm() {
+    let llm = HttpPeer::start(|req| {
+        if req.target == "/v1/chat/completions" {
+            Reply::chat_stream("gpt-e2e", "Are you still there?", Duration::from_millis(10))
+        } else {
+            Reply::json(404, &json!({}))
+        }
+    })
+    .await;
+    let providers = format!(
+        "[[adapters.llm_providers]]\nname = \"local\"\nbase_url = \"{}/v1\"\nmodels = [\"gpt-e2e\"]\n",
+        llm.url
+    );
+    let snap = snapshot(json!({
+        "start_call": start_call("ask"),
+        "question": {"v1": [brick("ask", json!({
+            "statement": {"audio": {"mode": "tts", "tts": {"text": "Hello?"}}, "is_interruptible": false},
+            "type": "standard", "input_mode": "speech",
+            "stt_properties": {"no_input_timeout": 1.5},
+            "answer": {"answers": [{"answer_id": "yes", "description": "", "speech_input": {"tokens": ["yes"]}}]},
+            "fallback_empty": {"fallbacks": [{"is_repeat_statement": false, "is_interruptible": false, "type": "llm",
+                "llm_properties": {"engine": "", "model": "gpt-e2e", "provider": "", "gdpr_required": false,
+                    "messages": [{"role": "system", "content": "Ask {{name}} whether they are still there."}]}}]}
+        }), outs(&[("yes", "g_yes"), ("empty", "g_silent")]))]},
+        "goal": {"v1": [goal("g_yes", "agreed", "bye"), goal("g_silent", "silent", "bye")]},
+        "end_call": {"v1": [end_call("bye", "")]}
+    }));
+    let data = json!({"name": "Ann"});
+
+    // The flag is off (no rule): the model is not asked, the fallback has nothing to say.
+    let off = rig("llm-off", vec![], None, &providers).await;
+    let (_, done, h) = off.agent_call(&snap, data.clone(), false).await;
+    assert_eq!(done["goals"], json!(["silent"]), "{}", h["trace"]);
+    let err = events(&h, "port_error");
+    assert_eq!(err[0]["operation"], "llm", "{}", h["trace"]);
+    assert!(
+        err[0]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("llm_disabled"),
+        "{}",
+        err[0]
+    );
+    assert!(events(&h, "llm_replied").is_empty());
+    assert!(llm.requests().is_empty(), "the provider was not called");
+    drop(off);
+
+    // The flag on for the account: the reprompt is generated and spoken to the callee.
+    let mut on = rig("llm-on", vec![], None, &providers).await;
+    let (s, v) =
+        on.e.call(
+            reqwest::Method::PATCH,
+            &format!(
+                "/v1/internal/tenant/{}/feature-flag/global_llm",
+                on.t.tenant
+            ),
+            None,
+            Some(json!({"enabled": true, "account_sids": [on.t.account]})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (_, done, h) = on.agent_call(&snap, data, false).await;
+    assert_eq!(done["goals"], json!(["silent"]), "{}", h["trace"]);
+    assert_eq!(
+        events(&h, "llm_replied")[0]["reply"],
+        "Are you still there?"
+    );
+    assert_eq!(events(&h, "fallback")[0]["kind"], "empty");
+    let reprompt = h["prompts"]
+        .as_array()
+        .and_then(|p| {
+            p.iter()
+                .find(|p| p["prompt"]["text"] == "Are you still there?")
+        })
+        .unwrap_or_else(|| panic!("the reprompt was not played: {}", h["prompts"]));
+    assert_eq!(reprompt["outcome"], "completed");
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(
+        reqs[0].json()["messages"],
+        json!([{"role": "system", "content": "Ask Ann whether they are still there."}])
+    );
+    let played: u64 = h["prompts"].as_array().map_or(0, |p| {
+        p.iter().map(|p| p["played_ms"].as_u64().unwrap_or(0)).sum()
+    });
+    assert!(
+        on.rtp.voiced().0 * 20 * 3 >= played,
+        "the callee heard the prompts: {:?} voiced packets, {played} ms played, {} received, {}",
+        on.rtp.voiced(),
+        on.rtp.received(),
+        h["media"]
+    );
+    assert!(
+        on.callee.success(Duration::from_secs(10)).await,
+        "{}",
+        on.callee.dump()
     );
 }
 
