@@ -570,11 +570,84 @@ async fn internal_error_uses_the_adapter_body(s: TestServer) {
     expect_adapter_error(&p, 500, "internal_error");
 }
 
+/// The one-shot completion live calls use: same provider choice and SSE client, awaited to
+/// the end; errors as values; and the global_llm check shared with the routes.
+async fn one_shot_completion_for_calls(s: TestServer) {
+    use callsmith_control::adapters::llm::{ChatMessage, ChatRequest, LlmError, llm_enabled};
+    let (f, up) = setup(&s).await;
+    let llm = s.state.adapters.llm.clone();
+    let req = |model: &str, provider: Option<&str>, gdpr_required: bool| ChatRequest {
+        messages: vec![ChatMessage {
+            role: "user".into(),
+            content: Some("Weather?".into()),
+            tool_calls: None,
+            tool_call_id: None,
+            name: None,
+        }],
+        model: model.into(),
+        provider: provider.map(String::from),
+        temperature: Some(0.0),
+        tools: vec![],
+        gdpr_required,
+    };
+    let within = Duration::from_secs(5);
+    let a = llm
+        .complete(&f.account_sid, req("tools", None, true), within)
+        .await
+        .expect("completion");
+    assert_eq!(a.content, "Let me check.");
+    assert_eq!(a.tool_calls[0].function.name, "get_weather");
+    assert_eq!(a.finish_reason.as_deref(), Some("tool_calls"));
+    let (body, auth) = up.requests.lock().last().cloned().expect("a request");
+    assert_eq!(body["stream"], true);
+    assert_eq!(
+        auth, "",
+        "gdpr_required picked the GDPR provider `eu` (no key)"
+    );
+    // Named non-GDPR provider with gdpr_required; an upstream error; a stream too slow.
+    assert!(matches!(
+        llm.complete(&f.account_sid, req("tools", Some("local"), true), within)
+            .await,
+        Err(LlmError::Invalid(_))
+    ));
+    match llm
+        .complete(&f.account_sid, req("broken", None, false), within)
+        .await
+    {
+        Err(LlmError::Upstream(m, 1234)) => assert!(m.contains("upstream exploded"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let t0 = Instant::now();
+    match llm
+        .complete(
+            &f.account_sid,
+            req("slow", None, false),
+            Duration::from_millis(300),
+        )
+        .await
+    {
+        Err(LlmError::Upstream(m, 0)) => assert!(m.contains("within 300 ms"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(3));
+    up.release.notify_waiters();
+    let account = s
+        .store
+        .account_get(&f.account_sid)
+        .await
+        .unwrap()
+        .expect("account");
+    assert!(llm_enabled(&s.store, &account).await.unwrap());
+    set_flag(&s, &f, false).await;
+    assert!(!llm_enabled(&s.store, &account).await.unwrap());
+}
+
 both_backends!(
     internal_error_uses_the_adapter_body,
     tool_call_split_across_chunks,
     slow_stream_polled_midway,
     upstream_failure_is_502,
     gdpr_gate_and_errors,
-    llm_routes_in_openapi
+    llm_routes_in_openapi,
+    one_shot_completion_for_calls
 );

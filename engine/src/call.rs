@@ -15,6 +15,7 @@ use callsmith_control::store::{
 };
 use callsmith_media::{
     MediaEvent, MediaSession, PlayEnd,
+    amd::{AmdConfig, AmdVerdict as Amd},
     prompt::{Playable, Prompt},
     recording::RecordingTarget,
     stt::{SttEvent, SttParams},
@@ -983,8 +984,44 @@ impl CallPort for LivePort {
         .map_err(|e| e.to_string())
     }
 
-    async fn llm(&mut self, _request: &LlmRequest) -> Result<String, String> {
-        Err("language-model bricks are not wired into live calls yet".into())
+    async fn llm(&mut self, request: &LlmRequest) -> Result<String, String> {
+        let account = self
+            .rt
+            .store
+            .account_get(&self.comm.account_sid)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the account no longer exists")?;
+        let enabled = callsmith_control::adapters::llm::llm_enabled(&self.rt.store, &account)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !enabled {
+            return Err("llm_disabled: the global_llm feature flag is off for this account".into());
+        }
+        let llm = self.rt.state.adapters.llm.clone();
+        let answer = llm.complete(
+            &account.sid,
+            chat_request(request),
+            self.rt.settings.llm_call_timeout,
+        );
+        tokio::pin!(answer);
+        // The caller may hang up while the model thinks.
+        loop {
+            tokio::select! {
+                r = &mut answer => return r.map(|a| a.content).map_err(|e| e.to_string()),
+                h = self.next_happening() => match h {
+                    Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => self.pending_dtmf.push(digit),
+                    Happening::Media(Some(_)) => {}
+                    Happening::Media(None) => self.media_events = None,
+                    Happening::Signal(s) => {
+                        if let Some(d) = self.on_signal(s) { self.pending_dtmf.push(d); }
+                        if self.ended.is_some() { return Err("the caller hung up".into()); }
+                    }
+                    Happening::Deadline => { self.force_end("maximum call duration reached"); return Err("the call ended".into()); }
+                    Happening::Shutdown => { self.force_end("engine shutting down"); return Err("the call ended".into()); }
+                },
+            }
+        }
     }
 
     async fn webhook(
@@ -1010,7 +1047,45 @@ impl CallPort for LivePort {
     }
 
     async fn answering_machine(&mut self) -> AmdVerdict {
-        AmdVerdict::Unknown
+        if self.ended.is_some() || !amd_enabled(self.agent.as_ref()) {
+            return AmdVerdict::Unknown;
+        }
+        let cfg = amd_config();
+        let task = match self.session.spawn_answering_machine_detection(cfg) {
+            Ok(t) => t,
+            Err(e) => {
+                self.errors
+                    .push(format!("answering-machine detection: {e}"));
+                return AmdVerdict::Unknown;
+            }
+        };
+        tokio::pin!(task);
+        // The detector decides within its window (plus the beep wait); bound it anyway.
+        let until = Instant::now()
+            + Duration::from_millis(u64::from(cfg.window_ms + cfg.beep_wait_ms) + 2000);
+        loop {
+            tokio::select! {
+                v = &mut task => {
+                    return match v {
+                        Ok(Amd::Human) => AmdVerdict::Human,
+                        Ok(Amd::Machine | Amd::Beep) => AmdVerdict::Machine,
+                        Ok(Amd::Undecided) | Err(_) => AmdVerdict::Unknown,
+                    };
+                }
+                _ = tokio::time::sleep_until(until) => { task.abort(); return AmdVerdict::Unknown; }
+                h = self.next_happening() => match h {
+                    Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => self.pending_dtmf.push(digit),
+                    Happening::Media(Some(_)) => {}
+                    Happening::Media(None) => self.media_events = None,
+                    Happening::Signal(s) => {
+                        if let Some(d) = self.on_signal(s) { self.pending_dtmf.push(d); }
+                        if self.ended.is_some() { task.abort(); return AmdVerdict::Unknown; }
+                    }
+                    Happening::Deadline => { self.force_end("maximum call duration reached"); task.abort(); return AmdVerdict::Unknown; }
+                    Happening::Shutdown => { self.force_end("engine shutting down"); task.abort(); return AmdVerdict::Unknown; }
+                },
+            }
+        }
     }
 
     async fn hangup(&mut self, _signal: &str) {
@@ -1019,6 +1094,46 @@ impl CallPort for LivePort {
 
     fn now(&self) -> DateTime<Utc> {
         Utc::now()
+    }
+}
+
+/// Answering-machine detection runs for an outbound_call brick with `is_voicemail` when the
+/// call's agent has `voicemail_enabled` (or the call has no agent: a scenario test call);
+/// otherwise the verdict is unknown and the brick takes `human`.
+fn amd_enabled(agent: Option<&AgentRecord>) -> bool {
+    agent.is_none_or(|a| a.voicemail_enabled)
+}
+
+/// The heuristic's settings in live calls (docs/bricks.md, "Answering-machine detection").
+fn amd_config() -> AmdConfig {
+    AmdConfig {
+        beep_wait_ms: 10_000,
+        ..AmdConfig::default()
+    }
+}
+
+/// The chat request of an LLM brick: its messages in order, provider by name (empty: the
+/// first provider serving the model), no tools.
+fn chat_request(r: &LlmRequest) -> callsmith_control::adapters::llm::ChatRequest {
+    callsmith_control::adapters::llm::ChatRequest {
+        messages: r
+            .messages
+            .iter()
+            .map(
+                |(role, content)| callsmith_control::adapters::llm::ChatMessage {
+                    role: role.clone(),
+                    content: Some(content.clone()),
+                    tool_calls: None,
+                    tool_call_id: None,
+                    name: None,
+                },
+            )
+            .collect(),
+        model: r.model.clone(),
+        provider: Some(r.provider.clone()).filter(|p| !p.is_empty()),
+        temperature: r.temperature,
+        tools: Vec::new(),
+        gdpr_required: r.gdpr_required,
     }
 }
 

@@ -38,6 +38,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "tts",
     "dialer",
     "webhook",
+    "adapters",
 ];
 
 /// The whole configuration.
@@ -72,6 +73,108 @@ pub struct Config {
     pub dialer: DialerConfig,
     /// Webhook bricks and `POST /v1/scenario/webhook/run`.
     pub webhook: WebhookSection,
+    /// Language adapters: classifier training, LLM providers (chat routes and LLM bricks).
+    pub adapters: AdaptersSection,
+}
+
+/// `[adapters]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdaptersSection {
+    /// Concurrent classifier training runs. Default 2.
+    pub training_workers: usize,
+    /// Base URL of the remote classifier service (the catalog's `remote` model_id). Unset:
+    /// that model_id answers 502.
+    pub remote_classifier_url: Option<String>,
+    /// Upper bound on one chat stream, seconds. Default 300.
+    pub llm_stream_timeout_secs: u64,
+    /// How long a finished chat stream stays pollable, seconds. Default 3600.
+    pub llm_retention_secs: u64,
+    /// Upper bound on one LLM answer inside a live call (question/fallback
+    /// `llm_properties`), seconds; the caller waits in silence meanwhile. Default 15.
+    pub llm_call_timeout_secs: u64,
+    /// OpenAI-compatible chat-completions upstreams:
+    /// `[[adapters.llm_providers]] name = "openai", base_url = "https://api.openai.com/v1",
+    /// api_key_env = "OPENAI_API_KEY", gdpr = false, models = ["gpt-4o-mini"]`.
+    pub llm_providers: Vec<LlmProviderSection>,
+}
+
+/// `[[adapters.llm_providers]]`
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmProviderSection {
+    /// Name requests and bricks select it by (`provider`).
+    pub name: String,
+    /// Base URL of the OpenAI-compatible API; chats go to `{base_url}/chat/completions`.
+    pub base_url: String,
+    /// API key sent as `Authorization: Bearer …`.
+    pub api_key: Option<String>,
+    /// Name of an environment variable holding the API key (keeps it out of the file);
+    /// used when `api_key` is unset.
+    pub api_key_env: Option<String>,
+    /// The provider processes data in line with the GDPR (eligible for `gdpr_required`).
+    pub gdpr: bool,
+    /// Models it serves; a chat naming no provider goes to the first provider listing its model.
+    pub models: Vec<String>,
+}
+
+impl Default for AdaptersSection {
+    fn default() -> Self {
+        AdaptersSection {
+            training_workers: 2,
+            remote_classifier_url: None,
+            llm_stream_timeout_secs: 300,
+            llm_retention_secs: 3600,
+            llm_call_timeout_secs: 15,
+            llm_providers: Vec::new(),
+        }
+    }
+}
+
+impl AdaptersSection {
+    /// The control plane's adapter configuration. Errors name a provider without a name or
+    /// base URL, a duplicate name, or an `api_key_env` variable that is not set.
+    pub fn to_control(&self) -> anyhow::Result<callsmith_control::adapters::AdaptersConfig> {
+        let mut providers = Vec::with_capacity(self.llm_providers.len());
+        for (i, p) in self.llm_providers.iter().enumerate() {
+            anyhow::ensure!(
+                !p.name.trim().is_empty(),
+                "adapters.llm_providers[{i}].name is required"
+            );
+            anyhow::ensure!(
+                p.base_url.starts_with("http://") || p.base_url.starts_with("https://"),
+                "adapters.llm_providers[{i}].base_url must be an http(s) URL"
+            );
+            anyhow::ensure!(
+                !providers
+                    .iter()
+                    .any(|q: &callsmith_control::adapters::LlmProvider| q.name == p.name),
+                "adapters.llm_providers: the name {:?} is used twice",
+                p.name
+            );
+            let api_key = match (&p.api_key, &p.api_key_env) {
+                (Some(k), _) => Some(k.clone()),
+                (None, Some(var)) => Some(std::env::var(var).map_err(|_| {
+                    anyhow::anyhow!("adapters.llm_providers[{i}].api_key_env: {var} is not set")
+                })?),
+                (None, None) => None,
+            };
+            providers.push(callsmith_control::adapters::LlmProvider {
+                name: p.name.clone(),
+                base_url: p.base_url.clone(),
+                api_key,
+                gdpr: p.gdpr,
+                models: p.models.clone(),
+            });
+        }
+        Ok(callsmith_control::adapters::AdaptersConfig {
+            training_workers: self.training_workers.max(1),
+            remote_classifier_url: self.remote_classifier_url.clone(),
+            llm_providers: providers,
+            llm_stream_timeout: std::time::Duration::from_secs(self.llm_stream_timeout_secs.max(1)),
+            llm_retention: std::time::Duration::from_secs(self.llm_retention_secs),
+        })
+    }
 }
 
 /// `[webhook]`
@@ -157,6 +260,7 @@ impl Default for Config {
             tts: TtsSection::default(),
             dialer: DialerConfig::default(),
             webhook: WebhookSection::default(),
+            adapters: AdaptersSection::default(),
         }
     }
 }
@@ -449,6 +553,35 @@ mod tests {
     }
 
     #[test]
+    fn llm_providers_from_file_and_env() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "c.toml",
+                "[adapters]\nllm_call_timeout_secs = 5\n[[adapters.llm_providers]]\nname = \"eu\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"E2E_LLM_KEY\"\ngdpr = true\nmodels = [\"m1\"]\n",
+            )?;
+            jail.set_env("E2E_LLM_KEY", "sk-test");
+            jail.set_env("CALLSMITH_ADAPTERS__TRAINING_WORKERS", "3");
+            let c = Config::load(Some(Path::new("c.toml")), Config::env())
+                .map_err(|e| e.to_string())?;
+            assert_eq!(c.adapters.llm_call_timeout_secs, 5);
+            let a = c.adapters.to_control().map_err(|e| e.to_string())?;
+            assert_eq!(a.training_workers, 3);
+            assert_eq!(a.llm_providers.len(), 1);
+            assert_eq!(a.llm_providers[0].api_key.as_deref(), Some("sk-test"));
+            assert!(a.llm_providers[0].gdpr);
+            assert_eq!(a.llm_providers[0].models, vec!["m1".to_string()]);
+            // A key variable that is not set, and a provider without a URL, are errors.
+            let mut bad = c.adapters.clone();
+            bad.llm_providers[0].api_key_env = Some("E2E_LLM_KEY_UNSET".into());
+            assert!(bad.to_control().is_err());
+            let mut bad = c.adapters.clone();
+            bad.llm_providers[0].base_url = String::new();
+            assert!(bad.to_control().is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
     fn unknown_keys_are_rejected() {
         figment::Jail::expect_with(|jail| {
             jail.create_file("c.toml", "[http]\nlisten_typo = \"x\"\n")?;
@@ -486,6 +619,13 @@ mod tests {
                 "bootstrap_superuser_token",
                 "http.public_url",
                 "database.url",
+                "adapters.remote_classifier_url",
+                "adapters.llm_providers.name",
+                "adapters.llm_providers.base_url",
+                "adapters.llm_providers.api_key",
+                "adapters.llm_providers.api_key_env",
+                "adapters.llm_providers.gdpr",
+                "adapters.llm_providers.models",
             ]
             .map(String::from),
         );

@@ -126,7 +126,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             engines: cfg.stt.engines.clone(),
         },
         webhook_allow_private: cfg.webhook.allow_private,
-        ..Settings::default()
+        adapters: cfg.adapters.to_control()?,
     };
     let state = AppState::new(store.clone(), settings);
     // The call engine (SIP, dialer, inbound calls, result delivery); drained before exit.

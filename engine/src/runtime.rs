@@ -34,6 +34,8 @@ pub struct RuntimeSettings {
     /// Address RTP is advertised at in SDP.
     pub media_ip: std::net::IpAddr,
     pub dialer: DialerConfig,
+    /// Bound on one LLM answer inside a live call (`adapters.llm_call_timeout_secs`).
+    pub llm_call_timeout: Duration,
 }
 
 /// Live calls of this process; the dialer waits on it when draining.
@@ -210,6 +212,7 @@ pub async fn start(cfg: &crate::config::Config, state: AppState) -> anyhow::Resu
         default_stt_engine: cfg.dialer.default_stt_engine.clone(),
         media_ip: cfg.media.advertised_ip.unwrap_or(cfg.media.bind_ip),
         dialer: cfg.dialer.clone(),
+        llm_call_timeout: Duration::from_secs(cfg.adapters.llm_call_timeout_secs.max(1)),
     };
     let incoming = sip.take_incoming();
     tracing::info!(udp = ?sip.udp_addr(), tcp = ?sip.tcp_addr(), trunks = sip.trunks().len(), "call engine started");

@@ -51,6 +51,11 @@ pub struct AmdConfig {
     pub window_ms: u32,
     /// Tone duration that counts as a beep.
     pub beep_ms: u32,
+    /// After a `Machine` verdict, keep listening up to this long for the beep, so a message
+    /// starts after it; listening also stops when the greeting ended without one (silence
+    /// of twice `after_greeting_silence_ms`). The result is then `Beep` or `Machine`. 0:
+    /// report `Machine` at once.
+    pub beep_wait_ms: u32,
 }
 
 impl Default for AmdConfig {
@@ -60,6 +65,7 @@ impl Default for AmdConfig {
             after_greeting_silence_ms: 800,
             window_ms: 5000,
             beep_ms: 160,
+            beep_wait_ms: 0,
         }
     }
 }
@@ -142,23 +148,45 @@ impl crate::MediaSession {
         &self,
         cfg: AmdConfig,
     ) -> Result<AmdVerdict, crate::MediaError> {
+        self.spawn_answering_machine_detection(cfg)?
+            .await
+            .map_err(|e| crate::MediaError::Io(e.to_string()))
+    }
+
+    /// Starts the detection on caller audio from now on and returns its task, which does not
+    /// borrow the session (a call can keep handling its events while it runs). The task ends
+    /// with the first decided verdict (after `beep_wait_ms` for a machine), or `Undecided`
+    /// when the session closed first.
+    pub fn spawn_answering_machine_detection(
+        &self,
+        cfg: AmdConfig,
+    ) -> Result<tokio::task::JoinHandle<AmdVerdict>, crate::MediaError> {
         let mut rx = self.tap_caller_audio(500)?;
         // The VAD is not Send: it lives on a blocking thread with the detector.
-        tokio::task::spawn_blocking(move || {
+        Ok(tokio::task::spawn_blocking(move || {
             let mut vad = crate::vad::SpeechDetector::new(crate::vad::VadConfig::default());
             let mut det = AmdDetector::new(cfg);
+            // Time listened since the Machine verdict, and trailing silence since then.
+            let (mut waited_ms, mut silent_ms) = (0u32, 0u32);
             while let Some(f) = rx.blocking_recv() {
                 let voiced = vad.is_voiced(&f.pcm);
-                if let Some(v) = det.push(&f.pcm, voiced)
-                    && v != AmdVerdict::Undecided
-                {
-                    return v;
+                det.push(&f.pcm, voiced);
+                match det.verdict() {
+                    AmdVerdict::Undecided => {}
+                    AmdVerdict::Machine if cfg.beep_wait_ms > 0 => {
+                        waited_ms += 20;
+                        silent_ms = if voiced { 0 } else { silent_ms + 20 };
+                        if waited_ms >= cfg.beep_wait_ms
+                            || silent_ms >= 2 * cfg.after_greeting_silence_ms
+                        {
+                            return AmdVerdict::Machine;
+                        }
+                    }
+                    v => return v,
                 }
             }
             det.verdict()
-        })
-        .await
-        .map_err(|e| crate::MediaError::Io(e.to_string()))
+        }))
     }
 }
 

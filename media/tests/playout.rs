@@ -481,6 +481,55 @@ async fn tts_engines_local_and_http_streaming() {
     server.abort();
 }
 
+/// With `beep_wait_ms`, a machine verdict waits for the beep at the end of the greeting
+/// (Beep), or for the greeting to end in silence (Machine). Both calls run at once.
+#[tokio::test]
+async fn answering_machine_waits_for_the_beep() {
+    let engine = engine();
+    let greeting = flite("Hello, you have reached the voicemail of John Smith. Please leave a message after the tone.").await;
+    let greeting_ms = greeting.duration_ms();
+    let mut runs = Vec::new();
+    for with_beep in [true, false] {
+        let caller = engine.open_session(None).unwrap();
+        let bot = engine.open_session(None).unwrap();
+        caller
+            .set_remote(bot.local_addr(), Codec::Pcmu, None)
+            .unwrap();
+        bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
+            .unwrap();
+        let cfg = AmdConfig {
+            beep_wait_ms: 10_000,
+            ..AmdConfig::default()
+        };
+        let task = bot.spawn_answering_machine_detection(cfg).unwrap();
+        caller.play(greeting.clone(), false).unwrap();
+        if with_beep {
+            caller.play(tone(1000.0, 500, 10000.0), false).unwrap();
+        }
+        runs.push((with_beep, task, caller, bot));
+    }
+    let t0 = std::time::Instant::now();
+    for (with_beep, task, _caller, _bot) in runs {
+        let v = tokio::time::timeout(Duration::from_secs(15), task)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            v,
+            if with_beep {
+                AmdVerdict::Beep
+            } else {
+                AmdVerdict::Machine
+            }
+        );
+        assert!(
+            t0.elapsed().as_millis() as u64 + 200 >= greeting_ms,
+            "decided after the greeting ({} ms of {greeting_ms} ms)",
+            t0.elapsed().as_millis()
+        );
+    }
+}
+
 #[tokio::test]
 async fn answering_machine_heuristics() {
     let engine = engine();

@@ -653,98 +653,474 @@ impl SttNode {
     }
 }
 
-/// A tiny HTTP server recording every request body it receives; answers `status`.
-pub struct Sink {
+/// One request an [`HttpPeer`] received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    /// Path and query.
+    pub target: String,
+    /// Header names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    /// The body as JSON (Null when it is not JSON).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The answer of an [`HttpPeer`]: a status, a content type and the body, written in
+/// chunks with a pause before each (a server-sent event stream is several chunks).
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: String,
+    pub chunks: Vec<(Duration, Vec<u8>)>,
+}
+
+impl Reply {
+    pub fn json(status: u16, v: &Value) -> Reply {
+        Reply {
+            status,
+            content_type: "application/json".into(),
+            chunks: vec![(Duration::ZERO, v.to_string().into_bytes())],
+        }
+    }
+
+    pub fn empty(status: u16) -> Reply {
+        Reply {
+            status,
+            content_type: "text/plain".into(),
+            chunks: vec![],
+        }
+    }
+
+    /// An OpenAI-compatible chat-completions stream: `content` split into chunks of a few
+    /// characters, one `data:` event each (`gap` apart), a finish chunk and `data: [DONE]`.
+    pub fn chat_stream(model: &str, content: &str, gap: Duration) -> Reply {
+        let chunk = |delta: Value, finish: Value| {
+            let v = json!({"id": "chatcmpl-e2e", "object": "chat.completion.chunk", "created": 1,
+                "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            (gap, format!("data: {v}\n\n").into_bytes())
+        };
+        let mut chunks = vec![chunk(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        )];
+        let chars: Vec<char> = content.chars().collect();
+        for piece in chars.chunks(3) {
+            chunks.push(chunk(
+                json!({"content": piece.iter().collect::<String>()}),
+                Value::Null,
+            ));
+        }
+        chunks.push(chunk(json!({}), json!("stop")));
+        chunks.push((gap, b"data: [DONE]\n\n".to_vec()));
+        Reply {
+            status: 200,
+            content_type: "text/event-stream".into(),
+            chunks,
+        }
+    }
+}
+
+type Handler = dyn Fn(&Recorded) -> Reply + Send + Sync;
+
+/// A small HTTP/1.1 server on 127.0.0.1 that records every request and answers with what
+/// its handler returns (one request per connection, `connection: close`).
+pub struct HttpPeer {
+    /// `http://127.0.0.1:<port>`.
     pub url: String,
-    pub received: Arc<Mutex<Vec<Value>>>,
+    requests: Arc<Mutex<Vec<Recorded>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for Sink {
+impl Drop for HttpPeer {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-impl Sink {
-    /// Serves on 127.0.0.1; the first `fail_first` requests get 503, later ones 200.
-    pub async fn start(fail_first: usize) -> Sink {
+/// Reads one HTTP/1.1 request (head and content-length body).
+async fn read_request(s: &mut tokio::net::TcpStream) -> Option<Recorded> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let (head_end, len) = loop {
+        let n = s.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            break (i + 4, len);
+        }
+        if buf.len() > 1 << 20 {
+            return None;
+        }
+    };
+    while buf.len() < head_end + len {
+        let n = s.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let head = String::from_utf8_lossy(&buf[..head_end - 4]).to_string();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next().unwrap_or_default().split(' ');
+    let method = first.next().unwrap_or_default().to_string();
+    let target = first.next().unwrap_or_default().to_string();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Some(Recorded {
+        method,
+        target,
+        headers,
+        body: buf[head_end..(head_end + len).min(buf.len())].to_vec(),
+    })
+}
+
+impl HttpPeer {
+    pub async fn start(handler: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> HttpPeer {
+        let handler: Arc<Handler> = Arc::new(handler);
         let l = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
-            .expect("bind sink");
-        let addr = l.local_addr().expect("sink addr");
-        let received: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let r2 = received.clone();
-        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            .expect("bind http peer");
+        let addr = l.local_addr().expect("http peer addr");
+        let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
+        let r2 = requests.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut s, _)) = l.accept().await else {
                     return;
                 };
-                let received = r2.clone();
-                let seen = seen.clone();
+                let requests = r2.clone();
+                let handler = handler.clone();
                 tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    let (head_end, len) = loop {
-                        let Ok(n) = s.read(&mut chunk).await else {
-                            return;
-                        };
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
-                            let len = head
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length:"))
-                                .and_then(|v| v.trim().parse::<usize>().ok())
-                                .unwrap_or(0);
-                            break (i + 4, len);
-                        }
-                        if buf.len() > 1 << 20 {
-                            return;
-                        }
+                    let Some(req) = read_request(&mut s).await else {
+                        return;
                     };
-                    while buf.len() < head_end + len {
-                        let Ok(n) = s.read(&mut chunk).await else {
-                            return;
-                        };
-                        if n == 0 {
-                            break;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                    }
-                    let body = &buf[head_end..(head_end + len).min(buf.len())];
-                    let n = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let status = if n < fail_first {
-                        "503 Service Unavailable"
+                    let reply = handler(&req);
+                    requests.lock().expect("peer lock").push(req);
+                    let len = if reply.content_type == "text/event-stream" {
+                        String::new()
                     } else {
-                        "200 OK"
+                        let n: usize = reply.chunks.iter().map(|(_, c)| c.len()).sum();
+                        format!("content-length: {n}\r\n")
                     };
-                    if n >= fail_first {
-                        let v = serde_json::from_slice(body).unwrap_or(Value::Null);
-                        received.lock().expect("sink lock").push(v);
-                    }
-                    let resp = format!(
-                        "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    let head = format!(
+                        "HTTP/1.1 {} X\r\ncontent-type: {}\r\n{len}connection: close\r\n\r\n",
+                        reply.status, reply.content_type
                     );
-                    let _ = s.write_all(resp.as_bytes()).await;
+                    if s.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    for (pause, c) in &reply.chunks {
+                        tokio::time::sleep(*pause).await;
+                        if s.write_all(c).await.is_err() {
+                            return;
+                        }
+                        let _ = s.flush().await;
+                    }
                     let _ = s.shutdown().await;
                 });
             }
         });
-        Sink {
-            url: format!("http://{addr}/results"),
-            received,
+        HttpPeer {
+            url: format!("http://{addr}"),
+            requests,
             task,
         }
     }
 
-    pub fn bodies(&self) -> Vec<Value> {
-        self.received.lock().expect("sink lock").clone()
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().expect("peer lock").clone()
     }
+}
+
+/// A tiny HTTP server recording every request body it receives (as JSON).
+pub struct Sink {
+    pub url: String,
+    peer: HttpPeer,
+    fail_first: usize,
+}
+
+impl Sink {
+    /// Serves on 127.0.0.1; the first `fail_first` requests get 503, later ones 200.
+    pub async fn start(fail_first: usize) -> Sink {
+        let seen = std::sync::atomic::AtomicUsize::new(0);
+        let peer = HttpPeer::start(move |_| {
+            if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < fail_first {
+                Reply::empty(503)
+            } else {
+                Reply::empty(200)
+            }
+        })
+        .await;
+        Sink {
+            url: format!("{}/results", peer.url),
+            peer,
+            fail_first,
+        }
+    }
+
+    /// Bodies of the requests answered 200.
+    pub fn bodies(&self) -> Vec<Value> {
+        self.peer
+            .requests()
+            .iter()
+            .skip(self.fail_first)
+            .map(Recorded::json)
+            .collect()
+    }
+}
+
+/// What an [`RtpPeer`] does once the engine's first RTP packet arrived.
+#[derive(Debug, Clone)]
+pub enum RtpStep {
+    /// Silence for this long.
+    Wait(Duration),
+    /// RFC 4733 telephone-events (payload type 101): 100 ms per digit, three end packets,
+    /// 60 ms of silence between digits.
+    Digits(String),
+    /// Raw 8 kHz µ-law audio, 160 bytes per 20 ms packet.
+    Audio(Vec<u8>),
+}
+
+#[derive(Debug, Default)]
+struct RtpCounters {
+    received: u64,
+    voiced: u64,
+    /// Milliseconds after the first received packet of the first voiced packet after the
+    /// script finished.
+    sent_done_ms: Option<u64>,
+    voiced_after_script: u64,
+}
+
+/// The callee's RTP endpoint, owned by the test: a UDP socket on 127.0.0.1 (announce its
+/// `port` in the callee's SDP). After the engine's first packet it sends PCMU every 20 ms
+/// from the same socket (symmetric RTP): the script's audio and telephone-events, silence
+/// otherwise, until the engine has been silent for 1.5 s. It counts what it receives, and
+/// how much of it is voice.
+pub struct RtpPeer {
+    pub port: u16,
+    counters: Arc<Mutex<RtpCounters>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RtpPeer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// An RTP packet (version 2, no CSRC).
+fn rtp_packet(pt: u8, marker: bool, seq: u16, ts: u32, payload: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(12 + payload.len());
+    p.push(0x80);
+    p.push(pt | if marker { 0x80 } else { 0 });
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&ts.to_be_bytes());
+    p.extend_from_slice(&0x00e2_e2e2u32.to_be_bytes());
+    p.extend_from_slice(payload);
+    p
+}
+
+/// Whether a µ-law payload carries voice (more than a quarter of its samples above ~ -40 dBFS).
+fn ulaw_voiced(payload: &[u8]) -> bool {
+    let loud = payload.iter().filter(|b| ((!**b) >> 4) & 0x07 >= 3).count();
+    loud * 4 > payload.len()
+}
+
+impl RtpPeer {
+    pub async fn start(script: Vec<RtpStep>) -> RtpPeer {
+        let sock = tokio::net::UdpSocket::bind("127.0.0.1:0")
+            .await
+            .expect("bind rtp peer");
+        let port = sock.local_addr().expect("rtp addr").port();
+        // The plan: one (payload type, marker, timestamp, payload) per 20 ms slot.
+        let mut plan: Vec<(u8, bool, u32, Vec<u8>)> = Vec::new();
+        let mut ts: u32 = 0;
+        let silence = vec![0xFFu8; 160];
+        for step in script {
+            match step {
+                RtpStep::Wait(d) => {
+                    for _ in 0..(d.as_millis() / 20) {
+                        plan.push((0, false, ts, silence.clone()));
+                        ts = ts.wrapping_add(160);
+                    }
+                }
+                RtpStep::Audio(bytes) => {
+                    for c in bytes.chunks(160) {
+                        let mut f = c.to_vec();
+                        f.resize(160, 0xFF);
+                        plan.push((0, false, ts, f));
+                        ts = ts.wrapping_add(160);
+                    }
+                }
+                RtpStep::Digits(digits) => {
+                    for d in digits.chars() {
+                        let event = match d {
+                            '0'..='9' => d as u8 - b'0',
+                            '*' => 10,
+                            '#' => 11,
+                            other => panic!("not a DTMF digit: {other:?}"),
+                        };
+                        let start = ts;
+                        for i in 1..=5u16 {
+                            let dur = (i * 160).to_be_bytes();
+                            plan.push((101, i == 1, start, vec![event, 10, dur[0], dur[1]]));
+                            ts = ts.wrapping_add(160);
+                        }
+                        for _ in 0..3 {
+                            let dur = 800u16.to_be_bytes();
+                            plan.push((101, false, start, vec![event, 0x80 | 10, dur[0], dur[1]]));
+                            ts = ts.wrapping_add(160);
+                        }
+                        for _ in 0..3 {
+                            plan.push((0, false, ts, silence.clone()));
+                            ts = ts.wrapping_add(160);
+                        }
+                    }
+                }
+            }
+        }
+        let counters: Arc<Mutex<RtpCounters>> = Arc::default();
+        let c2 = counters.clone();
+        let task = tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            // The engine's first packet tells where to send.
+            let Ok((n, engine)) = sock.recv_from(&mut buf).await else {
+                return;
+            };
+            let first = tokio::time::Instant::now();
+            let count = |n: usize, buf: &[u8], done: bool| {
+                let mut c = c2.lock().expect("rtp lock");
+                c.received += 1;
+                if n > 12 && ulaw_voiced(&buf[12..n]) {
+                    c.voiced += 1;
+                    if done {
+                        c.voiced_after_script += 1;
+                    }
+                }
+            };
+            count(n, &buf, false);
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            let mut seq: u16 = 1;
+            let mut i = 0usize;
+            let mut last = tokio::time::Instant::now();
+            loop {
+                tokio::select! {
+                    r = sock.recv_from(&mut buf) => {
+                        if let Ok((n, _)) = r {
+                            last = tokio::time::Instant::now();
+                            count(n, &buf, i >= plan.len());
+                        }
+                    }
+                    _ = tick.tick() => {
+                        // The engine stopped sending (the call ended): stop too, so no stale
+                        // stream reaches a media port the engine hands to a later call.
+                        if last.elapsed() > Duration::from_millis(1500) {
+                            return;
+                        }
+                        let pkt = match plan.get(i) {
+                            Some((pt, m, t, p)) => rtp_packet(*pt, *m, seq, *t, p),
+                            None => {
+                                c2.lock().expect("rtp lock").sent_done_ms
+                                    .get_or_insert(first.elapsed().as_millis() as u64);
+                                rtp_packet(0, false, seq, ts.wrapping_add(160 * (i - plan.len()) as u32), &silence)
+                            }
+                        };
+                        let _ = sock.send_to(&pkt, engine).await;
+                        seq = seq.wrapping_add(1);
+                        i += 1;
+                    }
+                }
+            }
+        });
+        RtpPeer {
+            port,
+            counters,
+            task,
+        }
+    }
+
+    /// RTP packets received from the engine.
+    pub fn received(&self) -> u64 {
+        self.counters.lock().expect("rtp lock").received
+    }
+
+    /// Received packets carrying voice (the engine's prompts), and how many of them arrived
+    /// after the script was sent.
+    pub fn voiced(&self) -> (u64, u64) {
+        let c = self.counters.lock().expect("rtp lock");
+        (c.voiced, c.voiced_after_script)
+    }
+
+    /// Milliseconds after the engine's first packet at which the script was fully sent.
+    pub fn script_done_ms(&self) -> Option<u64> {
+        self.counters.lock().expect("rtp lock").sent_done_ms
+    }
+}
+
+/// Runs sox with `args` (panics with its error output on failure).
+pub fn sox(args: &[&str]) {
+    let out = std::process::Command::new("sox")
+        .args(args)
+        .output()
+        .expect("run sox");
+    assert!(
+        out.status.success(),
+        "sox {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A voicemail greeting as raw 8 kHz µ-law: 200 ms of silence, flite speaking `text`,
+/// 400 ms of silence, a 1 kHz beep of `beep_ms`, then one second of silence.
+pub fn ulaw_greeting_with_beep(dir: &Path, name: &str, text: &str, beep_ms: u32) -> PathBuf {
+    let wav = dir.join(format!("{name}.flite.wav"));
+    let st = std::process::Command::new("flite")
+        .args(["-t", text, "-o"])
+        .arg(&wav)
+        .status()
+        .expect("run flite");
+    assert!(st.success(), "flite failed");
+    let speech = dir.join(format!("{name}.speech.ul"));
+    let (w, sp) = (wav.display().to_string(), speech.display().to_string());
+    sox(&[
+        &w, "-r", "8000", "-c", "1", "-t", "ul", &sp, "pad", "0.2", "0.4",
+    ]);
+    let beep = dir.join(format!("{name}.beep.ul"));
+    let b = beep.display().to_string();
+    let secs = format!("{:.3}", f64::from(beep_ms) / 1000.0);
+    sox(&[
+        "-n", "-r", "8000", "-c", "1", "-t", "ul", &b, "synth", &secs, "sine", "1000", "vol",
+        "0.5", "pad", "0", "1.0",
+    ]);
+    let out = dir.join(name);
+    let mut bytes = std::fs::read(&speech).expect("speech");
+    bytes.extend(std::fs::read(&beep).expect("beep"));
+    std::fs::write(&out, bytes).expect("write greeting");
+    out
 }
 
 /// Polls `f` every 200 ms until it returns Some or `within` passes.

@@ -230,6 +230,40 @@ struct ChatStream {
     finished_at: Option<Instant>,
 }
 
+impl ChatStream {
+    fn new(account_sid: &str, provider: &LlmProvider, req: &ChatRequest) -> ChatStream {
+        ChatStream {
+            account_sid: account_sid.to_string(),
+            provider: provider.name.clone(),
+            model: req.model.clone(),
+            status: ChatStatus::InProgress,
+            acc: Accumulator::default(),
+            error: None,
+            delivered: 0,
+            finished_at: None,
+        }
+    }
+}
+
+/// Whether the account's `global_llm` feature flag is on: the gate of the chat routes
+/// and of the LLM bricks of live calls.
+pub async fn llm_enabled(
+    store: &crate::store::Store,
+    account: &crate::store::AccountRecord,
+) -> crate::store::StoreResult<bool> {
+    let rules = store.flag_rules(&account.tenant_sid).await?;
+    Ok(crate::flags::evaluate_all(
+        &rules,
+        crate::flags::Subject {
+            account_sid: &account.sid,
+            country: &account.country,
+            region: &account.region,
+        },
+    )
+    .iter()
+    .any(|(n, on)| *n == "global_llm" && *on))
+}
+
 /// What a poll sees.
 #[derive(Debug, Clone)]
 pub struct PollResult {
@@ -330,13 +364,8 @@ impl LlmService {
         }
     }
 
-    /// Starts a chat for an account; returns the stream id at once (the upstream is
-    /// read by a background task).
-    pub fn start(
-        self: &Arc<Self>,
-        account_sid: &str,
-        req: ChatRequest,
-    ) -> Result<String, LlmError> {
+    /// Validates a chat request and picks its provider (see [`Self::select`]).
+    fn checked_provider(&self, req: &ChatRequest) -> Result<LlmProvider, LlmError> {
         if req.messages.is_empty() {
             return Err(LlmError::Invalid(
                 "messages: at least one message is required".into(),
@@ -359,19 +388,48 @@ impl LlmService {
                 )));
             }
         }
-        let provider = self.select(&req)?;
+        self.select(req)
+    }
+
+    /// One-shot completion for callers inside the process (the LLM bricks of live calls):
+    /// the same validation, provider choice and streaming upstream client as [`Self::start`],
+    /// awaited to the end within `within` (and the stream timeout). Nothing is kept for
+    /// polling. Returns the accumulated answer (content, tool calls, finish reason).
+    pub async fn complete(
+        &self,
+        account_sid: &str,
+        req: ChatRequest,
+        within: Duration,
+    ) -> Result<Accumulator, LlmError> {
+        let provider = self.checked_provider(&req)?;
+        let stream = Mutex::new(ChatStream::new(account_sid, &provider, &req));
+        let within = within.min(self.stream_timeout);
+        match tokio::time::timeout(within, run_upstream(&self.http, &provider, &req, &stream)).await
+        {
+            Ok(Ok(())) => Ok(std::mem::take(&mut stream.lock().acc)),
+            Ok(Err((m, c))) => Err(LlmError::Upstream(m, c)),
+            Err(_) => Err(LlmError::Upstream(
+                format!(
+                    "provider {}: no complete answer within {} ms",
+                    provider.name,
+                    within.as_millis()
+                ),
+                0,
+            )),
+        }
+    }
+
+    /// Starts a chat for an account; returns the stream id at once (the upstream is
+    /// read by a background task).
+    pub fn start(
+        self: &Arc<Self>,
+        account_sid: &str,
+        req: ChatRequest,
+    ) -> Result<String, LlmError> {
+        let provider = self.checked_provider(&req)?;
         self.forget_expired();
         let id = format!("chat_{}", uuid::Uuid::now_v7().simple());
-        let stream = Arc::new(Mutex::new(ChatStream {
-            account_sid: account_sid.to_string(),
-            provider: provider.name.clone(),
-            model: req.model.clone(),
-            status: ChatStatus::InProgress,
-            acc: Accumulator::default(),
-            error: None,
-            delivered: 0,
-            finished_at: None,
-        }));
+        let stream = Arc::new(Mutex::new(ChatStream::new(account_sid, &provider, &req)));
         self.streams.lock().insert(id.clone(), stream.clone());
         let http = self.http.clone();
         let timeout = self.stream_timeout;

@@ -10,11 +10,13 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use crate::{
     adapters::{
         error::{Adapted, AdaptedBody, AdapterError, AdapterErrorBody, AdapterResult},
-        llm::{ChatMessage, ChatRequest, ChatStatus, FunctionCall, PartsBehavior, ToolCall},
+        llm::{
+            ChatMessage, ChatRequest, ChatStatus, FunctionCall, PartsBehavior, ToolCall,
+            llm_enabled,
+        },
     },
     api::{AppState, Json, Path, Query},
     auth::{Authz, cap},
-    flags::{self, Subject},
     store::AccountRecord,
 };
 
@@ -83,18 +85,7 @@ pub struct ChatStreamResult {
 
 /// 403 `llm_disabled` unless the account's global_llm flag is on.
 async fn check_llm_flag(state: &AppState, account: &AccountRecord) -> AdapterResult<()> {
-    let rules = state.store.flag_rules(&account.tenant_sid).await?;
-    let on = flags::evaluate_all(
-        &rules,
-        Subject {
-            account_sid: &account.sid,
-            country: &account.country,
-            region: &account.region,
-        },
-    )
-    .iter()
-    .any(|(n, on)| *n == "global_llm" && *on);
-    if on {
+    if llm_enabled(&state.store, account).await? {
         Ok(())
     } else {
         Err(AdapterError::new(
