@@ -153,6 +153,8 @@ struct Session {
     // Addressing
     remote_rtp: Option<SocketAddr>,
     remote_rtcp: Option<SocketAddr>,
+    /// The address the peer's SDP named (see `on_rtp_datagram`: it always wins the latch).
+    signalled_rtp: Option<SocketAddr>,
     latched: bool,
     rtcp_latched: bool,
     codec: Codec,
@@ -205,6 +207,7 @@ impl Session {
             remote_rtcp: init
                 .remote
                 .map(|a| SocketAddr::new(a.ip(), a.port().wrapping_add(1))),
+            signalled_rtp: None,
             latched: false,
             rtcp_latched: false,
             codec: Codec::Pcmu,
@@ -394,6 +397,12 @@ fn handle_command(cmd: Command, slots: &mut [Vec<Session>], now: u64) {
             if let Some(s) = find(slots, id) {
                 s.codec = codec;
                 s.te_pt = te_pt;
+                s.signalled_rtp = Some(addr);
+                // A latch made before the peer's address was known may be a stale stream
+                // aimed at this recycled port: start over from the signalled address.
+                if s.latched && s.remote_rtp != Some(addr) {
+                    s.latched = false;
+                }
                 if !s.latched {
                     s.remote_rtp = Some(addr);
                 }
@@ -562,9 +571,16 @@ fn receive(s: &mut Session, sc: &mut Scratch, now: u64) {
 
 fn on_rtp_datagram(s: &mut Session, buf: &[u8], from: SocketAddr, now: u64) {
     {
+        // Symmetric RTP latches to the first source, but the address the SDP signalled
+        // always wins: a stale stream still aimed at a recycled port can hold the latch
+        // only until the real peer's first packet arrives from where it said it would.
         if s.latched && s.remote_rtp != Some(from) {
-            s.counters.foreign_packets += 1;
-            return;
+            if s.signalled_rtp == Some(from) && RtpPacket::parse(buf).is_ok() {
+                s.latched = false;
+            } else {
+                s.counters.foreign_packets += 1;
+                return;
+            }
         }
         if looks_like_rtcp(buf) {
             on_rtcp(s, buf, now);

@@ -402,6 +402,63 @@ async fn symmetric_rtp_latches_to_first_source() {
     assert_eq!(stats.remote, Some(actual.addr()));
 }
 
+async fn next_latch(session: &mut callsmith_media::MediaSession) -> Option<std::net::SocketAddr> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    while let Ok(Some(ev)) = tokio::time::timeout_at(deadline, session.next_event()).await {
+        if let MediaEvent::RemoteLatched { addr, .. } = ev {
+            return Some(addr);
+        }
+    }
+    None
+}
+
+/// A stale stream (an earlier call's peer still sending to this recycled port) may latch
+/// first, but once the peer the SDP named sends from its signalled address, RTP goes there
+/// and the stale source is foreign.
+#[tokio::test]
+async fn the_signalled_address_wins_the_latch_from_a_stale_stream() {
+    let engine = engine();
+    let mut session = engine.open_session(None).unwrap();
+    let signalled = RawPeer::new().await;
+    let stale = RawPeer::new().await;
+    session
+        .set_remote(signalled.addr(), Codec::Pcmu, Some(101))
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = write_rtp(&mut buf, true, 0, 1, 160, 3, &[0xFF; 160]).unwrap();
+    stale
+        .sock
+        .send_to(&buf[..n], session.local_addr())
+        .await
+        .unwrap();
+    let mut latched = Vec::new();
+    latched.push(next_latch(&mut session).await);
+    let n2 = write_rtp(&mut buf, true, 0, 9, 160, 4, &[0xFF; 160]).unwrap();
+    signalled
+        .sock
+        .send_to(&buf[..n2], session.local_addr())
+        .await
+        .unwrap();
+    latched.push(next_latch(&mut session).await);
+    assert_eq!(latched, vec![Some(stale.addr()), Some(signalled.addr())]);
+    // The stale source keeps sending: dropped as foreign, and our RTP goes to the peer.
+    for _ in 0..3 {
+        stale
+            .sock
+            .send_to(&buf[..n], session.local_addr())
+            .await
+            .unwrap();
+    }
+    let got = signalled
+        .collect(Duration::from_secs(2), |p| p.len() >= 5)
+        .await;
+    assert!(got.len() >= 5, "RTP flows to the signalled peer");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stats = session.stats().await.unwrap();
+    assert_eq!(stats.remote, Some(signalled.addr()));
+    assert_eq!(stats.foreign_packets, 3);
+}
+
 #[tokio::test]
 async fn rtcp_reports_flow_between_sessions() {
     let engine = engine_with(|c| c.rtcp_interval_ms = 200);
