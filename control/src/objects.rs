@@ -66,7 +66,7 @@ impl Provider {
 }
 
 /// S3-compatible bucket settings.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct S3Config {
     /// Endpoint URL for S3-compatible servers (MinIO, …); unset means AWS.

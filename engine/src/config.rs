@@ -39,6 +39,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "dialer",
     "webhook",
     "adapters",
+    "objects",
 ];
 
 /// The whole configuration.
@@ -75,6 +76,8 @@ pub struct Config {
     pub webhook: WebhookSection,
     /// Language adapters: classifier training, LLM providers (chat routes and LLM bricks).
     pub adapters: AdaptersSection,
+    /// Object storage: audio files, recordings, call histories.
+    pub objects: ObjectsSection,
 }
 
 /// `[adapters]`
@@ -177,6 +180,39 @@ impl AdaptersSection {
     }
 }
 
+/// `[objects]`: where audio files, recordings and call histories are stored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ObjectsSection {
+    /// `local` (a directory) or `s3` (an S3-compatible bucket). Default `local`.
+    pub provider: callsmith_control::objects::Provider,
+    /// Directory of the local provider. Default `<data_dir>/objects`.
+    pub local_dir: Option<PathBuf>,
+    /// The bucket of the `s3` provider.
+    pub s3: callsmith_control::objects::S3Config,
+    /// Key for signed links and capability URLs (at least 32 characters). Unset: read from
+    /// `signing_key_file`, generated there on first start.
+    pub signing_key: Option<String>,
+    /// Where the generated signing key lives. Default: beside `local_dir` (`<local_dir>.key`).
+    pub signing_key_file: Option<PathBuf>,
+}
+
+impl ObjectsSection {
+    /// The control plane's settings, with the local directory under `data_dir` by default.
+    pub fn to_control(&self, data_dir: &Path) -> callsmith_control::objects::ObjectsConfig {
+        callsmith_control::objects::ObjectsConfig {
+            provider: self.provider,
+            local_dir: self
+                .local_dir
+                .clone()
+                .unwrap_or_else(|| data_dir.join("objects")),
+            s3: self.s3.clone(),
+            signing_key: self.signing_key.clone(),
+            signing_key_file: self.signing_key_file.clone(),
+        }
+    }
+}
+
 /// `[webhook]`
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -261,6 +297,7 @@ impl Default for Config {
             dialer: DialerConfig::default(),
             webhook: WebhookSection::default(),
             adapters: AdaptersSection::default(),
+            objects: ObjectsSection::default(),
         }
     }
 }
@@ -582,6 +619,32 @@ mod tests {
     }
 
     #[test]
+    fn objects_on_s3_from_file_and_env() {
+        use callsmith_control::objects::Provider;
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "c.toml",
+                "data_dir = \"/srv/cs\"\n[objects]\nprovider = \"s3\"\n[objects.s3]\nendpoint = \"http://127.0.0.1:9000\"\nbucket = \"calls\"\nregion = \"us-east-1\"\nallow_http = true\n",
+            )?;
+            jail.set_env("CALLSMITH_OBJECTS__S3__SECRET_ACCESS_KEY", "from-env");
+            let c = Config::load(Some(Path::new("c.toml")), Config::env())
+                .map_err(|e| e.to_string())?;
+            let o = c.objects.to_control(&c.data_dir);
+            assert_eq!(o.provider, Provider::S3);
+            assert_eq!(o.s3.bucket, "calls");
+            assert_eq!(o.s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+            assert!(o.s3.allow_http);
+            assert_eq!(o.s3.secret_access_key.as_deref(), Some("from-env"));
+            assert_eq!(o.local_dir, PathBuf::from("/srv/cs/objects"));
+            Ok(())
+        });
+        let d = Config::default();
+        let o = d.objects.to_control(&d.data_dir);
+        assert_eq!(o.provider, Provider::Local);
+        assert_eq!(o.local_dir, PathBuf::from("data/objects"));
+    }
+
+    #[test]
     fn unknown_keys_are_rejected() {
         figment::Jail::expect_with(|jail| {
             jail.create_file("c.toml", "[http]\nlisten_typo = \"x\"\n")?;
@@ -626,6 +689,12 @@ mod tests {
                 "adapters.llm_providers.api_key_env",
                 "adapters.llm_providers.gdpr",
                 "adapters.llm_providers.models",
+                "objects.local_dir",
+                "objects.signing_key",
+                "objects.signing_key_file",
+                "objects.s3.endpoint",
+                "objects.s3.access_key_id",
+                "objects.s3.secret_access_key",
             ]
             .map(String::from),
         );

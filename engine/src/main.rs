@@ -117,10 +117,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             iterations: cfg.auth.argon2_iterations,
             parallelism: 1,
         },
-        objects: callsmith_control::objects::ObjectsConfig {
-            local_dir: cfg.data_dir.join("objects"),
-            ..Default::default()
-        },
+        objects: cfg.objects.to_control(&cfg.data_dir),
         stt: callsmith_control::catalog::SttConfig {
             catalog_path: cfg.stt.catalog_path.clone(),
             engines: cfg.stt.engines.clone(),
