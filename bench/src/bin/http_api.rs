@@ -37,6 +37,9 @@ struct Args {
     /// Rows in the user table of the measured account (GET /v1/user returns one page of 100).
     #[arg(long, default_value_t = 150)]
     users: usize,
+    /// Store connection pool size (the service's `database.max_connections`).
+    #[arg(long, default_value_t = 16)]
+    pool: u32,
 }
 
 struct Row {
@@ -56,7 +59,7 @@ struct Target {
     _dir: tempfile::TempDir,
 }
 
-async fn start(backend: Backend) -> anyhow::Result<Target> {
+async fn start(backend: Backend, pool: u32) -> anyhow::Result<Target> {
     let dir = tempfile::tempdir()?;
     let url = match backend {
         Backend::Sqlite => format!("sqlite://{}", dir.path().join("bench.db").display()),
@@ -66,7 +69,7 @@ async fn start(backend: Backend) -> anyhow::Result<Target> {
             callsmith_control::store::create_postgres_database(&admin, "csfb_").await?
         }
     };
-    let store = Store::connect(&url, 16).await?;
+    let store = Store::connect(&url, pool).await?;
     store.migrate().await?;
     let su = tokens::generate(tokens::TokenKind::Superuser);
     bootstrap::ensure_superuser(&store, dir.path(), Some(&su)).await?;
@@ -219,7 +222,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut rows = Vec::new();
     for (backend, name) in backends {
-        let t = start(backend).await?;
+        let t = start(backend, args.pool).await?;
         for (endpoint, token) in [
             ("GET /v1/profile", &t.session),
             ("GET /v1/user", &t.account_key),
