@@ -347,6 +347,7 @@ pub async fn run_answered(
         turns: Vec::new(),
         prompts: Vec::new(),
         errors: Vec::new(),
+        answer_ns: None,
     };
     let info = CallInfo {
         direction,
@@ -503,6 +504,13 @@ struct Turn {
     stt_error: Option<String>,
     /// Bucket-qualified storage path of the caller audio of this turn.
     speech_recognition_recording: Option<String>,
+    /// Call time of the first RTP packet of the reply to this turn's answer.
+    reply_first_rtp_ms: Option<u64>,
+    /// Turn latency: answer available (final transcript / DTMF entry) → first RTP packet
+    /// of the reply, µs.
+    turn_latency_us: Option<u64>,
+    /// The engine's share of it: answer available → reply handed to the media worker, µs.
+    turn_engine_us: Option<u64>,
 }
 
 /// The engine's `CallPort`: one answered call over SIP + media.
@@ -522,6 +530,9 @@ pub struct LivePort {
     turns: Vec<Turn>,
     prompts: Vec<PromptLog>,
     errors: Vec<String>,
+    /// When the last turn's answer became available ([`callsmith_media::clock::now_ns`]),
+    /// until the reply's first RTP packet is measured.
+    answer_ns: Option<u64>,
 }
 
 /// Something that happened while waiting.
@@ -573,6 +584,24 @@ impl LivePort {
                 }
                 None
             }
+        }
+    }
+
+    /// Records a turn's latency (answer → first RTP of the reply) on the last turn and on
+    /// /metrics.
+    fn record_turn_latency(&mut self, answer_ns: u64, requested_ns: u64, first_rtp_ns: u64) {
+        let total_us = first_rtp_ns.saturating_sub(answer_ns) / 1000;
+        let engine_us = requested_ns.saturating_sub(answer_ns) / 1000;
+        self.rt.turns.latency.observe(total_us as f64 / 1e6);
+        self.rt.turns.engine.observe(engine_us as f64 / 1e6);
+        let now_ns = callsmith_media::clock::now_ns();
+        let at_ms = self
+            .ms()
+            .saturating_sub(now_ns.saturating_sub(first_rtp_ns) / 1_000_000);
+        if let Some(t) = self.turns.last_mut() {
+            t.reply_first_rtp_ms = Some(at_ms);
+            t.turn_latency_us = Some(total_us);
+            t.turn_engine_us = Some(engine_us);
         }
     }
 
@@ -719,6 +748,7 @@ impl CallPort for LivePort {
                 return PlayOutcome::Failed(e);
             }
         };
+        let requested_ns = callsmith_media::clock::now_ns();
         let handle = match self.session.play(playable, interruptible) {
             Ok(h) => h,
             Err(e) => return PlayOutcome::Failed(e.to_string()),
@@ -726,9 +756,11 @@ impl CallPort for LivePort {
         let wait = handle.wait();
         tokio::pin!(wait);
         let mut stopped_by_dtmf = false;
+        let first_rtp_ns;
         let outcome = loop {
             tokio::select! {
                 o = &mut wait => {
+                    first_rtp_ns = o.first_rtp_ns;
                     break match o.end {
                         PlayEnd::Completed => (PlayOutcome::Completed, o.played_ms),
                         PlayEnd::Interrupted => (PlayOutcome::Interrupted, o.played_ms),
@@ -764,6 +796,9 @@ impl CallPort for LivePort {
                 }
             }
         };
+        if let (Some(answer), Some(first)) = (self.answer_ns.take(), first_rtp_ns) {
+            self.record_turn_latency(answer, requested_ns, first);
+        }
         let name = match &outcome.0 {
             PlayOutcome::Completed => "completed",
             PlayOutcome::Interrupted => "interrupted",
@@ -785,6 +820,7 @@ impl CallPort for LivePort {
         if self.ended.is_some() {
             return Heard::HungUp;
         }
+        self.answer_ns = None;
         let mut turn = Turn {
             index: self.turns.len() + 1,
             started_ms: self.ms(),
@@ -923,6 +959,9 @@ impl CallPort for LivePort {
                     }
                 }
             }
+        }
+        if matches!(heard, Some(Heard::Speech { .. } | Heard::Dtmf { .. })) {
+            self.answer_ns = Some(callsmith_media::clock::now_ns());
         }
         drop(stt);
         drop(audio);

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use callsmith_sip::{LegEvent, LocalMedia, SipConfig, SipStack, TrunkConfig};
+use callsmith_bench::percentile;
 use clap::Parser;
 
 #[derive(Parser, Debug)]
@@ -51,13 +52,6 @@ fn free_port() -> Result<u16> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let idx = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
-}
 
 /// Response times (ms) from SIPp's `*_rtt.csv` files in `dir`.
 fn read_rtts(dir: &Path) -> Vec<f64> {
