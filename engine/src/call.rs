@@ -436,6 +436,11 @@ pub async fn run_answered(
         end_reason,
         error: None,
         answered_at: Some(answered_at),
+        consent_granted: callsmith_control::store::communications::consent_granted(
+            run.variables
+                .get(callsmith_control::store::communications::CONSENT_VARIABLE)
+                .map(String::as_str),
+        ),
     };
     finish(&rt, &comm, &f).await;
     info!(communication = %comm.sid, goals = ?f.goals, duration = f.duration, "call ended");

@@ -570,3 +570,129 @@ async fn two_engines_on_one_postgres_dial_each_call_once_within_shared_limits() 
         assert!(others <= 1, "{} started with {others} others live: cpl 2 violated", r["id"]);
     }
 }
+
+/// `consent_granted` is set by the call: the callee presses 1 to agree, the scenario sets the
+/// reserved variable `consent_granted`, and the finished communication carries the flag (a
+/// call whose scenario never sets it stays false).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consent_is_granted_by_the_scenario_variable() {
+    let mut agreeing = Sipp::spawn("uas_answer_dtmf.xml", None, None, &["-m", "1"]);
+    let mut plain = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "1"]);
+    let e = Engine::start(EngineOptions {
+        trunks: vec![
+            ("agree".into(), agreeing.addr),
+            ("plain".into(), plain.addr),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let t = provision(&e, "consent", "agree", "+4930100950").await;
+    let store = store_of(&e, None).await;
+    // The confirm scenario, with consent recorded on the agreeing answer.
+    let mut snapshot = reply_scenario("dtmf");
+    let bricks = &mut snapshot["constructor"]["bricks"];
+    bricks["audio_tts"]["v1"][0]["outputs"][0]["next"] = json!("consent");
+    bricks["assignment"] = json!({"v1": [{"id": "consent", "description": "", "properties": {
+        "variables": [{"name": "consent_granted", "value": "true"}]},
+        "outputs": [{"type": "next", "description": "", "next": "g_yes"}]}]});
+    let with_consent = create_scenario(&store, &t, &snapshot, true).await;
+    let agent = create_agent(
+        &store,
+        &t,
+        &AgentSpec {
+            scenario_sid: with_consent,
+            number_sid: t.number_id.clone(),
+            cps: 0,
+            cpl: 0,
+            targets: vec![],
+            calling_schedule: always(),
+            timezone: "UTC".into(),
+            call_recording: false,
+        },
+    )
+    .await;
+    let c = e
+        .post_ok(
+            "/v1/communication/-/dispatch",
+            Some(&t.account),
+            json!({"recipient": "+15550950", "agent_sid": agent}),
+            201,
+        )
+        .await;
+    assert_eq!(c["consent_granted"], false, "not before the call: {c}");
+    let done = e
+        .wait_communication(&t.account, c["id"].as_str().expect("id"), Duration::from_secs(60))
+        .await;
+    assert_eq!(done["goals"], json!(["confirmed"]), "{done}\n{}", e.log());
+    assert_eq!(done["variables"]["consent_granted"], "true");
+    assert_eq!(done["consent_granted"], true, "{done}");
+    // The reply's first RTP packet was measured for the DTMF turn.
+    let h = e.history(&t.account, done["id"].as_str().expect("id"));
+    let turn = &h["turns"][0];
+    assert_eq!(turn["heard"], "dtmf", "{turn}");
+    let total = turn["turn_latency_us"].as_u64().expect("turn latency");
+    let engine = turn["turn_engine_us"].as_u64().expect("engine share");
+    assert!(engine <= total && total < 2_000_000, "{turn}");
+    let (_, metrics) = e.get("/metrics", None).await;
+    assert!(
+        metrics
+            .as_str()
+            .unwrap_or_default()
+            .contains("callsmith_turn_latency_seconds_count 1"),
+        "{metrics}"
+    );
+
+    // A test call on the other trunk whose scenario never sets the variable.
+    let plain_t = {
+        let r = e
+            .client
+            .post(format!("{}/v1/internal/trunk", e.base_url))
+            .bearer_auth(SU_TOKEN)
+            .header("X-Tenant-Sid", &t.tenant)
+            .json(&json!({"name": "plain"}))
+            .send()
+            .await
+            .expect("create trunk");
+        assert_eq!(r.status().as_u16(), 201, "create trunk");
+        let n = e
+            .post_ok(
+                "/v1/number",
+                Some(&t.account),
+                json!({"identifier": "+4930100951", "name": "plain line", "trunk": "plain"}),
+                201,
+            )
+            .await;
+        n["id"].as_str().expect("number").to_string()
+    };
+    let greet = create_scenario(&store, &t, &greeting_scenario("Hello."), true).await;
+    let other = create_agent(
+        &store,
+        &t,
+        &AgentSpec {
+            scenario_sid: greet,
+            number_sid: plain_t,
+            cps: 0,
+            cpl: 0,
+            targets: vec![],
+            calling_schedule: always(),
+            timezone: "UTC".into(),
+            call_recording: false,
+        },
+    )
+    .await;
+    let c = e
+        .post_ok(
+            "/v1/communication/-/dispatch",
+            Some(&t.account),
+            json!({"recipient": "+15550951", "agent_sid": other}),
+            201,
+        )
+        .await;
+    let done = e
+        .wait_communication(&t.account, c["id"].as_str().expect("id"), Duration::from_secs(60))
+        .await;
+    assert_eq!(done["goals"], json!(["greeted"]), "{done}");
+    assert_eq!(done["consent_granted"], false);
+    assert!(agreeing.success(Duration::from_secs(20)).await, "{}", agreeing.dump());
+    assert!(plain.success(Duration::from_secs(20)).await, "{}", plain.dump());
+}

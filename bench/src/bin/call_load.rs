@@ -59,6 +59,11 @@ struct Args {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
+    /// Warm-up calls (another agent, same scenario) before the measured load: they fill
+    /// the TTS cache and open the database connections, so neither the first reply's
+    /// synthesis nor one-off allocations count as per-call cost.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
 }
 
 /// One /proc sample of the engine.
@@ -109,11 +114,11 @@ async fn main() -> Result<()> {
     };
 
     // The callee, the recognition node (speech only) and the engine.
-    let m = args.calls.to_string();
+    let total = (args.calls + args.warmup).to_string();
     let (stt, mut callee) = match args.answer {
         Answer::Dtmf => (
             None,
-            Sipp::spawn("uas_answer_dtmf.xml", None, None, &["-m", &m, "-rtp_echo"]),
+            Sipp::spawn("uas_answer_dtmf.xml", None, None, &["-m", &total, "-rtp_echo"]),
         ),
         Answer::Speech => {
             let node = SttNode::start().await;
@@ -121,7 +126,7 @@ async fn main() -> Result<()> {
             ulaw_speech(dir.path(), "answer.ulaw", "yes", 3500);
             (
                 Some(node),
-                Sipp::spawn_in(dir, "dialer_uas_speak.xml", None, None, &["-m", &m]),
+                Sipp::spawn_in(dir, "dialer_uas_speak.xml", None, None, &["-m", &total]),
             )
         }
     };
@@ -140,21 +145,39 @@ async fn main() -> Result<()> {
     let t = provision(&e, "load", "carrier", "+4930100900").await;
     let store = store_of(&e, None).await;
     let scn = create_scenario(&store, &t, &reply_scenario(mode), true).await;
-    let agent = create_agent(
-        &store,
-        &t,
-        &AgentSpec {
-            scenario_sid: scn,
-            number_sid: t.number_id.clone(),
-            cps: args.cps,
-            cpl: args.cpl,
-            targets: vec![],
-            calling_schedule: json!({"strategy": "always", "args": {}}),
-            timezone: "UTC".into(),
-            call_recording: false,
-        },
-    )
-    .await;
+    let spec = |cps, cpl| AgentSpec {
+        scenario_sid: scn.clone(),
+        number_sid: t.number_id.clone(),
+        cps,
+        cpl,
+        targets: vec![],
+        calling_schedule: json!({"strategy": "always", "args": {}}),
+        timezone: "UTC".into(),
+        call_recording: false,
+    };
+    let agent = create_agent(&store, &t, &spec(args.cps, args.cpl)).await;
+
+    // Warm-up.
+    if args.warmup > 0 {
+        let warm = create_agent(&store, &t, &spec(0, 0)).await;
+        let mut ids = Vec::new();
+        for i in 0..args.warmup {
+            let c = e
+                .post_ok(
+                    "/v1/communication/-/dispatch",
+                    Some(&t.account),
+                    json!({"recipient": format!("+1666{i:07}"), "agent_sid": warm}),
+                    201,
+                )
+                .await;
+            ids.push(c["id"].as_str().unwrap_or_default().to_string());
+        }
+        for id in ids {
+            e.wait_communication(&t.account, &id, Duration::from_secs(120))
+                .await;
+        }
+        eprintln!("{} warm-up calls done", args.warmup);
+    }
 
     // Dispatch everything for one moment a little ahead, so dialling starts after the
     // dispatch requests are done (they are not part of the measured load).

@@ -47,6 +47,17 @@ pub mod status {
     ];
 }
 
+/// The scenario variable that records the callee's personal-data recording consent: when
+/// it holds a yes-value at the end of the call (`true`, `yes`, `1`, any case; see
+/// [`consent_granted`]), the communication's `consent_granted` is set. A scenario asks for
+/// consent (a question) and sets it with an `assignment` brick; nothing else sets it.
+pub const CONSENT_VARIABLE: &str = "consent_granted";
+
+/// Whether a value of [`CONSENT_VARIABLE`] grants consent.
+pub fn consent_granted(value: Option<&str>) -> bool {
+    value.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "yes" | "1"))
+}
+
 store_row! {
     #[derive(Debug, Clone)]
     pub struct CommunicationRecord {
@@ -221,6 +232,8 @@ pub struct CallFinish {
     pub end_reason: Option<String>,
     pub error: Option<String>,
     pub answered_at: Option<DateTime<Utc>>,
+    /// The callee granted personal-data recording consent ([`CONSENT_VARIABLE`]).
+    pub consent_granted: bool,
 }
 
 /// What [`Store::communications_reconcile`] did.
@@ -576,11 +589,11 @@ impl Store {
             on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = $3, call_status = $4, sip_code = $5, duration = $6, \
             goals = $7, variables = $8, has_history = $9, history_path = $10, has_recording = $11, recording_path = $12, end_reason = $13, \
             error = $14, answered_at = COALESCE(answered_at, $15), ended_at = $16, updated_at = $16, claim_token = NULL, claimed_by = NULL, \
-            claimed_until = NULL WHERE sid = $1 AND claim_token = $2")
+            claimed_until = NULL, consent_granted = $17 WHERE sid = $1 AND claim_token = $2")
             .bind(sid).bind(token).bind(&f.communication_status).bind(&f.call_status).bind(f.sip_code).bind(f.duration)
             .bind(goals).bind(&f.variables).bind(f.history_path.is_some()).bind(&f.history_path)
             .bind(f.recording_path.is_some()).bind(&f.recording_path).bind(&f.end_reason).bind(&f.error)
-            .bind(f.answered_at).bind(t)
+            .bind(f.answered_at).bind(t).bind(f.consent_granted)
             .execute(p).await.map(|r| r.rows_affected() == 1))?,
         )
     }
@@ -664,6 +677,16 @@ mod tests {
         assert_eq!(starts.len(), 20, "{starts:?}");
         for w in starts.windows(3) {
             assert!(w[2] - w[0] >= S - 200_000, "{w:?}");
+        }
+    }
+
+    #[test]
+    fn consent_needs_a_yes_value() {
+        for v in ["true", "YES", " 1 "] {
+            assert!(consent_granted(Some(v)), "{v}");
+        }
+        for v in [None, Some(""), Some("no"), Some("false"), Some("0"), Some("maybe")] {
+            assert!(!consent_granted(v), "{v:?}");
         }
     }
 
