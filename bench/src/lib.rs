@@ -27,7 +27,13 @@ pub struct Limit {
 }
 
 /// An SVG line/scatter plot of `series` with optional horizontal limit lines.
-pub fn svg_plot(title: &str, x_label: &str, y_label: &str, series: &[Series], limits: &[Limit]) -> String {
+pub fn svg_plot(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    limits: &[Limit],
+) -> String {
     let (w, h, ml, mr, mt, mb) = (900.0, 420.0, 70.0, 170.0, 40.0, 50.0);
     let pw = w - ml - mr;
     let ph = h - mt - mb;
@@ -96,7 +102,12 @@ pub fn svg_plot(title: &str, x_label: &str, y_label: &str, series: &[Series], li
         if s.line {
             let mut d = String::new();
             for (j, (x, y)) in s.points.iter().enumerate() {
-                d.push_str(&format!("{}{:.1},{:.1} ", if j == 0 { "M" } else { "L" }, sx(*x), sy(*y)));
+                d.push_str(&format!(
+                    "{}{:.1},{:.1} ",
+                    if j == 0 { "M" } else { "L" },
+                    sx(*x),
+                    sy(*y)
+                ));
             }
             out.push_str(&format!(
                 "<path d=\"{d}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>\n",
@@ -138,7 +149,9 @@ fn fmt_num(v: f64) -> String {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 #[cfg(test)]
@@ -159,8 +172,16 @@ mod tests {
             "t",
             "x",
             "y",
-            &[Series { name: "live".into(), color: "blue".into(), points: vec![(0.0, 1.0), (2.0, 3.0)], line: true }],
-            &[Limit { y: 4.0, label: "cpl 4".into() }],
+            &[Series {
+                name: "live".into(),
+                color: "blue".into(),
+                points: vec![(0.0, 1.0), (2.0, 3.0)],
+                line: true,
+            }],
+            &[Limit {
+                y: 4.0,
+                label: "cpl 4".into(),
+            }],
         );
         assert!(s.starts_with("<svg") && s.contains("<path d=\"M") && s.contains("cpl 4"));
     }

@@ -48,7 +48,9 @@ async fn prompt_round_trip(codec: Codec) {
     assert_eq!(outcome.end, PlayEnd::Completed);
     assert_eq!(outcome.played_ms, 1000);
     // The first packet of the prompt left within one frame period (plus scheduling slack).
-    let first = outcome.first_rtp_ns.expect("the prompt's first packet was sent");
+    let first = outcome
+        .first_rtp_ns
+        .expect("the prompt's first packet was sent");
     assert!(
         first >= requested && first - requested < 60_000_000,
         "first RTP {} ms after the request",

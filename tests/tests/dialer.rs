@@ -410,8 +410,15 @@ async fn sigterm_drains_live_calls_and_leaves_the_queue_for_the_next_process() {
             .expect("read")
             .expect("row");
         assert_eq!(r.communication_status, "completed", "{r:?}");
-        assert_eq!(r.goal_list(), vec!["greeted".to_string()], "played to its end");
-        assert!(r.ended_at.expect("ended") > term_at, "it ended after SIGTERM");
+        assert_eq!(
+            r.goal_list(),
+            vec!["greeted".to_string()],
+            "played to its end"
+        );
+        assert!(
+            r.ended_at.expect("ended") > term_at,
+            "it ended after SIGTERM"
+        );
     }
     for id in &waiting {
         let r = store
@@ -567,7 +574,11 @@ async fn two_engines_on_one_postgres_dial_each_call_once_within_shared_limits() 
             .filter(|(o, _)| o["id"] != r["id"])
             .filter(|(o, _)| ts(&o["started_at"]) <= s && ts(&o["ended_at"]) > s)
             .count();
-        assert!(others <= 1, "{} started with {others} others live: cpl 2 violated", r["id"]);
+        assert!(
+            others <= 1,
+            "{} started with {others} others live: cpl 2 violated",
+            r["id"]
+        );
     }
 }
 
@@ -621,7 +632,11 @@ async fn consent_is_granted_by_the_scenario_variable() {
         .await;
     assert_eq!(c["consent_granted"], false, "not before the call: {c}");
     let done = e
-        .wait_communication(&t.account, c["id"].as_str().expect("id"), Duration::from_secs(60))
+        .wait_communication(
+            &t.account,
+            c["id"].as_str().expect("id"),
+            Duration::from_secs(60),
+        )
         .await;
     assert_eq!(done["goals"], json!(["confirmed"]), "{done}\n{}", e.log());
     assert_eq!(done["variables"]["consent_granted"], "true");
@@ -689,10 +704,22 @@ async fn consent_is_granted_by_the_scenario_variable() {
         )
         .await;
     let done = e
-        .wait_communication(&t.account, c["id"].as_str().expect("id"), Duration::from_secs(60))
+        .wait_communication(
+            &t.account,
+            c["id"].as_str().expect("id"),
+            Duration::from_secs(60),
+        )
         .await;
     assert_eq!(done["goals"], json!(["greeted"]), "{done}");
     assert_eq!(done["consent_granted"], false);
-    assert!(agreeing.success(Duration::from_secs(20)).await, "{}", agreeing.dump());
-    assert!(plain.success(Duration::from_secs(20)).await, "{}", plain.dump());
+    assert!(
+        agreeing.success(Duration::from_secs(20)).await,
+        "{}",
+        agreeing.dump()
+    );
+    assert!(
+        plain.success(Duration::from_secs(20)).await,
+        "{}",
+        plain.dump()
+    );
 }

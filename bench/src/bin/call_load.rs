@@ -118,7 +118,12 @@ async fn main() -> Result<()> {
     let (stt, mut callee) = match args.answer {
         Answer::Dtmf => (
             None,
-            Sipp::spawn("uas_answer_dtmf.xml", None, None, &["-m", &total, "-rtp_echo"]),
+            Sipp::spawn(
+                "uas_answer_dtmf.xml",
+                None,
+                None,
+                &["-m", &total, "-rtp_echo"],
+            ),
         ),
         Answer::Speech => {
             let node = SttNode::start().await;
@@ -305,7 +310,12 @@ async fn main() -> Result<()> {
         .collect();
     let setup_points: Vec<(f64, f64)> = rows
         .iter()
-        .filter_map(|r| Some((secs(first, r.started_at?), secs(r.started_at?, r.answered_at?) * 1000.0)))
+        .filter_map(|r| {
+            Some((
+                secs(first, r.started_at?),
+                secs(r.started_at?, r.answered_at?) * 1000.0,
+            ))
+        })
         .collect();
 
     // Turn latency from the saved histories.
@@ -366,7 +376,11 @@ async fn main() -> Result<()> {
     let wall = secs(before.at, after.at).max(1e-9);
     let cpu_core = cpu_secs / wall;
     let cpu_per_call = cpu_secs / call_secs.max(1e-9);
-    let rss_peak = in_load.iter().map(|s| s.rss_kib).max().unwrap_or(before.rss_kib);
+    let rss_peak = in_load
+        .iter()
+        .map(|s| s.rss_kib)
+        .max()
+        .unwrap_or(before.rss_kib);
     let mem_per_call = rss_peak.saturating_sub(before.rss_kib) as f64 / peak.max(1) as f64;
 
     // The table.
@@ -433,7 +447,10 @@ async fn main() -> Result<()> {
 
     // Plots.
     let conc = svg_plot(
-        &format!("Live calls over time ({} calls, cps {}, cpl {}, {mode})", args.calls, args.cps, args.cpl),
+        &format!(
+            "Live calls over time ({} calls, cps {}, cpl {}, {mode})",
+            args.calls, args.cps, args.cpl
+        ),
         "seconds since the first start",
         "live calls",
         &[Series {
@@ -455,13 +472,19 @@ async fn main() -> Result<()> {
             Series {
                 name: "turn latency".into(),
                 color: "#d62728".into(),
-                points: turns.iter().map(|t| (secs(first, t.at), t.total_ms)).collect(),
+                points: turns
+                    .iter()
+                    .map(|t| (secs(first, t.at), t.total_ms))
+                    .collect(),
                 line: false,
             },
             Series {
                 name: "turn overhead".into(),
                 color: "#2ca02c".into(),
-                points: turns.iter().map(|t| (secs(first, t.at), t.engine_ms)).collect(),
+                points: turns
+                    .iter()
+                    .map(|t| (secs(first, t.at), t.engine_ms))
+                    .collect(),
                 line: false,
             },
             Series {

@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use callsmith_sip::{LegEvent, LocalMedia, SipConfig, SipStack, TrunkConfig};
 use callsmith_bench::percentile;
+use callsmith_sip::{LegEvent, LocalMedia, SipConfig, SipStack, TrunkConfig};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
@@ -51,7 +51,6 @@ struct Step {
 fn free_port() -> Result<u16> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }
-
 
 /// Response times (ms) from SIPp's `*_rtt.csv` files in `dir`.
 fn read_rtts(dir: &Path) -> Vec<f64> {

@@ -685,7 +685,14 @@ mod tests {
         for v in ["true", "YES", " 1 "] {
             assert!(consent_granted(Some(v)), "{v}");
         }
-        for v in [None, Some(""), Some("no"), Some("false"), Some("0"), Some("maybe")] {
+        for v in [
+            None,
+            Some(""),
+            Some("no"),
+            Some("false"),
+            Some("0"),
+            Some("maybe"),
+        ] {
             assert!(!consent_granted(v), "{v:?}");
         }
     }
