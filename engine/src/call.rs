@@ -353,6 +353,7 @@ pub async fn run_answered(
         errors: Vec::new(),
         trunk,
         transfers: Vec::new(),
+        answer_ns: None,
     };
     let info = CallInfo {
         direction,
@@ -443,6 +444,11 @@ pub async fn run_answered(
         end_reason,
         error: None,
         answered_at: Some(answered_at),
+        consent_granted: callsmith_control::store::communications::consent_granted(
+            run.variables
+                .get(callsmith_control::store::communications::CONSENT_VARIABLE)
+                .map(String::as_str),
+        ),
     };
     finish(&rt, &comm, &f).await;
     info!(communication = %comm.sid, goals = ?f.goals, duration = f.duration, "call ended");
@@ -511,6 +517,13 @@ struct Turn {
     stt_error: Option<String>,
     /// Bucket-qualified storage path of the caller audio of this turn.
     speech_recognition_recording: Option<String>,
+    /// Call time of the first RTP packet of the reply to this turn's answer.
+    reply_first_rtp_ms: Option<u64>,
+    /// Turn latency: answer available (final transcript / DTMF entry) → first RTP packet
+    /// of the reply, µs.
+    turn_latency_us: Option<u64>,
+    /// The engine's share of it: answer available → reply handed to the media worker, µs.
+    turn_engine_us: Option<u64>,
 }
 
 /// The engine's `CallPort`: one answered call over SIP + media.
@@ -534,6 +547,9 @@ pub struct LivePort {
     trunk: String,
     /// call_transfer attempts, for the history.
     transfers: Vec<transfer::TransferLog>,
+    /// When the last turn's answer became available ([`callsmith_media::clock::now_ns`]),
+    /// until the reply's first RTP packet is measured.
+    answer_ns: Option<u64>,
 }
 
 /// Something that happened while waiting.
@@ -585,6 +601,24 @@ impl LivePort {
                 }
                 None
             }
+        }
+    }
+
+    /// Records a turn's latency (answer → first RTP of the reply) on the last turn and on
+    /// /metrics.
+    fn record_turn_latency(&mut self, answer_ns: u64, requested_ns: u64, first_rtp_ns: u64) {
+        let total_us = first_rtp_ns.saturating_sub(answer_ns) / 1000;
+        let engine_us = requested_ns.saturating_sub(answer_ns) / 1000;
+        self.rt.turns.latency.observe(total_us as f64 / 1e6);
+        self.rt.turns.engine.observe(engine_us as f64 / 1e6);
+        let now_ns = callsmith_media::clock::now_ns();
+        let at_ms = self
+            .ms()
+            .saturating_sub(now_ns.saturating_sub(first_rtp_ns) / 1_000_000);
+        if let Some(t) = self.turns.last_mut() {
+            t.reply_first_rtp_ms = Some(at_ms);
+            t.turn_latency_us = Some(total_us);
+            t.turn_engine_us = Some(engine_us);
         }
     }
 
@@ -731,6 +765,7 @@ impl CallPort for LivePort {
                 return PlayOutcome::Failed(e);
             }
         };
+        let requested_ns = callsmith_media::clock::now_ns();
         let handle = match self.session.play(playable, interruptible) {
             Ok(h) => h,
             Err(e) => return PlayOutcome::Failed(e.to_string()),
@@ -738,9 +773,11 @@ impl CallPort for LivePort {
         let wait = handle.wait();
         tokio::pin!(wait);
         let mut stopped_by_dtmf = false;
+        let first_rtp_ns;
         let outcome = loop {
             tokio::select! {
                 o = &mut wait => {
+                    first_rtp_ns = o.first_rtp_ns;
                     break match o.end {
                         PlayEnd::Completed => (PlayOutcome::Completed, o.played_ms),
                         PlayEnd::Interrupted => (PlayOutcome::Interrupted, o.played_ms),
@@ -776,6 +813,9 @@ impl CallPort for LivePort {
                 }
             }
         };
+        if let (Some(answer), Some(first)) = (self.answer_ns.take(), first_rtp_ns) {
+            self.record_turn_latency(answer, requested_ns, first);
+        }
         let name = match &outcome.0 {
             PlayOutcome::Completed => "completed",
             PlayOutcome::Interrupted => "interrupted",
@@ -797,6 +837,7 @@ impl CallPort for LivePort {
         if self.ended.is_some() {
             return Heard::HungUp;
         }
+        self.answer_ns = None;
         let mut turn = Turn {
             index: self.turns.len() + 1,
             started_ms: self.ms(),
@@ -935,6 +976,9 @@ impl CallPort for LivePort {
                     }
                 }
             }
+        }
+        if matches!(heard, Some(Heard::Speech { .. } | Heard::Dtmf { .. })) {
+            self.answer_ns = Some(callsmith_media::clock::now_ns());
         }
         drop(stt);
         drop(audio);

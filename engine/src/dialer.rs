@@ -2,10 +2,13 @@
 //! limits, renews this process's leases, reconciles expired claims, and drains on shutdown.
 //!
 //! Limits (docs/communications.md):
-//! * `cpl` (calls per line): live calls of the agent at once, counted in the database across
-//!   every engine (`dialing` + `in_progress`); 0 = no limit;
-//! * `cps` (calls per second): call starts per second, a token bucket per agent in this
-//!   process (capacity `cps`, refilled at `cps` per second); 0 = no limit;
+//! * `cpl` (calls per line): live calls of the agent at once (`dialing` + `in_progress`);
+//!   0 = no limit;
+//! * `cps` (calls per second): call starts per second, one start slot every `1/cps` s;
+//!   0 = no limit;
+//! * both hold across every engine on one database: the claim counts live calls and takes
+//!   start slots in one transaction that locks the agent's slot row
+//!   ([`callsmith_control::store::Store::communication_claim_agent`]);
 //! * the agent must be active (not archived), else its due rows wait (`queued`, retried
 //!   every `inactive_retry_secs`);
 //! * `calling_schedule`: outside a window the agent's due rows are deferred (`queued`) to the
@@ -14,52 +17,15 @@
 //! Scenario test calls have no agent: they start at once, bounded only by
 //! `dialer.max_live_calls` (which bounds every call of this process).
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use callsmith_control::schedule::{CallingSchedule, next_allowed};
-use callsmith_control::store::communications::{Claim, ClaimScope};
+use callsmith_control::store::communications::{AgentLimits, Claim, ClaimScope};
 use chrono::Utc;
 use serde_json::Value;
 use tracing::{info, warn};
 
 use crate::runtime::Runtime;
-
-/// A token bucket of call starts: `rate` per second, bursting at most `burst` (one poll
-/// interval's worth, at least 1), so starts are spread evenly over each second.
-#[derive(Debug, Clone)]
-pub struct TokenBucket {
-    rate: f64,
-    burst: f64,
-    tokens: f64,
-    last: Instant,
-}
-
-impl TokenBucket {
-    /// `rate` starts per second, at most `burst` at once (at least 1).
-    pub fn new(rate: f64, burst: f64, now: Instant) -> TokenBucket {
-        TokenBucket {
-            rate,
-            burst: burst.max(1.0),
-            tokens: burst.max(1.0),
-            last: now,
-        }
-    }
-    /// Whole tokens available at `now` (after refilling).
-    pub fn available(&mut self, now: Instant) -> u64 {
-        let dt = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = now;
-        self.tokens = (self.tokens + dt * self.rate).min(self.burst);
-        self.tokens.floor() as u64
-    }
-    pub fn take(&mut self, n: u64) {
-        self.tokens = (self.tokens - n as f64).max(0.0);
-    }
-    pub fn set_rate(&mut self, rate: f64, burst: f64) {
-        self.rate = rate;
-        self.burst = burst.max(1.0);
-    }
-}
 
 /// The schedule of an agent's `calling_schedule` JSON (`always` when absent or unreadable).
 fn schedule_of(json: &str) -> Option<CallingSchedule> {
@@ -77,7 +43,6 @@ pub async fn run(rt: Runtime) {
     let poll = Duration::from_millis(cfg.poll_interval_ms.max(20));
     let lease =
         chrono::Duration::from_std(rt.settings.lease).unwrap_or(chrono::Duration::seconds(30));
-    let mut buckets: HashMap<String, TokenBucket> = HashMap::new();
     let mut last_renew = Instant::now();
     let mut last_reconcile = Instant::now() - Duration::from_secs(3600);
     info!(instance = %rt.settings.instance, "dialer started");
@@ -112,7 +77,7 @@ pub async fn run(rt: Runtime) {
                 Err(e) => warn!(error = %e, "reconciling claims failed"),
             }
         }
-        if let Err(e) = tick(&rt, &mut buckets, lease).await {
+        if let Err(e) = tick(&rt, lease).await {
             warn!(error = %e, "dialer tick failed");
         }
         tokio::select! {
@@ -146,7 +111,6 @@ fn claim(rt: &Runtime, lease: chrono::Duration) -> Claim {
 
 async fn tick(
     rt: &Runtime,
-    buckets: &mut HashMap<String, TokenBucket>,
     lease: chrono::Duration,
 ) -> Result<(), callsmith_control::store::StoreError> {
     let max_live = rt.settings.dialer.max_live_calls.max(1);
@@ -161,11 +125,9 @@ async fn tick(
             tokio::spawn(crate::call::run_outbound(rt.clone(), c));
         }
     }
-    // One poll interval's worth of starts may go at once (at least one).
-    let poll_secs = rt.settings.dialer.poll_interval_ms.max(20) as f64 / 1000.0;
-    let burst = |cps: i64| (cps as f64 * poll_secs).max(1.0);
+    // Start slots missed by at most one poll interval may still be taken.
+    let slack_us = rt.settings.dialer.poll_interval_ms.max(20) as i64 * 1000;
     let agents = rt.store.communications_due_agents().await?;
-    let now = Instant::now();
     for agent_sid in agents {
         if room(rt) <= 0 {
             break;
@@ -219,28 +181,15 @@ async fn tick(
                 }
             }
         }
-        let mut n = room(rt);
-        if agent.cpl > 0 {
-            let live = rt.store.communication_live_count(&agent.sid).await?;
-            n = n.min(agent.cpl - live);
-        }
-        let bucket = buckets
-            .entry(agent.sid.clone())
-            .or_insert_with(|| TokenBucket::new(agent.cps as f64, burst(agent.cps), now));
-        if agent.cps > 0 {
-            bucket.set_rate(agent.cps as f64, burst(agent.cps));
-            n = n.min(bucket.available(now) as i64);
-        }
-        if n <= 0 {
-            continue;
-        }
+        let limits = AgentLimits {
+            cps: agent.cps,
+            cpl: agent.cpl,
+            slack_us,
+        };
         let rows = rt
             .store
-            .communication_claim_due(&claim(rt, lease), &ClaimScope::Agent(agent.sid.clone()), n)
+            .communication_claim_agent(&claim(rt, lease), &agent.sid, &limits, room(rt))
             .await?;
-        if agent.cps > 0 {
-            bucket.take(rows.len() as u64);
-        }
         for c in rows {
             tokio::spawn(crate::call::run_outbound(rt.clone(), c));
         }
@@ -251,21 +200,6 @@ async fn tick(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bucket_spreads_starts_over_the_second() {
-        let t0 = Instant::now();
-        let mut b = TokenBucket::new(2.0, 1.0, t0);
-        assert_eq!(b.available(t0), 1);
-        b.take(1);
-        assert_eq!(b.available(t0 + Duration::from_millis(400)), 0);
-        assert_eq!(b.available(t0 + Duration::from_millis(500)), 1);
-        b.take(1);
-        // Never more than the burst accumulates.
-        assert_eq!(b.available(t0 + Duration::from_secs(60)), 1);
-        let mut fast = TokenBucket::new(50.0, 10.0, t0);
-        assert_eq!(fast.available(t0 + Duration::from_secs(5)), 10);
-    }
 
     #[test]
     fn schedule_defaults_to_always() {

@@ -11,6 +11,7 @@ use callsmith_control::{AppState, Store, objects::Objects};
 use callsmith_media::{MediaEngine, stt::SttPool, tts::TtsService};
 use callsmith_sip::SipStack;
 use parking_lot::Mutex;
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -114,6 +115,45 @@ pub struct Runtime {
     pub hangup_all: CancellationToken,
     /// Round-robin position per number pool (fair rotation over its active numbers).
     pool_cursor: Arc<Mutex<HashMap<String, usize>>>,
+    /// Turn latency on /metrics (see [`TurnMetrics`]).
+    pub turns: TurnMetrics,
+}
+
+/// Turn latency histograms, exported on /metrics (docs/communications.md, "Turn latency"):
+/// from the moment a turn's answer (final transcript or completed DTMF entry) is available
+/// to the first RTP packet of the reply, in total and the engine's share of it (answer →
+/// the reply handed to the media worker; the rest is waiting for the session's next 20 ms
+/// frame slot).
+#[derive(Clone, Debug)]
+pub struct TurnMetrics {
+    pub latency: Histogram,
+    pub engine: Histogram,
+}
+
+impl TurnMetrics {
+    fn new() -> TurnMetrics {
+        let buckets = [
+            0.0005, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0,
+        ];
+        TurnMetrics {
+            latency: Histogram::new(buckets),
+            engine: Histogram::new(buckets),
+        }
+    }
+
+    fn register(&self, metrics: &callsmith_control::api::Metrics) {
+        let mut r = metrics.registry();
+        r.register(
+            "callsmith_turn_latency_seconds",
+            "Answer available (final transcript or DTMF entry) to the first RTP packet of the reply",
+            self.latency.clone(),
+        );
+        r.register(
+            "callsmith_turn_engine_seconds",
+            "Answer available to the reply handed to the media worker (the engine's share of the turn latency)",
+            self.engine.clone(),
+        );
+    }
 }
 
 impl Runtime {
@@ -124,6 +164,8 @@ impl Runtime {
         tts: Arc<TtsService>,
         settings: RuntimeSettings,
     ) -> Runtime {
+        let turns = TurnMetrics::new();
+        turns.register(&state.metrics);
         Runtime {
             store: state.store.clone(),
             state,
@@ -139,6 +181,7 @@ impl Runtime {
             draining: CancellationToken::new(),
             hangup_all: CancellationToken::new(),
             pool_cursor: Arc::default(),
+            turns,
         }
     }
 

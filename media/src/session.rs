@@ -55,6 +55,9 @@ pub enum PlayEnd {
 pub struct PlayOutcome {
     pub end: PlayEnd,
     pub played_ms: u64,
+    /// When the first RTP packet of this playback left the socket ([`crate::clock::now_ns`]);
+    /// None when nothing was sent (no peer yet, stopped before its first frame).
+    pub first_rtp_ns: Option<u64>,
 }
 
 /// Awaitable end of one `play`.
@@ -68,6 +71,7 @@ impl PlayHandle {
         self.rx.await.unwrap_or(PlayOutcome {
             end: PlayEnd::Stopped,
             played_ms: 0,
+            first_rtp_ns: None,
         })
     }
 }

@@ -137,6 +137,7 @@ struct ActivePlay {
     interruptible: bool,
     done: Option<oneshot::Sender<PlayOutcome>>,
     frames_played: u64,
+    first_rtp_ns: Option<u64>,
 }
 
 impl ActivePlay {
@@ -145,6 +146,7 @@ impl ActivePlay {
             let _ = d.send(PlayOutcome {
                 end,
                 played_ms: self.frames_played * 20,
+                first_rtp_ns: self.first_rtp_ns,
             });
         }
     }
@@ -444,6 +446,7 @@ fn handle_command(cmd: Command, slots: &mut [Vec<Session>], now: u64) {
                 interruptible,
                 done: Some(done),
                 frames_played: 0,
+                first_rtp_ns: None,
             };
             match find(slots, id) {
                 Some(s) if s.current.is_none() => s.current = Some(play),
@@ -780,6 +783,9 @@ fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingSt
     if s.rtp.send_to(&buf[..len], remote).is_ok() {
         s.packets_sent += 1;
         s.octets_sent += FRAME_SAMPLES as u64;
+        if first_of_play && let Some(p) = s.current.as_mut() {
+            p.first_rtp_ns.get_or_insert_with(now_ns);
+        }
     } else {
         s.counters.send_errors += 1;
     }

@@ -40,12 +40,22 @@ async fn prompt_round_trip(codec: Codec) {
     let session = engine.open_session(None).unwrap();
     let peer = RawPeer::new().await;
     session.set_remote(peer.addr(), codec, Some(101)).unwrap();
+    let requested = callsmith_media::clock::now_ns();
     let handle = session.play(prompt.clone(), false).unwrap();
     let outcome = tokio::time::timeout(Duration::from_secs(10), handle.wait())
         .await
         .unwrap();
     assert_eq!(outcome.end, PlayEnd::Completed);
     assert_eq!(outcome.played_ms, 1000);
+    // The first packet of the prompt left within one frame period (plus scheduling slack).
+    let first = outcome
+        .first_rtp_ns
+        .expect("the prompt's first packet was sent");
+    assert!(
+        first >= requested && first - requested < 60_000_000,
+        "first RTP {} ms after the request",
+        (first - requested) / 1_000_000
+    );
     // Silence follows the prompt; collect a little of it too.
     let packets = peer
         .collect(Duration::from_secs(5), |p| p.len() >= 75)

@@ -83,6 +83,9 @@ pub struct EngineOptions {
     pub sip_port: Option<u16>,
     /// Extra keys of the `[dialer]` section (`lease_secs = 2\n…`).
     pub dialer_toml: String,
+    /// RTP port range; None = [`rtp_range`] (give each of several engines in one test
+    /// its own part of it).
+    pub rtp_ports: Option<(u16, u16)>,
 }
 
 /// A running `callsmith serve`.
@@ -111,7 +114,7 @@ impl Engine {
         std::fs::create_dir_all(&data_dir).expect("data dir");
         let http_port = free_tcp_port();
         let sip_port = opts.sip_port.unwrap_or_else(free_udp_port);
-        let (rtp_min, rtp_max) = rtp_range();
+        let (rtp_min, rtp_max) = opts.rtp_ports.unwrap_or_else(rtp_range);
         let mut toml = format!(
             "data_dir = {:?}\nbootstrap_superuser_token = {SU_TOKEN:?}\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n\
              [auth]\nargon2_memory_kib = 64\nargon2_iterations = 1\n\
@@ -291,15 +294,23 @@ impl Engine {
         }
     }
 
-    /// The saved history JSON of a communication (local object storage under the data dir).
-    pub fn history(&self, account: &str, id: &str) -> Value {
-        let p = self
-            .data_dir
+    /// Whether this engine saved a history for a communication (it ran the call).
+    pub fn has_history(&self, account: &str, id: &str) -> bool {
+        self.history_path(account, id).exists()
+    }
+
+    fn history_path(&self, account: &str, id: &str) -> PathBuf {
+        self.data_dir
             .join("objects")
             .join("calls")
             .join(account)
             .join(id)
-            .join("history.json");
+            .join("history.json")
+    }
+
+    /// The saved history JSON of a communication (local object storage under the data dir).
+    pub fn history(&self, account: &str, id: &str) -> Value {
+        let p = self.history_path(account, id);
         let text =
             std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("history {}: {e}", p.display()));
         serde_json::from_str(&text).expect("history is JSON")
@@ -453,6 +464,30 @@ impl Sipp {
                     out.push_str(&format!("\n=== {name}\n{t}"));
                 }
             }
+        }
+        out
+    }
+
+    /// The distinct INVITEs SIPp saw, as (request-URI user, Call-ID), retransmissions
+    /// counted once: a callee dialled twice shows two Call-IDs for one user.
+    pub fn invites(&self) -> std::collections::BTreeSet<(String, String)> {
+        let log = self.messages();
+        let lines: Vec<&str> = log.lines().map(str::trim).collect();
+        let mut out = std::collections::BTreeSet::new();
+        for (i, l) in lines.iter().enumerate() {
+            let Some(uri) = l.strip_prefix("INVITE sip:") else {
+                continue;
+            };
+            let user = uri.split(['@', ' ', ';']).next().unwrap_or_default();
+            let call_id = lines[i + 1..]
+                .iter()
+                .take_while(|l| !l.is_empty())
+                .find_map(|l| {
+                    let (name, v) = l.split_once(':')?;
+                    (name.eq_ignore_ascii_case("call-id") || name == "i").then(|| v.trim())
+                })
+                .unwrap_or_default();
+            out.insert((user.to_string(), call_id.to_string()));
         }
         out
     }
@@ -1265,4 +1300,52 @@ pub fn question_scenario() -> Value {
         "goal": {"v1": [goal("g_yes", "agreed"), goal("g_no", "declined"), goal("g_invalid", "unclear"), goal("g_empty", "silent")]},
         "end_call": {"v1": [{"id": "bye", "description": "", "properties": {"signal": ""}, "outputs": []}]}
     }}})
+}
+
+/// A scenario: ask "Press one to confirm." and listen by `input_mode` (`dtmf`: the key 1;
+/// `speech`: "yes"/"yeah"/"sure" by the `whisper` engine); the answer is replied to with a
+/// TTS prompt ("Thank you, goodbye.") — the reply whose first RTP packet ends the turn
+/// latency — and goal `confirmed`; anything else → goal `unconfirmed`; then the call ends.
+pub fn reply_scenario(input_mode: &str) -> Value {
+    let end = |id: &str, g: &str| {
+        json!({"id": id, "description": "", "properties": {"goal": g},
+        "outputs": [{"type": "next", "description": "", "next": "bye"}]})
+    };
+    json!({"name": "confirm", "constructor": {"bricks": {
+        "start_call": {"v1": [{"id": "s", "description": "", "properties": {
+            "tts_general": {"engine": "espeak-ng", "voice": "", "language": "en-US", "speed": 1, "model": ""},
+            "stt_general": {"language": "en-US", "engine": "whisper", "model": "", "primary_language": "", "fallback_languages": []}},
+            "outputs": [{"type": "next", "description": "", "next": "ask"}]}]},
+        "question": {"v1": [{"id": "ask", "description": "", "properties": {
+            "stt_properties": {"no_input_timeout": 12, "speech_timeout": 1},
+            "dtmf_properties": {"max_symbols": 1},
+            "statement": {"audio": {"mode": "tts", "tts": {"text": "Press one to confirm."}}, "is_interruptible": false},
+            "type": "standard",
+            "input_mode": input_mode,
+            "answer": {"answers": [
+                {"answer_id": "yes", "description": "", "speech_input": {"tokens": ["yes", "yeah", "sure"], "mode": "contains"}, "dtmf_input": {"value": "1"}}
+            ]}},
+            "outputs": [
+                {"type": "yes", "description": "", "next": "thanks"},
+                {"type": "invalid", "description": "", "next": "g_no"},
+                {"type": "empty", "description": "", "next": "g_no"}
+            ]}]},
+        "audio_tts": {"v1": [{"id": "thanks", "description": "", "properties": {"text": "Thank you, goodbye.", "language": "", "voice": "", "engine": "", "model": ""},
+            "outputs": [{"type": "next", "description": "", "next": "g_yes"}]}]},
+        "goal": {"v1": [end("g_yes", "confirmed"), end("g_no", "unconfirmed")]},
+        "end_call": {"v1": [{"id": "bye", "description": "", "properties": {"signal": ""}, "outputs": []}]}
+    }}})
+}
+
+/// CPU time (user + system, clock ticks) and resident memory (KiB) of a process, from
+/// `/proc/<pid>/stat`.
+pub fn proc_usage(pid: u32) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may contain spaces) start at state (field 3).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    let rss_pages: u64 = f.get(21)?.parse().ok()?;
+    Some((utime + stime, rss_pages * 4))
 }

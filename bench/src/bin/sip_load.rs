@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use callsmith_bench::percentile;
 use callsmith_sip::{LegEvent, LocalMedia, SipConfig, SipStack, TrunkConfig};
 use clap::Parser;
 
@@ -49,14 +50,6 @@ struct Step {
 
 fn free_port() -> Result<u16> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let idx = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
 }
 
 /// Response times (ms) from SIPp's `*_rtt.csv` files in `dir`.

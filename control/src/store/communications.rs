@@ -47,6 +47,17 @@ pub mod status {
     ];
 }
 
+/// The scenario variable that records the callee's personal-data recording consent: when
+/// it holds a yes-value at the end of the call (`true`, `yes`, `1`, any case; see
+/// [`consent_granted`]), the communication's `consent_granted` is set. A scenario asks for
+/// consent (a question) and sets it with an `assignment` brick; nothing else sets it.
+pub const CONSENT_VARIABLE: &str = "consent_granted";
+
+/// Whether a value of [`CONSENT_VARIABLE`] grants consent.
+pub fn consent_granted(value: Option<&str>) -> bool {
+    value.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "yes" | "1"))
+}
+
 store_row! {
     #[derive(Debug, Clone)]
     pub struct CommunicationRecord {
@@ -157,6 +168,55 @@ pub enum ClaimScope {
     TestCalls,
 }
 
+/// An agent's limits as the dialer applies them (see [`Store::communication_claim_agent`]).
+#[derive(Debug, Clone, Copy)]
+pub struct AgentLimits {
+    /// Call starts per second (0 = no limit).
+    pub cps: i64,
+    /// Live calls at once (0 = no limit).
+    pub cpl: i64,
+    /// How far back unused start slots may still be taken, µs: a dialer polling late
+    /// catches up on the slots it missed (at most this much), so the long-run start rate
+    /// is exactly `cps`. The dialer passes its poll interval.
+    pub slack_us: i64,
+}
+
+/// Free start slots of an agent at one moment (a GCRA-style schedule: one slot every
+/// `1/cps` s; unused slots older than the slack are gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartSlots {
+    /// The first usable slot, µs since the epoch.
+    pub base_us: i64,
+    /// The slot interval, µs.
+    pub interval_us: i64,
+    /// Slots usable now.
+    pub available: i64,
+}
+
+impl StartSlots {
+    /// The next free slot after `used` slots were taken.
+    pub fn next_after(&self, used: i64) -> i64 {
+        self.base_us + used * self.interval_us
+    }
+}
+
+/// The start slots free at `now_us` given the next unused slot `next_us` (sans-IO core of
+/// the cps limit; the store keeps `next_us` per agent).
+pub fn start_slots(next_us: i64, now_us: i64, cps: i64, slack_us: i64) -> StartSlots {
+    let interval_us = (1_000_000 / cps.max(1)).max(1);
+    let base_us = next_us.max(now_us - slack_us.max(0));
+    let available = if now_us >= base_us {
+        (now_us - base_us) / interval_us + 1
+    } else {
+        0
+    };
+    StartSlots {
+        base_us,
+        interval_us,
+        available,
+    }
+}
+
 /// How a call ended, written by its owner.
 #[derive(Debug, Clone, Default)]
 pub struct CallFinish {
@@ -172,6 +232,8 @@ pub struct CallFinish {
     pub end_reason: Option<String>,
     pub error: Option<String>,
     pub answered_at: Option<DateTime<Utc>>,
+    /// The callee granted personal-data recording consent ([`CONSENT_VARIABLE`]).
+    pub consent_granted: bool,
 }
 
 /// What [`Store::communications_reconcile`] did.
@@ -343,8 +405,26 @@ impl Store {
         )
     }
 
+    /// The claim statement (bind order: token, by, until, now, limit, agent).
+    fn claim_sql(&self, scope: &ClaimScope) -> String {
+        let agent_cond = match scope {
+            ClaimScope::Agent(_) => "agent_sid = $6",
+            ClaimScope::TestCalls => "agent_sid IS NULL AND $6 = $6",
+        };
+        let lock = match self.backend() {
+            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        };
+        format!(
+            "UPDATE communications SET communication_status = 'dialing', claim_token = $1, claimed_by = $2, claimed_until = $3, updated_at = $4 \
+             WHERE communication_status IN ('new', 'queued') AND sid IN (SELECT sid FROM communications WHERE communication_status IN ('new', 'queued') \
+             AND direction = 'outbound' AND due_at <= $4 AND {agent_cond} ORDER BY due_at ASC, sid ASC LIMIT $5{lock}) RETURNING {COLS}"
+        )
+    }
+
     /// Claims up to `limit` due outbound rows of `scope` (oldest due first): status
-    /// `dialing`, the claim's token and lease. Atomic; see the module doc.
+    /// `dialing`, the claim's token and lease. Atomic; see the module doc. No agent limit
+    /// is applied here: agents' rows go through [`Store::communication_claim_agent`].
     pub async fn communication_claim_due(
         &self,
         claim: &Claim,
@@ -355,22 +435,76 @@ impl Store {
             return Ok(Vec::new());
         }
         let t = now();
-        let (agent_cond, agent) = match scope {
-            ClaimScope::Agent(a) => ("agent_sid = $6", a.clone()),
-            ClaimScope::TestCalls => ("agent_sid IS NULL AND $6 = $6", String::new()),
+        let agent = match scope {
+            ClaimScope::Agent(a) => a.clone(),
+            ClaimScope::TestCalls => String::new(),
         };
-        let lock = match self.backend() {
-            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-            Backend::Sqlite => "",
-        };
-        let sql = format!(
-            "UPDATE communications SET communication_status = 'dialing', claim_token = $1, claimed_by = $2, claimed_until = $3, updated_at = $4 \
-             WHERE communication_status IN ('new', 'queued') AND sid IN (SELECT sid FROM communications WHERE communication_status IN ('new', 'queued') \
-             AND direction = 'outbound' AND due_at <= $4 AND {agent_cond} ORDER BY due_at ASC, sid ASC LIMIT $5{lock}) RETURNING {COLS}"
-        );
+        let sql = self.claim_sql(scope);
         let mut rows = on_db!(self, p => sqlx::query_as::<_, CommunicationRecord>(sqlx::AssertSqlSafe(sql.clone()))
             .bind(&claim.token).bind(&claim.by).bind(claim.until).bind(t).bind(limit).bind(&agent)
             .fetch_all(p).await)?;
+        rows.sort_by(|a, b| a.due_at.cmp(&b.due_at).then(a.sid.cmp(&b.sid)));
+        Ok(rows)
+    }
+
+    /// Claims up to `want` due rows of an agent within the agent's limits, across every
+    /// engine on this database: in ONE transaction it locks the agent's row of
+    /// `agent_dial_slots` (PostgreSQL `FOR UPDATE`; SQLite serialises writers), counts the
+    /// agent's live calls (`cpl`), takes free start slots ([`start_slots`], `cps`), claims
+    /// that many rows and moves the next free slot past the ones used. Two engines claiming
+    /// for one agent therefore queue on that row and see each other's claims.
+    pub async fn communication_claim_agent(
+        &self,
+        claim: &Claim,
+        agent_sid: &str,
+        limits: &AgentLimits,
+        want: i64,
+    ) -> StoreResult<Vec<CommunicationRecord>> {
+        if want <= 0 {
+            return Ok(Vec::new());
+        }
+        let t = now();
+        let now_us = t.timestamp_micros();
+        let lock = match self.backend() {
+            Backend::Postgres => " FOR UPDATE",
+            Backend::Sqlite => "",
+        };
+        let select_slot =
+            format!("SELECT next_start_us FROM agent_dial_slots WHERE agent_sid = $1{lock}");
+        let claim_sql = self.claim_sql(&ClaimScope::Agent(agent_sid.to_string()));
+        let mut rows = on_db!(self, p => async {
+            let mut tx = p.begin().await?;
+            sqlx::query("INSERT INTO agent_dial_slots (agent_sid, next_start_us) VALUES ($1, $2) ON CONFLICT (agent_sid) DO NOTHING")
+                .bind(agent_sid).bind(now_us).execute(&mut *tx).await?;
+            let next_us: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(select_slot.clone()))
+                .bind(agent_sid).fetch_one(&mut *tx).await?;
+            let mut n = want;
+            if limits.cpl > 0 {
+                let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM communications WHERE agent_sid = $1 \
+                    AND communication_status IN ('dialing', 'in_progress')")
+                    .bind(agent_sid).fetch_one(&mut *tx).await?;
+                n = n.min(limits.cpl - live);
+            }
+            let slots = (limits.cps > 0).then(|| start_slots(next_us, now_us, limits.cps, limits.slack_us));
+            if let Some(s) = slots {
+                n = n.min(s.available);
+            }
+            if n <= 0 {
+                tx.rollback().await?;
+                return Ok::<_, StoreError>(Vec::new());
+            }
+            let rows = sqlx::query_as::<_, CommunicationRecord>(sqlx::AssertSqlSafe(claim_sql.clone()))
+                .bind(&claim.token).bind(&claim.by).bind(claim.until).bind(t).bind(n).bind(agent_sid)
+                .fetch_all(&mut *tx).await?;
+            if let Some(s) = slots
+                && !rows.is_empty()
+            {
+                sqlx::query("UPDATE agent_dial_slots SET next_start_us = $2 WHERE agent_sid = $1")
+                    .bind(agent_sid).bind(s.next_after(rows.len() as i64)).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            Ok(rows)
+        }.await)?;
         rows.sort_by(|a, b| a.due_at.cmp(&b.due_at).then(a.sid.cmp(&b.sid)));
         Ok(rows)
     }
@@ -455,11 +589,11 @@ impl Store {
             on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = $3, call_status = $4, sip_code = $5, duration = $6, \
             goals = $7, variables = $8, has_history = $9, history_path = $10, has_recording = $11, recording_path = $12, end_reason = $13, \
             error = $14, answered_at = COALESCE(answered_at, $15), ended_at = $16, updated_at = $16, claim_token = NULL, claimed_by = NULL, \
-            claimed_until = NULL WHERE sid = $1 AND claim_token = $2")
+            claimed_until = NULL, consent_granted = $17 WHERE sid = $1 AND claim_token = $2")
             .bind(sid).bind(token).bind(&f.communication_status).bind(&f.call_status).bind(f.sip_code).bind(f.duration)
             .bind(goals).bind(&f.variables).bind(f.history_path.is_some()).bind(&f.history_path)
             .bind(f.recording_path.is_some()).bind(&f.recording_path).bind(&f.end_reason).bind(&f.error)
-            .bind(f.answered_at).bind(t)
+            .bind(f.answered_at).bind(t).bind(f.consent_granted)
             .execute(p).await.map(|r| r.rows_affected() == 1))?,
         )
     }
@@ -517,5 +651,60 @@ impl Store {
              AND (number_sid = $2 OR (number_pool_sid IS NOT NULL AND number_pool_sid = $3)) ORDER BY created_at ASC LIMIT 1")
             .bind(&account_sid).bind(&number_sid).bind(&pool).fetch_optional(p).await)?;
         Ok(agent.map(|a| (a, identifier)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000;
+
+    #[test]
+    fn start_slots_give_exactly_cps_in_the_long_run() {
+        // cps 2, polled every 130 ms (late against the 500 ms slots), slack 200 ms.
+        let (mut next, mut starts) = (0, Vec::new());
+        let mut t = 0;
+        while t < 10 * S {
+            let s = start_slots(next, t, 2, 200_000);
+            if s.available > 0 {
+                starts.push(t);
+                next = s.next_after(1);
+            }
+            t += 130_000;
+        }
+        // 10 s at 2/s: 20 starts (the first at 0), never two within one slot interval minus the slack.
+        assert_eq!(starts.len(), 20, "{starts:?}");
+        for w in starts.windows(3) {
+            assert!(w[2] - w[0] >= S - 200_000, "{w:?}");
+        }
+    }
+
+    #[test]
+    fn consent_needs_a_yes_value() {
+        for v in ["true", "YES", " 1 "] {
+            assert!(consent_granted(Some(v)), "{v}");
+        }
+        for v in [
+            None,
+            Some(""),
+            Some("no"),
+            Some("false"),
+            Some("0"),
+            Some("maybe"),
+        ] {
+            assert!(!consent_granted(v), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn start_slots_do_not_bank_beyond_the_slack() {
+        // Idle for a minute: only the slack's worth of slots (plus the current one).
+        let s = start_slots(0, 60 * S, 10, 250_000);
+        assert_eq!(s.available, 3);
+        assert_eq!(s.base_us, 60 * S - 250_000);
+        assert_eq!(s.next_after(3), 60 * S + 50_000);
+        // A slot in the future: nothing yet.
+        assert_eq!(start_slots(S + 1, S, 10, 0).available, 0);
     }
 }

@@ -69,6 +69,8 @@ pub struct Communication {
     pub data: Value,
     pub timezone: String,
     pub is_test: bool,
+    /// The callee granted personal-data recording consent during the call: the scenario
+    /// variable `consent_granted` held `true`/`yes`/`1` at the end (docs/communications.md).
     pub consent_granted: bool,
     pub has_recording: bool,
     pub has_history: bool,
