@@ -578,23 +578,23 @@ pub fn wav_channels(path: &Path) -> (Vec<i16>, Vec<i16>) {
 }
 
 /// A bare RTP endpoint on 127.0.0.1 standing in for a SIP peer's media (a SIPp UAS can put
-/// its port in the SDP it answers with): it decodes the PCMU it receives and, once the
+/// its port in the SDP it answers with) for transfer tests: it decodes the PCMU it receives and, once the
 /// first packet told it where the engine is, answers with a continuous PCMU tone.
-pub struct RtpPeer {
+pub struct TonePeer {
     pub port: u16,
     received: Arc<Mutex<Vec<i16>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for RtpPeer {
+impl Drop for TonePeer {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-impl RtpPeer {
+impl TonePeer {
     /// Binds a free port; sends a `tone_hz` sine back to whoever sends to it.
-    pub async fn start(tone_hz: f32) -> RtpPeer {
+    pub async fn start(tone_hz: f32) -> TonePeer {
         use callsmith_media::{g711, rtp};
         let sock = tokio::net::UdpSocket::bind("127.0.0.1:0")
             .await
@@ -636,7 +636,7 @@ impl RtpPeer {
                 }
             }
         });
-        RtpPeer {
+        TonePeer {
             port,
             received,
             task,

@@ -213,7 +213,7 @@ async fn next_inbound(e: &Engine, t: &Tenancy, seen: &[String]) -> Value {
 /// the engine hangs up the target, and the brick took `success`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bridged_transfer_relays_audio_between_caller_and_target() {
-    let peer = RtpPeer::start(500.0).await;
+    let peer = TonePeer::start(500.0).await;
     let port = peer.port.to_string();
     let mut target = Sipp::spawn(
         "uas_transfer_target.xml",
