@@ -351,6 +351,7 @@ pub async fn run_answered(
         turns: Vec::new(),
         prompts: Vec::new(),
         errors: Vec::new(),
+        turn_audio_saves: Vec::new(),
         trunk,
         transfers: Vec::new(),
         answer_ns: None,
@@ -381,13 +382,21 @@ pub async fn run_answered(
     let ended_at = Utc::now();
     let LivePort {
         session,
-        turns,
+        mut turns,
+        turn_audio_saves,
         prompts,
         errors,
         ended,
         transfers,
         ..
     } = port;
+    for (i, save) in turn_audio_saves {
+        if !save.await.unwrap_or(false)
+            && let Some(t) = turns.get_mut(i)
+        {
+            t.speech_recognition_recording = None;
+        }
+    }
     let (stats, rec_info) = match session.close().await {
         Ok((s, r)) => (Some(s), r),
         Err(e) => {
@@ -543,6 +552,9 @@ pub struct LivePort {
     turns: Vec<Turn>,
     prompts: Vec<PromptLog>,
     errors: Vec<String>,
+    /// Uploads of turn audio still running: (index into `turns`, upload). They are
+    /// awaited before the history is written; a failed one clears its reference.
+    turn_audio_saves: Vec<(usize, tokio::task::JoinHandle<bool>)>,
     /// The trunk the call runs on (a bridged transfer's second leg leaves through it).
     trunk: String,
     /// call_transfer attempts, for the history.
@@ -695,7 +707,9 @@ impl LivePort {
             .map_err(|e| e.to_string())
     }
 
-    async fn save_turn_audio(&self, index: usize, pcm: &[i16]) -> Option<String> {
+    /// Starts storing a turn's caller audio off the reply's path (the reply must not wait
+    /// for object storage) and returns the reference it will have.
+    fn save_turn_audio(&mut self, index: usize, pcm: Vec<i16>) -> Option<String> {
         if pcm.is_empty() {
             return None;
         }
@@ -703,19 +717,23 @@ impl LivePort {
             "{}/speech/{index}.wav",
             call_prefix(&self.comm.account_sid, &self.comm.sid)
         );
-        let bytes = wav_8k_mono(pcm);
-        match self
-            .rt
-            .objects()
-            .put(&path, Bytes::from(bytes), Some("audio/wav"))
-            .await
-        {
-            Ok(()) => Some(format!("{BUCKET}/{path}")),
-            Err(e) => {
-                warn!(error = %e, "saving turn audio failed");
-                None
+        let reference = format!("{BUCKET}/{path}");
+        let objects = self.rt.objects().clone();
+        let upload = tokio::spawn(async move {
+            let bytes = wav_8k_mono(&pcm);
+            match objects
+                .put(&path, Bytes::from(bytes), Some("audio/wav"))
+                .await
+            {
+                Ok(()) => true,
+                Err(e) => {
+                    warn!(error = %e, "saving turn audio failed");
+                    false
+                }
             }
-        }
+        });
+        self.turn_audio_saves.push((self.turns.len(), upload));
+        Some(reference)
     }
 }
 
@@ -867,7 +885,12 @@ impl CallPort for LivePort {
                 None => turn.stt_error = Some("no recognition node configured".into()),
             }
         }
-        let mut audio = self.session.tap_caller_audio(3000).ok();
+        // The caller's audio is kept only to store a speech turn's recording.
+        let mut audio = if spec.speech.is_some() {
+            self.session.tap_caller_audio(3000).ok()
+        } else {
+            None
+        };
         let mut pcm: Vec<i16> = Vec::new();
         let dtmf = spec.dtmf.clone();
         let mut digits = String::new();
@@ -997,7 +1020,7 @@ impl CallPort for LivePort {
             Heard::HungUp => turn.heard = "hung_up".into(),
         }
         if spec.speech.is_some() {
-            turn.speech_recognition_recording = self.save_turn_audio(turn.index, &pcm).await;
+            turn.speech_recognition_recording = self.save_turn_audio(turn.index, pcm);
         }
         self.turns.push(turn);
         heard
