@@ -155,7 +155,12 @@ impl Engine {
             .arg("--config")
             .arg(&cfg_path)
             .arg("serve")
-            .env("RUST_LOG", "info,callsmith_engine=debug")
+            // CALLSMITH_E2E_LOG overrides the engine's log filter (benches use `info`).
+            .env(
+                "RUST_LOG",
+                std::env::var("CALLSMITH_E2E_LOG")
+                    .unwrap_or_else(|_| "info,callsmith_engine=debug".into()),
+            )
             .env_remove("CALLSMITH_DATABASE__URL")
             .stdin(Stdio::null())
             .stdout(log)
