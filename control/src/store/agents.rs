@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, StoreResult, now, on_db, store_row};
+use super::{Store, StoreError, StoreResult, filter::Where, now, on_db, store_row};
 
 store_row! {
     #[derive(Debug, Clone)]
@@ -136,46 +136,22 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> StoreResult<(Vec<AgentRecord>, i64)> {
-        let mut binds: Vec<String> = vec![account_sid.to_string()];
-        let mut cond = String::from("account_sid = $1");
-        for (col, v) in [
-            ("status", &f.status),
-            ("scenario_sid", &f.scenario_sid),
-            ("gateway_type", &f.gateway_type),
-            ("number_sid", &f.number_sid),
-            ("number_pool_sid", &f.number_pool_sid),
-        ] {
-            if let Some(v) = v {
-                binds.push(v.clone());
-                cond.push_str(&format!(" AND {col} = ${}", binds.len()));
-            }
-        }
+        let mut w = Where::new("account_sid", account_sid);
+        w.eq("status", f.status.as_ref());
+        w.eq("scenario_sid", f.scenario_sid.as_ref());
+        w.eq("gateway_type", f.gateway_type.as_ref());
+        w.eq("number_sid", f.number_sid.as_ref());
+        w.eq("number_pool_sid", f.number_pool_sid.as_ref());
         match f.archived {
-            None => cond.push_str(" AND archive_time IS NULL"),
-            Some(true) => cond.push_str(" AND archive_time IS NOT NULL"),
+            None => w.and("archive_time IS NULL"),
+            Some(true) => w.and("archive_time IS NOT NULL"),
             Some(false) => {}
         }
         let dir = if f.descending { "DESC" } else { "ASC" };
-        let sql = format!(
-            "SELECT {COLS} FROM agents WHERE {cond} ORDER BY created_at {dir}, sid {dir} LIMIT ${} OFFSET ${}",
-            binds.len() + 1,
-            binds.len() + 2
-        );
-        let count = format!("SELECT COUNT(*) FROM agents WHERE {cond}");
-        let rows = on_db!(self, p => {
-            let mut q = sqlx::query_as::<_, AgentRecord>(sqlx::AssertSqlSafe(sql.clone()));
-            for b in &binds {
-                q = q.bind(b);
-            }
-            q.bind(limit).bind(offset).fetch_all(p).await
-        })?;
-        let total: i64 = on_db!(self, p => {
-            let mut q = sqlx::query_scalar(sqlx::AssertSqlSafe(count.clone()));
-            for b in &binds {
-                q = q.bind(b);
-            }
-            q.fetch_one(p).await
-        })?;
+        let select = format!("SELECT {COLS} FROM agents");
+        let order = format!("created_at {dir}, sid {dir}");
+        let rows = w.page(self, &select, &order, limit, offset).await?;
+        let total = w.count(self, "agents").await?;
         Ok((rows, total))
     }
 

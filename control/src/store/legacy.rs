@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, StoreResult, now, numbers::like_pattern, on_db, store_row};
+use super::{Store, StoreError, StoreResult, filter::Where, now, on_db, store_row};
 
 store_row! {
     /// A legacy profile of an account.
@@ -224,8 +224,7 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> StoreResult<Vec<LegacyCampaignRecord>> {
-        let mut binds: Vec<String> = vec![account_sid.to_string()];
-        let mut cond = String::from("a.account_sid = $1");
+        let mut w = Where::new("a.account_sid", account_sid);
         for (field, v) in [
             (CampaignField::Sid, &f.sid),
             (CampaignField::ScenarioSid, &f.scenario_sid),
@@ -233,49 +232,22 @@ impl Store {
             (CampaignField::Number, &f.number),
             (CampaignField::PoolSid, &f.pool_sid),
         ] {
-            if let Some(v) = v {
-                binds.push(v.clone());
-                cond.push_str(&format!(" AND {} = ${}", field.expr(), binds.len()));
-            }
+            w.eq(field.expr(), v.as_ref());
         }
-        if let Some(v) = &f.status {
-            binds.push(v.clone());
-            cond.push_str(&format!(" AND a.status = ${}", binds.len()));
-        }
+        w.eq("a.status", f.status.as_ref());
         match f.archived {
             None => {}
-            Some(true) => cond.push_str(" AND a.archive_time IS NOT NULL"),
-            Some(false) => cond.push_str(" AND a.archive_time IS NULL"),
+            Some(true) => w.and("a.archive_time IS NOT NULL"),
+            Some(false) => w.and("a.archive_time IS NULL"),
         }
-        if let Some(q) = f.query.as_deref().filter(|q| !q.is_empty())
-            && !f.search_fields.is_empty()
-        {
-            binds.push(like_pattern(q));
-            let n = binds.len();
-            let ors: Vec<String> = f
-                .search_fields
-                .iter()
-                .map(|c| format!("LOWER({}) LIKE ${n} ESCAPE '\\'", c.expr()))
-                .collect();
-            cond.push_str(&format!(" AND ({})", ors.join(" OR ")));
-        }
+        let columns: Vec<&str> = f.search_fields.iter().map(|c| c.expr()).collect();
+        w.search(f.query.as_deref(), &columns);
         let order = match f.order {
             CampaignOrder::CreationTimeDesc => "a.created_at DESC, a.sid DESC",
             CampaignOrder::CreationTimeAsc => "a.created_at ASC, a.sid ASC",
             CampaignOrder::DescriptionAsc => "description ASC, a.created_at ASC, a.sid ASC",
             CampaignOrder::DescriptionDesc => "description DESC, a.created_at DESC, a.sid DESC",
         };
-        let sql = format!(
-            "{CAMPAIGN_SELECT} WHERE {cond} ORDER BY {order} LIMIT ${} OFFSET ${}",
-            binds.len() + 1,
-            binds.len() + 2
-        );
-        Ok(on_db!(self, p => {
-            let mut q = sqlx::query_as::<_, LegacyCampaignRecord>(sqlx::AssertSqlSafe(sql.clone()));
-            for b in &binds {
-                q = q.bind(b);
-            }
-            q.bind(limit).bind(offset).fetch_all(p).await
-        })?)
+        w.page(self, CAMPAIGN_SELECT, order, limit, offset).await
     }
 }

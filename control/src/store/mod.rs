@@ -25,6 +25,7 @@ mod audio;
 mod classifiers;
 pub mod communications;
 mod dictionaries;
+mod filter;
 mod flags;
 mod keys;
 mod legacy;

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, StoreResult, now, on_db, store_row};
+use super::{Store, StoreError, StoreResult, filter::Where, now, on_db, store_row};
 
 store_row! {
     #[derive(Debug, Clone)]
@@ -66,19 +66,6 @@ pub struct NumberFilter {
 
 const COLS: &str = "sid, tenant_sid, account_sid, identifier, name, pool_sid, trunk, status, created_at, updated_at";
 
-/// `%term%` for LIKE with `\` escaping the wildcards in `term`, lowercased.
-pub(crate) fn like_pattern(term: &str) -> String {
-    let mut out = String::from("%");
-    for c in term.to_lowercase().chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out.push('%');
-    out
-}
-
 impl Store {
     /// `Unique` when the account already has a number with that identifier.
     pub async fn number_create(&self, n: &NewNumber) -> StoreResult<NumberRecord> {
@@ -117,55 +104,21 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> StoreResult<(Vec<NumberRecord>, i64)> {
-        let mut binds: Vec<String> = vec![account_sid.to_string()];
-        let mut cond = String::from("account_sid = $1");
-        let eq = |col: &str, v: &Option<String>, cond: &mut String, binds: &mut Vec<String>| {
-            if let Some(v) = v {
-                binds.push(v.clone());
-                cond.push_str(&format!(" AND {col} = ${}", binds.len()));
-            }
-        };
-        eq("status", &f.status, &mut cond, &mut binds);
-        eq("identifier", &f.identifier, &mut cond, &mut binds);
-        eq("pool_sid", &f.pool_sid, &mut cond, &mut binds);
-        if let Some(q) = f.query.as_deref().filter(|q| !q.is_empty())
-            && !f.search_fields.is_empty()
-        {
-            binds.push(like_pattern(q));
-            let n = binds.len();
-            let ors: Vec<String> = f
-                .search_fields
-                .iter()
-                .map(|c| format!("LOWER({c}) LIKE ${n} ESCAPE '\\'"))
-                .collect();
-            cond.push_str(&format!(" AND ({})", ors.join(" OR ")));
-        }
+        let mut w = Where::new("account_sid", account_sid);
+        w.eq("status", f.status.as_ref());
+        w.eq("identifier", f.identifier.as_ref());
+        w.eq("pool_sid", f.pool_sid.as_ref());
+        w.search(f.query.as_deref(), &f.search_fields);
         let column = match f.order_by {
             "name" => "name",
             "identifier" => "identifier",
             _ => "created_at",
         };
         let dir = if f.descending { "DESC" } else { "ASC" };
-        let sql = format!(
-            "SELECT {COLS} FROM numbers WHERE {cond} ORDER BY {column} {dir}, sid {dir} LIMIT ${} OFFSET ${}",
-            binds.len() + 1,
-            binds.len() + 2
-        );
-        let count = format!("SELECT COUNT(*) FROM numbers WHERE {cond}");
-        let rows = on_db!(self, p => {
-            let mut q = sqlx::query_as::<_, NumberRecord>(sqlx::AssertSqlSafe(sql.clone()));
-            for b in &binds {
-                q = q.bind(b);
-            }
-            q.bind(limit).bind(offset).fetch_all(p).await
-        })?;
-        let total: i64 = on_db!(self, p => {
-            let mut q = sqlx::query_scalar(sqlx::AssertSqlSafe(count.clone()));
-            for b in &binds {
-                q = q.bind(b);
-            }
-            q.fetch_one(p).await
-        })?;
+        let select = format!("SELECT {COLS} FROM numbers");
+        let order = format!("{column} {dir}, sid {dir}");
+        let rows = w.page(self, &select, &order, limit, offset).await?;
+        let total = w.count(self, "numbers").await?;
         Ok((rows, total))
     }
 

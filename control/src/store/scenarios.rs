@@ -117,7 +117,7 @@ impl Store {
     ) -> StoreResult<(Vec<ScenarioRecord>, i64)> {
         let pattern = query
             .filter(|q| !q.is_empty())
-            .map(super::numbers::like_pattern);
+            .map(super::filter::like_pattern);
         let filter = "account_sid = $1 AND ($2 IS NULL OR LOWER(name) LIKE $2 ESCAPE '\\')";
         let column = if order_by == "name" {
             "name"

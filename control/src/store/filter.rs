@@ -1,0 +1,129 @@
+//! List filters: a WHERE clause over text binds, built from optional filters, and the
+//! page + count queries that run it. Numbers, agents and legacy campaigns share it, so the
+//! placeholder numbering and the LIKE escaping live in one place.
+
+use sqlx::{FromRow, postgres::PgRow, sqlite::SqliteRow};
+
+use super::{Store, StoreResult, on_db};
+
+/// `%term%` for LIKE with `\` escaping the wildcards in `term`, lowercased.
+pub(crate) fn like_pattern(term: &str) -> String {
+    let mut out = String::from("%");
+    for c in term.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+/// A WHERE clause whose `$n` placeholders are numbered in the order values are added.
+pub(crate) struct Where {
+    cond: String,
+    binds: Vec<String>,
+}
+
+impl Where {
+    /// Starts with `column = $1`.
+    pub fn new(column: &str, value: &str) -> Where {
+        Where {
+            cond: format!("{column} = $1"),
+            binds: vec![value.to_string()],
+        }
+    }
+
+    /// `AND column = $n` when `value` is set.
+    pub fn eq(&mut self, column: &str, value: Option<&String>) {
+        if let Some(v) = value {
+            self.binds.push(v.clone());
+            self.cond
+                .push_str(&format!(" AND {column} = ${}", self.binds.len()));
+        }
+    }
+
+    /// `AND condition` (a fixed condition without binds).
+    pub fn and(&mut self, condition: &str) {
+        self.cond.push_str(" AND ");
+        self.cond.push_str(condition);
+    }
+
+    /// `AND (LOWER(c1) LIKE $n OR …)`: a case-insensitive substring search over `columns`,
+    /// when `term` is non-empty and there is a column to search.
+    pub fn search(&mut self, term: Option<&str>, columns: &[&str]) {
+        let Some(term) = term.filter(|t| !t.is_empty()) else {
+            return;
+        };
+        if columns.is_empty() {
+            return;
+        }
+        self.binds.push(like_pattern(term));
+        let n = self.binds.len();
+        let ors: Vec<String> = columns
+            .iter()
+            .map(|c| format!("LOWER({c}) LIKE ${n} ESCAPE '\\'"))
+            .collect();
+        self.cond.push_str(&format!(" AND ({})", ors.join(" OR ")));
+    }
+
+    /// One page: `{select} WHERE … ORDER BY {order} LIMIT … OFFSET …`.
+    pub async fn page<R>(
+        &self,
+        store: &Store,
+        select: &str,
+        order: &str,
+        limit: i64,
+        offset: i64,
+    ) -> StoreResult<Vec<R>>
+    where
+        R: for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin,
+    {
+        let sql = format!(
+            "{select} WHERE {} ORDER BY {order} LIMIT ${} OFFSET ${}",
+            self.cond,
+            self.binds.len() + 1,
+            self.binds.len() + 2
+        );
+        Ok(on_db!(store, p => {
+            let mut q = sqlx::query_as::<_, R>(sqlx::AssertSqlSafe(sql.clone()));
+            for b in &self.binds {
+                q = q.bind(b);
+            }
+            q.bind(limit).bind(offset).fetch_all(p).await
+        })?)
+    }
+
+    /// `SELECT COUNT(*) FROM {from} WHERE …`.
+    pub async fn count(&self, store: &Store, from: &str) -> StoreResult<i64> {
+        let sql = format!("SELECT COUNT(*) FROM {from} WHERE {}", self.cond);
+        Ok(on_db!(store, p => {
+            let mut q = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()));
+            for b in &self.binds {
+                q = q.bind(b);
+            }
+            q.fetch_one(p).await
+        })?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_follow_the_values_added() {
+        let mut w = Where::new("account_sid", "acc_1");
+        w.eq("status", Some(&"active".to_string()));
+        w.eq("pool_sid", None);
+        w.and("archive_time IS NULL");
+        w.search(Some("50%"), &["name", "identifier"]);
+        w.search(Some(""), &["name"]);
+        assert_eq!(
+            w.cond,
+            "account_sid = $1 AND status = $2 AND archive_time IS NULL AND \
+             (LOWER(name) LIKE $3 ESCAPE '\\' OR LOWER(identifier) LIKE $3 ESCAPE '\\')"
+        );
+        assert_eq!(w.binds, ["acc_1", "active", "%50\\%%"]);
+    }
+}
