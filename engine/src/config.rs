@@ -122,12 +122,14 @@ pub struct LlmProviderSection {
 }
 
 impl Default for AdaptersSection {
+    /// The control plane's defaults (one place), plus the engine's LLM call timeout.
     fn default() -> Self {
+        let c = callsmith_control::adapters::AdaptersConfig::default();
         AdaptersSection {
-            training_workers: 2,
-            remote_classifier_url: None,
-            llm_stream_timeout_secs: 300,
-            llm_retention_secs: 3600,
+            training_workers: c.training_workers,
+            remote_classifier_url: c.remote_classifier_url,
+            llm_stream_timeout_secs: c.llm_stream_timeout.as_secs(),
+            llm_retention_secs: c.llm_retention.as_secs(),
             llm_call_timeout_secs: 15,
             llm_providers: Vec::new(),
         }
