@@ -1,13 +1,16 @@
 //! Helpers shared by the load generators in `src/bin/`: percentiles and hand-written SVG
 //! plots.
 
+/// The `q`-quantile (0–1) of sorted values, nearest rank; None when empty.
+pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    let last = sorted.len().checked_sub(1)?;
+    let idx = (q * last as f64).round() as usize;
+    Some(sorted[idx.min(last)])
+}
+
 /// The `p`-th percentile (0–100) of sorted values, nearest rank; NaN when empty.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let idx = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
+    nearest_rank(sorted, p / 100.0).unwrap_or(f64::NAN)
 }
 
 /// One data series of a plot.

@@ -203,12 +203,9 @@ async fn load(url: String, token: String, concurrency: usize, secs: Duration) ->
     (all, errors)
 }
 
-fn percentile(sorted: &[u32], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i] as f64 / 1000.0
+/// Milliseconds at quantile `q` of sorted microsecond latencies.
+fn percentile(sorted: &[u32], q: f64) -> f64 {
+    callsmith_bench::nearest_rank(sorted, q).map_or(f64::NAN, |us| f64::from(us) / 1000.0)
 }
 
 #[tokio::main]

@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 use callsmith_control::store::{NewAccount, Store};
 use callsmith_scenarios::{canonical::content_hash_value, testing::realistic_scenario};
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
+fn pct(sorted: &[Duration], q: f64) -> Duration {
+    callsmith_bench::nearest_rank(sorted, q).unwrap_or_default()
 }
 
 #[tokio::main(flavor = "current_thread")]

@@ -11,9 +11,8 @@ use callsmith_scenarios::testing::{ScriptedCall, realistic_scenario};
 use callsmith_scenarios::{AcceptAll, Snapshot, validate};
 use serde_json::{Value, json};
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    callsmith_bench::nearest_rank(sorted, q).unwrap_or_default()
 }
 
 fn report(name: &str, mut samples: Vec<Duration>, per: u32) {
