@@ -1,4 +1,6 @@
-//! Store-level behaviour on SQLite and PostgreSQL: migrations and the hard-purge cascade.
+//! Store-level behaviour on SQLite and PostgreSQL: migrations, the hard-purge cascade, and
+//! the one-round-trip reads (packed user pages, the joined profile) decoding exactly what
+//! the per-row reads decode.
 
 use callsmith_control::{both_backends, store, testing::TestServer};
 use reqwest::Method;
@@ -82,7 +84,100 @@ async fn hard_purge_leaves_no_row_of_the_subtree(s: TestServer) {
     );
 }
 
+/// `user_list` (packed into one JSON row on SQLite) and `profile_get` (one joined query)
+/// return the same records, field for field, as `user_get` and `account_get`.
+async fn one_round_trip_reads_match_row_reads(s: TestServer) {
+    let f = s.fixture().await;
+    // A logged-in user (last_login_at set), a soft-deleted one (deleted_at set), a name
+    // with quotes and non-ASCII, and a second flag rule.
+    for (email, name) in [
+        ("b@example.test", "Bob \"the\" Ü"),
+        ("c@example.test", "Carol"),
+    ] {
+        s.request(Method::POST, "/v1/user")
+            .bearer(&f.account_key)
+            .json(&json!({"email": email, "name": name}))
+            .send()
+            .await
+            .expect(201);
+    }
+    let carol = s
+        .store
+        .user_by_email("c@example.test")
+        .await
+        .unwrap()
+        .unwrap();
+    s.request(Method::DELETE, &format!("/v1/user/{}", carol.sid))
+        .bearer(&f.account_key)
+        .send()
+        .await
+        .expect(204);
+    for flag in ["global_tts", "global_llm"] {
+        s.su(
+            Method::PATCH,
+            &format!("/v1/internal/tenant/{}/feature-flag/{flag}", f.tenant_sid),
+        )
+        .json(&json!({"enabled": true, "countries": ["de"]}))
+        .send()
+        .await
+        .expect(200);
+    }
+
+    let (page, total) = s
+        .store
+        .user_list(&f.account_sid, true, "name", true, 100, 0)
+        .await
+        .unwrap();
+    assert_eq!(total, 3);
+    let names: Vec<&str> = page.iter().map(|u| u.name.as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(names, sorted, "name DESC order survives packing");
+    for u in &page {
+        let one = s.store.user_get(&u.sid).await.unwrap().unwrap();
+        assert_eq!(format!("{u:?}"), format!("{one:?}"));
+    }
+    assert!(page.iter().any(|u| u.deleted_at.is_some()));
+    assert!(page.iter().any(|u| u.last_login_at.is_some()));
+    let (empty, total) = s
+        .store
+        .user_list(&f.account_sid, false, "created_at", false, 10, 50)
+        .await
+        .unwrap();
+    assert!(empty.is_empty());
+    assert_eq!(total, 2);
+
+    let p = s
+        .store
+        .profile_get(&f.admin_user_sid)
+        .await
+        .unwrap()
+        .unwrap();
+    let user = s.store.user_get(&f.admin_user_sid).await.unwrap().unwrap();
+    let account = s.store.account_get(&f.account_sid).await.unwrap().unwrap();
+    assert_eq!(format!("{:?}", p.user), format!("{user:?}"));
+    assert_eq!(format!("{:?}", p.account), format!("{account:?}"));
+    assert_eq!(
+        p.flag_rules,
+        s.store.flag_rules(&f.tenant_sid).await.unwrap()
+    );
+    assert_eq!(p.flag_rules.len(), 2);
+    assert!(s.store.profile_get("us_missing").await.unwrap().is_none());
+
+    // A tenant without stored rules still yields the profile.
+    let other = s.fixture_named("bare").await;
+    let p = s
+        .store
+        .profile_get(&other.admin_user_sid)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(p.flag_rules.is_empty());
+    assert_eq!(p.account.sid, other.account_sid);
+}
+
 both_backends!(
     migrations_are_idempotent_and_complete,
-    hard_purge_leaves_no_row_of_the_subtree
+    hard_purge_leaves_no_row_of_the_subtree,
+    one_round_trip_reads_match_row_reads
 );

@@ -37,6 +37,9 @@ struct Args {
     /// Rows in the user table of the measured account (GET /v1/user returns one page of 100).
     #[arg(long, default_value_t = 150)]
     users: usize,
+    /// Page size of the measured GET /v1/user (`?limit=`).
+    #[arg(long, default_value_t = 100)]
+    user_limit: u32,
     /// Store connection pool size (the service's `database.max_connections`).
     #[arg(long, default_value_t = 16)]
     pool: u32,
@@ -225,7 +228,10 @@ async fn main() -> anyhow::Result<()> {
             ("GET /v1/user", &t.account_key),
         ] {
             let path = endpoint.trim_start_matches("GET ");
-            let url = format!("{}{path}", t.base);
+            let url = match path {
+                "/v1/user" => format!("{}{path}?limit={}", t.base, args.user_limit),
+                _ => format!("{}{path}", t.base),
+            };
             load(
                 url.clone(),
                 token.clone(),
@@ -255,8 +261,8 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     println!(
-        "concurrency {}, {} s per endpoint, {} users in the account",
-        args.concurrency, args.seconds, args.users
+        "concurrency {}, {} s per endpoint, {} users in the account, /v1/user pages of {}",
+        args.concurrency, args.seconds, args.users, args.user_limit
     );
     println!(
         "{:<9} {:<16} {:>9} {:>7} {:>10} {:>9} {:>9}",

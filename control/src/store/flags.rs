@@ -4,7 +4,7 @@ use super::{Store, StoreResult, from_json_list, now, on_db, store_row, to_json_l
 
 store_row! {
     #[derive(Debug, Clone)]
-    struct FlagRow {
+    pub(super) struct FlagRow {
         tenant_sid: String,
         name: String,
         account_sids: String,

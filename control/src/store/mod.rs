@@ -31,6 +31,7 @@ mod keys;
 mod legacy;
 mod numbers;
 mod pools;
+mod profile;
 mod provision;
 mod scenarios;
 mod sms;
@@ -54,6 +55,7 @@ pub use keys::{ApiKeyRecord, AuthLookup, SessionLookup, TokenPurpose};
 pub use legacy::{
     CampaignField, CampaignFilter, CampaignOrder, LegacyCampaignRecord, LegacyProfileRecord,
 };
+pub use profile::ProfileRecord;
 pub use provision::create_postgres_database;
 pub use results::ResultDeliveryRecord;
 pub use tenants::{TenantPurger, TenantRecord};
@@ -155,9 +157,39 @@ macro_rules! store_row {
                 Ok(Self { $($f: row.try_get(stringify!($f))?),* })
             }
         }
+        impl $crate::store::FromPrefixed<::sqlx::sqlite::SqliteRow> for $name {
+            fn from_prefixed(row: &::sqlx::sqlite::SqliteRow, prefix: &str) -> Result<Self, ::sqlx::Error> {
+                use ::sqlx::Row;
+                Ok(Self { $($f: row.try_get(format!("{prefix}{}", stringify!($f)).as_str())?),* })
+            }
+        }
+        impl $crate::store::FromPrefixed<::sqlx::postgres::PgRow> for $name {
+            fn from_prefixed(row: &::sqlx::postgres::PgRow, prefix: &str) -> Result<Self, ::sqlx::Error> {
+                use ::sqlx::Row;
+                Ok(Self { $($f: row.try_get(format!("{prefix}{}", stringify!($f)).as_str())?),* })
+            }
+        }
     };
 }
 pub(crate) use store_row;
+
+/// Decodes a record from the columns `{prefix}{field}` of a row, so one joined query
+/// can return several records (see [`Store::profile_get`]). Implemented by `store_row!`.
+pub(crate) trait FromPrefixed<R>: Sized {
+    fn from_prefixed(row: &R, prefix: &str) -> Result<Self, sqlx::Error>;
+}
+
+/// `t.a AS {prefix}a, t.b AS {prefix}b, …` for a comma-separated column list.
+pub(crate) fn prefixed_columns(table: &str, columns: &str, prefix: &str) -> String {
+    columns
+        .split(',')
+        .map(|c| {
+            let c = c.trim();
+            format!("{table}.{c} AS {prefix}{c}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// The current time, truncated to microseconds so SQLite and PostgreSQL hold and return
 /// identical values.
@@ -174,6 +206,9 @@ pub fn from_json_list(s: &str) -> Vec<String> {
     serde_json::from_str(s).unwrap_or_default()
 }
 
+/// A pooled PostgreSQL connection idle at least this long is pinged before reuse.
+const IDLE_PING_AFTER: Duration = Duration::from_secs(30);
+
 impl Store {
     /// Connects to `url`: `postgres://…`/`postgresql://…` selects PostgreSQL; `sqlite:…`
     /// or a bare file path selects SQLite (created if missing, WAL, foreign keys on).
@@ -184,6 +219,18 @@ impl Store {
                 PgPoolOptions::new()
                     .max_connections(max_connections.max(1))
                     .acquire_timeout(Duration::from_secs(10))
+                    // sqlx pings every connection it hands out by default: one extra
+                    // network round trip per query. Ping only a connection that sat idle
+                    // long enough for the server or a middlebox to have dropped it.
+                    .test_before_acquire(false)
+                    .before_acquire(|conn, meta| {
+                        Box::pin(async move {
+                            if meta.idle_for >= IDLE_PING_AFTER {
+                                sqlx::Connection::ping(conn).await?;
+                            }
+                            Ok(true)
+                        })
+                    })
                     .connect_with(opts)
                     .await?,
             )
@@ -203,6 +250,9 @@ impl Store {
                 SqlitePoolOptions::new()
                     .max_connections(max_connections.max(1))
                     .acquire_timeout(Duration::from_secs(10))
+                    // A file connection cannot be dropped by a peer; the default ping
+                    // would cost a thread hand-off to the connection's worker per query.
+                    .test_before_acquire(false)
                     .connect_with(opts)
                     .await?,
             )

@@ -2,10 +2,13 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, StoreResult, from_json_list, now, on_db, store_row, to_json_list};
+use super::{
+    Store, StoreError, StoreResult, filter::Where, from_json_list, now, on_db, store_row,
+    to_json_list,
+};
 
 store_row! {
-    #[derive(Debug, Clone)]
+    #[derive(Debug, Clone, serde::Deserialize)]
     pub struct UserRecord {
         pub sid: String,
         pub tenant_sid: String,
@@ -51,7 +54,7 @@ pub struct UserPatch {
     pub password_hash: Option<String>,
 }
 
-const COLS: &str = "sid, tenant_sid, account_sid, email, name, roles, status, password_hash, last_login_at, created_at, updated_at, deleted_at";
+pub(super) const COLS: &str = "sid, tenant_sid, account_sid, email, name, roles, status, password_hash, last_login_at, created_at, updated_at, deleted_at";
 
 impl Store {
     /// Inserts a user; `Unique` when a live user anywhere already has the email.
@@ -99,18 +102,15 @@ impl Store {
             _ => "created_at",
         };
         let dir = if descending { "DESC" } else { "ASC" };
-        let filter = if show_deleted {
-            ""
-        } else {
-            " AND deleted_at IS NULL"
-        };
-        let sql = format!(
-            "SELECT {COLS} FROM users WHERE account_sid = $1{filter} ORDER BY {column} {dir}, sid {dir} LIMIT $2 OFFSET $3"
-        );
-        let count = format!("SELECT COUNT(*) FROM users WHERE account_sid = $1{filter}");
-        let rows = on_db!(self, p => sqlx::query_as::<_, UserRecord>(sqlx::AssertSqlSafe(sql)).bind(account_sid).bind(limit).bind(offset).fetch_all(p).await)?;
-        let total: i64 = on_db!(self, p => sqlx::query_scalar(sqlx::AssertSqlSafe(count)).bind(account_sid).fetch_one(p).await)?;
-        Ok((rows, total))
+        let mut w = Where::new("account_sid", account_sid);
+        if !show_deleted {
+            w.and("deleted_at IS NULL");
+        }
+        let order = format!("{column} {dir}, sid {dir}");
+        let rows = w
+            .page_packed(self, COLS, "users", &order, limit, offset)
+            .await?;
+        Ok((rows, w.count(self, "users").await?))
     }
 
     pub async fn user_update(&self, sid: &str, patch: &UserPatch) -> StoreResult<UserRecord> {

@@ -84,17 +84,12 @@ async fn get_profile(
         // Scope headers are optional here; if sent they must match.
         auth.account_scope(&state).await?;
     }
-    let user = state
+    let profile = state
         .store
-        .user_get(user_sid)
+        .profile_get(user_sid)
         .await?
         .ok_or_else(|| ApiError::unauthenticated("user gone"))?;
-    let account = state
-        .store
-        .account_get(&user.account_sid)
-        .await?
-        .ok_or_else(|| ApiError::unauthenticated("account gone"))?;
-    let rules = state.store.flag_rules(&account.tenant_sid).await?;
+    let (user, account, rules) = (profile.user, profile.account, profile.flag_rules);
     let evaluated = flags::evaluate_all(
         &rules,
         Subject {
