@@ -1,7 +1,9 @@
 //! Adaptive receive jitter buffer, sans-IO.
 //!
-//! Packets are stored by sequence number in preallocated slots (no allocation
-//! after construction). The playout side pulls one packet per tick. Playout
+//! Packets are stored by sequence number in the slots of one buffer, sized for
+//! 20 ms of G.711 per slot and re-laid out at most a few times if the stream's
+//! packets are longer (no allocation per packet; 10 KiB per call rather than the
+//! 30 KiB a worst-case 60 ms slot would take). The playout side pulls one packet per tick. Playout
 //! starts once `target` packets are buffered; the target follows the measured
 //! interarrival jitter (RFC 3550 estimate), between `min_depth` and
 //! `max_depth`, so a clean network adds one frame of delay and a jittery one
@@ -12,12 +14,14 @@
 pub const MAX_PAYLOAD: usize = 480;
 const CAPACITY: usize = 64;
 
-#[derive(Clone)]
+/// Bytes reserved per slot at first: one 20 ms G.711 frame.
+const INITIAL_STRIDE: usize = 160;
+
+#[derive(Clone, Copy, Default)]
 struct Slot {
     seq: u16,
     used: bool,
     len: usize,
-    data: [u8; MAX_PAYLOAD],
 }
 
 /// What `insert` did with a packet.
@@ -55,6 +59,9 @@ pub struct JitterStats {
 
 pub struct JitterBuffer {
     slots: Vec<Slot>,
+    /// Payload bytes, `stride` per slot.
+    data: Vec<u8>,
+    stride: usize,
     next_seq: Option<u16>,
     playing: bool,
     buffered: usize,
@@ -70,15 +77,9 @@ impl JitterBuffer {
         let min_depth = min_depth.clamp(1, 32);
         let max_depth = max_depth.clamp(min_depth, 32);
         JitterBuffer {
-            slots: vec![
-                Slot {
-                    seq: 0,
-                    used: false,
-                    len: 0,
-                    data: [0; MAX_PAYLOAD]
-                };
-                CAPACITY
-            ],
+            slots: vec![Slot::default(); CAPACITY],
+            data: vec![0; CAPACITY * INITIAL_STRIDE],
+            stride: INITIAL_STRIDE,
             next_seq: None,
             playing: false,
             buffered: 0,
@@ -147,7 +148,8 @@ impl JitterBuffer {
                 }
             }
         }
-        let slot = &mut self.slots[seq as usize % CAPACITY];
+        let idx = seq as usize % CAPACITY;
+        let slot = &mut self.slots[idx];
         if slot.used && slot.seq == seq {
             self.stats.duplicate += 1;
             return Insert::Duplicate;
@@ -158,8 +160,28 @@ impl JitterBuffer {
         slot.used = true;
         slot.seq = seq;
         slot.len = payload.len();
-        slot.data[..payload.len()].copy_from_slice(payload);
+        if payload.len() > self.stride {
+            self.grow(payload.len());
+        }
+        let at = idx * self.stride;
+        self.data[at..at + payload.len()].copy_from_slice(payload);
         outcome
+    }
+
+    /// Re-lays the buffer out with `len` bytes per slot, keeping what is buffered. The
+    /// stride only grows (up to `MAX_PAYLOAD`), so a stream pays this once per larger size.
+    fn grow(&mut self, len: usize) {
+        let stride = len.clamp(self.stride, MAX_PAYLOAD);
+        let mut data = vec![0; CAPACITY * stride];
+        for (i, s) in self.slots.iter().enumerate() {
+            let n = s.len.min(self.stride);
+            if s.used {
+                data[i * stride..i * stride + n]
+                    .copy_from_slice(&self.data[i * self.stride..i * self.stride + n]);
+            }
+        }
+        self.data = data;
+        self.stride = stride;
     }
 
     fn highest_ahead(&self, next: u16) -> u16 {
@@ -204,8 +226,8 @@ impl JitterBuffer {
         if self.slots[idx].used && self.slots[idx].seq == next {
             self.slots[idx].used = false;
             self.buffered -= 1;
-            let s = &self.slots[idx];
-            Pop::Frame(&s.data[..s.len])
+            let at = idx * self.stride;
+            Pop::Frame(&self.data[at..at + self.slots[idx].len])
         } else {
             self.stats.lost += 1;
             Pop::Lost
@@ -259,6 +281,27 @@ mod tests {
         jb.insert(4, &[4; 160]);
         assert_eq!(jb.insert(4, &[4; 160]), Insert::Duplicate);
         assert_eq!(jb.insert(5, &[0; 2000]), Insert::TooLarge);
+    }
+
+    #[test]
+    fn longer_packets_keep_what_is_buffered() {
+        let mut jb = JitterBuffer::new(3, 10);
+        let pkt = |seq: u16, len: usize| -> Vec<u8> {
+            (0..len).map(|i| (seq as usize * 7 + i) as u8).collect()
+        };
+        // 20 ms, then 40 ms (re-layout with one packet buffered), then 60 ms.
+        jb.insert(1, &pkt(1, 160));
+        jb.insert(2, &pkt(2, 320));
+        jb.insert(3, &pkt(3, 480));
+        for (seq, len) in [(1u16, 160), (2, 320), (3, 480)] {
+            match jb.pop() {
+                Pop::Frame(b) => assert_eq!(b, &pkt(seq, len)[..], "packet {seq}"),
+                other => panic!("packet {seq}: {other:?}"),
+            }
+        }
+        // Short packets after the growth still come back whole.
+        jb.insert(4, &pkt(4, 80));
+        assert_eq!(jb.pop(), Pop::Frame(&pkt(4, 80)[..]));
     }
 
     #[test]

@@ -116,6 +116,9 @@ pub enum StreamFrame {
     Finished,
 }
 
+/// Samples a [`StreamingAudio`] reserves up front: 0.1 s at 8 kHz.
+const INITIAL_CAPACITY: usize = 800;
+
 impl StreamingAudio {
     /// A source that buffers at most `max_buffered` samples (oldest dropped first).
     pub fn new(max_buffered: usize) -> Arc<StreamingAudio> {
@@ -130,7 +133,9 @@ impl StreamingAudio {
     fn build(max_buffered: usize, history: Option<Vec<i16>>) -> Arc<StreamingAudio> {
         Arc::new(StreamingAudio {
             inner: Mutex::new(StreamState {
-                samples: VecDeque::with_capacity(max_buffered.min(1 << 16)),
+                // Grows with the producer; a streamed synthesis may be bounded only by
+                // `usize::MAX / 2`, and reserving its worst case up front cost 128 KiB.
+                samples: VecDeque::with_capacity(max_buffered.min(INITIAL_CAPACITY)),
                 finished: false,
                 history,
             }),

@@ -40,6 +40,9 @@ const SLOT_NS: u64 = PERIOD_NS / SLOTS as u64;
 const SLOT_BATCH: usize = 16;
 /// Max datagrams drained per socket per tick (bounds work under a flood).
 const MAX_RX_PER_TICK: usize = 64;
+/// Decoded caller samples a session holds between ticks: `caller_frame` tops them up
+/// only while below one frame, one packet (at most `MAX_PAYLOAD` samples) at a time.
+const RX_PCM_CAPACITY: usize = FRAME_SAMPLES + crate::jitter::MAX_PAYLOAD;
 
 /// Session settings fixed at creation.
 #[derive(Debug, Clone)]
@@ -229,7 +232,7 @@ impl Session {
             rx_stats: ReceiverStats::default(),
             remote_ssrc: None,
             jb,
-            rx_pcm: VecDeque::with_capacity(4096),
+            rx_pcm: VecDeque::with_capacity(RX_PCM_CAPACITY),
             last_payload_len: FRAME_SAMPLES,
             dtmf_rx: DtmfDetector::default(),
             last_rx_ns: now,
