@@ -387,7 +387,11 @@ async fn signed_links(s: TestServer) {
                         "path" => v.replace(".wav", ".mp3"),
                         "expires" => (v.parse::<i64>().unwrap() + 100).to_string(),
                         "ct" => "text/html".to_string(),
-                        _ => format!("{}0", &v[..v.len() - 1]),
+                        // Change the last character (to one it is not).
+                        _ => {
+                            let last = if v.ends_with('0') { '1' } else { '0' };
+                            format!("{}{last}", &v[..v.len() - 1])
+                        }
                     };
                     (k.clone(), nv)
                 } else {

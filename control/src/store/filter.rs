@@ -94,12 +94,13 @@ impl Where {
         })?)
     }
 
-    /// One page of `columns` (plain column names) from `from`, like [`Where::page`], for
-    /// rows that also deserialize from JSON; `order` may name only those columns. On SQLite the page comes back as a single
-    /// JSON array built by `json_group_array`: sqlx hands every SQLite row from the
-    /// connection's worker thread to the task on its own, and for a page of 100 rows
-    /// those hand-offs cost more than the query. PostgreSQL streams rows over one socket
-    /// and takes the plain query.
+    /// One page of `columns` (plain column names) from `from` and the number of rows
+    /// matching in all, for rows that also deserialize from JSON; `order` may name only
+    /// those columns. On SQLite both come back in one row: the page as a JSON array built
+    /// by `json_group_array`, the total from a scalar subquery. sqlx hands every SQLite
+    /// row (and every statement) from the connection's worker thread to the task on its
+    /// own, and for a page of 100 rows those hand-offs cost more than the query.
+    /// PostgreSQL streams rows over one socket and takes the plain page and count.
     pub async fn page_packed<R>(
         &self,
         store: &Store,
@@ -108,7 +109,7 @@ impl Where {
         order: &str,
         limit: i64,
         offset: i64,
-    ) -> StoreResult<Vec<R>>
+    ) -> StoreResult<(Vec<R>, i64)>
     where
         R: for<'r> FromRow<'r, SqliteRow>
             + for<'r> FromRow<'r, PgRow>
@@ -118,26 +119,30 @@ impl Where {
     {
         let Pool::Sqlite(pool) = &store.pool else {
             let select = format!("SELECT {columns} FROM {from}");
-            return self.page(store, &select, order, limit, offset).await;
+            let rows = self.page(store, &select, order, limit, offset).await?;
+            return Ok((rows, self.count(store, from).await?));
         };
         let object: Vec<String> = columns
             .split(',')
             .map(|c| format!("'{0}', {0}", c.trim()))
             .collect();
         let sql = format!(
-            "SELECT json_group_array(json_object({}) ORDER BY {order}) FROM \
-             (SELECT {columns} FROM {from} WHERE {} ORDER BY {order} LIMIT ${} OFFSET ${})",
+            "SELECT json_group_array(json_object({}) ORDER BY {order}), \
+             (SELECT COUNT(*) FROM {from} WHERE {cond}) FROM \
+             (SELECT {columns} FROM {from} WHERE {cond} ORDER BY {order} LIMIT ${} OFFSET ${})",
             object.join(", "),
-            self.cond,
             self.binds.len() + 1,
-            self.binds.len() + 2
+            self.binds.len() + 2,
+            cond = self.cond,
         );
-        let mut q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+        let mut q = sqlx::query_as::<_, (String, i64)>(sqlx::AssertSqlSafe(sql));
         for b in &self.binds {
             q = q.bind(b);
         }
-        let packed = q.bind(limit).bind(offset).fetch_one(pool).await?;
-        serde_json::from_str(&packed).map_err(|e| StoreError::Db(sqlx::Error::Decode(Box::new(e))))
+        let (packed, total) = q.bind(limit).bind(offset).fetch_one(pool).await?;
+        let rows = serde_json::from_str(&packed)
+            .map_err(|e| StoreError::Db(sqlx::Error::Decode(Box::new(e))))?;
+        Ok((rows, total))
     }
 
     /// `SELECT COUNT(*) FROM {from} WHERE …`.

@@ -107,10 +107,8 @@ impl Store {
             w.and("deleted_at IS NULL");
         }
         let order = format!("{column} {dir}, sid {dir}");
-        let rows = w
-            .page_packed(self, COLS, "users", &order, limit, offset)
-            .await?;
-        Ok((rows, w.count(self, "users").await?))
+        w.page_packed(self, COLS, "users", &order, limit, offset)
+            .await
     }
 
     pub async fn user_update(&self, sid: &str, patch: &UserPatch) -> StoreResult<UserRecord> {
