@@ -79,6 +79,8 @@ impl Principal {
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub principal: Principal,
+    /// The caller's own account (account keys and users), read with the credential.
+    pub own_account: Option<AccountRecord>,
     /// Value of X-Account-Sid, if sent.
     pub header_account: Option<String>,
     /// Value of X-Tenant-Sid, if sent.
@@ -108,8 +110,12 @@ pub fn bearer_token(parts: &Parts) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
-/// Resolves a bearer secret to a principal (None: unknown, expired or revoked).
-pub async fn authenticate(state: &AppState, token: &str) -> Result<Option<Principal>, ApiError> {
+/// Resolves a bearer secret to a principal and, for account keys and users, its
+/// account (None: unknown, expired or revoked).
+pub async fn authenticate(
+    state: &AppState,
+    token: &str,
+) -> Result<Option<(Principal, Option<AccountRecord>)>, ApiError> {
     let Some(kind) = tokens::TokenKind::of(token) else {
         return Ok(None);
     };
@@ -125,28 +131,37 @@ pub async fn authenticate(state: &AppState, token: &str) -> Result<Option<Princi
     };
     let now = Utc::now();
     Ok(match found {
-        Some(AuthLookup::Superuser { sid }) => Some(Principal::Superuser { token_sid: sid }),
-        Some(AuthLookup::Key(k)) => {
+        Some(AuthLookup::Superuser { sid }) => {
+            Some((Principal::Superuser { token_sid: sid }, None))
+        }
+        Some(AuthLookup::Key { key: k, account }) => {
             if k.revoked_at.is_some() || k.expires_at.is_some_and(|e| e <= now) {
                 None
             } else {
                 match (kind, k.account_sid) {
-                    (tokens::TokenKind::TenantKey, None) => Some(Principal::TenantKey {
-                        key_sid: k.sid,
-                        tenant_sid: k.tenant_sid,
-                    }),
-                    (tokens::TokenKind::AccountKey, Some(account_sid)) => {
-                        Some(Principal::AccountKey {
+                    (tokens::TokenKind::TenantKey, None) => Some((
+                        Principal::TenantKey {
+                            key_sid: k.sid,
+                            tenant_sid: k.tenant_sid,
+                        },
+                        None,
+                    )),
+                    (tokens::TokenKind::AccountKey, Some(account_sid)) => Some((
+                        Principal::AccountKey {
                             key_sid: k.sid,
                             tenant_sid: k.tenant_sid,
                             account_sid,
-                        })
-                    }
+                        },
+                        account,
+                    )),
                     _ => None,
                 }
             }
         }
-        Some(AuthLookup::Session(s)) => {
+        Some(AuthLookup::Session {
+            session: s,
+            account,
+        }) => {
             if s.revoked_at.is_some() || s.expires_at <= now {
                 None
             } else {
@@ -154,13 +169,16 @@ pub async fn authenticate(state: &AppState, token: &str) -> Result<Option<Princi
                     .iter()
                     .filter_map(|r| Role::parse(r))
                     .collect();
-                Some(Principal::User {
-                    user_sid: s.user_sid,
-                    tenant_sid: s.tenant_sid,
-                    account_sid: s.account_sid,
-                    roles,
-                    session_hash: hash,
-                })
+                Some((
+                    Principal::User {
+                        user_sid: s.user_sid,
+                        tenant_sid: s.tenant_sid,
+                        account_sid: s.account_sid,
+                        roles,
+                        session_hash: hash,
+                    },
+                    Some(account),
+                ))
             }
         }
         None => None,
@@ -177,13 +195,14 @@ impl FromRequestParts<AppState> for Caller {
         let Some(token) = bearer_token(parts) else {
             return Err(ApiError::unauthenticated("missing bearer token"));
         };
-        let Some(principal) = authenticate(state, token).await? else {
+        let Some((principal, own_account)) = authenticate(state, token).await? else {
             return Err(ApiError::unauthenticated(
                 "invalid, expired or revoked credentials",
             ));
         };
         Ok(Caller {
             principal,
+            own_account,
             header_account: header(parts, ACCOUNT_HEADER),
             header_tenant: header(parts, TENANT_HEADER),
         })
@@ -264,11 +283,12 @@ impl Caller {
             }
             (p, _) => p.account_sid().unwrap_or_default().to_string(),
         };
-        let account = state
-            .store
-            .account_get(&target)
-            .await?
-            .filter(|a| a.deleted_at.is_none());
+        let account = match &self.own_account {
+            // Read with the credential, which only matches a live, active account.
+            Some(own) if own.sid == target => Some(own.clone()),
+            _ => state.store.account_get(&target).await?,
+        }
+        .filter(|a| a.deleted_at.is_none());
         if let Some(tenant) = self.principal.tenant_sid()
             && account.as_ref().is_none_or(|a| a.tenant_sid != tenant)
         {

@@ -52,6 +52,9 @@ pub struct AccountPatch {
     pub status: Option<String>,
 }
 
+/// The columns of `accounts` (AccountRecord without the joined `tenant_name`).
+pub(super) const COLS: &str = "sid, tenant_sid, name, email, external_id, country, region, timezone, phone, status, created_at, updated_at, deleted_at";
+
 const SELECT: &str = "SELECT a.sid, a.tenant_sid, t.name AS tenant_name, a.name, a.email, a.external_id, a.country, a.region, \
     a.timezone, a.phone, a.status, a.created_at, a.updated_at, a.deleted_at FROM accounts a JOIN tenants t ON t.sid = a.tenant_sid";
 

@@ -4,7 +4,12 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, StoreResult, now, on_db, store_row};
+use std::sync::LazyLock;
+
+use super::{
+    AccountRecord, FromPrefixed, Store, StoreError, StoreResult, now, on_db, prefixed_columns,
+    store_row,
+};
 
 store_row! {
     /// A tenant API key (`account_sid` null) or an account API key.
@@ -34,13 +39,32 @@ store_row! {
     }
 }
 
-/// What a presented bearer secret hash resolves to.
+/// What a presented bearer secret hash resolves to. Account keys and sessions come with
+/// their account, read in the same query, so account-scoped requests need not read it
+/// again.
 #[derive(Debug, Clone)]
 pub enum AuthLookup {
-    Superuser { sid: String },
-    Key(ApiKeyRecord),
-    Session(SessionLookup),
+    Superuser {
+        sid: String,
+    },
+    Key {
+        key: ApiKeyRecord,
+        /// The key's account (None for a tenant key).
+        account: Option<AccountRecord>,
+    },
+    Session {
+        session: SessionLookup,
+        account: AccountRecord,
+    },
 }
+
+/// The account columns as `a_*`, with the tenant name from `t`, for the lookups below.
+static ACCOUNT_COLS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{}, t.name AS a_tenant_name",
+        prefixed_columns("a", super::accounts::COLS, "a_")
+    )
+});
 
 /// Purpose of a single-use user token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,20 +118,42 @@ impl Store {
     /// and active. Expiry and revocation are left to the caller to judge.
     pub async fn lookup_api_key(&self, secret_hash: &str) -> StoreResult<Option<AuthLookup>> {
         let sql = format!(
-            "SELECT {KEY_COLS} FROM api_keys k JOIN tenants t ON t.sid = k.tenant_sid LEFT JOIN accounts a ON a.sid = k.account_sid \
-             WHERE k.secret_hash = $1 AND t.deleted_at IS NULL AND (k.account_sid IS NULL OR (a.deleted_at IS NULL AND a.status = 'active'))"
+            "SELECT {KEY_COLS}, {} FROM api_keys k JOIN tenants t ON t.sid = k.tenant_sid LEFT JOIN accounts a ON a.sid = k.account_sid \
+             WHERE k.secret_hash = $1 AND t.deleted_at IS NULL AND (k.account_sid IS NULL OR (a.deleted_at IS NULL AND a.status = 'active'))",
+            ACCOUNT_COLS.as_str()
         );
-        let row = on_db!(self, p => sqlx::query_as::<_, ApiKeyRecord>(sqlx::AssertSqlSafe(sql)).bind(secret_hash).fetch_optional(p).await)?;
-        Ok(row.map(AuthLookup::Key))
+        Ok(on_db!(self, p => {
+            use sqlx::{FromRow, Row};
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(secret_hash).fetch_optional(p).await?;
+            row.map(|r| {
+                let account = match r.try_get::<Option<String>, _>("a_sid")? {
+                    Some(_) => Some(AccountRecord::from_prefixed(&r, "a_")?),
+                    None => None,
+                };
+                Ok::<_, sqlx::Error>(AuthLookup::Key { key: ApiKeyRecord::from_row(&r)?, account })
+            })
+            .transpose()
+        })?)
     }
 
     pub async fn lookup_session(&self, token_hash: &str) -> StoreResult<Option<AuthLookup>> {
-        let row = on_db!(self, p => sqlx::query_as::<_, SessionLookup>(
-            "SELECT u.sid AS user_sid, u.account_sid, u.tenant_sid, u.roles, s.expires_at, s.revoked_at \
+        let sql = format!(
+            "SELECT u.sid AS user_sid, u.account_sid, u.tenant_sid, u.roles, s.expires_at, s.revoked_at, {} \
              FROM sessions s JOIN users u ON u.sid = s.user_sid JOIN accounts a ON a.sid = u.account_sid JOIN tenants t ON t.sid = u.tenant_sid \
-             WHERE s.token_hash = $1 AND u.deleted_at IS NULL AND u.status = 'active' AND a.deleted_at IS NULL AND a.status = 'active' AND t.deleted_at IS NULL")
-            .bind(token_hash).fetch_optional(p).await)?;
-        Ok(row.map(AuthLookup::Session))
+             WHERE s.token_hash = $1 AND u.deleted_at IS NULL AND u.status = 'active' AND a.deleted_at IS NULL AND a.status = 'active' AND t.deleted_at IS NULL",
+            ACCOUNT_COLS.as_str()
+        );
+        Ok(on_db!(self, p => {
+            use sqlx::FromRow;
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(token_hash).fetch_optional(p).await?;
+            row.map(|r| {
+                Ok::<_, sqlx::Error>(AuthLookup::Session {
+                    session: SessionLookup::from_row(&r)?,
+                    account: AccountRecord::from_prefixed(&r, "a_")?,
+                })
+            })
+            .transpose()
+        })?)
     }
 
     pub async fn api_key_create(

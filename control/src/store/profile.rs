@@ -4,8 +4,8 @@
 use std::sync::LazyLock;
 
 use super::{
-    AccountRecord, FlagRuleRecord, FromPrefixed, Store, StoreResult, UserRecord, flags::FlagRow,
-    on_db, prefixed_columns, users,
+    AccountRecord, FlagRuleRecord, FromPrefixed, Store, StoreResult, UserRecord, accounts,
+    flags::FlagRow, on_db, prefixed_columns, users,
 };
 
 /// A user with its account and the rules of the account's tenant.
@@ -26,11 +26,7 @@ static SQL: LazyLock<String> = LazyLock::new(|| {
          LEFT JOIN feature_flag_rules f ON f.tenant_sid = a.tenant_sid \
          WHERE u.sid = $1 ORDER BY f.name",
         prefixed_columns("u", users::COLS, "u_"),
-        prefixed_columns(
-            "a",
-            "sid, tenant_sid, name, email, external_id, country, region, timezone, phone, status, created_at, updated_at, deleted_at",
-            "a_"
-        ),
+        prefixed_columns("a", accounts::COLS, "a_"),
         prefixed_columns(
             "f",
             "tenant_sid, name, account_sids, countries, regions, enabled, invert",
