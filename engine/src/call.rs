@@ -634,6 +634,38 @@ impl LivePort {
         }
     }
 
+    /// Takes in what happened while the call waits on something else (a model's answer,
+    /// the answering-machine detector): keys pressed are kept for the next question, the
+    /// call's end is noted, and the deadline or a shutdown ends the call. Returns why the
+    /// wait must stop, if it must.
+    fn wait_interrupted(&mut self, h: Happening) -> Option<&'static str> {
+        match h {
+            Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => {
+                self.pending_dtmf.push(digit);
+                None
+            }
+            Happening::Media(Some(_)) => None,
+            Happening::Media(None) => {
+                self.media_events = None;
+                None
+            }
+            Happening::Signal(s) => {
+                if let Some(d) = self.on_signal(s) {
+                    self.pending_dtmf.push(d);
+                }
+                self.ended.is_some().then_some("the caller hung up")
+            }
+            Happening::Deadline => {
+                self.force_end("maximum call duration reached");
+                Some("the call ended")
+            }
+            Happening::Shutdown => {
+                self.force_end("engine shutting down");
+                Some("the call ended")
+            }
+        }
+    }
+
     fn force_end(&mut self, why: &str) {
         self.errors.push(why.to_string());
         self.ctl.hangup();
@@ -1076,17 +1108,11 @@ impl CallPort for LivePort {
         loop {
             tokio::select! {
                 r = &mut answer => return r.map(|a| a.content).map_err(|e| e.to_string()),
-                h = self.next_happening() => match h {
-                    Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => self.pending_dtmf.push(digit),
-                    Happening::Media(Some(_)) => {}
-                    Happening::Media(None) => self.media_events = None,
-                    Happening::Signal(s) => {
-                        if let Some(d) = self.on_signal(s) { self.pending_dtmf.push(d); }
-                        if self.ended.is_some() { return Err("the caller hung up".into()); }
+                h = self.next_happening() => {
+                    if let Some(why) = self.wait_interrupted(h) {
+                        return Err(why.into());
                     }
-                    Happening::Deadline => { self.force_end("maximum call duration reached"); return Err("the call ended".into()); }
-                    Happening::Shutdown => { self.force_end("engine shutting down"); return Err("the call ended".into()); }
-                },
+                }
             }
         }
     }
@@ -1140,17 +1166,12 @@ impl CallPort for LivePort {
                     };
                 }
                 _ = tokio::time::sleep_until(until) => { task.abort(); return AmdVerdict::Unknown; }
-                h = self.next_happening() => match h {
-                    Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => self.pending_dtmf.push(digit),
-                    Happening::Media(Some(_)) => {}
-                    Happening::Media(None) => self.media_events = None,
-                    Happening::Signal(s) => {
-                        if let Some(d) = self.on_signal(s) { self.pending_dtmf.push(d); }
-                        if self.ended.is_some() { task.abort(); return AmdVerdict::Unknown; }
+                h = self.next_happening() => {
+                    if self.wait_interrupted(h).is_some() {
+                        task.abort();
+                        return AmdVerdict::Unknown;
                     }
-                    Happening::Deadline => { self.force_end("maximum call duration reached"); task.abort(); return AmdVerdict::Unknown; }
-                    Happening::Shutdown => { self.force_end("engine shutting down"); task.abort(); return AmdVerdict::Unknown; }
-                },
+                }
             }
         }
     }

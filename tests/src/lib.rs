@@ -262,6 +262,13 @@ impl Engine {
     }
 
     /// POST expecting `want`; returns the body (panics with the body and log otherwise).
+    /// `POST /v1/communication/-/dispatch` in the tenancy's account, expecting 201;
+    /// returns the communication.
+    pub async fn dispatch(&self, t: &Tenancy, body: Value) -> Value {
+        self.post_ok("/v1/communication/-/dispatch", Some(&t.account), body, 201)
+            .await
+    }
+
     pub async fn post_ok(
         &self,
         path: &str,
@@ -1229,6 +1236,29 @@ pub struct AgentSpec {
     pub calling_schedule: Value,
     pub timezone: String,
     pub call_recording: bool,
+}
+
+impl AgentSpec {
+    /// An agent on `number_sid` running `scenario_sid` with the defaults most tests want:
+    /// no cps or cpl limit, no result targets, always open, UTC, no recording. Change a
+    /// field with struct update syntax.
+    pub fn new(scenario_sid: impl Into<String>, number_sid: impl Into<String>) -> AgentSpec {
+        AgentSpec {
+            scenario_sid: scenario_sid.into(),
+            number_sid: number_sid.into(),
+            cps: 0,
+            cpl: 0,
+            targets: vec![],
+            calling_schedule: always(),
+            timezone: "UTC".into(),
+            call_recording: false,
+        }
+    }
+}
+
+/// The calling schedule that is always open.
+pub fn always() -> Value {
+    json!({"strategy": "always", "args": {}})
 }
 
 /// Creates an active agent dialling from one number. Returns its sid.

@@ -167,15 +167,7 @@ impl Rig {
     }
 
     async fn dispatch(&self, body: Value) -> (String, Value, Value) {
-        let c = self
-            .e
-            .post_ok(
-                "/v1/communication/-/dispatch",
-                Some(&self.t.account),
-                body,
-                201,
-            )
-            .await;
+        let c = self.e.dispatch(&self.t, body).await;
         let id = c["id"].as_str().expect("id").to_string();
         let done = self
             .e
@@ -385,11 +377,9 @@ async fn sms_reaches_the_gateway_and_an_inactive_provider_fails() {
         let agent = agent.clone();
         async move {
             let c = e
-                .post_ok(
-                    "/v1/communication/-/dispatch",
-                    Some(&t.account),
+                .dispatch(
+                    t,
                     json!({"recipient": "+4915550123", "agent_sid": agent, "data": {"code": code}}),
-                    201,
                 )
                 .await;
             let id = c["id"].as_str().expect("id").to_string();

@@ -5,11 +5,7 @@
 use std::time::Duration;
 
 use callsmith_e2e::*;
-use serde_json::{Value, json};
-
-fn always() -> Value {
-    json!({"strategy": "always", "args": {}})
-}
+use serde_json::json;
 
 /// (a) A scenario test call of the current draft: the callee (SIPp, echoing RTP) answers,
 /// hears the TTS prompt (it comes back to the engine), the call ends with goal `greeted`,
@@ -33,12 +29,10 @@ async fn draft_test_call_plays_prompt_and_records_history() {
     .await;
 
     let c = e
-        .post_ok(
-            "/v1/communication/-/dispatch",
-            Some(&t.account),
+        .dispatch(
+            &t,
             json!({"recipient": "+4915550001", "scenario_sid": scn, "draft": true,
                    "data": {"nested": {"ignored": true}}, "strategy_sid": "ignored"}),
-            201,
         )
         .await;
     assert_eq!(
@@ -104,11 +98,9 @@ async fn draft_test_call_plays_prompt_and_records_history() {
 
     // A second test call of the unchanged draft reuses the frozen record.
     let c2 = e
-        .post_ok(
-            "/v1/communication/-/dispatch",
-            Some(&t.account),
+        .dispatch(
+            &t,
             json!({"recipient": "+4915550002", "scenario_sid": scn, "draft": true}),
-            201,
         )
         .await;
     assert_eq!(c2["draft_version"], 1);
@@ -149,14 +141,12 @@ async fn agent_call_recognises_yes_and_delivers_the_result() {
         &store,
         &t,
         &AgentSpec {
-            scenario_sid: scn.clone(),
-            number_sid: t.number_id.clone(),
             cps: 1,
             cpl: 1,
             targets: vec![sink.url.clone()],
-            calling_schedule: always(),
             timezone: "America/New_York".into(),
             call_recording: true,
+            ..AgentSpec::new(scn.clone(), t.number_id.clone())
         },
     )
     .await;
@@ -171,12 +161,7 @@ async fn agent_call_recognises_yes_and_delivers_the_result() {
         .await;
     assert_eq!(s, 422, "{err}");
     let c = e
-        .post_ok(
-            "/v1/communication/-/dispatch",
-            Some(&t.account),
-            json!({"recipient": "+15550123", "agent_sid": agent, "data": {"name": "Ann", "n": 3, "vip": true}}),
-            201,
-        )
+        .dispatch(&t, json!({"recipient": "+15550123", "agent_sid": agent, "data": {"name": "Ann", "n": 3, "vip": true}}))
         .await;
     assert_eq!(c["version"], 1);
     assert!(c["draft_version"].is_null());

@@ -8,10 +8,6 @@ use callsmith_e2e::*;
 use chrono::{DateTime, Datelike, Utc};
 use serde_json::{Value, json};
 
-fn always() -> Value {
-    json!({"strategy": "always", "args": {}})
-}
-
 fn ts(v: &Value) -> DateTime<Utc> {
     v.as_str()
         .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
@@ -23,11 +19,9 @@ async fn dispatch(e: &Engine, t: &Tenancy, agent: &str, n: usize) -> Vec<String>
     let mut ids = Vec::new();
     for i in 0..n {
         let c = e
-            .post_ok(
-                "/v1/communication/-/dispatch",
-                Some(&t.account),
+            .dispatch(
+                t,
                 json!({"recipient": format!("+1555010{i:02}"), "agent_sid": agent}),
-                201,
             )
             .await;
         ids.push(c["id"].as_str().expect("id").to_string());
@@ -48,14 +42,9 @@ async fn cps_and_cpl_shape_call_starts_and_concurrency() {
     let store = store_of(&e, None).await;
     let scn = create_scenario(&store, &t, &greeting_scenario("Hello there."), true).await;
     let spec = |cps, cpl| AgentSpec {
-        scenario_sid: scn.clone(),
-        number_sid: t.number_id.clone(),
         cps,
         cpl,
-        targets: vec![],
-        calling_schedule: always(),
-        timezone: "UTC".into(),
-        call_recording: false,
+        ..AgentSpec::new(scn.clone(), t.number_id.clone())
     };
     let fast = create_agent(&store, &t, &spec(2, 0)).await;
     let single = create_agent(&store, &t, &spec(0, 1)).await;
@@ -128,14 +117,8 @@ async fn schedule_window_and_scheduled_at_defer_calls() {
         &store,
         &t,
         &AgentSpec {
-            scenario_sid: scn.clone(),
-            number_sid: t.number_id.clone(),
-            cps: 0,
-            cpl: 0,
-            targets: vec![],
             calling_schedule: json!({"strategy": "weekly", "args": {day: [["00:00", "24:00"]]}}),
-            timezone: "UTC".into(),
-            call_recording: false,
+            ..AgentSpec::new(scn.clone(), t.number_id.clone())
         },
     )
     .await;
@@ -155,11 +138,9 @@ async fn schedule_window_and_scheduled_at_defer_calls() {
     // A test call scheduled 3 s ahead starts no earlier.
     let at = Utc::now() + chrono::Duration::seconds(3);
     let c = e
-        .post_ok(
-            "/v1/communication/-/dispatch",
-            Some(&t.account),
+        .dispatch(
+            &t,
             json!({"recipient": "+15550199", "scenario_sid": scn, "scheduled_at": at.to_rfc3339()}),
-            201,
         )
         .await;
     assert_eq!(c["version"], 1, "published version when draft is omitted");
@@ -195,21 +176,7 @@ async fn inbound_call_is_answered_by_its_agent() {
     let t = provision(&e, "in", "carrier", "+4930100500").await;
     let store = store_of(&e, None).await;
     let scn = create_scenario(&store, &t, &greeting_scenario("Thanks for calling."), true).await;
-    let agent = create_agent(
-        &store,
-        &t,
-        &AgentSpec {
-            scenario_sid: scn,
-            number_sid: t.number_id.clone(),
-            cps: 0,
-            cpl: 0,
-            targets: vec![],
-            calling_schedule: always(),
-            timezone: "UTC".into(),
-            call_recording: false,
-        },
-    )
-    .await;
+    let agent = create_agent(&store, &t, &AgentSpec::new(scn, t.number_id.clone())).await;
     let mut caller = Sipp::spawn(
         "uac_answered_engine_bye.xml",
         Some(gateway_port),
@@ -273,14 +240,8 @@ async fn sigkill_mid_campaign_loses_nothing_and_dials_nothing_twice() {
         &store,
         &t,
         &AgentSpec {
-            scenario_sid: scn,
-            number_sid: t.number_id.clone(),
-            cps: 0,
             cpl: 2,
-            targets: vec![],
-            calling_schedule: always(),
-            timezone: "UTC".into(),
-            call_recording: false,
+            ..AgentSpec::new(scn, t.number_id.clone())
         },
     )
     .await;
@@ -359,14 +320,8 @@ async fn sigterm_drains_live_calls_and_leaves_the_queue_for_the_next_process() {
         &store,
         &t,
         &AgentSpec {
-            scenario_sid: scn,
-            number_sid: t.number_id.clone(),
-            cps: 0,
             cpl: 2,
-            targets: vec![],
-            calling_schedule: always(),
-            timezone: "UTC".into(),
-            call_recording: false,
+            ..AgentSpec::new(scn, t.number_id.clone())
         },
     )
     .await;
@@ -481,14 +436,9 @@ async fn two_engines_on_one_postgres_dial_each_call_once_within_shared_limits() 
     let store = store_of(&a, Some(&db)).await;
     let scn = create_scenario(&store, &t, &greeting_scenario("Hello there."), true).await;
     let spec = |cps, cpl| AgentSpec {
-        scenario_sid: scn.clone(),
-        number_sid: t.number_id.clone(),
         cps,
         cpl,
-        targets: vec![],
-        calling_schedule: always(),
-        timezone: "UTC".into(),
-        call_recording: false,
+        ..AgentSpec::new(scn.clone(), t.number_id.clone())
     };
     let fast = create_agent(&store, &t, &spec(2, 0)).await;
     let narrow = create_agent(&store, &t, &spec(0, 2)).await;
@@ -499,11 +449,9 @@ async fn two_engines_on_one_postgres_dial_each_call_once_within_shared_limits() 
             // Half of the dispatches go through each engine.
             let e = if i % 2 == 0 { &a } else { &b };
             let c = e
-                .post_ok(
-                    "/v1/communication/-/dispatch",
-                    Some(&t.account),
+                .dispatch(
+                    &t,
                     json!({"recipient": format!("+15550{tag}{i:03}"), "agent_sid": agent}),
-                    201,
                 )
                 .await;
             ids.push(c["id"].as_str().expect("id").to_string());
@@ -610,25 +558,11 @@ async fn consent_is_granted_by_the_scenario_variable() {
     let agent = create_agent(
         &store,
         &t,
-        &AgentSpec {
-            scenario_sid: with_consent,
-            number_sid: t.number_id.clone(),
-            cps: 0,
-            cpl: 0,
-            targets: vec![],
-            calling_schedule: always(),
-            timezone: "UTC".into(),
-            call_recording: false,
-        },
+        &AgentSpec::new(with_consent, t.number_id.clone()),
     )
     .await;
     let c = e
-        .post_ok(
-            "/v1/communication/-/dispatch",
-            Some(&t.account),
-            json!({"recipient": "+15550950", "agent_sid": agent}),
-            201,
-        )
+        .dispatch(&t, json!({"recipient": "+15550950", "agent_sid": agent}))
         .await;
     assert_eq!(c["consent_granted"], false, "not before the call: {c}");
     let done = e
@@ -680,28 +614,9 @@ async fn consent_is_granted_by_the_scenario_variable() {
         n["id"].as_str().expect("number").to_string()
     };
     let greet = create_scenario(&store, &t, &greeting_scenario("Hello."), true).await;
-    let other = create_agent(
-        &store,
-        &t,
-        &AgentSpec {
-            scenario_sid: greet,
-            number_sid: plain_t,
-            cps: 0,
-            cpl: 0,
-            targets: vec![],
-            calling_schedule: always(),
-            timezone: "UTC".into(),
-            call_recording: false,
-        },
-    )
-    .await;
+    let other = create_agent(&store, &t, &AgentSpec::new(greet, plain_t)).await;
     let c = e
-        .post_ok(
-            "/v1/communication/-/dispatch",
-            Some(&t.account),
-            json!({"recipient": "+15550951", "agent_sid": other}),
-            201,
-        )
+        .dispatch(&t, json!({"recipient": "+15550951", "agent_sid": other}))
         .await;
     let done = e
         .wait_communication(

@@ -53,11 +53,9 @@ fn transferred_event(h: &Value) -> Value {
 /// Dispatches a draft test call of `scn` and waits for its end.
 async fn blind_call(e: &Engine, t: &Tenancy, scn: &str, recipient: &str) -> (Value, Value) {
     let c = e
-        .post_ok(
-            "/v1/communication/-/dispatch",
-            Some(&t.account),
+        .dispatch(
+            t,
             json!({"recipient": recipient, "scenario_sid": scn, "draft": true}),
-            201,
         )
         .await;
     let id = c["id"].as_str().expect("id").to_string();
@@ -173,14 +171,8 @@ async fn inbound_agent(store: &callsmith_control::Store, t: &Tenancy, scn: &str,
         store,
         t,
         &AgentSpec {
-            scenario_sid: scn.to_string(),
-            number_sid: t.number_id.clone(),
-            cps: 0,
-            cpl: 0,
-            targets: vec![],
-            calling_schedule: json!({"strategy": "always", "args": {}}),
-            timezone: "UTC".into(),
             call_recording: rec,
+            ..AgentSpec::new(scn.to_string(), t.number_id.clone())
         },
     )
     .await;

@@ -175,14 +175,9 @@ async fn main() -> Result<()> {
     let store = store_of(&e, None).await;
     let scn = create_scenario(&store, &t, &reply_scenario(mode), true).await;
     let spec = |cps, cpl| AgentSpec {
-        scenario_sid: scn.clone(),
-        number_sid: t.number_id.clone(),
         cps,
         cpl,
-        targets: vec![],
-        calling_schedule: json!({"strategy": "always", "args": {}}),
-        timezone: "UTC".into(),
-        call_recording: false,
+        ..AgentSpec::new(scn.clone(), t.number_id.clone())
     };
     let agent = create_agent(&store, &t, &spec(args.cps, args.cpl)).await;
 
@@ -192,11 +187,9 @@ async fn main() -> Result<()> {
         let mut ids = Vec::new();
         for i in 0..args.warmup {
             let c = e
-                .post_ok(
-                    "/v1/communication/-/dispatch",
-                    Some(&t.account),
+                .dispatch(
+                    &t,
                     json!({"recipient": format!("+1666{i:07}"), "agent_sid": warm}),
-                    201,
                 )
                 .await;
             ids.push(c["id"].as_str().unwrap_or_default().to_string());
@@ -220,12 +213,7 @@ async fn main() -> Result<()> {
     // dispatch requests are done (they are not part of the measured load).
     let at = Utc::now() + chrono::Duration::milliseconds(3000 + 15 * args.calls as i64);
     for i in 0..args.calls {
-        e.post_ok(
-            "/v1/communication/-/dispatch",
-            Some(&t.account),
-            json!({"recipient": format!("+1555{i:07}"), "agent_sid": agent, "scheduled_at": at.to_rfc3339()}),
-            201,
-        )
+        e.dispatch(&t, json!({"recipient": format!("+1555{i:07}"), "agent_sid": agent, "scheduled_at": at.to_rfc3339()}))
         .await;
     }
     eprintln!(
