@@ -64,14 +64,61 @@ impl Default for MediaConfig {
 }
 
 /// Send-lateness summary over all packets sent so far.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+///
+/// It keeps the histogram's counts, so [`PacingSnapshot::since`] can summarise a window
+/// (a benchmark's measured seconds without its setup, say).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PacingSnapshot {
     pub packets: u64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// The largest lateness since the engine started (the histogram does not keep it per window).
     pub max_us: f64,
     /// CPU time of all worker threads (updated every second).
     pub worker_cpu_ms: f64,
+    #[serde(skip)]
+    counts: Vec<u64>,
+}
+
+impl PacingSnapshot {
+    fn from_counts(counts: Vec<u64>, max_us: f64, worker_cpu_ms: f64) -> PacingSnapshot {
+        let packets: u64 = counts.iter().sum();
+        let pct = |q: f64| {
+            let want = ((packets as f64 * q).ceil() as u64).max(1);
+            let mut acc = 0;
+            for (i, c) in counts.iter().enumerate() {
+                acc += c;
+                if acc >= want {
+                    return ((i as u64 + 1) * BUCKET_NS) as f64 / 1000.0;
+                }
+            }
+            0.0
+        };
+        PacingSnapshot {
+            packets,
+            p50_us: pct(0.5),
+            p99_us: pct(0.99),
+            max_us,
+            worker_cpu_ms,
+            counts,
+        }
+    }
+
+    /// The packets sent between `earlier` and this snapshot: their lateness percentiles
+    /// and the worker CPU spent. `max_us` stays the all-time maximum.
+    pub fn since(&self, earlier: &PacingSnapshot) -> PacingSnapshot {
+        let counts = self
+            .counts
+            .iter()
+            .zip(earlier.counts.iter().chain(std::iter::repeat(&0)))
+            .map(|(now, then)| now.saturating_sub(*then))
+            .collect();
+        PacingSnapshot::from_counts(
+            counts,
+            self.max_us,
+            self.worker_cpu_ms - earlier.worker_cpu_ms,
+        )
+    }
 }
 
 struct Worker {
@@ -211,29 +258,40 @@ impl MediaEngine {
     /// Send lateness over all packets so far (against each packet's absolute deadline).
     pub fn pacing(&self) -> PacingSnapshot {
         let p = &self.inner.pacing;
-        let counts: Vec<u64> = p
-            .buckets
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .collect();
-        let total: u64 = counts.iter().sum();
-        let pct = |q: f64| {
-            let want = (total as f64 * q).ceil() as u64;
-            let mut acc = 0;
-            for (i, c) in counts.iter().enumerate() {
-                acc += c;
-                if acc >= want.max(1) {
-                    return ((i as u64 + 1) * BUCKET_NS) as f64 / 1000.0;
-                }
-            }
-            0.0
-        };
-        PacingSnapshot {
-            packets: total,
-            p50_us: pct(0.5),
-            p99_us: pct(0.99),
-            max_us: p.max_ns.load(Ordering::Relaxed) as f64 / 1000.0,
-            worker_cpu_ms: p.cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
-        }
+        PacingSnapshot::from_counts(
+            p.buckets
+                .iter()
+                .map(|b| b.load(Ordering::Relaxed))
+                .collect(),
+            p.max_ns.load(Ordering::Relaxed) as f64 / 1000.0,
+            p.cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_summarises_only_the_packets_sent_in_it() {
+        // Setup: 100 packets 5 ms late. Window: 1000 packets, 990 at 10 µs and 10 at 2 ms.
+        let mut before = vec![0u64; 500];
+        before[500 - 1] = 100;
+        let mut after = before.clone();
+        after[0] += 990;
+        after[199] += 10;
+        let earlier = PacingSnapshot::from_counts(before, 5000.0, 10.0);
+        let later = PacingSnapshot::from_counts(after, 5000.0, 30.0);
+        assert_eq!(
+            later.p99_us, 5000.0,
+            "whole run: the setup's late packets count"
+        );
+        let window = later.since(&earlier);
+        assert_eq!(window.packets, 1000);
+        assert_eq!(window.p50_us, 10.0);
+        assert_eq!(window.p99_us, 10.0);
+        assert_eq!(window.worker_cpu_ms, 20.0);
+        assert_eq!(window.max_us, 5000.0);
     }
 }
