@@ -133,7 +133,7 @@ async fn one_round_trip_reads_match_row_reads(s: TestServer) {
     let mut sorted = names.clone();
     sorted.sort_unstable_by(|a, b| b.cmp(a));
     assert_eq!(names, sorted, "name DESC order survives packing");
-    for u in &page {
+    for u in page.iter() {
         let one = s.store.user_get(&u.sid).await.unwrap().unwrap();
         assert_eq!(format!("{u:?}"), format!("{one:?}"));
     }
@@ -176,7 +176,163 @@ async fn one_round_trip_reads_match_row_reads(s: TestServer) {
     assert_eq!(p.account.sid, other.account_sid);
 }
 
+/// The names on the first page of the account's live users, through the API, sorted.
+async fn listed_names(s: &TestServer, f: &callsmith_control::testing::Fixture) -> Vec<String> {
+    let r = s
+        .request(Method::GET, "/v1/user")
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    r.expect(200);
+    let mut names: Vec<String> = r.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A page read again after any kind of change to a user shows the change: through the
+/// API, through the store, by raw SQL on the pool, by a tenant's soft delete, restore
+/// and hard-delete cascade. On SQLite pages come from memory between changes, so this
+/// is what rules out a stale page; a rolled-back change leaves the page as it was.
+async fn user_pages_show_every_change(s: TestServer) {
+    let f = s.fixture().await;
+    let admin = s.store.user_get(&f.admin_user_sid).await.unwrap().unwrap();
+    let only_admin = vec![admin.name.clone()];
+    assert_eq!(listed_names(&s, &f).await, only_admin);
+    // Read twice: the second read is the one a cache would serve.
+    assert_eq!(listed_names(&s, &f).await, only_admin);
+
+    let created = s
+        .request(Method::POST, "/v1/user")
+        .bearer(&f.account_key)
+        .json(&json!({"email": "d@example.test", "name": "Dora"}))
+        .send()
+        .await;
+    created.expect(201);
+    let dora = created.str("sid");
+    let mut want = vec![admin.name.clone(), "Dora".to_string()];
+    want.sort();
+    assert_eq!(listed_names(&s, &f).await, want, "after a create");
+
+    s.request(Method::PATCH, &format!("/v1/user/{dora}"))
+        .bearer(&f.account_key)
+        .json(&json!({"name": "Dorothea"}))
+        .send()
+        .await
+        .expect(200);
+    assert!(
+        listed_names(&s, &f).await.contains(&"Dorothea".to_string()),
+        "after a patch"
+    );
+
+    let (page, _) = s
+        .store
+        .user_list(&f.account_sid, false, "name", false, 100, 0)
+        .await
+        .unwrap();
+    assert!(
+        page.iter()
+            .any(|u| u.sid == dora && u.last_login_at.is_none())
+    );
+    s.store.user_touch_login(&dora).await.unwrap();
+    let (page, _) = s
+        .store
+        .user_list(&f.account_sid, false, "name", false, 100, 0)
+        .await
+        .unwrap();
+    assert!(
+        page.iter()
+            .any(|u| u.sid == dora && u.last_login_at.is_some()),
+        "after a login"
+    );
+
+    match s.store.pool() {
+        store::Pool::Sqlite(p) => {
+            sqlx::query("UPDATE users SET name = 'Raw' WHERE sid = $1")
+                .bind(&dora)
+                .execute(p)
+                .await
+                .unwrap();
+            let mut tx = p.begin().await.unwrap();
+            sqlx::query("UPDATE users SET name = 'Rolled back' WHERE sid = $1")
+                .bind(&dora)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            tx.rollback().await.unwrap();
+        }
+        store::Pool::Postgres(p) => {
+            sqlx::query("UPDATE users SET name = 'Raw' WHERE sid = $1")
+                .bind(&dora)
+                .execute(p)
+                .await
+                .unwrap();
+        }
+    }
+    let names = listed_names(&s, &f).await;
+    assert!(
+        names.contains(&"Raw".to_string()),
+        "after raw SQL: {names:?}"
+    );
+    assert!(!names.contains(&"Rolled back".to_string()));
+
+    s.request(Method::DELETE, &format!("/v1/user/{dora}"))
+        .bearer(&f.account_key)
+        .send()
+        .await
+        .expect(204);
+    assert_eq!(listed_names(&s, &f).await, only_admin, "after a delete");
+
+    let live = |s: &TestServer| {
+        let (store, account) = (s.store.clone(), f.account_sid.clone());
+        async move {
+            store
+                .user_list(&account, false, "created_at", false, 100, 0)
+                .await
+                .unwrap()
+                .1
+        }
+    };
+    assert_eq!(live(&s).await, 1);
+    s.store.tenant_soft_delete(&f.tenant_sid).await.unwrap();
+    assert_eq!(live(&s).await, 0, "after the tenant's soft delete");
+    s.store.tenant_restore(&f.tenant_sid).await.unwrap();
+    assert_eq!(live(&s).await, 1, "after the tenant's restore");
+    let all = |s: &TestServer| {
+        let (store, account) = (s.store.clone(), f.account_sid.clone());
+        async move {
+            store
+                .user_list(&account, true, "created_at", false, 100, 0)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(all(&s).await.1, 2, "the admin and the deleted user");
+    s.su(
+        Method::DELETE,
+        &format!("/v1/internal/tenant/{}?hard=true", f.tenant_sid),
+    )
+    .send()
+    .await
+    .expect(204);
+    let (page, total) = s
+        .store
+        .user_list(&f.account_sid, true, "created_at", false, 100, 0)
+        .await
+        .unwrap();
+    assert_eq!(
+        (page.len(), total),
+        (0, 0),
+        "after the hard delete's cascade"
+    );
+}
+
 both_backends!(
+    user_pages_show_every_change,
     migrations_are_idempotent_and_complete,
     hard_purge_leaves_no_row_of_the_subtree,
     one_round_trip_reads_match_row_reads

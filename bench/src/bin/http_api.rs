@@ -12,6 +12,11 @@
 
 use std::time::{Duration, Instant};
 
+/// The allocator of the shipped `callsmith` binary (engine's default `mimalloc` feature),
+/// so the server half of this process allocates as the service does.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::{Context, bail};
 use callsmith_control::{AppState, Settings, Store, auth::tokens, bootstrap};
 use clap::{Parser, ValueEnum};
@@ -43,6 +48,10 @@ struct Args {
     /// Store connection pool size (the service's `database.max_connections`).
     #[arg(long, default_value_t = 16)]
     pool: u32,
+    /// Read every user page from the database (SQLite keeps pages read since the last
+    /// change to a user in memory; this measures a miss every time).
+    #[arg(long)]
+    no_page_cache: bool,
 }
 
 struct Row {
@@ -62,7 +71,7 @@ struct Target {
     _dir: tempfile::TempDir,
 }
 
-async fn start(backend: Backend, pool: u32) -> anyhow::Result<Target> {
+async fn start(backend: Backend, pool: u32, page_cache: bool) -> anyhow::Result<Target> {
     let dir = tempfile::tempdir()?;
     let url = match backend {
         Backend::Sqlite => format!("sqlite://{}", dir.path().join("bench.db").display()),
@@ -73,6 +82,11 @@ async fn start(backend: Backend, pool: u32) -> anyhow::Result<Target> {
         }
     };
     let store = Store::connect(&url, pool).await?;
+    let store = if page_cache {
+        store
+    } else {
+        store.without_page_cache()
+    };
     store.migrate().await?;
     let su = tokens::generate(tokens::TokenKind::Superuser);
     bootstrap::ensure_superuser(&store, dir.path(), Some(&su)).await?;
@@ -222,7 +236,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut rows = Vec::new();
     for (backend, name) in backends {
-        let t = start(backend, args.pool).await?;
+        let t = start(backend, args.pool, !args.no_page_cache).await?;
         for (endpoint, token) in [
             ("GET /v1/profile", &t.session),
             ("GET /v1/user", &t.account_key),

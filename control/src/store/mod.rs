@@ -30,6 +30,7 @@ mod flags;
 mod keys;
 mod legacy;
 mod numbers;
+mod page_cache;
 mod pools;
 mod profile;
 mod provision;
@@ -90,6 +91,9 @@ pub enum Pool {
 #[derive(Clone, Debug)]
 pub struct Store {
     pub(crate) pool: Pool,
+    /// Pages of the user list read at the users table's current generation (SQLite only;
+    /// see `page_cache`).
+    pub(crate) user_pages: Option<std::sync::Arc<page_cache::UserPages>>,
     pub(crate) purgers: std::sync::Arc<parking_lot::RwLock<Vec<std::sync::Arc<dyn TenantPurger>>>>,
 }
 
@@ -213,6 +217,7 @@ impl Store {
     /// Connects to `url`: `postgres://…`/`postgresql://…` selects PostgreSQL; `sqlite:…`
     /// or a bare file path selects SQLite (created if missing, WAL, foreign keys on).
     pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Store> {
+        let mut user_pages = None;
         let pool = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let opts = PgConnectOptions::from_str(url)?;
             Pool::Postgres(
@@ -246,6 +251,8 @@ impl Store {
                 .synchronous(SqliteSynchronous::Normal)
                 .foreign_keys(true)
                 .busy_timeout(Duration::from_secs(10));
+            let pages = std::sync::Arc::new(page_cache::UserPages::default());
+            user_pages = Some(pages.clone());
             Pool::Sqlite(
                 SqlitePoolOptions::new()
                     .max_connections(max_connections.max(1))
@@ -253,14 +260,26 @@ impl Store {
                     // A file connection cannot be dropped by a peer; the default ping
                     // would cost a thread hand-off to the connection's worker per query.
                     .test_before_acquire(false)
+                    .after_connect(move |conn, _| {
+                        let pages = pages.clone();
+                        Box::pin(async move { pages.watch(conn).await })
+                    })
                     .connect_with(opts)
                     .await?,
             )
         };
         Ok(Store {
             pool,
+            user_pages,
             purgers: Default::default(),
         })
+    }
+
+    /// This store with every read going to the database (the page cache off), for
+    /// measuring what a cache miss costs.
+    pub fn without_page_cache(mut self) -> Store {
+        self.user_pages = None;
+        self
     }
 
     pub fn backend(&self) -> Backend {

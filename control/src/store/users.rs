@@ -1,10 +1,12 @@
 //! Users of an account: identity, roles, password hash, soft delete.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 
 use super::{
-    Store, StoreError, StoreResult, filter::Where, from_json_list, now, on_db, store_row,
-    to_json_list,
+    Store, StoreError, StoreResult, filter::Where, from_json_list, now, on_db,
+    page_cache::UserPageKey, store_row, to_json_list,
 };
 
 store_row! {
@@ -85,8 +87,10 @@ impl Store {
         )
     }
 
-    /// A page of an account's users. `order_by` must be one of created_at, name, email
-    /// (checked by the caller; anything else falls back to created_at).
+    /// A page of an account's users and how many match in all. `order_by` must be one of
+    /// created_at, name, email (checked by the caller; anything else falls back to
+    /// created_at). On SQLite a page read since the last change to any user comes from
+    /// memory (see `page_cache`).
     pub async fn user_list(
         &self,
         account_sid: &str,
@@ -95,20 +99,42 @@ impl Store {
         descending: bool,
         limit: i64,
         offset: i64,
-    ) -> StoreResult<(Vec<UserRecord>, i64)> {
+    ) -> StoreResult<(Arc<[UserRecord]>, i64)> {
         let column = match order_by {
             "name" => "name",
             "email" => "email",
             _ => "created_at",
         };
         let dir = if descending { "DESC" } else { "ASC" };
+        let order = format!("{column} {dir}, sid {dir}");
+        let key = UserPageKey {
+            account_sid: account_sid.to_string(),
+            show_deleted,
+            order,
+            limit,
+            offset,
+        };
+        let noted = match &self.user_pages {
+            Some(cache) => {
+                if let Some(page) = cache.get(&key) {
+                    return Ok(page);
+                }
+                Some(cache.generation())
+            }
+            None => None,
+        };
         let mut w = Where::new("account_sid", account_sid);
         if !show_deleted {
             w.and("deleted_at IS NULL");
         }
-        let order = format!("{column} {dir}, sid {dir}");
-        w.page_packed(self, COLS, "users", &order, limit, offset)
-            .await
+        let (rows, total) = w
+            .page_packed::<UserRecord>(self, COLS, "users", &key.order, limit, offset)
+            .await?;
+        let page: (Arc<[UserRecord]>, i64) = (rows.into(), total);
+        if let (Some(cache), Some(generation)) = (&self.user_pages, noted) {
+            cache.put(key, generation, page.clone());
+        }
+        Ok(page)
     }
 
     pub async fn user_update(&self, sid: &str, patch: &UserPatch) -> StoreResult<UserRecord> {
