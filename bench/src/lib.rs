@@ -1,5 +1,5 @@
-//! Helpers shared by the load generators in `src/bin/`: percentiles and hand-written SVG
-//! plots.
+//! Helpers shared by the load generators in `src/bin/`: percentiles, a line fit and
+//! hand-written SVG plots.
 
 /// The `q`-quantile (0–1) of sorted values, nearest rank; None when empty.
 pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
@@ -11,6 +11,19 @@ pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
 /// The `p`-th percentile (0–100) of sorted values, nearest rank; NaN when empty.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     nearest_rank(sorted, p / 100.0).unwrap_or(f64::NAN)
+}
+
+/// The least-squares slope of y over x; None with fewer than 3 points or no spread in x.
+pub fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    if points.len() < 3 {
+        return None;
+    }
+    let n = points.len() as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
 }
 
 /// One data series of a plot.
@@ -160,6 +173,21 @@ fn esc(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slope_fits_a_line_through_noise() {
+        // y = 40 x + 1000, with ±8 alternating noise.
+        let pts: Vec<(f64, f64)> = (0..50)
+            .map(|i| {
+                let x = f64::from(i);
+                (x, 40.0 * x + 1000.0 + if i % 2 == 0 { 8.0 } else { -8.0 })
+            })
+            .collect();
+        let s = slope(&pts).unwrap();
+        assert!((s - 40.0).abs() < 0.1, "{s}");
+        assert_eq!(slope(&pts[..2]), None);
+        assert_eq!(slope(&[(1.0, 1.0), (1.0, 2.0), (1.0, 3.0)]), None);
+    }
 
     #[test]
     fn percentile_is_nearest_rank() {

@@ -153,8 +153,31 @@ fn media_codec(c: callsmith_sip::Codec) -> callsmith_media::g711::Codec {
 /// failure ends as a `failed` row with the reason.
 pub async fn run_outbound(rt: Runtime, comm: CommunicationRecord) {
     let _live = rt.live.enter(comm.agent_sid.as_deref());
+    // Each phase is boxed, so its state is allocated only while it runs: a live call's
+    // task holds the answered phase alone, not the dialling phase's state beside it.
+    let Some((prep, session, leg, media)) = Box::pin(dial(&rt, &comm)).await else {
+        return;
+    };
+    Box::pin(run_answered(
+        rt,
+        comm,
+        prep,
+        session,
+        leg,
+        media,
+        Direction::Outbound,
+    ))
+    .await;
+}
+
+/// Dials a claimed communication until it is answered. Every other outcome is written
+/// here (failed, not answered, claim released or lost), and then it returns None.
+async fn dial(
+    rt: &Runtime,
+    comm: &CommunicationRecord,
+) -> Option<(Prepared, MediaSession, CallLeg, NegotiatedMedia)> {
     let token = rt.settings.claim_token.clone();
-    let prep = match prepare(&rt, &comm).await {
+    let prep = match prepare(rt, comm).await {
         Ok(p) => p,
         Err(e) => {
             warn!(communication = %comm.sid, error = %e, "communication cannot be dialled");
@@ -162,8 +185,8 @@ pub async fn run_outbound(rt: Runtime, comm: CommunicationRecord) {
                 .store
                 .communication_fail_unclaimed(&comm.sid, &token, &e)
                 .await;
-            crate::delivery::enqueue(&rt, &comm.sid).await;
-            return;
+            crate::delivery::enqueue(rt, &comm.sid).await;
+            return None;
         }
     };
     let session = match rt.media.open_session(None) {
@@ -172,7 +195,7 @@ pub async fn run_outbound(rt: Runtime, comm: CommunicationRecord) {
             // No media resources now: give the row back for a later attempt.
             warn!(error = %e, "no media session; releasing the claim");
             let _ = rt.store.communication_release(&comm.sid, &token).await;
-            return;
+            return None;
         }
     };
     match rt
@@ -183,7 +206,7 @@ pub async fn run_outbound(rt: Runtime, comm: CommunicationRecord) {
         Ok(true) => {}
         _ => {
             warn!(communication = %comm.sid, "claim lost before dialling");
-            return;
+            return None;
         }
     }
     let local = LocalMedia::g711(rt.settings.media_ip, session.local_port());
@@ -209,8 +232,8 @@ pub async fn run_outbound(rt: Runtime, comm: CommunicationRecord) {
                 variables: "{}".into(),
                 ..Default::default()
             };
-            finish(&rt, &comm, &f).await;
-            return;
+            finish(rt, comm, &f).await;
+            return None;
         }
     };
     info!(communication = %comm.sid, call_id = leg.call_id(), "call placed");
@@ -236,8 +259,8 @@ pub async fn run_outbound(rt: Runtime, comm: CommunicationRecord) {
                     end_reason: Some("not_answered".into()),
                     ..Default::default()
                 };
-                finish(&rt, &comm, &f).await;
-                return;
+                finish(rt, comm, &f).await;
+                return None;
             }
             Some(_) => {}
             None => break None,
@@ -257,14 +280,14 @@ pub async fn run_outbound(rt: Runtime, comm: CommunicationRecord) {
             end_reason: Some("not_answered".into()),
             ..Default::default()
         };
-        finish(&rt, &comm, &f).await;
-        return;
+        finish(rt, comm, &f).await;
+        return None;
     };
     let _ = rt
         .store
         .communication_mark_answered(&comm.sid, &token, leg.call_id())
         .await;
-    run_answered(rt, comm, prep, session, leg, media, Direction::Outbound).await;
+    Some((prep, session, leg, media))
 }
 
 /// Waits for a leg's `Ended` event.
@@ -365,102 +388,108 @@ pub async fn run_answered(
         data: prep.data.clone(),
     };
     let program = Program::new(&prep.snapshot);
-    let run = program.run(&info, &mut port).await;
-    // Hang up if the scenario ended without the caller leaving, and wait for the end.
-    if port.ended.is_none() {
-        port.ctl.hangup();
-        let until = Instant::now() + Duration::from_secs(10);
-        while port.ended.is_none() {
-            match tokio::time::timeout_at(until, port.signals.recv()).await {
-                Ok(Some(Signal::Ended(e))) => port.ended = Some(e),
-                Ok(Some(_)) => {}
-                Ok(None) | Err(_) => break,
+    let run = Box::pin(program.run(&info, &mut port)).await;
+    // The end of the call (hang-up, media close, history, the final write) runs in its
+    // own heap allocation. Inline, its state would be part of every live call's task,
+    // which is what a live call costs in memory.
+    Box::pin(async move {
+        // Hang up if the scenario ended without the caller leaving, and wait for the end.
+        if port.ended.is_none() {
+            port.ctl.hangup();
+            let until = Instant::now() + Duration::from_secs(10);
+            while port.ended.is_none() {
+                match tokio::time::timeout_at(until, port.signals.recv()).await {
+                    Ok(Some(Signal::Ended(e))) => port.ended = Some(e),
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => break,
+                }
             }
         }
-    }
-    pump.abort();
-    let ended_at = Utc::now();
-    let LivePort {
-        session,
-        mut turns,
-        turn_audio_saves,
-        prompts,
-        errors,
-        ended,
-        transfers,
-        ..
-    } = port;
-    for (i, save) in turn_audio_saves {
-        if !save.await.unwrap_or(false)
-            && let Some(t) = turns.get_mut(i)
-        {
-            t.speech_recognition_recording = None;
+        pump.abort();
+        let ended_at = Utc::now();
+        let LivePort {
+            session,
+            mut turns,
+            turn_audio_saves,
+            prompts,
+            errors,
+            ended,
+            transfers,
+            ..
+        } = port;
+        for (i, save) in turn_audio_saves {
+            if !save.await.unwrap_or(false)
+                && let Some(t) = turns.get_mut(i)
+            {
+                t.speech_recognition_recording = None;
+            }
         }
-    }
-    let (stats, rec_info) = match session.close().await {
-        Ok((s, r)) => (Some(s), r),
-        Err(e) => {
-            warn!(error = %e, "closing the media session failed");
-            (None, None)
+        let (stats, rec_info) = match session.close().await {
+            Ok((s, r)) => (Some(s), r),
+            Err(e) => {
+                warn!(error = %e, "closing the media session failed");
+                (None, None)
+            }
+        };
+        let end_reason = serde_json::to_value(&run.end)
+            .ok()
+            .and_then(|v| v.get("reason").and_then(|r| r.as_str()).map(String::from));
+        let duration = (ended_at - answered_at).num_milliseconds().max(0);
+        let history = json!({
+            "communication_id": comm.sid,
+            "direction": comm.direction,
+            "recipient": comm.recipient,
+            "from_number": prep.from_number,
+            "call_id": call_id,
+            "answered_at": answered_at,
+            "ended_at": ended_at,
+            "duration_ms": duration,
+            "end": run.end,
+            "hangup": ended.as_ref().map(|e| json!({"call_status": e.call_status.as_str(), "sip_code": e.sip_code, "reason": e.reason, "by": format!("{:?}", e.by).to_lowercase()})),
+            "goals": run.goals,
+            "variables": run.variables,
+            "steps": run.steps,
+            "trace": run.history.events,
+            "prompts": prompts,
+            "turns": turns,
+            "errors": errors,
+            "transfers": transfers,
+            "media": stats,
+        });
+        let history_path = format!("{prefix}/history.json");
+        let saved = match serde_json::to_vec(&history) {
+            Ok(bytes) => rt
+                .objects()
+                .put(&history_path, Bytes::from(bytes), Some("application/json"))
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = &saved {
+            warn!(error = %e, "saving the call history failed");
         }
-    };
-    let end_reason = serde_json::to_value(&run.end)
-        .ok()
-        .and_then(|v| v.get("reason").and_then(|r| r.as_str()).map(String::from));
-    let duration = (ended_at - answered_at).num_milliseconds().max(0);
-    let history = json!({
-        "communication_id": comm.sid,
-        "direction": comm.direction,
-        "recipient": comm.recipient,
-        "from_number": prep.from_number,
-        "call_id": call_id,
-        "answered_at": answered_at,
-        "ended_at": ended_at,
-        "duration_ms": duration,
-        "end": run.end,
-        "hangup": ended.as_ref().map(|e| json!({"call_status": e.call_status.as_str(), "sip_code": e.sip_code, "reason": e.reason, "by": format!("{:?}", e.by).to_lowercase()})),
-        "goals": run.goals,
-        "variables": run.variables,
-        "steps": run.steps,
-        "trace": run.history.events,
-        "prompts": prompts,
-        "turns": turns,
-        "errors": errors,
-        "transfers": transfers,
-        "media": stats,
-    });
-    let history_path = format!("{prefix}/history.json");
-    let saved = match serde_json::to_vec_pretty(&history) {
-        Ok(bytes) => rt
-            .objects()
-            .put(&history_path, Bytes::from(bytes), Some("application/json"))
-            .await
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(e) = &saved {
-        warn!(error = %e, "saving the call history failed");
-    }
-    let f = CallFinish {
-        communication_status: status::COMPLETED.into(),
-        call_status: Some("answered".into()),
-        sip_code: Some(200),
-        duration: (duration + 500) / 1000,
-        goals: run.goals.clone(),
-        variables: serde_json::to_string(&run.variables).unwrap_or_else(|_| "{}".into()),
-        history_path: saved.ok().map(|_| history_path),
-        recording_path: rec_info.map(|_| recording_path),
-        end_reason,
-        error: None,
-        answered_at: Some(answered_at),
-        consent_granted: callsmith_control::store::communications::consent_granted(
-            run.variables
-                .get(callsmith_control::store::communications::CONSENT_VARIABLE)
-                .map(String::as_str),
-        ),
-    };
-    finish(&rt, &comm, &f).await;
-    info!(communication = %comm.sid, goals = ?f.goals, duration = f.duration, "call ended");
+        let f = CallFinish {
+            communication_status: status::COMPLETED.into(),
+            call_status: Some("answered".into()),
+            sip_code: Some(200),
+            duration: (duration + 500) / 1000,
+            goals: run.goals.clone(),
+            variables: serde_json::to_string(&run.variables).unwrap_or_else(|_| "{}".into()),
+            history_path: saved.ok().map(|_| history_path),
+            recording_path: rec_info.map(|_| recording_path),
+            end_reason,
+            error: None,
+            answered_at: Some(answered_at),
+            consent_granted: callsmith_control::store::communications::consent_granted(
+                run.variables
+                    .get(callsmith_control::store::communications::CONSENT_VARIABLE)
+                    .map(String::as_str),
+            ),
+        };
+        finish(&rt, &comm, &f).await;
+        info!(communication = %comm.sid, goals = ?f.goals, duration = f.duration, "call ended");
+    })
+    .await;
 }
 
 fn recording_target(rt: &Runtime, path: &str) -> Result<RecordingTarget, String> {
