@@ -331,7 +331,101 @@ async fn user_pages_show_every_change(s: TestServer) {
     );
 }
 
+/// A credential that worked a moment ago (so on SQLite it is held in memory) stops working
+/// at once when it is revoked, logged out, or its user, account or tenant is deactivated
+/// or deleted.
+async fn credentials_stop_working_the_moment_they_change(s: TestServer) {
+    let f = s.fixture().await;
+    let ok = |token: String, path: &'static str| {
+        let s = &s;
+        async move { s.get(path).bearer(&token).send().await.status }
+    };
+
+    // Account key, revoked.
+    let key = format!("/v1/internal/account/{}/api-key", f.account_sid);
+    let r = s
+        .post(&key)
+        .bearer(&f.tenant_key)
+        .json(&json!({}))
+        .send()
+        .await;
+    r.expect(201);
+    let (sid, secret) = (r.str("sid"), r.str("secret"));
+    assert_eq!(ok(secret.clone(), "/v1/user").await, 200);
+    assert_eq!(ok(secret.clone(), "/v1/user").await, 200);
+    s.delete(&format!("{key}/{sid}"))
+        .bearer(&f.tenant_key)
+        .send()
+        .await
+        .expect(204);
+    assert_eq!(ok(secret, "/v1/user").await, 401, "revoked account key");
+
+    // Tenant key, revoked.
+    let key = format!("/v1/internal/tenant/{}/api-key", f.tenant_sid);
+    let r = s.su(Method::POST, &key).json(&json!({})).send().await;
+    r.expect(201);
+    let (sid, secret) = (r.str("sid"), r.str("secret"));
+    assert_eq!(ok(secret.clone(), "/v1/internal/account").await, 200);
+    s.su(Method::DELETE, &format!("{key}/{sid}"))
+        .send()
+        .await
+        .expect(204);
+    assert_eq!(
+        ok(secret, "/v1/internal/account").await,
+        401,
+        "revoked tenant key"
+    );
+
+    // A session, logged out; another, whose user is made inactive.
+    let login = || s.login(&f.admin_email, &f.admin_password);
+    let session = login().await;
+    assert_eq!(ok(session.clone(), "/v1/profile").await, 200);
+    s.post("/v1/auth/logout")
+        .bearer(&session)
+        .send()
+        .await
+        .expect(204);
+    assert_eq!(ok(session, "/v1/profile").await, 401, "logged out");
+    let session = login().await;
+    assert_eq!(ok(session.clone(), "/v1/profile").await, 200);
+    s.patch(&format!("/v1/user/{}", f.admin_user_sid))
+        .bearer(&f.account_key)
+        .json(&json!({"status": "inactive"}))
+        .send()
+        .await
+        .expect(200);
+    assert_eq!(ok(session, "/v1/profile").await, 401, "inactive user");
+
+    // The account made inactive, then the tenant deleted.
+    assert_eq!(ok(f.account_key.clone(), "/v1/user").await, 200);
+    s.patch(&format!("/v1/internal/account/{}", f.account_sid))
+        .bearer(&f.tenant_key)
+        .json(&json!({"status": "inactive"}))
+        .send()
+        .await
+        .expect(200);
+    assert_eq!(
+        ok(f.account_key.clone(), "/v1/user").await,
+        401,
+        "inactive account"
+    );
+    assert_eq!(ok(f.tenant_key.clone(), "/v1/internal/account").await, 200);
+    s.su(
+        Method::DELETE,
+        &format!("/v1/internal/tenant/{}", f.tenant_sid),
+    )
+    .send()
+    .await
+    .expect(204);
+    assert_eq!(
+        ok(f.tenant_key.clone(), "/v1/internal/account").await,
+        401,
+        "deleted tenant"
+    );
+}
+
 both_backends!(
+    credentials_stop_working_the_moment_they_change,
     user_pages_show_every_change,
     migrations_are_idempotent_and_complete,
     hard_purge_leaves_no_row_of_the_subtree,

@@ -48,10 +48,10 @@ struct Args {
     /// Store connection pool size (the service's `database.max_connections`).
     #[arg(long, default_value_t = 16)]
     pool: u32,
-    /// Read every user page from the database (SQLite keeps pages read since the last
-    /// change to a user in memory; this measures a miss every time).
+    /// Send every read to the database (on SQLite the store keeps user pages and
+    /// credential lookups until a table they read changes; this measures a miss every time).
     #[arg(long)]
-    no_page_cache: bool,
+    no_read_cache: bool,
 }
 
 struct Row {
@@ -71,7 +71,7 @@ struct Target {
     _dir: tempfile::TempDir,
 }
 
-async fn start(backend: Backend, pool: u32, page_cache: bool) -> anyhow::Result<Target> {
+async fn start(backend: Backend, pool: u32, read_cache: bool) -> anyhow::Result<Target> {
     let dir = tempfile::tempdir()?;
     let url = match backend {
         Backend::Sqlite => format!("sqlite://{}", dir.path().join("bench.db").display()),
@@ -82,10 +82,10 @@ async fn start(backend: Backend, pool: u32, page_cache: bool) -> anyhow::Result<
         }
     };
     let store = Store::connect(&url, pool).await?;
-    let store = if page_cache {
+    let store = if read_cache {
         store
     } else {
-        store.without_page_cache()
+        store.without_read_cache()
     };
     store.migrate().await?;
     let su = tokens::generate(tokens::TokenKind::Superuser);
@@ -236,7 +236,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut rows = Vec::new();
     for (backend, name) in backends {
-        let t = start(backend, args.pool, !args.no_page_cache).await?;
+        let t = start(backend, args.pool, !args.no_read_cache).await?;
         for (endpoint, token) in [
             ("GET /v1/profile", &t.session),
             ("GET /v1/user", &t.account_key),

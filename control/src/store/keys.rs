@@ -109,6 +109,11 @@ impl Store {
     }
 
     pub async fn lookup_superuser(&self, secret_hash: &str) -> StoreResult<Option<AuthLookup>> {
+        self.cached_credential(0, secret_hash, self.read_superuser(secret_hash))
+            .await
+    }
+
+    async fn read_superuser(&self, secret_hash: &str) -> StoreResult<Option<AuthLookup>> {
         let sid: Option<String> = on_db!(self, p => sqlx::query_scalar("SELECT sid FROM superuser_tokens WHERE secret_hash = $1 AND revoked_at IS NULL")
             .bind(secret_hash).fetch_optional(p).await)?;
         Ok(sid.map(|sid| AuthLookup::Superuser { sid }))
@@ -117,6 +122,11 @@ impl Store {
     /// An API key by secret hash whose tenant (and account, for account keys) is live
     /// and active. Expiry and revocation are left to the caller to judge.
     pub async fn lookup_api_key(&self, secret_hash: &str) -> StoreResult<Option<AuthLookup>> {
+        self.cached_credential(1, secret_hash, self.read_api_key(secret_hash))
+            .await
+    }
+
+    async fn read_api_key(&self, secret_hash: &str) -> StoreResult<Option<AuthLookup>> {
         let sql = format!(
             "SELECT {KEY_COLS}, {} FROM api_keys k JOIN tenants t ON t.sid = k.tenant_sid LEFT JOIN accounts a ON a.sid = k.account_sid \
              WHERE k.secret_hash = $1 AND t.deleted_at IS NULL AND (k.account_sid IS NULL OR (a.deleted_at IS NULL AND a.status = 'active'))",
@@ -136,7 +146,14 @@ impl Store {
         })?)
     }
 
+    /// A session by token hash whose user, account and tenant are live and active.
+    /// Expiry and revocation are left to the caller to judge.
     pub async fn lookup_session(&self, token_hash: &str) -> StoreResult<Option<AuthLookup>> {
+        self.cached_credential(2, token_hash, self.read_session(token_hash))
+            .await
+    }
+
+    async fn read_session(&self, token_hash: &str) -> StoreResult<Option<AuthLookup>> {
         let sql = format!(
             "SELECT u.sid AS user_sid, u.account_sid, u.tenant_sid, u.roles, s.expires_at, s.revoked_at, {} \
              FROM sessions s JOIN users u ON u.sid = s.user_sid JOIN accounts a ON a.sid = u.account_sid JOIN tenants t ON t.sid = u.tenant_sid \

@@ -30,10 +30,10 @@ mod flags;
 mod keys;
 mod legacy;
 mod numbers;
-mod page_cache;
 mod pools;
 mod profile;
 mod provision;
+mod read_cache;
 mod scenarios;
 mod sms;
 mod tenants;
@@ -91,9 +91,8 @@ pub enum Pool {
 #[derive(Clone, Debug)]
 pub struct Store {
     pub(crate) pool: Pool,
-    /// Pages of the user list read at the users table's current generation (SQLite only;
-    /// see `page_cache`).
-    pub(crate) user_pages: Option<std::sync::Arc<page_cache::UserPages>>,
+    /// Reads kept until a table they depend on changes (SQLite only; see `read_cache`).
+    pub(crate) caches: Option<std::sync::Arc<read_cache::Caches>>,
     pub(crate) purgers: std::sync::Arc<parking_lot::RwLock<Vec<std::sync::Arc<dyn TenantPurger>>>>,
 }
 
@@ -217,7 +216,7 @@ impl Store {
     /// Connects to `url`: `postgres://…`/`postgresql://…` selects PostgreSQL; `sqlite:…`
     /// or a bare file path selects SQLite (created if missing, WAL, foreign keys on).
     pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Store> {
-        let mut user_pages = None;
+        let mut caches = None;
         let pool = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let opts = PgConnectOptions::from_str(url)?;
             Pool::Postgres(
@@ -251,8 +250,8 @@ impl Store {
                 .synchronous(SqliteSynchronous::Normal)
                 .foreign_keys(true)
                 .busy_timeout(Duration::from_secs(10));
-            let pages = std::sync::Arc::new(page_cache::UserPages::default());
-            user_pages = Some(pages.clone());
+            let kept = std::sync::Arc::new(read_cache::Caches::default());
+            caches = Some(kept.clone());
             Pool::Sqlite(
                 SqlitePoolOptions::new()
                     .max_connections(max_connections.max(1))
@@ -261,8 +260,8 @@ impl Store {
                     // would cost a thread hand-off to the connection's worker per query.
                     .test_before_acquire(false)
                     .after_connect(move |conn, _| {
-                        let pages = pages.clone();
-                        Box::pin(async move { pages.watch(conn).await })
+                        let kept = kept.clone();
+                        Box::pin(async move { kept.watch(conn).await })
                     })
                     .connect_with(opts)
                     .await?,
@@ -270,16 +269,42 @@ impl Store {
         };
         Ok(Store {
             pool,
-            user_pages,
+            caches,
             purgers: Default::default(),
         })
     }
 
-    /// This store with every read going to the database (the page cache off), for
+    /// This store with every read going to the database (the read caches off), for
     /// measuring what a cache miss costs.
-    pub fn without_page_cache(mut self) -> Store {
-        self.user_pages = None;
+    pub fn without_read_cache(mut self) -> Store {
+        self.caches = None;
         self
+    }
+
+    /// `read` answered from the credential cache when it was read at the current
+    /// generation; a found credential is kept for the next request (see `read_cache`).
+    pub(crate) async fn cached_credential<F>(
+        &self,
+        kind: u8,
+        hash: &str,
+        read: F,
+    ) -> StoreResult<Option<keys::AuthLookup>>
+    where
+        F: std::future::Future<Output = StoreResult<Option<keys::AuthLookup>>>,
+    {
+        let Some(caches) = &self.caches else {
+            return read.await;
+        };
+        let key = (kind, hash.to_string());
+        if let Some(found) = caches.credentials.get(&key) {
+            return Ok(Some(found));
+        }
+        let noted = caches.credentials.generation();
+        let found = read.await?;
+        if let Some(f) = &found {
+            caches.credentials.put(key, noted, f.clone());
+        }
+        Ok(found)
     }
 
     pub fn backend(&self) -> Backend {

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::{
     Store, StoreError, StoreResult, filter::Where, from_json_list, now, on_db,
-    page_cache::UserPageKey, store_row, to_json_list,
+    read_cache::UserPageKey, store_row, to_json_list,
 };
 
 store_row! {
@@ -90,7 +90,7 @@ impl Store {
     /// A page of an account's users and how many match in all. `order_by` must be one of
     /// created_at, name, email (checked by the caller; anything else falls back to
     /// created_at). On SQLite a page read since the last change to any user comes from
-    /// memory (see `page_cache`).
+    /// memory (see `read_cache`).
     pub async fn user_list(
         &self,
         account_sid: &str,
@@ -114,7 +114,8 @@ impl Store {
             limit,
             offset,
         };
-        let noted = match &self.user_pages {
+        let cache = self.caches.as_ref().map(|c| &c.user_pages);
+        let noted = match cache {
             Some(cache) => {
                 if let Some(page) = cache.get(&key) {
                     return Ok(page);
@@ -131,7 +132,7 @@ impl Store {
             .page_packed::<UserRecord>(self, COLS, "users", &key.order, limit, offset)
             .await?;
         let page: (Arc<[UserRecord]>, i64) = (rows.into(), total);
-        if let (Some(cache), Some(generation)) = (&self.user_pages, noted) {
+        if let (Some(cache), Some(generation)) = (cache, noted) {
             cache.put(key, generation, page.clone());
         }
         Ok(page)
