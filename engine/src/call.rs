@@ -51,7 +51,8 @@ pub fn call_prefix(account_sid: &str, communication_sid: &str) -> String {
 
 /// What a call runs, resolved before dialling.
 pub struct Prepared {
-    pub snapshot: Snapshot,
+    /// Shared with every call running the same scenario text (see `Runtime::snapshot`).
+    pub snapshot: Arc<Snapshot>,
     pub agent: Option<AgentRecord>,
     pub from_number: String,
     pub trunk: Option<String>,
@@ -87,8 +88,7 @@ pub async fn prepare(rt: &Runtime, comm: &CommunicationRecord) -> Result<Prepare
     }
     .map_err(|e| e.to_string())?
     .ok_or("the scenario version no longer exists")?;
-    let snapshot =
-        Snapshot::from_owned(record.snapshot_value()).map_err(|e| format!("scenario: {e}"))?;
+    let snapshot = rt.snapshot(&record)?;
     let mut from_number = comm.from_number.clone();
     let mut trunk = comm.trunk.clone();
     if from_number.is_empty()

@@ -59,7 +59,7 @@ async fn handle(rt: Runtime, call: IncomingCall) {
             return;
         }
     };
-    let snapshot = match callsmith_scenarios::Snapshot::from_owned(published.snapshot_value()) {
+    let snapshot = match rt.snapshot(&published) {
         Ok(s) => s,
         Err(_) => {
             call.reject(500, None);

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use callsmith_control::{AppState, Store, objects::Objects};
+use callsmith_control::{AppState, Store, objects::Objects, store::ScenarioVersionRecord};
 use callsmith_media::{MediaEngine, stt::SttPool, tts::TtsService};
+use callsmith_scenarios::Snapshot;
 use callsmith_sip::SipStack;
 use parking_lot::Mutex;
 use prometheus_client::metrics::histogram::Histogram;
@@ -117,6 +118,36 @@ pub struct Runtime {
     pool_cursor: Arc<Mutex<HashMap<String, usize>>>,
     /// Turn latency on /metrics (see [`TurnMetrics`]).
     pub turns: TurnMetrics,
+    /// Parsed scenario snapshots (see [`Runtime::snapshot`]).
+    snapshots: Arc<Snapshots>,
+}
+
+/// Parsed snapshots kept at most; when full, all go.
+const MAX_SNAPSHOTS: usize = 256;
+
+/// Parsed scenario snapshots by version record and a hash of its text.
+#[derive(Debug, Default)]
+pub struct Snapshots(Mutex<HashMap<(String, u64), Arc<Snapshot>>>);
+
+impl Snapshots {
+    /// The parsed snapshot of `record`, parsed now if this text was not seen before.
+    pub fn get(&self, record: &ScenarioVersionRecord) -> Result<Arc<Snapshot>, String> {
+        let mut h = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&record.snapshot, &mut h);
+        let key = (record.sid.clone(), std::hash::Hasher::finish(&h));
+        if let Some(s) = self.0.lock().get(&key) {
+            return Ok(s.clone());
+        }
+        let parsed = Arc::new(
+            Snapshot::from_owned(record.snapshot_value()).map_err(|e| format!("scenario: {e}"))?,
+        );
+        let mut kept = self.0.lock();
+        if kept.len() >= MAX_SNAPSHOTS {
+            kept.clear();
+        }
+        kept.insert(key, parsed.clone());
+        Ok(parsed)
+    }
 }
 
 /// Turn latency histograms, exported on /metrics (docs/communications.md, "Turn latency"):
@@ -182,7 +213,17 @@ impl Runtime {
             hangup_all: CancellationToken::new(),
             pool_cursor: Arc::default(),
             turns,
+            snapshots: Arc::default(),
         }
+    }
+
+    /// The scenario a version record holds, parsed once and shared by every call that
+    /// runs the same text: a live call then holds a reference to it, not its own copy of
+    /// the parsed bricks (about 11 KiB a call for the load scenario), and a call start
+    /// skips the parse. Keyed by the record and a hash of its text, so an edited draft is
+    /// parsed again.
+    pub fn snapshot(&self, record: &ScenarioVersionRecord) -> Result<Arc<Snapshot>, String> {
+        self.snapshots.get(record)
     }
 
     pub fn objects(&self) -> &Arc<Objects> {
@@ -303,5 +344,38 @@ impl Engine {
         }
         rt.sip.shutdown();
         tracing::info!("call engine stopped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(sid: &str, text: &str) -> ScenarioVersionRecord {
+        ScenarioVersionRecord {
+            sid: sid.into(),
+            scenario_sid: "scn_1".into(),
+            account_sid: "acc_1".into(),
+            version: Some(1),
+            draft_version: None,
+            content_hash: String::new(),
+            snapshot: text.into(),
+            created_at: chrono::Utc::now(),
+            updated_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn calls_of_one_scenario_text_share_one_parse() {
+        let kept = Snapshots::default();
+        let a = record("scv_1", r#"{"name": "a"}"#);
+        let first = kept.get(&a).unwrap();
+        assert!(Arc::ptr_eq(&first, &kept.get(&a).unwrap()));
+        // An edited draft (same record, new text) is parsed again; so is another record.
+        let edited = kept.get(&record("scv_1", r#"{"name": "b"}"#)).unwrap();
+        assert!(!Arc::ptr_eq(&first, &edited));
+        let other = kept.get(&record("scv_2", r#"{"name": "a"}"#)).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(first.to_value(), other.to_value());
     }
 }
