@@ -176,6 +176,19 @@ async fn one_round_trip_reads_match_row_reads(s: TestServer) {
     assert_eq!(p.account.sid, other.account_sid);
 }
 
+/// The first page of an account's users (deleted ones too when `show_deleted`), read
+/// through the store, and how many match.
+async fn stored_users(
+    s: &TestServer,
+    account: &str,
+    show_deleted: bool,
+) -> (std::sync::Arc<[store::UserRecord]>, i64) {
+    s.store
+        .user_list(account, show_deleted, "created_at", false, 100, 0)
+        .await
+        .unwrap()
+}
+
 /// The names on the first page of the account's live users, through the API, sorted.
 async fn listed_names(s: &TestServer, f: &callsmith_control::testing::Fixture) -> Vec<String> {
     let r = s
@@ -229,21 +242,13 @@ async fn user_pages_show_every_change(s: TestServer) {
         "after a patch"
     );
 
-    let (page, _) = s
-        .store
-        .user_list(&f.account_sid, false, "name", false, 100, 0)
-        .await
-        .unwrap();
+    let (page, _) = stored_users(&s, &f.account_sid, false).await;
     assert!(
         page.iter()
             .any(|u| u.sid == dora && u.last_login_at.is_none())
     );
     s.store.user_touch_login(&dora).await.unwrap();
-    let (page, _) = s
-        .store
-        .user_list(&f.account_sid, false, "name", false, 100, 0)
-        .await
-        .unwrap();
+    let (page, _) = stored_users(&s, &f.account_sid, false).await;
     assert!(
         page.iter()
             .any(|u| u.sid == dora && u.last_login_at.is_some()),
@@ -287,31 +292,17 @@ async fn user_pages_show_every_change(s: TestServer) {
         .expect(204);
     assert_eq!(listed_names(&s, &f).await, only_admin, "after a delete");
 
-    let live = |s: &TestServer| {
-        let (store, account) = (s.store.clone(), f.account_sid.clone());
-        async move {
-            store
-                .user_list(&account, false, "created_at", false, 100, 0)
-                .await
-                .unwrap()
-                .1
-        }
-    };
-    assert_eq!(live(&s).await, 1);
+    let live = || async { stored_users(&s, &f.account_sid, false).await.1 };
+    assert_eq!(live().await, 1);
     s.store.tenant_soft_delete(&f.tenant_sid).await.unwrap();
-    assert_eq!(live(&s).await, 0, "after the tenant's soft delete");
+    assert_eq!(live().await, 0, "after the tenant's soft delete");
     s.store.tenant_restore(&f.tenant_sid).await.unwrap();
-    assert_eq!(live(&s).await, 1, "after the tenant's restore");
-    let all = |s: &TestServer| {
-        let (store, account) = (s.store.clone(), f.account_sid.clone());
-        async move {
-            store
-                .user_list(&account, true, "created_at", false, 100, 0)
-                .await
-                .unwrap()
-        }
-    };
-    assert_eq!(all(&s).await.1, 2, "the admin and the deleted user");
+    assert_eq!(live().await, 1, "after the tenant's restore");
+    assert_eq!(
+        stored_users(&s, &f.account_sid, true).await.1,
+        2,
+        "the admin and the deleted user"
+    );
     s.su(
         Method::DELETE,
         &format!("/v1/internal/tenant/{}?hard=true", f.tenant_sid),
@@ -319,11 +310,7 @@ async fn user_pages_show_every_change(s: TestServer) {
     .send()
     .await
     .expect(204);
-    let (page, total) = s
-        .store
-        .user_list(&f.account_sid, true, "created_at", false, 100, 0)
-        .await
-        .unwrap();
+    let (page, total) = stored_users(&s, &f.account_sid, true).await;
     assert_eq!(
         (page.len(), total),
         (0, 0),
