@@ -2,8 +2,10 @@
 //!
 //! Packets are stored by sequence number in the slots of one buffer, sized for
 //! 20 ms of G.711 per slot and re-laid out at most a few times if the stream's
-//! packets are longer (no allocation per packet; 10 KiB per call rather than the
-//! 30 KiB a worst-case 60 ms slot would take). The playout side pulls one packet per tick. Playout
+//! packets are longer (no allocation per packet). The slot count follows the
+//! deepest playout allowed: 32 slots, 5 KiB, for the default of 10 packets, rather
+//! than 64 slots of a worst-case 60 ms (30 KiB). The playout side pulls one packet
+//! per tick. Playout
 //! starts once `target` packets are buffered; the target follows the measured
 //! interarrival jitter (RFC 3550 estimate), between `min_depth` and
 //! `max_depth`, so a clean network adds one frame of delay and a jittery one
@@ -12,7 +14,18 @@
 
 /// Largest payload a slot holds (60 ms of G.711).
 pub const MAX_PAYLOAD: usize = 480;
-const CAPACITY: usize = 64;
+/// Slots at most (`max_depth` 32).
+const MAX_CAPACITY: usize = 64;
+
+/// Slots for a buffer that plays out at most `max_depth` packets behind: it holds up to
+/// `max_depth + 2` before it skips ahead, so twice that (a power of two, at least 16)
+/// leaves room for packets that arrive early or out of order. Sequence numbers further
+/// ahead restart the buffer.
+fn capacity_for(max_depth: usize) -> usize {
+    (2 * max_depth + 4)
+        .next_power_of_two()
+        .clamp(16, MAX_CAPACITY)
+}
 
 /// Bytes reserved per slot at first: one 20 ms G.711 frame.
 const INITIAL_STRIDE: usize = 160;
@@ -58,6 +71,7 @@ pub struct JitterStats {
 }
 
 pub struct JitterBuffer {
+    /// Slots, one packet each (see `capacity_for`).
     slots: Vec<Slot>,
     /// Payload bytes, `stride` per slot.
     data: Vec<u8>,
@@ -76,9 +90,10 @@ impl JitterBuffer {
     pub fn new(min_depth: usize, max_depth: usize) -> Self {
         let min_depth = min_depth.clamp(1, 32);
         let max_depth = max_depth.clamp(min_depth, 32);
+        let capacity = capacity_for(max_depth);
         JitterBuffer {
-            slots: vec![Slot::default(); CAPACITY],
-            data: vec![0; CAPACITY * INITIAL_STRIDE],
+            slots: vec![Slot::default(); capacity],
+            data: vec![0; capacity * INITIAL_STRIDE],
             stride: INITIAL_STRIDE,
             next_seq: None,
             playing: false,
@@ -135,12 +150,12 @@ impl JitterBuffer {
                     }
                     // Still buffering: an earlier packet moves the start back, if it fits.
                     let span = self.highest_ahead(next) as i32 - ahead as i32;
-                    if span >= CAPACITY as i32 {
+                    if span >= self.slots.len() as i32 {
                         self.stats.late += 1;
                         return Insert::Late;
                     }
                     self.next_seq = Some(seq);
-                } else if ahead as usize >= CAPACITY {
+                } else if ahead as usize >= self.slots.len() {
                     self.stats.resyncs += 1;
                     self.clear();
                     self.next_seq = Some(seq);
@@ -148,7 +163,7 @@ impl JitterBuffer {
                 }
             }
         }
-        let idx = seq as usize % CAPACITY;
+        let idx = seq as usize % self.slots.len();
         let slot = &mut self.slots[idx];
         if slot.used && slot.seq == seq {
             self.stats.duplicate += 1;
@@ -172,7 +187,7 @@ impl JitterBuffer {
     /// stride only grows (up to `MAX_PAYLOAD`), so a stream pays this once per larger size.
     fn grow(&mut self, len: usize) {
         let stride = len.clamp(self.stride, MAX_PAYLOAD);
-        let mut data = vec![0; CAPACITY * stride];
+        let mut data = vec![0; self.slots.len() * stride];
         for (i, s) in self.slots.iter().enumerate() {
             let n = s.len.min(self.stride);
             if s.used {
@@ -208,7 +223,7 @@ impl JitterBuffer {
         }
         // Too much buffered for the current target: skip one packet to cut delay.
         if self.buffered > self.target + 2 {
-            let idx = next as usize % CAPACITY;
+            let idx = next as usize % self.slots.len();
             if self.slots[idx].used && self.slots[idx].seq == next {
                 self.slots[idx].used = false;
                 self.buffered -= 1;
@@ -221,7 +236,7 @@ impl JitterBuffer {
             self.playing = false;
             return Pop::Empty;
         }
-        let idx = next as usize % CAPACITY;
+        let idx = next as usize % self.slots.len();
         self.next_seq = Some(next.wrapping_add(1));
         if self.slots[idx].used && self.slots[idx].seq == next {
             self.slots[idx].used = false;
@@ -238,6 +253,19 @@ impl JitterBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_follow_the_deepest_playout_allowed() {
+        assert_eq!(capacity_for(1), 16);
+        assert_eq!(capacity_for(10), 32);
+        assert_eq!(capacity_for(32), 64);
+        let mut jb = JitterBuffer::new(1, 10);
+        assert_eq!(jb.insert(100, &[1; 160]), Insert::Stored);
+        // Early by 20 packets still fits; 32 ahead of the next to play restarts.
+        assert_eq!(jb.insert(120, &[2; 160]), Insert::Stored);
+        assert_eq!(jb.insert(132, &[3; 160]), Insert::Resynced);
+        assert_eq!(jb.stats().resyncs, 1);
+    }
 
     fn frame(p: Pop<'_>) -> Option<u8> {
         match p {
