@@ -267,6 +267,16 @@ impl Store {
                     .await?,
             )
         };
+        // The caches are invalidated from SQLite's WAL hook, which only a WAL database
+        // calls (an in-memory database cannot be one): anything else reads through.
+        if let Pool::Sqlite(p) = &pool {
+            let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+                .fetch_one(p)
+                .await?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                caches = None;
+            }
+        }
         Ok(Store {
             pool,
             caches,
@@ -396,5 +406,23 @@ impl Store {
 
     pub async fn close(&self) {
         on_db!(self, p => p.close().await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_a_wal_database_keeps_reads_in_memory() {
+        // An in-memory database has no WAL, so no hook would tell the caches of a change.
+        let memory = Store::connect("sqlite::memory:", 1).await.unwrap();
+        assert!(memory.caches.is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let file = Store::connect(dir.path().join("t.db").to_str().unwrap(), 1)
+            .await
+            .unwrap();
+        assert!(file.caches.is_some());
+        assert!(file.without_read_cache().caches.is_none());
     }
 }
