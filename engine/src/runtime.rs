@@ -125,27 +125,30 @@ pub struct Runtime {
 /// Parsed snapshots kept at most; when full, all go.
 const MAX_SNAPSHOTS: usize = 256;
 
-/// Parsed scenario snapshots by version record and a hash of its text.
+/// Parsed scenario snapshots by version record, each with the text it was parsed from.
 #[derive(Debug, Default)]
-pub struct Snapshots(Mutex<HashMap<(String, u64), Arc<Snapshot>>>);
+pub struct Snapshots(Mutex<HashMap<String, (String, Arc<Snapshot>)>>);
 
 impl Snapshots {
-    /// The parsed snapshot of `record`, parsed now if this text was not seen before.
+    /// The parsed snapshot of `record`, parsed now unless this record's current text was
+    /// parsed before.
     pub fn get(&self, record: &ScenarioVersionRecord) -> Result<Arc<Snapshot>, String> {
-        let mut h = std::hash::DefaultHasher::new();
-        std::hash::Hash::hash(&record.snapshot, &mut h);
-        let key = (record.sid.clone(), std::hash::Hasher::finish(&h));
-        if let Some(s) = self.0.lock().get(&key) {
-            return Ok(s.clone());
+        if let Some((text, parsed)) = self.0.lock().get(&record.sid)
+            && *text == record.snapshot
+        {
+            return Ok(parsed.clone());
         }
         let parsed = Arc::new(
             Snapshot::from_owned(record.snapshot_value()).map_err(|e| format!("scenario: {e}"))?,
         );
         let mut kept = self.0.lock();
-        if kept.len() >= MAX_SNAPSHOTS {
+        if kept.len() >= MAX_SNAPSHOTS && !kept.contains_key(&record.sid) {
             kept.clear();
         }
-        kept.insert(key, parsed.clone());
+        kept.insert(
+            record.sid.clone(),
+            (record.snapshot.clone(), parsed.clone()),
+        );
         Ok(parsed)
     }
 }
@@ -220,7 +223,7 @@ impl Runtime {
     /// The scenario a version record holds, parsed once and shared by every call that
     /// runs the same text: a live call then holds a reference to it, not its own copy of
     /// the parsed bricks (about 11 KiB a call for the load scenario), and a call start
-    /// skips the parse. Keyed by the record and a hash of its text, so an edited draft is
+    /// skips the parse. Kept with the text it was parsed from, so an edited draft is
     /// parsed again.
     pub fn snapshot(&self, record: &ScenarioVersionRecord) -> Result<Arc<Snapshot>, String> {
         self.snapshots.get(record)
