@@ -158,16 +158,7 @@ pub async fn run_outbound(rt: Runtime, comm: CommunicationRecord) {
     let Some((prep, session, leg, media)) = Box::pin(dial(&rt, &comm)).await else {
         return;
     };
-    Box::pin(run_answered(
-        rt,
-        comm,
-        prep,
-        session,
-        leg,
-        media,
-        Direction::Outbound,
-    ))
-    .await;
+    run_answered(rt, comm, prep, session, leg, media, Direction::Outbound).await;
 }
 
 /// Dials a claimed communication until it is answered. Every other outcome is written
@@ -322,7 +313,22 @@ async fn finish(rt: &Runtime, comm: &CommunicationRecord, f: &CallFinish) {
 }
 
 /// Runs the scenario on an answered call, then stores history/recording and the end.
-pub async fn run_answered(
+/// The returned future is boxed: its state lives on the heap only once the call is
+/// answered, so the task of a call still dialling (or an inbound handler) does not carry
+/// it.
+pub fn run_answered(
+    rt: Runtime,
+    comm: CommunicationRecord,
+    prep: Prepared,
+    session: MediaSession,
+    leg: CallLeg,
+    media: NegotiatedMedia,
+    direction: Direction,
+) -> std::pin::Pin<Box<impl std::future::Future<Output = ()> + Send>> {
+    Box::pin(answered(rt, comm, prep, session, leg, media, direction))
+}
+
+async fn answered(
     rt: Runtime,
     comm: CommunicationRecord,
     prep: Prepared,

@@ -170,16 +170,7 @@ async fn handle(rt: Runtime, call: IncomingCall) {
         tz: timezone.parse().unwrap_or(chrono_tz::Tz::UTC),
         data: Default::default(),
     };
-    Box::pin(run_answered(
-        rt,
-        comm,
-        prep,
-        session,
-        leg,
-        media,
-        Direction::Inbound,
-    ))
-    .await;
+    run_answered(rt, comm, prep, session, leg, media, Direction::Inbound).await;
 }
 
 fn call_media_fallback(sid: &str) -> Option<callsmith_sip::NegotiatedMedia> {

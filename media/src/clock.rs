@@ -37,6 +37,18 @@ pub fn sleep_until_ns(deadline: u64) {
     }
 }
 
+/// Puts the calling thread under SCHED_FIFO at `priority` (clamped to 1..=99). Returns
+/// the pthread error code when the system refuses (no privilege), so the caller decides
+/// whether to warn.
+pub fn set_realtime_priority(priority: i32) -> Result<(), i32> {
+    let param = libc::sched_param {
+        sched_priority: priority.clamp(1, 99),
+    };
+    // SAFETY: pthread_self is always valid; `param` is a valid sched_param.
+    let rc = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+    if rc == 0 { Ok(()) } else { Err(rc) }
+}
+
 /// CPU time consumed by the calling thread, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {

@@ -304,19 +304,13 @@ pub(crate) fn run_worker(
     pacing: Arc<PacingStats>,
     realtime_priority: Option<i32>,
 ) {
-    if let Some(prio) = realtime_priority {
-        let param = libc::sched_param {
-            sched_priority: prio.clamp(1, 99),
-        };
-        // SAFETY: pthread_self is always valid; `param` is a valid sched_param.
-        let rc =
-            unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
-        if rc != 0 {
-            tracing::warn!(
-                rc,
-                "media worker: SCHED_FIFO refused; using normal scheduling"
-            );
-        }
+    if let Some(prio) = realtime_priority
+        && let Err(rc) = crate::clock::set_realtime_priority(prio)
+    {
+        tracing::warn!(
+            rc,
+            "media worker: SCHED_FIFO refused; using normal scheduling"
+        );
     }
     let mut slots: Vec<Vec<Session>> = (0..SLOTS).map(|_| Vec::new()).collect();
     let mut scratch = Box::new(Scratch {

@@ -22,7 +22,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use callsmith_media::clock::{now_ns, rss_bytes, sleep_until_ns, thread_cpu_ns};
+use callsmith_media::clock::{
+    now_ns, rss_bytes, set_realtime_priority, sleep_until_ns, thread_cpu_ns,
+};
 use callsmith_media::g711::Codec;
 use callsmith_media::prompt::Prompt;
 use callsmith_media::rtcp::ReceiverStats;
@@ -147,11 +149,7 @@ fn run_generator(
 /// this; on a VM whose host preempts it, this p99 alone can reach milliseconds.
 fn run_timer_probe(rt: Option<i32>, stop: Arc<AtomicBool>) -> (f64, f64) {
     if let Some(prio) = rt {
-        let param = libc::sched_param {
-            sched_priority: prio.clamp(1, 99),
-        };
-        // SAFETY: pthread_self is always valid; `param` is a valid sched_param.
-        unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+        let _ = set_realtime_priority(prio);
     }
     let mut late_us: Vec<u64> = Vec::with_capacity(4096);
     let start = now_ns();

@@ -85,7 +85,42 @@ impl TokenPurpose {
 const KEY_COLS: &str =
     "k.sid, k.tenant_sid, k.account_sid, k.label, k.expires_at, k.revoked_at, k.created_at";
 
+/// Which table a credential's hash is looked up in: the credential cache's key keeps the
+/// kinds apart.
+#[derive(Clone, Copy)]
+enum CredentialKind {
+    Superuser,
+    ApiKey,
+    Session,
+}
+
 impl Store {
+    /// `read` answered from the credential cache when it was read at the current
+    /// generation; a found credential is kept for the next request (see `read_cache`).
+    async fn cached_credential<F>(
+        &self,
+        kind: CredentialKind,
+        hash: &str,
+        read: F,
+    ) -> StoreResult<Option<AuthLookup>>
+    where
+        F: std::future::Future<Output = StoreResult<Option<AuthLookup>>>,
+    {
+        let Some(caches) = &self.caches else {
+            return read.await;
+        };
+        let key = (kind as u8, hash.to_string());
+        if let Some(found) = caches.credentials.get(&key) {
+            return Ok(Some(found));
+        }
+        let noted = caches.credentials.generation();
+        let found = read.await?;
+        if let Some(f) = &found {
+            caches.credentials.put(key, noted, f.clone());
+        }
+        Ok(found)
+    }
+
     pub async fn superuser_token_count(&self) -> StoreResult<i64> {
         Ok(
             on_db!(self, p => sqlx::query_scalar("SELECT COUNT(*) FROM superuser_tokens WHERE revoked_at IS NULL").fetch_one(p).await)?,
@@ -109,8 +144,12 @@ impl Store {
     }
 
     pub async fn lookup_superuser(&self, secret_hash: &str) -> StoreResult<Option<AuthLookup>> {
-        self.cached_credential(0, secret_hash, self.read_superuser(secret_hash))
-            .await
+        self.cached_credential(
+            CredentialKind::Superuser,
+            secret_hash,
+            self.read_superuser(secret_hash),
+        )
+        .await
     }
 
     async fn read_superuser(&self, secret_hash: &str) -> StoreResult<Option<AuthLookup>> {
@@ -122,8 +161,12 @@ impl Store {
     /// An API key by secret hash whose tenant (and account, for account keys) is live
     /// and active. Expiry and revocation are left to the caller to judge.
     pub async fn lookup_api_key(&self, secret_hash: &str) -> StoreResult<Option<AuthLookup>> {
-        self.cached_credential(1, secret_hash, self.read_api_key(secret_hash))
-            .await
+        self.cached_credential(
+            CredentialKind::ApiKey,
+            secret_hash,
+            self.read_api_key(secret_hash),
+        )
+        .await
     }
 
     async fn read_api_key(&self, secret_hash: &str) -> StoreResult<Option<AuthLookup>> {
@@ -149,8 +192,12 @@ impl Store {
     /// A session by token hash whose user, account and tenant are live and active.
     /// Expiry and revocation are left to the caller to judge.
     pub async fn lookup_session(&self, token_hash: &str) -> StoreResult<Option<AuthLookup>> {
-        self.cached_credential(2, token_hash, self.read_session(token_hash))
-            .await
+        self.cached_credential(
+            CredentialKind::Session,
+            token_hash,
+            self.read_session(token_hash),
+        )
+        .await
     }
 
     async fn read_session(&self, token_hash: &str) -> StoreResult<Option<AuthLookup>> {

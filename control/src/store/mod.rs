@@ -291,32 +291,6 @@ impl Store {
         self
     }
 
-    /// `read` answered from the credential cache when it was read at the current
-    /// generation; a found credential is kept for the next request (see `read_cache`).
-    pub(crate) async fn cached_credential<F>(
-        &self,
-        kind: u8,
-        hash: &str,
-        read: F,
-    ) -> StoreResult<Option<keys::AuthLookup>>
-    where
-        F: std::future::Future<Output = StoreResult<Option<keys::AuthLookup>>>,
-    {
-        let Some(caches) = &self.caches else {
-            return read.await;
-        };
-        let key = (kind, hash.to_string());
-        if let Some(found) = caches.credentials.get(&key) {
-            return Ok(Some(found));
-        }
-        let noted = caches.credentials.generation();
-        let found = read.await?;
-        if let Some(f) = &found {
-            caches.credentials.put(key, noted, f.clone());
-        }
-        Ok(found)
-    }
-
     pub fn backend(&self) -> Backend {
         match self.pool {
             Pool::Sqlite(_) => Backend::Sqlite,
