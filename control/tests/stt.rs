@@ -365,7 +365,7 @@ impl SttNode {
             .stderr(std::process::Stdio::inherit())
             .spawn()
             .expect("start the STT node");
-        let node = SttNode { port, child };
+        let mut node = SttNode { port, child };
         let client = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
@@ -377,6 +377,10 @@ impl SttNode {
                 .is_ok_and(|r| r.status() == 200);
             if ok {
                 break;
+            }
+            // A node that died (bad path, missing model) fails the test now, not in 120 s.
+            if let Ok(Some(status)) = node.child.try_wait() {
+                panic!("the STT node exited before it was ready: {status}");
             }
             assert!(Instant::now() < deadline, "STT node not ready within 120 s");
             tokio::time::sleep(Duration::from_millis(250)).await;

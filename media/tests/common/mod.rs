@@ -163,9 +163,13 @@ impl SttNode {
             .stderr(std::process::Stdio::inherit())
             .spawn()
             .expect("start the STT node");
-        let node = SttNode { port, child };
+        let mut node = SttNode { port, child };
         let deadline = Instant::now() + Duration::from_secs(120);
         while !node.ready() {
+            // A node that died (bad path, missing model) fails the test now, not in 120 s.
+            if let Ok(Some(status)) = node.child.try_wait() {
+                panic!("the STT node exited before it was ready: {status}");
+            }
             assert!(Instant::now() < deadline, "STT node not ready within 120 s");
             std::thread::sleep(Duration::from_millis(200));
         }
