@@ -28,7 +28,7 @@ use callsmith_scenarios::{
     port::*,
     webhook::{CompiledRequest, WebhookOutcome},
 };
-use callsmith_sip::{CallLeg, EndInfo, LegController, LegEvent, LocalMedia, NegotiatedMedia};
+use callsmith_sip::{CallLeg, EndInfo, LegEvent, LocalMedia, NegotiatedMedia};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -358,11 +358,8 @@ async fn answered(
             Err(e) => warn!(error = %e, "recording target unavailable"),
         }
     }
-    let ctl = leg.controller();
     let call_id = leg.call_id().to_string();
     let trunk = leg.trunk().to_string();
-    let (sig_tx, sig_rx) = mpsc::unbounded_channel();
-    let pump = tokio::spawn(pump_leg(leg, sig_tx));
     let media_events = session.take_events();
     let mut port = LivePort {
         rt: rt.clone(),
@@ -371,8 +368,7 @@ async fn answered(
         from_number: prep.from_number.clone(),
         session,
         media_events,
-        signals: sig_rx,
-        ctl,
+        leg,
         ended: None,
         started: Instant::now(),
         deadline: Instant::now() + rt.settings.max_call,
@@ -401,17 +397,9 @@ async fn answered(
     Box::pin(async move {
         // Hang up if the scenario ended without the caller leaving, and wait for the end.
         if port.ended.is_none() {
-            port.ctl.hangup();
-            let until = Instant::now() + Duration::from_secs(10);
-            while port.ended.is_none() {
-                match tokio::time::timeout_at(until, port.signals.recv()).await {
-                    Ok(Some(Signal::Ended(e))) => port.ended = Some(e),
-                    Ok(Some(_)) => {}
-                    Ok(None) | Err(_) => break,
-                }
-            }
+            port.leg.hangup();
+            port.wait_leg_end(Duration::from_secs(10)).await;
         }
-        pump.abort();
         let ended_at = Utc::now();
         let LivePort {
             session,
@@ -508,23 +496,22 @@ fn recording_target(rt: &Runtime, path: &str) -> Result<RecordingTarget, String>
     })
 }
 
-/// What the leg pump forwards to the port.
+/// The leg events an answered call acts on.
 #[derive(Debug)]
 enum Signal {
     Dtmf(char),
     Ended(EndInfo),
 }
 
-async fn pump_leg(mut leg: CallLeg, tx: mpsc::UnboundedSender<Signal>) {
-    while let Some(ev) = leg.next_event().await {
-        let s = match ev {
-            LegEvent::Dtmf(d) => Signal::Dtmf(d),
-            LegEvent::Ended(e) => Signal::Ended(e),
-            _ => continue,
-        };
-        let end = matches!(s, Signal::Ended(_));
-        if tx.send(s).is_err() || end {
-            break;
+/// The next [`Signal`] of the leg, passing over the events an answered call has no use
+/// for; `None` once the leg is gone. Cancel-safe: an event is taken only when returned or
+/// passed over.
+async fn next_signal(leg: &mut CallLeg) -> Option<Signal> {
+    loop {
+        match leg.next_event().await? {
+            LegEvent::Dtmf(d) => return Some(Signal::Dtmf(d)),
+            LegEvent::Ended(e) => return Some(Signal::Ended(e)),
+            _ => {}
         }
     }
 }
@@ -578,8 +565,8 @@ pub struct LivePort {
     from_number: String,
     session: MediaSession,
     media_events: Option<mpsc::Receiver<MediaEvent>>,
-    signals: mpsc::UnboundedReceiver<Signal>,
-    ctl: LegController,
+    /// The call's SIP leg: its events, and hanging up or transferring it.
+    leg: CallLeg,
     ended: Option<EndInfo>,
     started: Instant,
     deadline: Instant,
@@ -623,7 +610,7 @@ impl LivePort {
         };
         tokio::select! {
             m = media => Happening::Media(m),
-            s = self.signals.recv() => Happening::Signal(s),
+            s = next_signal(&mut self.leg) => Happening::Signal(s),
             _ = tokio::time::sleep_until(deadline) => Happening::Deadline,
             _ = hangup_all.cancelled() => Happening::Shutdown,
         }
@@ -647,6 +634,20 @@ impl LivePort {
                     });
                 }
                 None
+            }
+        }
+    }
+
+    /// Waits, at most `within`, for the leg to report its end (after we hung it up). Keys
+    /// pressed meanwhile are of no use any more.
+    async fn wait_leg_end(&mut self, within: Duration) {
+        let until = Instant::now() + within;
+        while self.ended.is_none() {
+            match tokio::time::timeout_at(until, next_signal(&mut self.leg)).await {
+                Ok(s) => {
+                    self.on_signal(s);
+                }
+                Err(_) => break,
             }
         }
     }
@@ -703,7 +704,7 @@ impl LivePort {
 
     fn force_end(&mut self, why: &str) {
         self.errors.push(why.to_string());
-        self.ctl.hangup();
+        self.leg.hangup();
     }
 
     async fn playable(&self, prompt: &PromptSpec) -> Result<Playable, String> {
@@ -1212,7 +1213,7 @@ impl CallPort for LivePort {
     }
 
     async fn hangup(&mut self, _signal: &str) {
-        self.ctl.hangup();
+        self.leg.hangup();
     }
 
     fn now(&self) -> DateTime<Utc> {

@@ -7,18 +7,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use rsipstack::dialog::DialogId;
 use rsipstack::dialog::dialog::{DialogState, TerminatedReason, TransactionHandle};
 use rsipstack::dialog::dialog_layer::DialogLayer;
 use rsipstack::dialog::invitation::InviteAsyncResult;
 use rsipstack::dialog::invite_dialog::InviteDialog;
 use rsipstack::sip::{Header, HeadersExt, Method, Request, StatusCode};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 use tracing::{debug, info, warn};
 
 use crate::sdp::{self, Direction, LocalMedia, NegotiatedMedia, SessionDescription};
+use crate::states::LegStates;
 use crate::status::{CallStatus, CancelCause};
 
 /// Which way the leg was set up.
@@ -105,14 +108,14 @@ pub(crate) enum Command {
 /// A cheap, cloneable handle to act on a leg from anywhere.
 #[derive(Clone)]
 pub struct LegController {
-    cmd: mpsc::UnboundedSender<Command>,
+    cmd: UnboundedSender<Command>,
 }
 
 impl LegController {
     /// End the call: CANCEL before answer (outbound), 480 before answer (inbound), BYE after.
     /// The leg reports `Ended` when done. Idempotent.
     pub fn hangup(&self) {
-        let _ = self.cmd.send(Command::Hangup);
+        let _ = self.cmd.unbounded_send(Command::Hangup);
     }
 
     /// Blind transfer: send REFER to `target` (a phone number, formatted for the leg's trunk,
@@ -131,7 +134,7 @@ impl LegController {
         let (tx, rx) = oneshot::channel();
         if self
             .cmd
-            .send(Command::Refer {
+            .unbounded_send(Command::Refer {
                 target: target.to_string(),
                 headers,
                 reply: tx,
@@ -150,7 +153,7 @@ impl LegController {
     }
 
     pub(crate) fn send(&self, c: Command) -> bool {
-        self.cmd.send(c).is_ok()
+        self.cmd.unbounded_send(c).is_ok()
     }
 }
 
@@ -160,7 +163,7 @@ pub struct CallLeg {
     pub(crate) direction: LegDirection,
     pub(crate) trunk: String,
     pub(crate) controller: LegController,
-    pub(crate) events: mpsc::UnboundedReceiver<LegEvent>,
+    pub(crate) events: UnboundedReceiver<LegEvent>,
 }
 
 impl std::fmt::Debug for CallLeg {
@@ -187,7 +190,7 @@ impl CallLeg {
     }
     /// The next event; `None` after `Ended` has been delivered and the driver finished.
     pub async fn next_event(&mut self) -> Option<LegEvent> {
-        self.events.recv().await
+        self.events.next().await
     }
     pub fn controller(&self) -> LegController {
         self.controller.clone()
@@ -242,9 +245,9 @@ impl SessionTimer {
 pub(crate) struct Driver {
     pub dialog: InviteDialog,
     pub dialog_layer: Arc<DialogLayer>,
-    pub state_rx: mpsc::UnboundedReceiver<DialogState>,
-    pub cmd_rx: mpsc::UnboundedReceiver<Command>,
-    pub events: mpsc::UnboundedSender<LegEvent>,
+    pub state_rx: LegStates,
+    pub cmd_rx: UnboundedReceiver<Command>,
+    pub events: UnboundedSender<LegEvent>,
     pub direction: LegDirection,
     pub local_media: Option<LocalMedia>,
     /// Outbound only: the INVITE transaction task.
@@ -260,8 +263,8 @@ pub(crate) struct Driver {
 
 /// REFER transaction outcomes sent back to the driver loop: the final status or an error.
 type ReferResults = (
-    mpsc::UnboundedSender<Result<u16, String>>,
-    mpsc::UnboundedReceiver<Result<u16, String>>,
+    UnboundedSender<Result<u16, String>>,
+    UnboundedReceiver<Result<u16, String>>,
 );
 
 struct PendingRefer {
@@ -291,7 +294,7 @@ fn status_u16(s: &StatusCode) -> u16 {
 
 impl Driver {
     fn emit(&self, ev: LegEvent) {
-        let _ = self.events.send(ev);
+        let _ = self.events.unbounded_send(ev);
     }
 
     fn sdp_headers(&self) -> Vec<Header> {
@@ -328,7 +331,7 @@ impl Driver {
         let mut refresh_at = far_future();
         let mut expire_at = far_future();
         let mut cancel_guard_deadline = far_future();
-        let mut refer_results: ReferResults = mpsc::unbounded_channel();
+        let mut refer_results: ReferResults = unbounded();
         let mut initial_invite = self.invite.take();
         let mut ring_deadline = self.ring_deadline.unwrap_or_else(far_future);
         // An outbound INVITE whose final response has not come yet.
@@ -460,7 +463,7 @@ impl Driver {
                         let _ = p.reply.send(TransferOutcome::Failed { sip_code: None, reason: "no final NOTIFY before timeout".into() });
                     }
                 }
-                Some(r) = refer_results.1.recv() => {
+                Some(r) = refer_results.1.next() => {
                     match r {
                         Ok(code) if (200..300).contains(&code) => {}
                         Ok(code) => {
@@ -475,7 +478,7 @@ impl Driver {
                         }
                     }
                 }
-                cmd = self.cmd_rx.recv(), if cmd_open => {
+                cmd = self.cmd_rx.next(), if cmd_open => {
                     let Some(cmd) = cmd else {
                         // Every handle dropped: nobody can hang up any more, so do it now.
                         if answered { let _ = self.dialog.bye().await; } else if awaiting_final { let _ = self.dialog.cancel().await; } else if self.direction == LegDirection::Inbound { let _ = self.dialog.reject(Some(StatusCode::TemporarilyUnavailable), None); }
@@ -566,7 +569,7 @@ impl Driver {
                                     Ok(None) => Err("no response to REFER".to_string()),
                                     Err(e) => Err(e.to_string()),
                                 };
-                                let _ = results.send(r);
+                                let _ = results.unbounded_send(r);
                             });
                         }
                     }
@@ -803,11 +806,13 @@ pub(crate) fn new_leg(
     trunk: String,
 ) -> (
     CallLeg,
-    mpsc::UnboundedReceiver<Command>,
-    mpsc::UnboundedSender<LegEvent>,
+    UnboundedReceiver<Command>,
+    UnboundedSender<LegEvent>,
 ) {
-    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-    let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+    // futures' queues allocate per message; a tokio channel would allocate 32 slots up
+    // front, and a leg sees a handful of commands and events.
+    let (cmd_tx, cmd_rx) = unbounded();
+    let (ev_tx, ev_rx) = unbounded();
     (
         CallLeg {
             call_id,

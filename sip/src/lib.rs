@@ -16,6 +16,7 @@ mod interop;
 mod leg;
 pub mod sdp;
 mod stack;
+mod states;
 pub mod status;
 pub mod trunk;
 pub mod wire;

@@ -24,6 +24,7 @@ use tracing::{debug, info, warn};
 use crate::config::SipConfig;
 use crate::leg::{CallLeg, Command, Driver, LegDirection, LegEvent, SessionTimer, new_leg};
 use crate::sdp::{self, Direction, LocalMedia, NegotiatedMedia, SessionDescription};
+use crate::states::StateRouter;
 use crate::trunk::{self, SipTransport, TrunkConfig, TrunkError};
 use crate::wire;
 
@@ -145,6 +146,8 @@ struct Inner {
     udp_addr: Option<SocketAddr>,
     tcp_addr: Option<SocketAddr>,
     router: Arc<dyn CallRouter>,
+    /// Every dialog's states, routed to its leg.
+    states: StateRouter,
     cancel: CancellationToken,
 }
 
@@ -343,6 +346,7 @@ impl SipStack {
             udp_addr,
             tcp_addr,
             router: Arc::new(router),
+            states: StateRouter::start(cancel.clone()),
             cancel: cancel.clone(),
         });
         let (call_tx, call_rx) = mpsc::channel(1024);
@@ -430,8 +434,10 @@ impl SipStack {
             },
             ..Default::default()
         };
-        let (state_tx, state_rx) = mpsc::unbounded_channel();
-        let (dialog, join) = inner.dialog_layer.do_invite_async(opt, state_tx)?;
+        let (dialog, join) = inner
+            .dialog_layer
+            .do_invite_async(opt, inner.states.sender())?;
+        let state_rx = inner.states.register(&dialog.id());
         let call_id = dialog.id().call_id.clone();
         info!(%call_id, trunk = %trunk.name, %from, %to, "placing call");
         let (leg, cmd_rx, ev_tx) = new_leg(call_id, LegDirection::Outbound, trunk.name.clone());
@@ -622,7 +628,6 @@ async fn handle_invite(
         None => None,
     };
 
-    let (state_tx, state_rx) = mpsc::unbounded_channel();
     // Contact on the transport the INVITE came in on, so in-dialog requests use it too.
     let over_tcp = matches!(
         tx.connection.as_ref().map(|c| c.transport()),
@@ -635,9 +640,13 @@ async fn handle_invite(
     };
     let contact = local_addr
         .and_then(|a| rsipstack::sip::Uri::try_from(format!("sip:{called}@{a}{tp}").as_str()).ok());
-    let dialog = inner
-        .dialog_layer
-        .get_or_create_server_invite(&tx, state_tx, None, contact)?;
+    let dialog = inner.dialog_layer.get_or_create_server_invite(
+        &tx,
+        inner.states.sender(),
+        None,
+        contact,
+    )?;
+    let state_rx = inner.states.register(&dialog.id());
     let call_id = dialog.id().call_id.clone();
     info!(%call_id, trunk = %trunk.name, %from, to = %called, %source, "inbound call");
 

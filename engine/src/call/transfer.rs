@@ -133,22 +133,6 @@ impl LivePort {
         }
     }
 
-    /// Waits (bounded) for the caller's leg to report its end after we hung it up.
-    async fn wait_caller_end(&mut self) {
-        let until = Instant::now() + END_WAIT;
-        while self.ended.is_none() {
-            match tokio::time::timeout_at(until, self.signals.recv()).await {
-                Ok(s @ Some(_)) => {
-                    self.on_signal(s);
-                }
-                Ok(None) => {
-                    self.on_signal(None);
-                }
-                Err(_) => break,
-            }
-        }
-    }
-
     pub(super) async fn blind_transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
         let mut log = TransferLog::new("blind", spec, self.ms());
         if let Some(m) = &spec.message_to_client {
@@ -157,7 +141,7 @@ impl LivePort {
         let outcome = if self.ended.is_some() {
             TransferOutcome::Failure("the caller hung up".into())
         } else {
-            let refer = self.ctl.refer(&spec.number, &spec.sip_headers);
+            let refer = self.leg.refer(&spec.number, &spec.sip_headers);
             match tokio::time::timeout(ring_timeout(spec), refer).await {
                 Err(_) => TransferOutcome::Timeout,
                 Ok(callsmith_sip::TransferOutcome::Succeeded { sip_code }) => {
@@ -370,16 +354,16 @@ impl LivePort {
                         log.target_ended(&end);
                         log.ended_by = Some("target");
                         bridge.stop();
-                        self.ctl.hangup();
-                        self.wait_caller_end().await;
+                        self.leg.hangup();
+                        self.wait_leg_end(END_WAIT).await;
                         break;
                     }
                     Some(_) => {}
                     None => {
                         log.ended_by = Some("target");
                         bridge.stop();
-                        self.ctl.hangup();
-                        self.wait_caller_end().await;
+                        self.leg.hangup();
+                        self.wait_leg_end(END_WAIT).await;
                         break;
                     }
                 },
