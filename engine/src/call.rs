@@ -23,7 +23,7 @@ use callsmith_media::{
 };
 use callsmith_scenarios::{
     Snapshot,
-    interpreter::{CallInfo, Direction, Program, Tz},
+    interpreter::{CallInfo, CallRun, Direction, Program, Tz},
     model::MappingEntry,
     port::*,
     webhook::{CompiledRequest, WebhookOutcome},
@@ -151,24 +151,28 @@ fn media_codec(c: callsmith_sip::Codec) -> callsmith_media::g711::Codec {
 
 /// Runs a claimed outbound communication to its end. Never panics on bad data: every
 /// failure ends as a `failed` row with the reason.
-pub async fn run_outbound(rt: Runtime, comm: CommunicationRecord) {
-    let _live = rt.live.enter(comm.agent_sid.as_deref());
-    // Each phase is boxed, so its state is allocated only while it runs: a live call's
-    // task holds the answered phase alone, not the dialling phase's state beside it.
-    let Some((prep, session, leg, media)) = Box::pin(dial(&rt, &comm)).await else {
-        return;
-    };
-    run_answered(rt, comm, prep, session, leg, media, Direction::Outbound).await;
+///
+/// The task holds pointers only: the dialling phase is boxed (and freed once the call is
+/// answered or over), and the answered call is one [`AnsweredCall`] box.
+pub fn run_outbound(
+    rt: Runtime,
+    comm: CommunicationRecord,
+) -> impl std::future::Future<Output = ()> + Send {
+    let live = rt.live.enter(comm.agent_sid.as_deref());
+    let dialling = Box::pin(dial(rt, comm));
+    async move {
+        let _live = live;
+        if let Some(call) = dialling.await {
+            call.run().await;
+        }
+    }
 }
 
 /// Dials a claimed communication until it is answered. Every other outcome is written
 /// here (failed, not answered, claim released or lost), and then it returns None.
-async fn dial(
-    rt: &Runtime,
-    comm: &CommunicationRecord,
-) -> Option<(Prepared, MediaSession, CallLeg, NegotiatedMedia)> {
+async fn dial(rt: Runtime, comm: CommunicationRecord) -> Option<Box<AnsweredCall>> {
     let token = rt.settings.claim_token.clone();
-    let prep = match prepare(rt, comm).await {
+    let prep = match prepare(&rt, &comm).await {
         Ok(p) => p,
         Err(e) => {
             warn!(communication = %comm.sid, error = %e, "communication cannot be dialled");
@@ -176,7 +180,7 @@ async fn dial(
                 .store
                 .communication_fail_unclaimed(&comm.sid, &token, &e)
                 .await;
-            crate::delivery::enqueue(rt, &comm.sid).await;
+            crate::delivery::enqueue(&rt, &comm.sid).await;
             return None;
         }
     };
@@ -223,7 +227,7 @@ async fn dial(
                 variables: "{}".into(),
                 ..Default::default()
             };
-            finish(rt, comm, &f).await;
+            finish(&rt, &comm, &f).await;
             return None;
         }
     };
@@ -250,7 +254,7 @@ async fn dial(
                     end_reason: Some("not_answered".into()),
                     ..Default::default()
                 };
-                finish(rt, comm, &f).await;
+                finish(&rt, &comm, &f).await;
                 return None;
             }
             Some(_) => {}
@@ -271,14 +275,22 @@ async fn dial(
             end_reason: Some("not_answered".into()),
             ..Default::default()
         };
-        finish(rt, comm, &f).await;
+        finish(&rt, &comm, &f).await;
         return None;
     };
     let _ = rt
         .store
         .communication_mark_answered(&comm.sid, &token, leg.call_id())
         .await;
-    Some((prep, session, leg, media))
+    Some(AnsweredCall::new(
+        rt,
+        comm,
+        prep,
+        session,
+        leg,
+        media,
+        Direction::Outbound,
+    ))
 }
 
 /// Waits for a leg's `Ended` event.
@@ -312,89 +324,127 @@ async fn finish(rt: &Runtime, comm: &CommunicationRecord, f: &CallFinish) {
     crate::delivery::enqueue(rt, &comm.sid).await;
 }
 
-/// Runs the scenario on an answered call, then stores history/recording and the end.
-/// The returned future is boxed: its state lives on the heap only once the call is
-/// answered, so the task of a call still dialling (or an inbound handler) does not carry
-/// it.
-pub fn run_answered(
-    rt: Runtime,
-    comm: CommunicationRecord,
-    prep: Prepared,
-    session: MediaSession,
-    leg: CallLeg,
-    media: NegotiatedMedia,
-    direction: Direction,
-) -> std::pin::Pin<Box<impl std::future::Future<Output = ()> + Send>> {
-    Box::pin(answered(rt, comm, prep, session, leg, media, direction))
+/// An answered call, ready to run its scenario: everything a call holds while it is up,
+/// in one heap allocation. The tasks around it hold only a pointer, and nothing is kept
+/// twice: an async fn keeps its arguments in its state for its whole life, even after
+/// they are moved on, so the call's records are handed over in this box instead.
+pub struct AnsweredCall {
+    port: LivePort,
+    info: CallInfo,
+    snapshot: Arc<Snapshot>,
+    answered_at: DateTime<Utc>,
+    /// Object-store prefix of this call's files.
+    prefix: String,
+    recording_path: String,
+    call_id: String,
 }
 
-async fn answered(
-    rt: Runtime,
-    comm: CommunicationRecord,
-    prep: Prepared,
-    mut session: MediaSession,
-    leg: CallLeg,
-    media: NegotiatedMedia,
-    direction: Direction,
-) {
-    let answered_at = Utc::now();
-    if let Err(e) = session.set_remote(
-        media.remote_rtp,
-        media_codec(media.codec),
-        media.telephone_event,
-    ) {
-        warn!(error = %e, "setting the media peer failed");
-    }
-    let prefix = call_prefix(&comm.account_sid, &comm.sid);
-    let recording_path = format!("{prefix}/recording.wav");
-    let recording = prep.agent.as_ref().is_some_and(|a| a.call_recording);
-    if recording {
-        match recording_target(&rt, &recording_path) {
-            Ok(t) => {
-                if let Err(e) = session.start_recording(t) {
-                    warn!(error = %e, "recording could not start");
-                }
-            }
-            Err(e) => warn!(error = %e, "recording target unavailable"),
+impl AnsweredCall {
+    /// Points the media at the answer, starts the recording when the agent asks for it,
+    /// and builds the call's port.
+    pub fn new(
+        rt: Runtime,
+        comm: CommunicationRecord,
+        prep: Prepared,
+        mut session: MediaSession,
+        leg: CallLeg,
+        media: NegotiatedMedia,
+        direction: Direction,
+    ) -> Box<AnsweredCall> {
+        let answered_at = Utc::now();
+        if let Err(e) = session.set_remote(
+            media.remote_rtp,
+            media_codec(media.codec),
+            media.telephone_event,
+        ) {
+            warn!(error = %e, "setting the media peer failed");
         }
+        let prefix = call_prefix(&comm.account_sid, &comm.sid);
+        let recording_path = format!("{prefix}/recording.wav");
+        let Prepared {
+            snapshot,
+            agent,
+            from_number,
+            tz,
+            data,
+            ..
+        } = prep;
+        if agent.as_ref().is_some_and(|a| a.call_recording) {
+            match recording_target(&rt, &recording_path) {
+                Ok(t) => {
+                    if let Err(e) = session.start_recording(t) {
+                        warn!(error = %e, "recording could not start");
+                    }
+                }
+                Err(e) => warn!(error = %e, "recording target unavailable"),
+            }
+        }
+        let call_id = leg.call_id().to_string();
+        let trunk = leg.trunk().to_string();
+        let media_events = session.take_events();
+        let info = CallInfo {
+            direction,
+            recipient: comm.recipient.clone(),
+            from: from_number.clone(),
+            communication_id: comm.sid.clone(),
+            timezone: tz,
+            data,
+        };
+        let port = LivePort {
+            deadline: Instant::now() + rt.settings.max_call,
+            rt,
+            comm,
+            agent,
+            from_number,
+            session,
+            media_events,
+            leg,
+            ended: None,
+            started: Instant::now(),
+            pending_dtmf: String::new(),
+            turns: Vec::new(),
+            prompts: Vec::new(),
+            errors: Vec::new(),
+            turn_audio_saves: Vec::new(),
+            trunk,
+            transfers: Vec::new(),
+            answer_ns: None,
+        };
+        Box::new(AnsweredCall {
+            port,
+            info,
+            snapshot,
+            answered_at,
+            prefix,
+            recording_path,
+            call_id,
+        })
     }
-    let call_id = leg.call_id().to_string();
-    let trunk = leg.trunk().to_string();
-    let media_events = session.take_events();
-    let mut port = LivePort {
-        rt: rt.clone(),
-        comm: comm.clone(),
-        agent: prep.agent.clone(),
-        from_number: prep.from_number.clone(),
-        session,
-        media_events,
-        leg,
-        ended: None,
-        started: Instant::now(),
-        deadline: Instant::now() + rt.settings.max_call,
-        pending_dtmf: String::new(),
-        turns: Vec::new(),
-        prompts: Vec::new(),
-        errors: Vec::new(),
-        turn_audio_saves: Vec::new(),
-        trunk,
-        transfers: Vec::new(),
-        answer_ns: None,
-    };
-    let info = CallInfo {
-        direction,
-        recipient: comm.recipient.clone(),
-        from: prep.from_number.clone(),
-        communication_id: comm.sid.clone(),
-        timezone: prep.tz,
-        data: prep.data.clone(),
-    };
-    let program = Program::new(&prep.snapshot);
-    let run = Box::pin(program.run(&info, &mut port)).await;
-    // The end of the call (hang-up, media close, history, the final write) runs in its
-    // own heap allocation. Inline, its state would be part of every live call's task,
-    // which is what a live call costs in memory.
-    Box::pin(async move {
+
+    /// Runs the scenario, then stores the history and recording and writes the end.
+    pub async fn run(mut self: Box<Self>) {
+        let call = &mut *self;
+        let program = Program::new(&call.snapshot);
+        // The scenario's future is boxed in a statement of its own: a temporary of the
+        // statement that awaits keeps its room in this future across the await.
+        let scenario = Box::pin(program.run(&call.info, &mut call.port));
+        let run = scenario.await;
+        drop(program);
+        // The end (hang-up, media close, history, the final write) gets its own
+        // allocation, made only when the call ends.
+        let end = Box::pin(self.close(run));
+        end.await;
+    }
+
+    async fn close(self: Box<Self>, run: CallRun) {
+        let AnsweredCall {
+            mut port,
+            answered_at,
+            prefix,
+            recording_path,
+            call_id,
+            ..
+        } = *self;
         // Hang up if the scenario ended without the caller leaving, and wait for the end.
         if port.ended.is_none() {
             port.leg.hangup();
@@ -402,6 +452,9 @@ async fn answered(
         }
         let ended_at = Utc::now();
         let LivePort {
+            rt,
+            comm,
+            from_number,
             session,
             mut turns,
             turn_audio_saves,
@@ -433,7 +486,7 @@ async fn answered(
             "communication_id": comm.sid,
             "direction": comm.direction,
             "recipient": comm.recipient,
-            "from_number": prep.from_number,
+            "from_number": from_number,
             "call_id": call_id,
             "answered_at": answered_at,
             "ended_at": ended_at,
@@ -482,8 +535,7 @@ async fn answered(
         };
         finish(&rt, &comm, &f).await;
         info!(communication = %comm.sid, goals = ?f.goals, duration = f.duration, "call ended");
-    })
-    .await;
+    }
 }
 
 fn recording_target(rt: &Runtime, path: &str) -> Result<RecordingTarget, String> {

@@ -11,40 +11,48 @@ use callsmith_sip::{IncomingCall, IncomingCalls, LegEvent, LocalMedia};
 use chrono::Utc;
 use tracing::{info, warn};
 
-use crate::call::{Prepared, run_answered};
+use crate::call::{AnsweredCall, Prepared};
 use crate::runtime::Runtime;
 
 /// Serves the inbound call stream until it closes.
 pub async fn run(rt: Runtime, mut incoming: IncomingCalls) {
     while let Some(call) = incoming.recv().await {
-        let rt = rt.clone();
-        tokio::spawn(async move { handle(rt, call).await });
+        // The task holds pointers only: the answering phase is boxed (and freed once the
+        // call is up or over), and the answered call is one `AnsweredCall` box.
+        let answering = Box::pin(answer(rt.clone(), call));
+        tokio::spawn(async move {
+            if let Some(call) = answering.await {
+                call.run().await;
+            }
+        });
     }
 }
 
-async fn handle(rt: Runtime, call: IncomingCall) {
+/// Routes and answers an inbound call; `None` when it was rejected or ended before it
+/// was up (each such outcome is written here).
+async fn answer(rt: Runtime, call: IncomingCall) -> Option<Box<AnsweredCall>> {
     if rt.draining.is_cancelled() {
         call.reject(503, Some("shutting down".into()));
-        return;
+        return None;
     }
     let route = match rt.store.inbound_agent_for_number(&call.to).await {
         Ok(r) => r,
         Err(e) => {
             warn!(error = %e, "inbound routing failed");
             call.reject(500, None);
-            return;
+            return None;
         }
     };
     let Some((agent_sid, identifier)) = route else {
         info!(to = %call.to, "inbound call to a number no active agent serves: 404");
         call.reject(404, None);
-        return;
+        return None;
     };
     let agent = match rt.store.agent_get(&agent_sid).await {
         Ok(Some(a)) => a,
         _ => {
             call.reject(404, None);
-            return;
+            return None;
         }
     };
     let published = match rt
@@ -56,21 +64,21 @@ async fn handle(rt: Runtime, call: IncomingCall) {
         _ => {
             warn!(agent = %agent.sid, "inbound agent's scenario has no published version: 480");
             call.reject(480, Some("scenario not published".into()));
-            return;
+            return None;
         }
     };
     let snapshot = match rt.snapshot(&published) {
         Ok(s) => s,
         Err(_) => {
             call.reject(500, None);
-            return;
+            return None;
         }
     };
     let account = match rt.store.account_get(&agent.account_sid).await {
         Ok(Some(a)) => a,
         _ => {
             call.reject(404, None);
-            return;
+            return None;
         }
     };
     let timezone = if !agent.timezone.is_empty() {
@@ -85,7 +93,7 @@ async fn handle(rt: Runtime, call: IncomingCall) {
         Err(e) => {
             warn!(error = %e, "no media session for an inbound call: 503");
             call.reject(503, None);
-            return;
+            return None;
         }
     };
     let _live = rt.live.enter(Some(&agent.sid));
@@ -120,7 +128,7 @@ async fn handle(rt: Runtime, call: IncomingCall) {
         Err(e) => {
             warn!(error = %e, "recording an inbound call failed: 500");
             call.reject(500, None);
-            return;
+            return None;
         }
     };
     call.ring();
@@ -137,7 +145,7 @@ async fn handle(rt: Runtime, call: IncomingCall) {
                     &format!("answering failed: {e}"),
                 )
                 .await;
-            return;
+            return None;
         }
     };
     // The first event of an answered leg carries the final media.
@@ -155,7 +163,7 @@ async fn handle(rt: Runtime, call: IncomingCall) {
                 "the caller left while answering",
             )
             .await;
-        return;
+        return None;
     };
     let _ = rt
         .store
@@ -170,7 +178,15 @@ async fn handle(rt: Runtime, call: IncomingCall) {
         tz: timezone.parse().unwrap_or(chrono_tz::Tz::UTC),
         data: Default::default(),
     };
-    run_answered(rt, comm, prep, session, leg, media, Direction::Inbound).await;
+    Some(AnsweredCall::new(
+        rt,
+        comm,
+        prep,
+        session,
+        leg,
+        media,
+        Direction::Inbound,
+    ))
 }
 
 fn call_media_fallback(sid: &str) -> Option<callsmith_sip::NegotiatedMedia> {

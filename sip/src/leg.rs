@@ -317,6 +317,9 @@ impl Driver {
         out
     }
 
+    /// Drives the dialog to its end. The awaits that happen once or rarely (BYE, CANCEL,
+    /// a re-INVITE) are boxed, so this task, alive for the whole call, does not carry
+    /// room for their state.
     pub async fn run(mut self) {
         let mut answered = false;
         let mut cmd_open = true;
@@ -390,7 +393,7 @@ impl Driver {
                                     }
                                     Err(e) => {
                                         warn!(call_id = %self.dialog.id().call_id, error = %e, "2xx without usable SDP answer; hanging up");
-                                        let _ = self.dialog.bye().await;
+                                        let _ = Box::pin(self.dialog.bye()).await;
                                         self.emit(LegEvent::Ended(end_info(CallStatus::Failed, Some(code), format!("unusable SDP answer: {e}"), Party::Local)));
                                         ended = true;
                                     }
@@ -449,7 +452,7 @@ impl Driver {
                 }
                 _ = sleep_until(expire_at), if answered => {
                     info!(call_id = %self.dialog.id().call_id, "session timer expired, sending BYE");
-                    let _ = self.dialog.bye().await;
+                    let _ = Box::pin(self.dialog.bye()).await;
                     self.emit(LegEvent::Ended(end_info(CallStatus::Answered, None, "session timer expired".into(), Party::Local)));
                     ended = true;
                 }
@@ -481,7 +484,7 @@ impl Driver {
                 cmd = self.cmd_rx.next(), if cmd_open => {
                     let Some(cmd) = cmd else {
                         // Every handle dropped: nobody can hang up any more, so do it now.
-                        if answered { let _ = self.dialog.bye().await; } else if awaiting_final { let _ = self.dialog.cancel().await; } else if self.direction == LegDirection::Inbound { let _ = self.dialog.reject(Some(StatusCode::TemporarilyUnavailable), None); }
+                        if answered { let _ = Box::pin(self.dialog.bye()).await; } else if awaiting_final { let _ = Box::pin(self.dialog.cancel()).await; } else if self.direction == LegDirection::Inbound { let _ = self.dialog.reject(Some(StatusCode::TemporarilyUnavailable), None); }
                         // Keep running until the dialog reports its end; stop polling commands.
                         cmd_open = false;
                         continue;
@@ -530,7 +533,7 @@ impl Driver {
                             if answered {
                                 local_bye = true;
                                 let d = self.dialog.clone();
-                                let _ = d.bye().await;
+                                let _ = Box::pin(d.bye()).await;
                                 self.emit(LegEvent::Ended(end_info(CallStatus::Answered, None, "hangup".into(), Party::Local)));
                                 ended = true;
                             } else if awaiting_final {
@@ -595,7 +598,7 @@ impl Driver {
                             }
                         }
                         DialogState::Updated(_, req, handle) => {
-                            self.on_update(req, handle, &mut on_hold).await;
+                            Box::pin(self.on_update(req, handle, &mut on_hold)).await;
                             if let Some(st) = self.session_timer { let (r, e) = timer_deadlines(st); refresh_at = r; expire_at = e; }
                         }
                         DialogState::Info(_, req, handle) => {
