@@ -2,9 +2,11 @@
 //!
 //! Packets are stored by sequence number in the slots of one buffer, sized for
 //! 20 ms of G.711 per slot and re-laid out at most a few times if the stream's
-//! packets are longer (no allocation per packet). The slot count follows the
-//! deepest playout allowed: 32 slots, 5 KiB, for the default of 10 packets, rather
-//! than 64 slots of a worst-case 60 ms (30 KiB). The playout side pulls one packet
+//! packets are longer (no allocation per packet). A buffer starts with 8 slots
+//! (1.3 KiB), which a clean stream never outgrows, and doubles only when a packet
+//! arrives further ahead than they reach, up to a cap that follows the deepest playout
+//! allowed: 32 slots, 5 KiB, for the default of 10 packets. Every live call has one,
+//! so what a clean call does not use is not allocated. The playout side pulls one packet
 //! per tick. Playout
 //! starts once `target` packets are buffered; the target follows the measured
 //! interarrival jitter (RFC 3550 estimate), between `min_depth` and
@@ -29,6 +31,9 @@ fn capacity_for(max_depth: usize) -> usize {
 
 /// Bytes reserved per slot at first: one 20 ms G.711 frame.
 const INITIAL_STRIDE: usize = 160;
+/// Slots at first (a power of two, like every slot count: sequence numbers wrap at
+/// 2^16, so `seq % slots` keeps its place across the wrap).
+const INITIAL_SLOTS: usize = 8;
 
 #[derive(Clone, Copy, Default)]
 struct Slot {
@@ -76,6 +81,8 @@ pub struct JitterBuffer {
     /// Payload bytes, `stride` per slot.
     data: Vec<u8>,
     stride: usize,
+    /// Most slots the buffer may grow to (see `capacity_for`).
+    max_slots: usize,
     next_seq: Option<u16>,
     playing: bool,
     buffered: usize,
@@ -90,11 +97,13 @@ impl JitterBuffer {
     pub fn new(min_depth: usize, max_depth: usize) -> Self {
         let min_depth = min_depth.clamp(1, 32);
         let max_depth = max_depth.clamp(min_depth, 32);
-        let capacity = capacity_for(max_depth);
+        let max_slots = capacity_for(max_depth);
+        let slots = INITIAL_SLOTS.min(max_slots);
         JitterBuffer {
-            slots: vec![Slot::default(); capacity],
-            data: vec![0; capacity * INITIAL_STRIDE],
+            slots: vec![Slot::default(); slots],
+            data: vec![0; slots * INITIAL_STRIDE],
             stride: INITIAL_STRIDE,
+            max_slots,
             next_seq: None,
             playing: false,
             buffered: 0,
@@ -149,13 +158,16 @@ impl JitterBuffer {
                         return Insert::Late;
                     }
                     // Still buffering: an earlier packet moves the start back, if it fits.
-                    let span = self.highest_ahead(next) as i32 - ahead as i32;
-                    if span >= self.slots.len() as i32 {
+                    let span = (self.highest_ahead(next) as i32 - ahead as i32) as usize;
+                    if span >= self.max_slots {
                         self.stats.late += 1;
                         return Insert::Late;
                     }
+                    self.make_room(span);
                     self.next_seq = Some(seq);
-                } else if ahead as usize >= self.slots.len() {
+                } else if (ahead as usize) < self.max_slots {
+                    self.make_room(ahead as usize);
+                } else {
                     self.stats.resyncs += 1;
                     self.clear();
                     self.next_seq = Some(seq);
@@ -181,6 +193,25 @@ impl JitterBuffer {
         let at = idx * self.stride;
         self.data[at..at + payload.len()].copy_from_slice(payload);
         outcome
+    }
+
+    /// Grows the slots (doubling, up to `max_slots`) until `distance` packets apart fit,
+    /// keeping what is buffered.
+    fn make_room(&mut self, distance: usize) {
+        if distance < self.slots.len() {
+            return;
+        }
+        let n = (distance + 1).next_power_of_two().min(self.max_slots);
+        let mut slots = vec![Slot::default(); n];
+        let mut data = vec![0; n * self.stride];
+        for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| s.used) {
+            let j = s.seq as usize % n;
+            slots[j] = *s;
+            data[j * self.stride..(j + 1) * self.stride]
+                .copy_from_slice(&self.data[i * self.stride..(i + 1) * self.stride]);
+        }
+        self.slots = slots;
+        self.data = data;
     }
 
     /// Re-lays the buffer out with `len` bytes per slot, keeping what is buffered. The
@@ -261,10 +292,44 @@ mod tests {
         assert_eq!(capacity_for(32), 64);
         let mut jb = JitterBuffer::new(1, 10);
         assert_eq!(jb.insert(100, &[1; 160]), Insert::Stored);
-        // Early by 20 packets still fits; 32 ahead of the next to play restarts.
+        assert_eq!(jb.slots.len(), 8, "a clean stream starts small");
+        // Early by 20 packets still fits (the slots grow to 32, keeping packet 100);
+        // 32 ahead of the next to play restarts.
         assert_eq!(jb.insert(120, &[2; 160]), Insert::Stored);
+        assert_eq!(jb.slots.len(), 32);
         assert_eq!(jb.insert(132, &[3; 160]), Insert::Resynced);
         assert_eq!(jb.stats().resyncs, 1);
+        let mut jb = JitterBuffer::new(1, 10);
+        jb.insert(100, &[1; 160]);
+        jb.insert(120, &[2; 160]);
+        assert_eq!(frame(jb.pop()), Some(1));
+    }
+
+    #[test]
+    fn a_clean_stream_never_grows_and_growth_keeps_every_packet() {
+        let mut jb = JitterBuffer::new(2, 10);
+        for seq in 65_000u16..=65_535 {
+            jb.insert(seq, &[seq as u8; 160]);
+            jb.pop();
+        }
+        for seq in 0u16..600 {
+            jb.insert(seq, &[seq as u8; 160]);
+            jb.pop();
+        }
+        assert_eq!(jb.slots.len(), 8);
+        assert_eq!(jb.stats().resyncs + jb.stats().late, 0);
+
+        // A burst arriving out of order across the 16-bit wrap: 10 packets, the last
+        // first, so the buffer must grow while holding them.
+        let mut jb = JitterBuffer::new(10, 10);
+        let seqs: Vec<u16> = (0..10).map(|i| 65_530u16.wrapping_add(i)).collect();
+        jb.insert(seqs[0], &[0; 160]);
+        for (i, s) in seqs.iter().enumerate().skip(1).rev() {
+            assert_eq!(jb.insert(*s, &[i as u8; 160]), Insert::Stored, "seq {s}");
+        }
+        assert_eq!(jb.slots.len(), 16);
+        let got: Vec<_> = (0..10).filter_map(|_| frame(jb.pop())).collect();
+        assert_eq!(got, (0..10).collect::<Vec<u8>>());
     }
 
     fn frame(p: Pop<'_>) -> Option<u8> {
