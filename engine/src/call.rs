@@ -30,9 +30,9 @@ use callsmith_scenarios::{
 };
 use callsmith_sip::{CallLeg, EndInfo, LegEvent, LocalMedia, NegotiatedMedia};
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
@@ -616,7 +616,7 @@ pub struct LivePort {
     agent: Option<AgentRecord>,
     from_number: String,
     session: MediaSession,
-    media_events: Option<mpsc::Receiver<MediaEvent>>,
+    media_events: Option<callsmith_media::MediaEvents>,
     /// The call's SIP leg: its events, and hanging up or transferring it.
     leg: CallLeg,
     ended: Option<EndInfo>,
@@ -656,7 +656,7 @@ impl LivePort {
         let hangup_all = self.rt.hangup_all.clone();
         let media = async {
             match self.media_events.as_mut() {
-                Some(rx) => rx.recv().await,
+                Some(rx) => rx.next().await,
                 None => std::future::pending().await,
             }
         };
@@ -1043,7 +1043,7 @@ impl CallPort for LivePort {
             };
             let frame = async {
                 match audio.as_mut() {
-                    Some(a) => a.recv().await,
+                    Some(a) => a.next().await,
                     None => std::future::pending().await,
                 }
             };

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
 
 use parking_lot::Mutex;
-use tokio::sync::mpsc;
 
 use crate::MediaError;
 use crate::session::MediaSession;
@@ -197,7 +196,7 @@ impl MediaEngine {
             .min_by_key(|w| w.sessions.load(Ordering::Relaxed))
             .ok_or(MediaError::EngineStopped)?;
         worker.sessions.fetch_add(1, Ordering::Relaxed);
-        let (etx, erx) = mpsc::channel(self.inner.cfg.event_capacity.max(1));
+        let (etx, erx) = futures::channel::mpsc::channel(self.inner.cfg.event_capacity.max(1) - 1);
         let cfg = &self.inner.cfg;
         let init = SessionInit {
             id,

@@ -38,7 +38,8 @@ mod worker;
 
 pub use engine::{MediaConfig, MediaEngine, PacingSnapshot};
 pub use session::{
-    AudioFrame, Bridge, MediaEvent, MediaSession, PlayEnd, PlayHandle, PlayOutcome, SessionStats,
+    AudioFrame, AudioReceiver, Bridge, MediaEvent, MediaEvents, MediaSession, PlayEnd, PlayHandle,
+    PlayOutcome, SessionStats,
 };
 
 /// Errors of the session facade.

@@ -4,8 +4,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
+use futures::StreamExt;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::MediaError;
 use crate::g711::Codec;
@@ -31,6 +32,16 @@ pub enum MediaEvent {
     /// Symmetric RTP: the first packet's source became the send target.
     RemoteLatched { addr: SocketAddr, at_ms: u64 },
 }
+
+/// A session's events, in order (see [`MediaSession::take_events`]).
+///
+/// This and [`AudioReceiver`] are futures' bounded queues, which allocate per item: a tokio
+/// channel allocates room for 32 items when it is made (10 KiB of audio frames), and a
+/// session has these for its whole life while a reader that keeps up holds one item at most.
+pub type MediaEvents = futures::channel::mpsc::Receiver<MediaEvent>;
+
+/// Caller audio from a tap, one frame per 20 ms (see [`MediaSession::tap_caller_audio`]).
+pub type AudioReceiver = futures::channel::mpsc::Receiver<AudioFrame>;
 
 /// One 20 ms frame of caller audio, 8 kHz linear.
 #[derive(Debug, Clone, Copy)]
@@ -114,7 +125,7 @@ pub struct MediaSession {
     pub(crate) id: u64,
     pub(crate) local_rtp: SocketAddr,
     pub(crate) cmd: Sender<Command>,
-    pub(crate) events: Option<mpsc::Receiver<MediaEvent>>,
+    pub(crate) events: Option<MediaEvents>,
     pub(crate) recorder: Mutex<Option<Recorder>>,
     pub(crate) recording_queue_frames: usize,
     /// The worker's session count (for least-loaded placement).
@@ -187,25 +198,23 @@ impl MediaSession {
     }
 
     /// The event stream (can be taken once).
-    pub fn take_events(&mut self) -> Option<mpsc::Receiver<MediaEvent>> {
+    pub fn take_events(&mut self) -> Option<MediaEvents> {
         self.events.take()
     }
 
     /// Next event, if the stream was not taken.
     pub async fn next_event(&mut self) -> Option<MediaEvent> {
         match self.events.as_mut() {
-            Some(rx) => rx.recv().await,
+            Some(rx) => rx.next().await,
             None => None,
         }
     }
 
     /// A copy of caller audio, one frame per 20 ms, on a bounded channel
     /// (frames are dropped, and counted, when the reader lags `capacity` frames).
-    pub fn tap_caller_audio(
-        &self,
-        capacity: usize,
-    ) -> Result<mpsc::Receiver<AudioFrame>, MediaError> {
-        let (tx, rx) = mpsc::channel(capacity.max(1));
+    pub fn tap_caller_audio(&self, capacity: usize) -> Result<AudioReceiver, MediaError> {
+        // `capacity` frames beyond the one each sender may always queue.
+        let (tx, rx) = futures::channel::mpsc::channel(capacity.max(1) - 1);
         self.send(Command::AddTap {
             id: self.id,
             tap: Tap::Channel(tx),

@@ -26,7 +26,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::MediaError;
 use crate::prompt::{FRAME_SAMPLES, PromptCache, PromptError};
-use crate::session::{AudioFrame, MediaSession};
+use crate::session::{AudioFrame, AudioReceiver, MediaSession};
 
 /// Wire protocol of a recognition node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,7 +233,7 @@ pub fn start_stream(
     pool: SttPool,
     node: SttNodeConfig,
     params: SttParams,
-    audio: mpsc::Receiver<AudioFrame>,
+    audio: AudioReceiver,
 ) -> SttStream {
     let (etx, erx) = mpsc::channel(256);
     let (ftx, frx) = oneshot::channel();
@@ -324,7 +324,7 @@ fn parse_result(protocol: SttProtocol, text: &str) -> Option<(String, bool, Opti
 async fn run_stream(
     node: &SttNodeConfig,
     params: &SttParams,
-    mut audio: mpsc::Receiver<AudioFrame>,
+    mut audio: AudioReceiver,
     mut finish: oneshot::Receiver<()>,
     events: &mpsc::Sender<SttEvent>,
 ) -> Result<(), String> {
@@ -357,7 +357,7 @@ async fn run_stream(
     tokio::pin!(eof_deadline);
     loop {
         tokio::select! {
-            frame = audio.recv(), if audio_open && !eof_sent => {
+            frame = audio.next(), if audio_open && !eof_sent => {
                 match frame {
                     Some(f) => {
                         first_ms.get_or_insert(f.at_ms);
@@ -461,7 +461,7 @@ pub async fn recognize(
 ) -> Result<RecognizeOutcome, SttError> {
     let prompt = prompts.load(source).await?;
     let node = pool.pick().await?;
-    let (atx, arx) = mpsc::channel::<AudioFrame>(64);
+    let (mut atx, arx) = futures::channel::mpsc::channel::<AudioFrame>(63);
     let mut stream = start_stream(pool.clone(), node.clone(), params.clone(), arx);
     let pcm: Vec<i16> = prompt.pcm().to_vec();
     let started = Instant::now();

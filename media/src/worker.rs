@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::clock::{now_ns, sleep_until_ns};
 use crate::dtmf::{DtmfDetector, DtmfGenerator, EventPacket};
@@ -60,13 +60,13 @@ pub(crate) struct SessionInit {
     pub rtp: UdpSocket,
     pub rtcp: UdpSocket,
     pub remote: Option<SocketAddr>,
-    pub events: mpsc::Sender<MediaEvent>,
+    pub events: futures::channel::mpsc::Sender<MediaEvent>,
     pub settings: SessionSettings,
 }
 
 /// Where caller audio goes besides VAD and recording.
 pub(crate) enum Tap {
-    Channel(mpsc::Sender<AudioFrame>),
+    Channel(futures::channel::mpsc::Sender<AudioFrame>),
     Stream(Arc<crate::prompt::StreamingAudio>),
 }
 
@@ -159,7 +159,7 @@ struct Session {
     id: u64,
     rtp: UdpSocket,
     rtcp: UdpSocket,
-    events: mpsc::Sender<MediaEvent>,
+    events: futures::channel::mpsc::Sender<MediaEvent>,
     settings: SessionSettings,
     // Addressing
     remote_rtp: Option<SocketAddr>,
@@ -521,14 +521,14 @@ fn tick_session(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &Pacin
             at_ms,
         };
         let mut dropped = 0;
-        s.taps.retain(|t| match t {
+        s.taps.retain_mut(|t| match t {
             Tap::Channel(tx) => match tx.try_send(frame) {
                 Ok(()) => true,
-                Err(mpsc::error::TrySendError::Full(_)) => {
+                Err(e) if e.is_full() => {
                     dropped += 1;
                     true
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
+                Err(_) => false,
             },
             Tap::Stream(st) => {
                 st.push(&sc.caller);

@@ -267,7 +267,7 @@ async fn bridge_relays_audio_between_sessions() {
     p1.wait().await;
     p2.wait().await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let pitch = |rx: &mut tokio::sync::mpsc::Receiver<callsmith_media::AudioFrame>, f: f32| {
+    let pitch = |rx: &mut callsmith_media::AudioReceiver, f: f32| {
         let mut hits = 0;
         while let Ok(fr) = rx.try_recv() {
             if level(&fr.pcm) > 2000.0 && tone_ratio(&fr.pcm, f) > 0.7 {
