@@ -10,8 +10,11 @@
 //! A leg is known by its Call-ID and local tag, the two parts of a dialog id that never
 //! change (the remote tag is learnt on the first response). The INVITE task can report a
 //! state before `do_invite_async` has returned the dialog whose id the leg registers, so
-//! states for an id nobody registered yet are held and handed over on registration; what
-//! is never claimed is dropped after [`UNCLAIMED_TTL`].
+//! states for an id nobody registered yet are held and handed over on registration. A leg
+//! registers right after rsipstack makes its dialog, with no await between, so what is not
+//! claimed within [`UNCLAIMED_TTL`] never will be: mostly a state that came after its leg
+//! ended (the `Terminated` that follows our BYE). It is dropped when the next unclaimed
+//! state arrives.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,8 +28,9 @@ use rsipstack::dialog::dialog::{DialogState, DialogStateSender};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// How long states of an unregistered dialog are kept (RFC 3261's 64*T1 at the default T1).
-pub(crate) const UNCLAIMED_TTL: Duration = Duration::from_secs(32);
+/// How long states of an unregistered dialog are kept. Under load, this times the call
+/// rate is how many such states are held, so it is kept short.
+pub(crate) const UNCLAIMED_TTL: Duration = Duration::from_secs(2);
 
 /// (Call-ID, local tag).
 type LegKey = (String, String);
