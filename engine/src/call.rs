@@ -1043,7 +1043,7 @@ impl CallPort for LivePort {
             };
             let frame = async {
                 match audio.as_mut() {
-                    Some(a) => a.next().await,
+                    Some(a) => a.recv().await,
                     None => std::future::pending().await,
                 }
             };

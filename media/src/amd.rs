@@ -168,7 +168,7 @@ impl crate::MediaSession {
             let mut det = AmdDetector::new(cfg);
             // Time listened since the Machine verdict, and trailing silence since then.
             let (mut waited_ms, mut silent_ms) = (0u32, 0u32);
-            while let Some(f) = futures::executor::block_on(futures::StreamExt::next(&mut rx)) {
+            while let Some(f) = rx.blocking_recv() {
                 let voiced = vad.is_voiced(&f.pcm);
                 det.push(&f.pcm, voiced);
                 match det.verdict() {

@@ -357,7 +357,7 @@ async fn run_stream(
     tokio::pin!(eof_deadline);
     loop {
         tokio::select! {
-            frame = audio.next(), if audio_open && !eof_sent => {
+            frame = audio.recv(), if audio_open && !eof_sent => {
                 match frame {
                     Some(f) => {
                         first_ms.get_or_insert(f.at_ms);
@@ -461,7 +461,7 @@ pub async fn recognize(
 ) -> Result<RecognizeOutcome, SttError> {
     let prompt = prompts.load(source).await?;
     let node = pool.pick().await?;
-    let (mut atx, arx) = futures::channel::mpsc::channel::<AudioFrame>(63);
+    let (atx, arx) = mpsc::channel::<AudioFrame>(64);
     let mut stream = start_stream(pool.clone(), node.clone(), params.clone(), arx);
     let pcm: Vec<i16> = prompt.pcm().to_vec();
     let started = Instant::now();

@@ -66,7 +66,7 @@ pub(crate) struct SessionInit {
 
 /// Where caller audio goes besides VAD and recording.
 pub(crate) enum Tap {
-    Channel(futures::channel::mpsc::Sender<AudioFrame>),
+    Channel(tokio::sync::mpsc::Sender<AudioFrame>),
     Stream(Arc<crate::prompt::StreamingAudio>),
 }
 
@@ -521,14 +521,14 @@ fn tick_session(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &Pacin
             at_ms,
         };
         let mut dropped = 0;
-        s.taps.retain_mut(|t| match t {
+        s.taps.retain(|t| match t {
             Tap::Channel(tx) => match tx.try_send(frame) {
                 Ok(()) => true,
-                Err(e) if e.is_full() => {
+                Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
                     dropped += 1;
                     true
                 }
-                Err(_) => false,
+                Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => false,
             },
             Tap::Stream(st) => {
                 st.push(&sc.caller);

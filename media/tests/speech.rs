@@ -214,7 +214,7 @@ async fn speech_round_trips_through_the_recognition_node() {
         .unwrap();
     bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
         .unwrap();
-    let (mut atx, arx) = futures::channel::mpsc::channel(63);
+    let (atx, arx) = tokio::sync::mpsc::channel(64);
     let mut stream =
         callsmith_media::stt::start_stream(pool3.clone(), first, SttParams::default(), arx);
     let feeder = tokio::spawn(async move {
@@ -223,7 +223,7 @@ async fn speech_round_trips_through_the_recognition_node() {
                 pcm: [0; 160],
                 at_ms: i * 20,
             };
-            if futures::SinkExt::send(&mut atx, f).await.is_err() {
+            if atx.send(f).await.is_err() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
