@@ -106,19 +106,16 @@ impl Store {
     where
         F: std::future::Future<Output = StoreResult<Option<AuthLookup>>>,
     {
-        let Some(caches) = &self.caches else {
-            return read.await;
-        };
-        let key = (kind as u8, hash.to_string());
-        if let Some(found) = caches.credentials.get(&key) {
-            return Ok(Some(found));
+        match &self.caches {
+            Some(caches) => {
+                let key = (kind as u8, hash.to_string());
+                caches
+                    .credentials
+                    .read_through(key, Option::is_some, read)
+                    .await
+            }
+            None => read.await,
         }
-        let noted = caches.credentials.generation();
-        let found = read.await?;
-        if let Some(f) = &found {
-            caches.credentials.put(key, noted, f.clone());
-        }
-        Ok(found)
     }
 
     pub async fn superuser_token_count(&self) -> StoreResult<i64> {

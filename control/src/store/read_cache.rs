@@ -115,6 +115,26 @@ impl<K: Eq + Hash, V: Clone> ReadCache<K, V> {
         }
         entries.insert(key, (generation, value));
     }
+
+    /// The value for `key`: from memory when it was read at the current generation, else
+    /// from `read`. A value `keep` accepts is stored under the generation noted *before*
+    /// `read` ran, so one that a commit overtook mid-read is never served.
+    pub async fn read_through<E>(
+        &self,
+        key: K,
+        keep: impl FnOnce(&V) -> bool,
+        read: impl std::future::Future<Output = Result<V, E>>,
+    ) -> Result<V, E> {
+        if let Some(v) = self.get(&key) {
+            return Ok(v);
+        }
+        let noted = self.generation();
+        let v = read.await?;
+        if keep(&v) {
+            self.put(key, noted, v.clone());
+        }
+        Ok(v)
+    }
 }
 
 /// The store's read caches and the hooks that keep them honest.
@@ -123,7 +143,7 @@ pub(crate) struct Caches {
     pub user_pages: ReadCache<UserPageKey, UserPage>,
     /// Credential lookups by (token kind, secret hash). Only found credentials are kept,
     /// so unknown tokens cannot fill it.
-    pub credentials: ReadCache<(u8, String), AuthLookup>,
+    pub credentials: ReadCache<(u8, String), Option<AuthLookup>>,
 }
 
 impl std::fmt::Debug for Caches {
@@ -241,6 +261,42 @@ mod tests {
         c.generation.fetch_add(1, Ordering::SeqCst); // the commit lands mid-read
         c.put(key(0), noted, page(1));
         assert!(c.get(&key(0)).is_none());
+    }
+
+    #[tokio::test]
+    async fn read_through_keeps_only_what_no_commit_overtook() {
+        let c: ReadCache<UserPageKey, UserPage> = ReadCache::default();
+        let read = |total| async move { Ok::<_, ()>(page(total)) };
+        // A commit lands while the page is read: served once, not kept.
+        let overtaken = async {
+            c.generation.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ()>(page(1))
+        };
+        assert_eq!(
+            c.read_through(key(0), |_| true, overtaken).await.unwrap().1,
+            1
+        );
+        assert!(c.get(&key(0)).is_none());
+        // A clean read is kept and then served without reading.
+        assert_eq!(
+            c.read_through(key(0), |_| true, read(2)).await.unwrap().1,
+            2
+        );
+        assert_eq!(
+            c.read_through(key(0), |_| true, read(3)).await.unwrap().1,
+            2
+        );
+        // What `keep` refuses is returned but not kept; an error is passed on.
+        assert_eq!(
+            c.read_through(key(5), |_| false, read(4)).await.unwrap().1,
+            4
+        );
+        assert!(c.get(&key(5)).is_none());
+        assert!(
+            c.read_through(key(6), |_| true, async { Err(()) })
+                .await
+                .is_err()
+        );
     }
 
     #[test]

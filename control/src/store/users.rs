@@ -107,35 +107,29 @@ impl Store {
         };
         let dir = if descending { "DESC" } else { "ASC" };
         let order = format!("{column} {dir}, sid {dir}");
-        let key = UserPageKey {
-            account_sid: account_sid.to_string(),
-            show_deleted,
-            order,
-            limit,
-            offset,
-        };
-        let cache = self.caches.as_ref().map(|c| &c.user_pages);
-        let noted = match cache {
-            Some(cache) => {
-                if let Some(page) = cache.get(&key) {
-                    return Ok(page);
-                }
-                Some(cache.generation())
+        let read = async {
+            let mut w = Where::new("account_sid", account_sid);
+            if !show_deleted {
+                w.and("deleted_at IS NULL");
             }
-            None => None,
+            let (rows, total) = w
+                .page_packed::<UserRecord>(self, COLS, "users", &order, limit, offset)
+                .await?;
+            Ok((rows.into(), total))
         };
-        let mut w = Where::new("account_sid", account_sid);
-        if !show_deleted {
-            w.and("deleted_at IS NULL");
+        match &self.caches {
+            Some(caches) => {
+                let key = UserPageKey {
+                    account_sid: account_sid.to_string(),
+                    show_deleted,
+                    order: order.clone(),
+                    limit,
+                    offset,
+                };
+                caches.user_pages.read_through(key, |_| true, read).await
+            }
+            None => read.await,
         }
-        let (rows, total) = w
-            .page_packed::<UserRecord>(self, COLS, "users", &key.order, limit, offset)
-            .await?;
-        let page: (Arc<[UserRecord]>, i64) = (rows.into(), total);
-        if let (Some(cache), Some(generation)) = (cache, noted) {
-            cache.put(key, generation, page.clone());
-        }
-        Ok(page)
     }
 
     pub async fn user_update(&self, sid: &str, patch: &UserPatch) -> StoreResult<UserRecord> {
