@@ -22,7 +22,6 @@ use callsmith_media::{
     tts::TtsRequest,
 };
 use callsmith_scenarios::{
-    Snapshot,
     interpreter::{CallInfo, CallRun, Direction, Program, Tz},
     model::MappingEntry,
     port::*,
@@ -51,8 +50,8 @@ pub fn call_prefix(account_sid: &str, communication_sid: &str) -> String {
 
 /// What a call runs, resolved before dialling.
 pub struct Prepared {
-    /// Shared with every call running the same scenario text (see `Runtime::snapshot`).
-    pub snapshot: Arc<Snapshot>,
+    /// Shared with every call running the same scenario text (see `Runtime::program`).
+    pub program: Arc<Program>,
     pub agent: Option<AgentRecord>,
     pub from_number: String,
     pub trunk: Option<String>,
@@ -88,7 +87,7 @@ pub async fn prepare(rt: &Runtime, comm: &CommunicationRecord) -> Result<Prepare
     }
     .map_err(|e| e.to_string())?
     .ok_or("the scenario version no longer exists")?;
-    let snapshot = rt.snapshot(&record)?;
+    let program = rt.program(&record)?;
     let mut from_number = comm.from_number.clone();
     let mut trunk = comm.trunk.clone();
     if from_number.is_empty()
@@ -133,7 +132,7 @@ pub async fn prepare(rt: &Runtime, comm: &CommunicationRecord) -> Result<Prepare
     let tz: Tz = comm.timezone.parse().unwrap_or(Tz::UTC);
     let data: serde_json::Map<String, Value> = serde_json::from_str(&comm.data).unwrap_or_default();
     Ok(Prepared {
-        snapshot,
+        program,
         agent,
         from_number,
         trunk,
@@ -331,7 +330,7 @@ async fn finish(rt: &Runtime, comm: &CommunicationRecord, f: &CallFinish) {
 pub struct AnsweredCall {
     port: LivePort,
     info: CallInfo,
-    snapshot: Arc<Snapshot>,
+    program: Arc<Program>,
     answered_at: DateTime<Utc>,
     /// Object-store prefix of this call's files.
     prefix: String,
@@ -362,7 +361,7 @@ impl AnsweredCall {
         let prefix = call_prefix(&comm.account_sid, &comm.sid);
         let recording_path = format!("{prefix}/recording.wav");
         let Prepared {
-            snapshot,
+            program,
             agent,
             from_number,
             tz,
@@ -413,7 +412,7 @@ impl AnsweredCall {
         Box::new(AnsweredCall {
             port,
             info,
-            snapshot,
+            program,
             answered_at,
             prefix,
             recording_path,
@@ -424,12 +423,10 @@ impl AnsweredCall {
     /// Runs the scenario, then stores the history and recording and writes the end.
     pub async fn run(mut self: Box<Self>) {
         let call = &mut *self;
-        let program = Program::new(&call.snapshot);
         // The scenario's future is boxed in a statement of its own: a temporary of the
         // statement that awaits keeps its room in this future across the await.
-        let scenario = Box::pin(program.run(&call.info, &mut call.port));
+        let scenario = Box::pin(call.program.run(&call.info, &mut call.port));
         let run = scenario.await;
-        drop(program);
         // The end (hang-up, media close, history, the final write) gets its own
         // allocation, made only when the call ends.
         let end = Box::pin(self.close(run));

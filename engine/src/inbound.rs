@@ -67,7 +67,7 @@ async fn answer(rt: Runtime, call: IncomingCall) -> Option<Box<AnsweredCall>> {
             return None;
         }
     };
-    let snapshot = match rt.snapshot(&published) {
+    let program = match rt.program(&published) {
         Ok(s) => s,
         Err(_) => {
             call.reject(500, None);
@@ -171,7 +171,7 @@ async fn answer(rt: Runtime, call: IncomingCall) -> Option<Box<AnsweredCall>> {
         .await;
     info!(communication = %comm.sid, agent = %agent.sid, "inbound call answered");
     let prep = Prepared {
-        snapshot,
+        program,
         agent: Some(agent),
         from_number: identifier,
         trunk: Some(leg.trunk().to_string()),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use callsmith_control::{AppState, Store, objects::Objects, store::ScenarioVersionRecord};
 use callsmith_media::{MediaEngine, stt::SttPool, tts::TtsService};
-use callsmith_scenarios::Snapshot;
+use callsmith_scenarios::{Program, Snapshot};
 use callsmith_sip::SipStack;
 use parking_lot::Mutex;
 use prometheus_client::metrics::histogram::Histogram;
@@ -118,31 +118,31 @@ pub struct Runtime {
     pool_cursor: Arc<Mutex<HashMap<String, usize>>>,
     /// Turn latency on /metrics (see [`TurnMetrics`]).
     pub turns: TurnMetrics,
-    /// Parsed scenario snapshots (see [`Runtime::snapshot`]).
-    snapshots: Arc<Snapshots>,
+    /// Indexed scenario programs (see [`Runtime::program`]).
+    programs: Arc<Programs>,
 }
 
-/// Parsed snapshots kept at most; when full, all go.
-const MAX_SNAPSHOTS: usize = 256;
+/// Programs kept at most; when full, all go.
+const MAX_PROGRAMS: usize = 256;
 
-/// Parsed scenario snapshots by version record, each with the text it was parsed from.
+/// Indexed scenario programs by version record, each with the text it was parsed from.
 #[derive(Debug, Default)]
-pub struct Snapshots(Mutex<HashMap<String, (String, Arc<Snapshot>)>>);
+pub struct Programs(Mutex<HashMap<String, (String, Arc<Program>)>>);
 
-impl Snapshots {
-    /// The parsed snapshot of `record`, parsed now unless this record's current text was
-    /// parsed before.
-    pub fn get(&self, record: &ScenarioVersionRecord) -> Result<Arc<Snapshot>, String> {
+impl Programs {
+    /// The program of `record`, parsed and indexed now unless this record's current text
+    /// was before.
+    pub fn get(&self, record: &ScenarioVersionRecord) -> Result<Arc<Program>, String> {
         if let Some((text, parsed)) = self.0.lock().get(&record.sid)
             && *text == record.snapshot
         {
             return Ok(parsed.clone());
         }
-        let parsed = Arc::new(
+        let parsed = Arc::new(Program::new(
             Snapshot::from_owned(record.snapshot_value()).map_err(|e| format!("scenario: {e}"))?,
-        );
+        ));
         let mut kept = self.0.lock();
-        if kept.len() >= MAX_SNAPSHOTS && !kept.contains_key(&record.sid) {
+        if kept.len() >= MAX_PROGRAMS && !kept.contains_key(&record.sid) {
             kept.clear();
         }
         kept.insert(
@@ -216,17 +216,18 @@ impl Runtime {
             hangup_all: CancellationToken::new(),
             pool_cursor: Arc::default(),
             turns,
-            snapshots: Arc::default(),
+            programs: Arc::default(),
         }
     }
 
-    /// The scenario a version record holds, parsed once and shared by every call that
-    /// runs the same text: a live call then holds a reference to it, not its own copy of
-    /// the parsed bricks (about 11 KiB a call for the load scenario), and a call start
-    /// skips the parse. Kept with the text it was parsed from, so an edited draft is
-    /// parsed again.
-    pub fn snapshot(&self, record: &ScenarioVersionRecord) -> Result<Arc<Snapshot>, String> {
-        self.snapshots.get(record)
+    /// The scenario a version record holds, parsed and indexed once and shared by every
+    /// call that runs the same text: a live call then holds a reference to it, not its own
+    /// copy of the parsed bricks (about 11 KiB a call for the load scenario) and of their
+    /// index (about 1 KiB), a call start skips the parse, and compiled condition patterns
+    /// are shared. Kept with the text it was parsed from, so an edited draft is parsed
+    /// again.
+    pub fn program(&self, record: &ScenarioVersionRecord) -> Result<Arc<Program>, String> {
+        self.programs.get(record)
     }
 
     pub fn objects(&self) -> &Arc<Objects> {
@@ -370,7 +371,7 @@ mod tests {
 
     #[test]
     fn calls_of_one_scenario_text_share_one_parse() {
-        let kept = Snapshots::default();
+        let kept = Programs::default();
         let a = record("scv_1", r#"{"name": "a"}"#);
         let first = kept.get(&a).unwrap();
         assert!(Arc::ptr_eq(&first, &kept.get(&a).unwrap()));
@@ -379,6 +380,6 @@ mod tests {
         assert!(!Arc::ptr_eq(&first, &edited));
         let other = kept.get(&record("scv_2", r#"{"name": "a"}"#)).unwrap();
         assert!(!Arc::ptr_eq(&first, &other));
-        assert_eq!(first.to_value(), other.to_value());
+        assert_eq!(first.snapshot().to_value(), other.snapshot().to_value());
     }
 }

@@ -6,7 +6,7 @@
 //! step budget (bricks entered, [`DEFAULT_MAX_STEPS`]) runs out. See `docs/bricks.md`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
 /// Re-exported so callers can build a [`CallInfo`] without depending on chrono-tz.
@@ -75,14 +75,32 @@ pub struct CallRun {
     pub history: CallHistory,
 }
 
-/// An indexed snapshot, ready to run calls.
+/// A brick's position in its snapshot: its kind and its index in that kind's `v1` array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BrickAt {
+    kind: BrickKind,
+    index: usize,
+}
+
+impl BrickAt {
+    fn of(b: &BrickRef<'_>) -> BrickAt {
+        BrickAt {
+            kind: b.kind,
+            index: b.index,
+        }
+    }
+}
+
+/// An indexed snapshot, ready to run calls. It owns its snapshot and keeps positions, not
+/// borrows, so one `Program` (behind an `Arc`) serves every call of a scenario version:
+/// the index is built once, and compiled patterns are shared across calls.
 #[derive(Debug)]
-pub struct Program<'a> {
-    by_id: HashMap<&'a str, BrickRef<'a>>,
-    start_call: Option<BrickRef<'a>>,
-    outbound_call: Option<BrickRef<'a>>,
-    inbound_call: Option<BrickRef<'a>>,
-    defaults: Option<&'a StartCallProps>,
+pub struct Program {
+    snapshot: Arc<Snapshot>,
+    by_id: HashMap<String, BrickAt>,
+    start_call: Option<BrickAt>,
+    outbound_call: Option<BrickAt>,
+    inbound_call: Option<BrickAt>,
     /// Compiled `regex` condition patterns shared by every call of this program (compiling is
     /// ~50 µs; matching is far cheaper). Bounded by [`REGEX_CACHE_LIMIT`].
     regexes: Mutex<HashMap<String, Option<Regex>>>,
@@ -93,22 +111,25 @@ pub struct Program<'a> {
 /// Most distinct patterns a program caches (rendered patterns could otherwise grow it).
 pub const REGEX_CACHE_LIMIT: usize = 1024;
 
-impl<'a> Program<'a> {
+impl Program {
     /// Indexes a snapshot (first brick wins on duplicate ids; validate first).
-    pub fn new(snapshot: &'a Snapshot) -> Program<'a> {
+    pub fn new(snapshot: impl Into<Arc<Snapshot>>) -> Program {
+        let snapshot = snapshot.into();
         let mut p = Program {
+            snapshot: snapshot.clone(),
             by_id: HashMap::new(),
             start_call: None,
             outbound_call: None,
             inbound_call: None,
-            defaults: None,
             regexes: Mutex::new(HashMap::new()),
             max_steps: DEFAULT_MAX_STEPS,
         };
         if let Some(bricks) = snapshot.bricks() {
             bricks.for_each(|b| {
                 if !b.id.is_empty() {
-                    p.by_id.entry(b.id).or_insert(b);
+                    p.by_id
+                        .entry(b.id.to_string())
+                        .or_insert_with(|| BrickAt::of(&b));
                 }
                 let slot = match b.kind {
                     BrickKind::StartCall => &mut p.start_call,
@@ -117,15 +138,28 @@ impl<'a> Program<'a> {
                     _ => return,
                 };
                 if slot.is_none() {
-                    *slot = Some(b);
+                    *slot = Some(BrickAt::of(&b));
                 }
             });
         }
-        p.defaults = p.start_call.and_then(|b| match b.props {
+        p
+    }
+
+    /// The snapshot this program runs.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    fn brick(&self, at: BrickAt) -> Option<BrickRef<'_>> {
+        self.snapshot.bricks()?.get(at.kind, at.index)
+    }
+
+    /// Scenario-level defaults: the properties of the first `start_call` brick.
+    fn defaults(&self) -> Option<&StartCallProps> {
+        match self.brick(self.start_call?)?.props {
             Some(BrickProps::StartCall(s)) => Some(s),
             _ => None,
-        });
-        p
+        }
     }
 
     /// Runs the scenario for one call.
@@ -168,11 +202,12 @@ impl<'a> Program<'a> {
         compiled
     }
 
-    fn entry(&self, direction: Direction) -> Option<BrickRef<'a>> {
-        match direction {
+    fn entry(&self, direction: Direction) -> Option<BrickRef<'_>> {
+        let at = match direction {
             Direction::Outbound => self.start_call.or(self.outbound_call),
             Direction::Inbound => self.inbound_call,
-        }
+        }?;
+        self.brick(at)
     }
 }
 
@@ -215,8 +250,8 @@ enum Step {
     Stop(EndReason),
 }
 
-struct Run<'p, 'a> {
-    program: &'p Program<'a>,
+struct Run<'p> {
+    program: &'p Program,
     call: &'p CallInfo,
     start: DateTime<Utc>,
     vars: BTreeMap<String, String>,
@@ -225,7 +260,7 @@ struct Run<'p, 'a> {
     visits: u64,
 }
 
-impl<'p, 'a> Run<'p, 'a> {
+impl<'p> Run<'p> {
     fn record(&mut self, port: &dyn CallPort, event: Event) {
         let at_ms = (port.now() - self.start).num_milliseconds();
         self.history.events.push(TraceEvent { at_ms, event });
@@ -302,7 +337,8 @@ impl<'p, 'a> Run<'p, 'a> {
             });
             let target = chosen
                 .as_ref()
-                .and_then(|(_, o)| self.program.by_id.get(o.next.str()).copied());
+                .and_then(|(_, o)| self.program.by_id.get(o.next.str()))
+                .and_then(|&at| self.program.brick(at));
             let taken = chosen.as_ref().map(|(t, _)| t.clone()).unwrap_or(out);
             self.record(
                 &*port,
@@ -328,7 +364,7 @@ impl<'p, 'a> Run<'p, 'a> {
         }
     }
 
-    async fn enter(&mut self, b: BrickRef<'a>, port: &mut dyn CallPort) -> Step {
+    async fn enter(&mut self, b: BrickRef<'p>, port: &mut dyn CallPort) -> Step {
         let next = || Step::Take(output::NEXT.to_string());
         let Some(props) = b.props else {
             // Terminal kinds stop even without (or with malformed) properties.
@@ -621,7 +657,7 @@ impl<'p, 'a> Run<'p, 'a> {
 
     /// Brick TTS settings over the scenario-level `start_call.tts_general`, field by field.
     fn voice(&self, brick: Option<&TtsSettings>) -> TtsVoice {
-        let base = self.program.defaults.and_then(|d| d.tts_general.get());
+        let base = self.program.defaults().and_then(|d| d.tts_general.get());
         let pick = |f: fn(&TtsSettings) -> &Opt<String>| -> String {
             let own = brick.map(|t| f(t).str()).unwrap_or("");
             if own.is_empty() {
@@ -665,7 +701,7 @@ impl<'p, 'a> Run<'p, 'a> {
 
     async fn play(
         &mut self,
-        b: BrickRef<'a>,
+        b: BrickRef<'p>,
         port: &mut dyn CallPort,
         prompt: PromptSpec,
         interruptible: bool,
@@ -729,8 +765,8 @@ impl<'p, 'a> Run<'p, 'a> {
 
     async fn question(
         &mut self,
-        b: BrickRef<'a>,
-        p: &'a QuestionProps,
+        b: BrickRef<'p>,
+        p: &'p QuestionProps,
         port: &mut dyn CallPort,
     ) -> Step {
         let answers = p.answer.get().map(|a| a.answers.items()).unwrap_or(&[]);
@@ -853,7 +889,7 @@ impl<'p, 'a> Run<'p, 'a> {
     /// messages) a reply generated from the configured messages plus what the caller said.
     async fn fallback_prompt(
         &mut self,
-        b: BrickRef<'a>,
+        b: BrickRef<'p>,
         f: &Fallback,
         said: &str,
         voice: Option<&TtsSettings>,
@@ -935,7 +971,7 @@ impl<'p, 'a> Run<'p, 'a> {
             _ => (true, wants_dtmf || p.dtmf_properties.get().is_some()),
         };
         let stt = p.stt_properties.get();
-        let general = self.program.defaults.and_then(|d| d.stt_general.get());
+        let general = self.program.defaults().and_then(|d| d.stt_general.get());
         let pick = |own: Option<&str>, base: Option<&str>| -> String {
             match own.filter(|s| !s.is_empty()) {
                 Some(s) => s.to_string(),
@@ -1005,12 +1041,12 @@ impl<'p, 'a> Run<'p, 'a> {
 
     async fn match_speech(
         &mut self,
-        b: BrickRef<'a>,
-        p: &'a QuestionProps,
-        answers: &'a [Answer],
+        b: BrickRef<'p>,
+        p: &'p QuestionProps,
+        answers: &'p [Answer],
         transcript: &str,
         port: &mut dyn CallPort,
-    ) -> Option<&'a Answer> {
+    ) -> Option<&'p Answer> {
         let ip = p
             .stt_properties
             .get()

@@ -573,22 +573,23 @@ macro_rules! kinds {
                 $(
                     if let Opt::Set(group) = &self.$field {
                         for (index, b) in group.v1.items().iter().enumerate() {
-                            f(BrickRef {
-                                kind: BrickKind::$variant,
-                                index,
-                                id: b.id.str(),
-                                description: b.description.str(),
-                                outputs: b.outputs.items(),
-                                props: b.properties.get().map(BrickProps::$variant),
-                                raw: RawBrick {
-                                    id: &b.id,
-                                    properties_invalid: b.properties.invalid(),
-                                    outputs_invalid: b.outputs.invalid(),
-                                },
-                            });
+                            f(BrickRef::of(BrickKind::$variant, index, b, BrickProps::$variant));
                         }
                     }
                 )*
+            }
+            /// The brick at `index` of its kind's `v1` array (the position a [`BrickRef`]
+            /// names), so an index can keep positions rather than borrows.
+            pub fn get(&self, kind: BrickKind, index: usize) -> Option<BrickRef<'_>> {
+                match kind {
+                    $(
+                        BrickKind::$variant => {
+                            let Opt::Set(group) = &self.$field else { return None };
+                            let b = group.v1.items().get(index)?;
+                            Some(BrickRef::of(kind, index, b, BrickProps::$variant))
+                        }
+                    )*
+                }
             }
             /// Kind groups whose value is not of the expected shape: (kind, offending value).
             pub fn invalid_groups(&self) -> Vec<(BrickKind, Value)> {
@@ -656,6 +657,28 @@ pub struct BrickRef<'a> {
 }
 
 impl<'a> BrickRef<'a> {
+    /// The view of brick `b`, at `index` of kind `kind`, whose properties `props` wraps.
+    fn of<P>(
+        kind: BrickKind,
+        index: usize,
+        b: &'a Brick<P>,
+        props: fn(&'a P) -> BrickProps<'a>,
+    ) -> BrickRef<'a> {
+        BrickRef {
+            kind,
+            index,
+            id: b.id.str(),
+            description: b.description.str(),
+            outputs: b.outputs.items(),
+            props: b.properties.get().map(props),
+            raw: RawBrick {
+                id: &b.id,
+                properties_invalid: b.properties.invalid(),
+                outputs_invalid: b.outputs.invalid(),
+            },
+        }
+    }
+
     /// The id of the brick the output of type `kind` leads to ("" when none).
     pub fn next_of(&self, kind: &str) -> Option<&'a Output> {
         self.outputs.iter().find(|o| o.kind.str() == kind)

@@ -38,7 +38,7 @@ async fn run_with(
     max_steps: Option<usize>,
 ) -> CallRun {
     let snap = Snapshot::from_value(v).expect("snapshot");
-    let mut program = Program::new(&snap);
+    let mut program = Program::new(snap);
     if let Some(m) = max_steps {
         program.max_steps = m;
     }
@@ -445,6 +445,40 @@ async fn condition_operators_compare_numbers_and_text() {
 }
 
 #[tokio::test]
+async fn one_program_runs_concurrent_calls_each_with_its_own_variables() {
+    // The engine shares one Program per scenario version across live calls: its index and
+    // pattern cache are shared, a call's variables and trace are not.
+    let v = scenario(json!({
+        "condition_group": {"v1": [{"id": "first", "properties": {"condition": {"conditions": [
+            {"condition_id": "order", "condition_operator": "and", "elements": [
+                {"variable": "order_id", "element_operator": "regex", "value": "^4[0-9]$"}]}
+        ]}}, "outputs": [{"type": "order", "next": "hit"}, {"type": "else", "next": "miss"}]}]},
+        "goal": {"v1": [
+            {"id": "hit", "properties": {"goal": "order {{order_id}}"}, "outputs": next("e")},
+            {"id": "miss", "properties": {"goal": "none for {{name}}"}, "outputs": next("e")}
+        ]}
+    }));
+    let program = Program::new(Snapshot::from_value(&v).expect("snapshot"));
+    let a = call(Direction::Outbound);
+    let b = {
+        let mut c = call(Direction::Outbound);
+        c.data.insert("order_id".into(), "7".into());
+        c.data.insert("name".into(), "Bo".into());
+        c
+    };
+    let (mut pa, mut pb) = (ScriptedCall::new(), ScriptedCall::new());
+    let (ra, rb) = tokio::join!(program.run(&a, &mut pa), program.run(&b, &mut pb));
+    assert_eq!(ra.goals, vec!["order 42"]);
+    assert_eq!(rb.goals, vec!["none for Bo"]);
+    assert_eq!(ra.variables.get("name").map(String::as_str), Some("Ann"));
+    assert_eq!(rb.variables.get("name").map(String::as_str), Some("Bo"));
+    // A third call on the same program, after the others, still starts from its own data.
+    let rc = program.run(&a, &mut ScriptedCall::new()).await;
+    assert_eq!(rc.goals, ra.goals);
+    assert_eq!(entered(&rc), entered(&ra));
+}
+
+#[tokio::test]
 async fn goal_assignment_increment_and_built_in_time() {
     let v = scenario(json!({
         "increment": {"v1": [{"id": "first", "properties": {"variables": [{"variable": "count"}, {"variable": "ratio"}, {"variable": "word"}]}, "outputs": next("g")}]},
@@ -715,10 +749,10 @@ async fn an_unconnected_output_ends_the_call() {
 fn a_run_can_be_spawned_on_a_multi_threaded_runtime() {
     fn assert_send<T: Send>(_: &T) {}
     fn assert_sync<T: Sync + Send>() {}
-    assert_sync::<Program<'static>>();
+    assert_sync::<Program>();
     let v = fixture();
     let snap = Snapshot::from_value(&v).expect("snapshot");
-    let program = Program::new(&snap);
+    let program = Program::new(snap);
     let info = call(Direction::Inbound);
     let mut port = ScriptedCall::new();
     let fut = program.run(&info, &mut port);

@@ -31,6 +31,37 @@ fn every_brick_kind_round_trips_exactly() {
 }
 
 #[test]
+fn a_brick_is_found_again_by_its_kind_and_index() {
+    let snap = Snapshot::from_value(&fixture()).expect("parses");
+    let bricks = snap.bricks().expect("bricks");
+    let mut n = 0;
+    bricks.for_each(|b| {
+        let again = bricks.get(b.kind, b.index).expect("the same position");
+        assert_eq!((again.kind, again.index, again.id), (b.kind, b.index, b.id));
+        assert_eq!(again.outputs.len(), b.outputs.len());
+        assert_eq!(again.props.is_some(), b.props.is_some());
+        // One past the last brick of its kind is nothing, not a panic.
+        let count = {
+            let mut c = 0;
+            bricks.for_each(|o| c += usize::from(o.kind == b.kind));
+            c
+        };
+        assert!(bricks.get(b.kind, count).is_none());
+        n += 1;
+    });
+    assert!(n >= BrickKind::ALL.len());
+    // A kind the snapshot has no group for.
+    let empty = Snapshot::from_value(&json!({"constructor": {"bricks": {}}})).expect("parses");
+    assert!(
+        empty
+            .bricks()
+            .expect("bricks")
+            .get(BrickKind::Question, 0)
+            .is_none()
+    );
+}
+
+#[test]
 fn typed_fields_are_reachable() {
     let snap = Snapshot::from_value(&fixture()).expect("parses");
     let mut seen_question = false;

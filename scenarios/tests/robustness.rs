@@ -59,7 +59,7 @@ async fn replacing_any_node_round_trips_validates_and_runs() {
         }
         // every 7th mutation also runs (bounded: the script hangs up when it runs dry)
         if n % 7 == 0 {
-            let program = Program::new(&snap);
+            let program = Program::new(snap);
             let info = CallInfo {
                 direction: Direction::Outbound,
                 recipient: "+1".into(),

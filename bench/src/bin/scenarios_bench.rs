@@ -119,7 +119,7 @@ fn main() {
         validate(&snap, &AcceptAll).is_empty(),
         "chain must be valid"
     );
-    let mut program = Program::new(&snap);
+    let mut program = Program::new(snap);
     program.max_steps = n + 10;
     let mut data = std::collections::BTreeMap::new();
     data.insert("name".to_string(), "Ann".to_string());
