@@ -292,6 +292,23 @@ fn status_u16(s: &StatusCode) -> u16 {
     u16::from(s.clone())
 }
 
+/// The driver's timers (see `Driver::run`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Due {
+    /// No final response before the ring timeout: CANCEL.
+    Ring,
+    /// Neither the CANCEL nor the INVITE was answered: give up.
+    CancelGuard,
+    /// Session timer: send the refresh.
+    Refresh,
+    /// Session timer: the session expired, BYE.
+    Expire,
+    /// A transfer's outcome is reported at the latest now.
+    ReferDecided,
+    /// No final NOTIFY for a REFER in time.
+    ReferDeadline,
+}
+
 impl Driver {
     fn emit(&self, ev: LegEvent) {
         let _ = self.events.unbounded_send(ev);
@@ -348,14 +365,24 @@ impl Driver {
         };
 
         while !ended {
-            let refer_deadline = pending_refer
-                .as_ref()
-                .map(|p| p.deadline)
-                .unwrap_or_else(far_future);
-            let refer_decided_at = refer_decided
-                .as_ref()
-                .map(|d| d.at_latest)
-                .unwrap_or_else(far_future);
+            // One sleep, until the earliest armed timer: a `Sleep` per timer would each
+            // take room in this task, which lives as long as the call.
+            let (due_at, due) = [
+                (awaiting_final && cancel_cause.is_none()).then_some((ring_deadline, Due::Ring)),
+                awaiting_final.then_some((cancel_guard_deadline, Due::CancelGuard)),
+                answered.then_some((refresh_at, Due::Refresh)),
+                answered.then_some((expire_at, Due::Expire)),
+                refer_decided
+                    .as_ref()
+                    .map(|d| (d.at_latest, Due::ReferDecided)),
+                pending_refer
+                    .as_ref()
+                    .map(|p| (p.deadline, Due::ReferDeadline)),
+            ]
+            .into_iter()
+            .flatten()
+            .min_by_key(|(at, _)| *at)
+            .map_or((far_future(), None), |(at, due)| (at, Some(due)));
             tokio::select! {
                 res = async { initial_invite.as_mut().expect("guarded").await }, if initial_invite.is_some() => {
                     initial_invite = None;
@@ -423,49 +450,52 @@ impl Driver {
                         }
                     }
                 }
-                _ = sleep_until(ring_deadline), if awaiting_final && cancel_cause.is_none() => {
-                    info!(call_id = %self.dialog.id().call_id, "ring timeout, sending CANCEL");
-                    cancel_cause = Some(CancelCause::RingTimeout);
-                    cancel_guard_deadline = Instant::now() + Duration::from_secs(40);
-                    let d = self.dialog.clone();
-                    tokio::spawn(async move { if let Err(e) = d.cancel().await { debug!(error = %e, "cancel"); } });
-                }
-                _ = sleep_until(cancel_guard_deadline), if awaiting_final => {
-                    // The peer never answered our CANCEL nor the INVITE: give up.
-                    let status = if cancel_cause == Some(CancelCause::RingTimeout) { CallStatus::NoAnswer } else { CallStatus::Canceled };
-                    self.emit(LegEvent::Ended(end_info(status, None, "no response to CANCEL".into(), Party::Local)));
-                    ended = true;
-                }
-                _ = sleep_until(refresh_at), if answered => {
-                    refresh_at = far_future();
-                    if let Some(st) = self.session_timer {
+                _ = sleep_until(due_at), if due.is_some() => match due {
+                    Some(Due::Ring) => {
+                        info!(call_id = %self.dialog.id().call_id, "ring timeout, sending CANCEL");
+                        cancel_cause = Some(CancelCause::RingTimeout);
+                        cancel_guard_deadline = Instant::now() + Duration::from_secs(40);
                         let d = self.dialog.clone();
-                        let hv = st.header_value(self.direction == LegDirection::Inbound);
-                        tokio::spawn(async move {
-                            let h = vec![Header::Other("Session-Expires".into(), hv)];
-                            if let Err(e) = d.update(Some(h), None).await { debug!(error = %e, "session refresh failed"); }
-                        });
-                        let (r, e) = timer_deadlines(st);
-                        refresh_at = r;
-                        expire_at = e;
+                        tokio::spawn(async move { if let Err(e) = d.cancel().await { debug!(error = %e, "cancel"); } });
                     }
-                }
-                _ = sleep_until(expire_at), if answered => {
-                    info!(call_id = %self.dialog.id().call_id, "session timer expired, sending BYE");
-                    let _ = Box::pin(self.dialog.bye()).await;
-                    self.emit(LegEvent::Ended(end_info(CallStatus::Answered, None, "session timer expired".into(), Party::Local)));
-                    ended = true;
-                }
-                _ = sleep_until(refer_decided_at), if refer_decided.is_some() => {
-                    if let Some(d) = refer_decided.take() {
-                        let _ = d.reply.send(d.outcome);
+                    Some(Due::CancelGuard) => {
+                        // The peer never answered our CANCEL nor the INVITE: give up.
+                        let status = if cancel_cause == Some(CancelCause::RingTimeout) { CallStatus::NoAnswer } else { CallStatus::Canceled };
+                        self.emit(LegEvent::Ended(end_info(status, None, "no response to CANCEL".into(), Party::Local)));
+                        ended = true;
                     }
-                }
-                _ = sleep_until(refer_deadline), if pending_refer.is_some() => {
-                    if let Some(p) = pending_refer.take() {
-                        let _ = p.reply.send(TransferOutcome::Failed { sip_code: None, reason: "no final NOTIFY before timeout".into() });
+                    Some(Due::Refresh) => {
+                        refresh_at = far_future();
+                        if let Some(st) = self.session_timer {
+                            let d = self.dialog.clone();
+                            let hv = st.header_value(self.direction == LegDirection::Inbound);
+                            tokio::spawn(async move {
+                                let h = vec![Header::Other("Session-Expires".into(), hv)];
+                                if let Err(e) = d.update(Some(h), None).await { debug!(error = %e, "session refresh failed"); }
+                            });
+                            let (r, e) = timer_deadlines(st);
+                            refresh_at = r;
+                            expire_at = e;
+                        }
                     }
-                }
+                    Some(Due::Expire) => {
+                        info!(call_id = %self.dialog.id().call_id, "session timer expired, sending BYE");
+                        let _ = Box::pin(self.dialog.bye()).await;
+                        self.emit(LegEvent::Ended(end_info(CallStatus::Answered, None, "session timer expired".into(), Party::Local)));
+                        ended = true;
+                    }
+                    Some(Due::ReferDecided) => {
+                        if let Some(d) = refer_decided.take() {
+                            let _ = d.reply.send(d.outcome);
+                        }
+                    }
+                    Some(Due::ReferDeadline) => {
+                        if let Some(p) = pending_refer.take() {
+                            let _ = p.reply.send(TransferOutcome::Failed { sip_code: None, reason: "no final NOTIFY before timeout".into() });
+                        }
+                    }
+                    None => {}
+                },
                 Some(r) = refer_results.1.next() => {
                     match r {
                         Ok(code) if (200..300).contains(&code) => {}
