@@ -5,6 +5,8 @@
 //!   exists, serve the HTTP API until SIGINT/SIGTERM.
 //! * `callsmith migrate`: apply database migrations (and the superuser bootstrap) and exit.
 
+#[cfg(feature = "mimalloc")]
+mod alloc;
 mod call;
 mod config;
 mod delivery;
@@ -18,13 +20,6 @@ use anyhow::Context;
 use callsmith_control::{AppState, Settings, Store, auth::password::PasswordCost, bootstrap};
 use clap::{Parser, Subcommand};
 use config::{Config, LogFormat};
-
-/// mimalloc rather than glibc's malloc: the call path allocates many small, short-lived
-/// buffers across threads, and under call load it cut the engine's CPU per live call by
-/// about a fifth (bench/reports/call_load.md, session 3).
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Debug, Parser)]
 #[command(
