@@ -59,6 +59,18 @@ pub struct Prepared {
     pub data: BTreeMap<String, String>,
 }
 
+/// Waits until `at` (at once when it has passed); false when the engine starts draining
+/// first.
+async fn wait_for_slot(rt: &Runtime, at: DateTime<Utc>) -> bool {
+    let Ok(wait) = (at - Utc::now()).to_std() else {
+        return true;
+    };
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => true,
+        _ = rt.draining.cancelled() => false,
+    }
+}
+
 /// Loads the scenario version, the agent, the from-number and the trunk of a claimed row.
 pub async fn prepare(rt: &Runtime, comm: &CommunicationRecord) -> Result<Prepared, String> {
     let store = &rt.store;
@@ -156,9 +168,10 @@ fn media_codec(c: callsmith_sip::Codec) -> callsmith_media::g711::Codec {
 pub fn run_outbound(
     rt: Runtime,
     comm: CommunicationRecord,
+    start_at: Option<DateTime<Utc>>,
 ) -> impl std::future::Future<Output = ()> + Send {
     let live = rt.live.enter(comm.agent_sid.as_deref());
-    let dialling = Box::pin(dial(rt, comm));
+    let dialling = Box::pin(dial(rt, comm, start_at));
     async move {
         let _live = live;
         if let Some(call) = dialling.await {
@@ -169,7 +182,12 @@ pub fn run_outbound(
 
 /// Dials a claimed communication until it is answered. Every other outcome is written
 /// here (failed, not answered, claim released or lost), and then it returns None.
-async fn dial(rt: Runtime, comm: CommunicationRecord) -> Option<Box<AnsweredCall>> {
+/// `start_at` is the call's cps start slot, which the dialer claims up to one poll ahead.
+async fn dial(
+    rt: Runtime,
+    comm: CommunicationRecord,
+    start_at: Option<DateTime<Utc>>,
+) -> Option<Box<AnsweredCall>> {
     let token = rt.settings.claim_token.clone();
     let prep = match prepare(&rt, &comm).await {
         Ok(p) => p,
@@ -183,6 +201,13 @@ async fn dial(rt: Runtime, comm: CommunicationRecord) -> Option<Box<AnsweredCall
             return None;
         }
     };
+    if let Some(at) = start_at
+        && !wait_for_slot(&rt, at).await
+    {
+        // Draining began before the slot: the call is not placed, the row goes back.
+        let _ = rt.store.communication_release(&comm.sid, &token).await;
+        return None;
+    }
     let session = match rt.media.open_session(None) {
         Ok(s) => s,
         Err(e) => {

@@ -122,11 +122,12 @@ async fn tick(
             .communication_claim_due(&claim(rt, lease), &ClaimScope::TestCalls, room(rt))
             .await?;
         for c in rows {
-            tokio::spawn(crate::call::run_outbound(rt.clone(), c));
+            tokio::spawn(crate::call::run_outbound(rt.clone(), c, None));
         }
     }
-    // Start slots missed by at most one poll interval may still be taken.
-    let slack_us = rt.settings.dialer.poll_interval_ms.max(20) as i64 * 1000;
+    // Start slots missed by at most one poll interval may still be taken, and those of the
+    // coming poll interval are claimed now, each call started at its slot.
+    let poll_us = rt.settings.dialer.poll_interval_ms.max(20) as i64 * 1000;
     let agents = rt.store.communications_due_agents().await?;
     for agent_sid in agents {
         if room(rt) <= 0 {
@@ -184,14 +185,15 @@ async fn tick(
         let limits = AgentLimits {
             cps: agent.cps,
             cpl: agent.cpl,
-            slack_us,
+            slack_us: poll_us,
+            lookahead_us: poll_us,
         };
         let rows = rt
             .store
             .communication_claim_agent(&claim(rt, lease), &agent.sid, &limits, room(rt))
             .await?;
         for c in rows {
-            tokio::spawn(crate::call::run_outbound(rt.clone(), c));
+            tokio::spawn(crate::call::run_outbound(rt.clone(), c.row, c.start_at));
         }
     }
     Ok(())

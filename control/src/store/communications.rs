@@ -179,6 +179,19 @@ pub struct AgentLimits {
     /// catches up on the slots it missed (at most this much), so the long-run start rate
     /// is exactly `cps`. The dialer passes its poll interval.
     pub slack_us: i64,
+    /// How far ahead start slots are claimed, µs. Each claimed row carries its slot's time
+    /// and the dialer places the call then, so calls start on their slots rather than on
+    /// the dialer's polls. The dialer passes its poll interval.
+    pub lookahead_us: i64,
+}
+
+/// A row claimed for an agent, with the time of its start slot.
+#[derive(Debug, Clone)]
+pub struct AgentClaimed {
+    pub row: CommunicationRecord,
+    /// When the call should start (its cps slot; may be a little in the past). `None`
+    /// without a cps limit: at once.
+    pub start_at: Option<DateTime<Utc>>,
 }
 
 /// Free start slots of an agent at one moment (a GCRA-style schedule: one slot every
@@ -194,10 +207,19 @@ pub struct StartSlots {
 }
 
 impl StartSlots {
-    /// The next free slot after `used` slots were taken.
+    /// The next free slot after `used` slots were taken; also the time of slot `used`
+    /// (counting from 0), µs since the epoch.
     pub fn next_after(&self, used: i64) -> i64 {
         self.base_us + used * self.interval_us
     }
+}
+
+/// The start slots an agent may claim at `now_us`: those free now (see [`start_slots`]) and
+/// those up to `lookahead_us` ahead, which the dialer starts when their time comes.
+pub fn claimable_slots(next_us: i64, now_us: i64, cps: i64, limits: &AgentLimits) -> StartSlots {
+    let ahead = limits.lookahead_us.max(0);
+    // Seen from the horizon `now + ahead`, the slack reaches back just as far from now.
+    start_slots(next_us, now_us + ahead, cps, limits.slack_us.max(0) + ahead)
 }
 
 /// The start slots free at `now_us` given the next unused slot `next_us` (sans-IO core of
@@ -459,7 +481,7 @@ impl Store {
         agent_sid: &str,
         limits: &AgentLimits,
         want: i64,
-    ) -> StoreResult<Vec<CommunicationRecord>> {
+    ) -> StoreResult<Vec<AgentClaimed>> {
         if want <= 0 {
             return Ok(Vec::new());
         }
@@ -472,7 +494,7 @@ impl Store {
         let select_slot =
             format!("SELECT next_start_us FROM agent_dial_slots WHERE agent_sid = $1{lock}");
         let claim_sql = self.claim_sql(&ClaimScope::Agent(agent_sid.to_string()));
-        let mut rows = on_db!(self, p => async {
+        let (mut rows, slots) = on_db!(self, p => async {
             let mut tx = p.begin().await?;
             sqlx::query("INSERT INTO agent_dial_slots (agent_sid, next_start_us) VALUES ($1, $2) ON CONFLICT (agent_sid) DO NOTHING")
                 .bind(agent_sid).bind(now_us).execute(&mut *tx).await?;
@@ -485,13 +507,13 @@ impl Store {
                     .bind(agent_sid).fetch_one(&mut *tx).await?;
                 n = n.min(limits.cpl - live);
             }
-            let slots = (limits.cps > 0).then(|| start_slots(next_us, now_us, limits.cps, limits.slack_us));
+            let slots = (limits.cps > 0).then(|| claimable_slots(next_us, now_us, limits.cps, limits));
             if let Some(s) = slots {
                 n = n.min(s.available);
             }
             if n <= 0 {
                 tx.rollback().await?;
-                return Ok::<_, StoreError>(Vec::new());
+                return Ok::<_, StoreError>((Vec::new(), None));
             }
             let rows = sqlx::query_as::<_, CommunicationRecord>(sqlx::AssertSqlSafe(claim_sql.clone()))
                 .bind(&claim.token).bind(&claim.by).bind(claim.until).bind(t).bind(n).bind(agent_sid)
@@ -503,10 +525,20 @@ impl Store {
                     .bind(agent_sid).bind(s.next_after(rows.len() as i64)).execute(&mut *tx).await?;
             }
             tx.commit().await?;
-            Ok(rows)
+            Ok((rows, slots))
         }.await)?;
         rows.sort_by(|a, b| a.due_at.cmp(&b.due_at).then(a.sid.cmp(&b.sid)));
-        Ok(rows)
+        // Row k takes slot k; without a cps limit a row starts at once.
+        Ok(rows
+            .into_iter()
+            .enumerate()
+            .map(|(k, row)| {
+                let start_at = slots
+                    .map(|s| s.next_after(k as i64))
+                    .and_then(DateTime::from_timestamp_micros);
+                AgentClaimed { row, start_at }
+            })
+            .collect())
     }
 
     /// Defers an agent's due rows to `until` (calling schedule): status `queued`.
@@ -695,6 +727,40 @@ mod tests {
         ] {
             assert!(!consent_granted(v), "{v:?}");
         }
+    }
+
+    #[test]
+    fn claimable_slots_reach_one_lookahead_ahead_and_one_slack_back() {
+        let limits = |slack_us, lookahead_us| AgentLimits {
+            cps: 10,
+            cpl: 0,
+            slack_us,
+            lookahead_us,
+        };
+        // Next slot now, polled every 200 ms: this poll claims the slots of the next 200 ms,
+        // each at its own time, 100 ms apart.
+        let s = claimable_slots(10 * S, 10 * S, 10, &limits(200_000, 200_000));
+        assert_eq!(s.available, 3);
+        let times: Vec<i64> = (0..s.available).map(|k| s.next_after(k)).collect();
+        assert_eq!(times, vec![10 * S, 10 * S + 100_000, 10 * S + 200_000]);
+        // The next poll, 210 ms later, goes on from the first slot left.
+        let s2 = claimable_slots(
+            s.next_after(3),
+            10 * S + 210_000,
+            10,
+            &limits(200_000, 200_000),
+        );
+        assert_eq!(s2.base_us, 10 * S + 300_000);
+        assert_eq!(s2.available, 2);
+        // After idling, the slack still only reaches back from now, not from the horizon.
+        let idle = claimable_slots(0, 60 * S, 10, &limits(250_000, 200_000));
+        assert_eq!(idle.base_us, 60 * S - 250_000);
+        assert_eq!(idle.available, 5);
+        // Without lookahead it is start_slots itself.
+        assert_eq!(
+            claimable_slots(0, 60 * S, 10, &limits(250_000, 0)),
+            start_slots(0, 60 * S, 10, 250_000)
+        );
     }
 
     #[test]
