@@ -33,6 +33,7 @@ use futures::StreamExt;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::runtime::Runtime;
@@ -59,15 +60,17 @@ pub struct Prepared {
     pub data: BTreeMap<String, String>,
 }
 
-/// Waits until `at` (at once when it has passed); false when the engine starts draining
-/// first.
-async fn wait_for_slot(rt: &Runtime, at: DateTime<Utc>) -> bool {
+/// Waits until `at` (at once when it has passed); false when `draining` is cancelled first.
+async fn wait_for_slot(draining: &CancellationToken, at: DateTime<Utc>) -> bool {
+    if draining.is_cancelled() {
+        return false;
+    }
     let Ok(wait) = (at - Utc::now()).to_std() else {
         return true;
     };
     tokio::select! {
         _ = tokio::time::sleep(wait) => true,
-        _ = rt.draining.cancelled() => false,
+        _ = draining.cancelled() => false,
     }
 }
 
@@ -202,7 +205,7 @@ async fn dial(
         }
     };
     if let Some(at) = start_at
-        && !wait_for_slot(&rt, at).await
+        && !wait_for_slot(&rt.draining, at).await
     {
         // Draining began before the slot: the call is not placed, the row goes back.
         let _ = rt.store.communication_release(&comm.sid, &token).await;
@@ -1455,5 +1458,38 @@ async fn send_sms(
         Ok(())
     } else {
         Err(format!("provider answered {}", resp.status()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_call_waits_for_its_slot_unless_draining_begins() {
+        let draining = CancellationToken::new();
+        // A slot that has passed: at once.
+        let t = std::time::Instant::now();
+        assert!(wait_for_slot(&draining, Utc::now() - chrono::Duration::seconds(1)).await);
+        assert!(t.elapsed() < Duration::from_millis(50));
+        // A slot ahead: not before it.
+        let t = std::time::Instant::now();
+        assert!(wait_for_slot(&draining, Utc::now() + chrono::Duration::milliseconds(80)).await);
+        assert!(
+            t.elapsed() >= Duration::from_millis(70),
+            "{:?}",
+            t.elapsed()
+        );
+        // Draining begins while it waits: the call is not placed, and not after the slot.
+        let cancel = draining.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            cancel.cancel();
+        });
+        let t = std::time::Instant::now();
+        assert!(!wait_for_slot(&draining, Utc::now() + chrono::Duration::seconds(30)).await);
+        assert!(t.elapsed() < Duration::from_secs(5));
+        // Once draining, even a slot that has passed is not taken.
+        assert!(!wait_for_slot(&draining, Utc::now() - chrono::Duration::seconds(1)).await);
     }
 }
