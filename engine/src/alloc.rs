@@ -8,8 +8,8 @@
 //!
 //! On Linux mimalloc commits each arena it reserves up front by default
 //! (`arena_eager_commit = 2`: "on systems that overcommit"). With that default the engine
-//! idled at 66–71 MB RSS and held 57–62 KiB per added live call at 500 live; committing on
-//! demand it idles at 41–42 MB and holds 49–51 KiB (bench/reports/call_load.md, session 6),
+//! idled at 66–85 MB RSS and held 55–65 KiB per added live call at 500 live; committing on
+//! demand it idles at 41–45 MB and holds 46–51 KiB (bench/reports/call_load.md, session 6),
 //! at the same CPU. So `on_demand::commit_on_demand` sets `arena_eager_commit = 0` before the first
 //! allocation, unless `MIMALLOC_ARENA_EAGER_COMMIT` is set in the environment, which then
 //! decides as mimalloc documents.

@@ -196,6 +196,8 @@ impl MediaEngine {
             .min_by_key(|w| w.sessions.load(Ordering::Relaxed))
             .ok_or(MediaError::EngineStopped)?;
         worker.sessions.fetch_add(1, Ordering::Relaxed);
+        // A futures queue holds its buffer plus one event per sender: the one sender here
+        // makes `event_capacity` in all.
         let (etx, erx) = futures::channel::mpsc::channel(self.inner.cfg.event_capacity.max(1) - 1);
         let cfg = &self.inner.cfg;
         let init = SessionInit {

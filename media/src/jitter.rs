@@ -198,34 +198,33 @@ impl JitterBuffer {
     /// Grows the slots (doubling, up to `max_slots`) until `distance` packets apart fit,
     /// keeping what is buffered.
     fn make_room(&mut self, distance: usize) {
-        if distance < self.slots.len() {
-            return;
+        if distance >= self.slots.len() {
+            let n = (distance + 1).next_power_of_two().min(self.max_slots);
+            self.relayout(n, self.stride);
         }
-        let n = (distance + 1).next_power_of_two().min(self.max_slots);
-        let mut slots = vec![Slot::default(); n];
-        let mut data = vec![0; n * self.stride];
-        for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| s.used) {
-            let j = s.seq as usize % n;
-            slots[j] = *s;
-            data[j * self.stride..(j + 1) * self.stride]
-                .copy_from_slice(&self.data[i * self.stride..(i + 1) * self.stride]);
-        }
-        self.slots = slots;
-        self.data = data;
     }
 
     /// Re-lays the buffer out with `len` bytes per slot, keeping what is buffered. The
     /// stride only grows (up to `MAX_PAYLOAD`), so a stream pays this once per larger size.
     fn grow(&mut self, len: usize) {
         let stride = len.clamp(self.stride, MAX_PAYLOAD);
-        let mut data = vec![0; self.slots.len() * stride];
-        for (i, s) in self.slots.iter().enumerate() {
+        self.relayout(self.slots.len(), stride);
+    }
+
+    /// Moves every buffered packet into `slots` slots of `stride` bytes (a packet's slot is
+    /// its sequence number modulo the slot count). Only growth calls this, a few times per
+    /// stream at most, so the media worker does not allocate per packet.
+    fn relayout(&mut self, slots: usize, stride: usize) {
+        let mut new_slots = vec![Slot::default(); slots];
+        let mut data = vec![0; slots * stride];
+        for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| s.used) {
+            let j = s.seq as usize % slots;
             let n = s.len.min(self.stride);
-            if s.used {
-                data[i * stride..i * stride + n]
-                    .copy_from_slice(&self.data[i * self.stride..i * self.stride + n]);
-            }
+            new_slots[j] = *s;
+            data[j * stride..j * stride + n]
+                .copy_from_slice(&self.data[i * self.stride..i * self.stride + n]);
         }
+        self.slots = new_slots;
         self.data = data;
         self.stride = stride;
     }

@@ -216,10 +216,15 @@ impl StartSlots {
 
 /// The start slots an agent may claim at `now_us`: those free now (see [`start_slots`]) and
 /// those up to `lookahead_us` ahead, which the dialer starts when their time comes.
-pub fn claimable_slots(next_us: i64, now_us: i64, cps: i64, limits: &AgentLimits) -> StartSlots {
+pub fn claimable_slots(next_us: i64, now_us: i64, limits: &AgentLimits) -> StartSlots {
     let ahead = limits.lookahead_us.max(0);
     // Seen from the horizon `now + ahead`, the slack reaches back just as far from now.
-    start_slots(next_us, now_us + ahead, cps, limits.slack_us.max(0) + ahead)
+    start_slots(
+        next_us,
+        now_us + ahead,
+        limits.cps,
+        limits.slack_us.max(0) + ahead,
+    )
 }
 
 /// The start slots free at `now_us` given the next unused slot `next_us` (sans-IO core of
@@ -507,7 +512,7 @@ impl Store {
                     .bind(agent_sid).fetch_one(&mut *tx).await?;
                 n = n.min(limits.cpl - live);
             }
-            let slots = (limits.cps > 0).then(|| claimable_slots(next_us, now_us, limits.cps, limits));
+            let slots = (limits.cps > 0).then(|| claimable_slots(next_us, now_us, limits));
             if let Some(s) = slots {
                 n = n.min(s.available);
             }
@@ -739,26 +744,21 @@ mod tests {
         };
         // Next slot now, polled every 200 ms: this poll claims the slots of the next 200 ms,
         // each at its own time, 100 ms apart.
-        let s = claimable_slots(10 * S, 10 * S, 10, &limits(200_000, 200_000));
+        let s = claimable_slots(10 * S, 10 * S, &limits(200_000, 200_000));
         assert_eq!(s.available, 3);
         let times: Vec<i64> = (0..s.available).map(|k| s.next_after(k)).collect();
         assert_eq!(times, vec![10 * S, 10 * S + 100_000, 10 * S + 200_000]);
         // The next poll, 210 ms later, goes on from the first slot left.
-        let s2 = claimable_slots(
-            s.next_after(3),
-            10 * S + 210_000,
-            10,
-            &limits(200_000, 200_000),
-        );
+        let s2 = claimable_slots(s.next_after(3), 10 * S + 210_000, &limits(200_000, 200_000));
         assert_eq!(s2.base_us, 10 * S + 300_000);
         assert_eq!(s2.available, 2);
         // After idling, the slack still only reaches back from now, not from the horizon.
-        let idle = claimable_slots(0, 60 * S, 10, &limits(250_000, 200_000));
+        let idle = claimable_slots(0, 60 * S, &limits(250_000, 200_000));
         assert_eq!(idle.base_us, 60 * S - 250_000);
         assert_eq!(idle.available, 5);
         // Without lookahead it is start_slots itself.
         assert_eq!(
-            claimable_slots(0, 60 * S, 10, &limits(250_000, 0)),
+            claimable_slots(0, 60 * S, &limits(250_000, 0)),
             start_slots(0, 60 * S, 10, 250_000)
         );
     }
