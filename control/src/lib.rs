@@ -6,13 +6,17 @@
 
 pub mod adapters;
 pub mod api;
+pub mod audio_ref;
 pub mod auth;
 pub mod bootstrap;
 pub mod catalog;
 pub mod flags;
 pub mod ids;
 pub mod objects;
+pub mod outbound;
+pub mod scenario_check;
 pub mod schedule;
+pub mod sms;
 pub mod sms_template;
 pub mod store;
 #[cfg(feature = "testing")]

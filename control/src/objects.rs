@@ -243,6 +243,11 @@ impl Objects {
         }
     }
 
+    /// The service's base URL (no trailing slash) its own links start with.
+    pub fn public_url(&self) -> &str {
+        &self.public_url
+    }
+
     pub fn provider(&self) -> Provider {
         self.provider
     }

@@ -36,7 +36,7 @@ async fn setup(s: &TestServer, f: &Fixture) -> Setup {
         s,
         tok,
         "/v1/sms/provider",
-        json!({"name": "SMS", "type": "http", "url": "http://127.0.0.1:9/send?to={{to}}", "alphas": ["ACME"], "numbers": ["+4922"]}),
+        json!({"name": "SMS", "type": "http", "url": "https://sms.example.test/send?to={{to}}", "alphas": ["ACME"], "numbers": ["+4922"]}),
     )
     .await;
     Setup {

@@ -5,10 +5,28 @@ use callsmith_control::{both_backends, testing::TestServer};
 use serde_json::json;
 
 /// A scenario with a draft (and a published version when `publish`).
+/// start_call → end.
+fn valid_snapshot() -> serde_json::Value {
+    json!({"name": "t", "constructor": {"bricks": {
+        "start_call": {"v1": [{"id": "s", "description": "", "properties": {}, "outputs": [{"type": "next", "description": "", "next": "e"}]}]},
+        "end": {"v1": [{"id": "e", "description": "", "properties": {}, "outputs": []}]}
+    }}})
+}
+
 async fn scenario(s: &TestServer, tenant: &str, account: &str, publish: bool) -> String {
+    scenario_with(s, tenant, account, publish, &valid_snapshot()).await
+}
+
+async fn scenario_with(
+    s: &TestServer,
+    tenant: &str,
+    account: &str,
+    publish: bool,
+    snapshot: &serde_json::Value,
+) -> String {
     let sid = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO);
     let draft = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO_VERSION);
-    let snap = json!({"name": "t", "constructor": {"bricks": {}}}).to_string();
+    let snap = snapshot.to_string();
     s.store
         .scenario_create(&sid, tenant, account, "t", "", &draft, &snap, "h0")
         .await
@@ -69,6 +87,14 @@ async fn dispatch_rules(s: TestServer) {
         .send()
         .await
         .expect_error(422, "scenario_not_published");
+    // A draft is validated before it is frozen and called: an invalid one says why.
+    let broken = json!({"name": "t", "constructor": {"bricks": {}}});
+    let bad = scenario_with(&s, &f.tenant_sid, &f.account_sid, false, &broken).await;
+    let r = post(json!({"recipient": "+15550001", "scenario_sid": bad, "draft": true}))
+        .send()
+        .await;
+    r.expect_error(422, "scenario_invalid");
+    assert_eq!(r.body["data"]["errors"]["scenario"][0]["code"], "SCN108");
     post(json!({"recipient": "+15550001", "scenario_sid": scn, "draft": true}))
         .send()
         .await

@@ -435,10 +435,13 @@ async fn publish_checks_classifiers_and_audio(s: TestServer) {
     let classifier = "4c3a7b1e-0000-4000-8000-000000000001";
     let mut snap = realistic_scenario(10);
     // Point the generated file prompt and question classifier at real references.
-    let text = snap.to_string().replace("aud_chime", audio_id).replace(
-        "\"classifier\":{\"id\":\"\",\"version\":0}",
-        &format!("\"classifier\":{{\"id\":\"{classifier}\",\"version\":2}}"),
-    );
+    let text = snap
+        .to_string()
+        .replace("https://cdn.example.test/chime.wav", audio_id)
+        .replace(
+            "\"classifier\":{\"id\":\"\",\"version\":0}",
+            &format!("\"classifier\":{{\"id\":\"{classifier}\",\"version\":2}}"),
+        );
     snap = serde_json::from_str(&text).unwrap();
     put_draft(&s, tok, &id, &snap).await;
     let r = s

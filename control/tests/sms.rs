@@ -77,7 +77,7 @@ async fn sms_provider_crud(s: TestServer) {
     let p = s
         .patch(&format!("/v1/sms/provider/{id}"))
         .bearer(tok)
-        .json(&json!({"method": "put", "alphas": ["NewName"], "url": "http://127.0.0.1:9/{{to}}"}))
+        .json(&json!({"method": "put", "alphas": ["NewName"], "url": "https://sms2.example.test/{{to}}"}))
         .send()
         .await;
     p.expect(200);

@@ -603,6 +603,9 @@ struct PromptLog {
     played_ms: u64,
     /// Time from the play request to the end of playout.
     elapsed_ms: u64,
+    /// Why nothing was played (outcome `failed`): the audio could not be had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
 /// One listen turn, for the history (per-turn timings and transcripts).
@@ -784,7 +787,7 @@ impl LivePort {
         self.leg.hangup();
     }
 
-    async fn playable(&self, prompt: &PromptSpec) -> Result<Playable, String> {
+    async fn playable(&mut self, prompt: &PromptSpec) -> Result<Playable, String> {
         match prompt {
             PromptSpec::Tts { text, voice } => {
                 let req = TtsRequest {
@@ -809,47 +812,35 @@ impl LivePort {
                 };
                 self.rt.tts.playable(&req).map_err(|e| e.to_string())
             }
-            PromptSpec::File { url } => {
-                let bytes = self.file_bytes(url).await?;
-                let ext = url.rsplit_once('.').map(|(_, e)| e.to_string());
-                let p = Prompt::decode(&bytes, ext.as_deref()).map_err(|e| e.to_string())?;
-                Ok(Playable::Prompt(Arc::new(p)))
-            }
+            PromptSpec::File { url } => self.file_prompt(url).await,
         }
     }
 
-    async fn file_bytes(&self, url: &str) -> Result<Vec<u8>, String> {
-        let objects = self.rt.objects();
-        // An audio file id of this account.
-        if url.starts_with("aud_") {
-            let a = self
-                .rt
-                .store
-                .audio_get(url)
-                .await
-                .map_err(|e| e.to_string())?
-                .filter(|a| a.account_sid == self.comm.account_sid)
-                .ok_or_else(|| format!("audio file {url} not found"))?;
-            return objects
-                .get(&a.object_path)
-                .await
-                .map(|b| b.to_vec())
-                .map_err(|e| e.to_string());
-        }
-        // A canonical URI of our own storage.
-        if url.contains("://")
-            && !url.starts_with("http")
-            && let Some(path) = objects.path_of(url)
-        {
-            return objects
-                .get(&path)
-                .await
-                .map(|b| b.to_vec())
-                .map_err(|e| e.to_string());
-        }
-        callsmith_media::prompt::fetch_bytes(url)
+    /// The audio a file prompt names, through the one audio resolver
+    /// ([`callsmith_control::audio_ref`]): the account's own audio files and objects, or a
+    /// public URL through the guarded client. The fetch stops when the call ends.
+    async fn file_prompt(&mut self, url: &str) -> Result<Playable, String> {
+        let audio = self.rt.state.audio.clone();
+        let account = self.comm.account_sid.clone();
+        let reference = url.to_string();
+        let fetch = async move { audio.fetch(&account, &reference).await };
+        tokio::pin!(fetch);
+        let bytes = loop {
+            tokio::select! {
+                r = &mut fetch => break r.map_err(|e| e.to_string())?,
+                h = self.next_happening() => {
+                    if let Some(why) = self.wait_interrupted(h) {
+                        return Err(format!("fetching {url:?} stopped: {why}"));
+                    }
+                }
+            }
+        };
+        let ext = url.rsplit_once('.').map(|(_, e)| e.to_string());
+        let p = tokio::task::spawn_blocking(move || Prompt::decode(&bytes, ext.as_deref()))
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        Ok(Playable::Prompt(Arc::new(p)))
     }
 
     /// Starts storing a turn's caller audio off the reply's path (the reply must not wait
@@ -925,6 +916,15 @@ impl CallPort for LivePort {
             Ok(p) => p,
             Err(e) => {
                 self.errors.push(format!("prompt: {e}"));
+                self.prompts.push(PromptLog {
+                    at_ms,
+                    prompt: prompt.clone(),
+                    interruptible,
+                    outcome: "failed".into(),
+                    played_ms: 0,
+                    elapsed_ms: t0.elapsed().as_millis() as u64,
+                    error: Some(e.clone()),
+                });
                 return PlayOutcome::Failed(e);
             }
         };
@@ -992,6 +992,10 @@ impl CallPort for LivePort {
             outcome: name.into(),
             played_ms: outcome.1,
             elapsed_ms: t0.elapsed().as_millis() as u64,
+            error: match &outcome.0 {
+                PlayOutcome::Failed(e) => Some(e.clone()),
+                _ => None,
+            },
         });
         outcome.0
     }
@@ -1366,22 +1370,7 @@ fn push_digit(digits: &mut String, d: char, spec: Option<&DtmfSpec>) -> Option<H
     None
 }
 
-/// Renders `{{from}}`, `{{to}}` and `{{text}}`.
-fn render_sms(t: &str, from: &str, to: &str, text: &str, json_body: bool) -> String {
-    let esc = |s: &str| {
-        if json_body {
-            let q = serde_json::to_string(s).unwrap_or_default();
-            q[1..q.len().saturating_sub(1).max(1)].to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    t.replace("{{from}}", &esc(from))
-        .replace("{{to}}", &esc(to))
-        .replace("{{text}}", &esc(text))
-}
-
-/// Sends an SMS through the agent's provider (type http: one templated request).
+/// Sends an SMS through the agent's provider ([`callsmith_control::sms::send`]).
 async fn send_sms(
     rt: &Runtime,
     agent: Option<&AgentRecord>,
@@ -1406,9 +1395,6 @@ async fn send_sms(
         .map_err(|e| e.to_string())?
         .filter(|p| p.account_sid == agent.account_sid)
         .ok_or("the SMS provider no longer exists")?;
-    if p.status != "active" {
-        return Err("the SMS provider is inactive".into());
-    }
     let use_alpha = sms
         .get("use_alpha")
         .and_then(|v| v.as_bool())
@@ -1422,43 +1408,7 @@ async fn send_sms(
             .and_then(|v| v.as_str())
             .unwrap_or(call_from)
     };
-    let url = render_sms(&p.url, from, to, text, false);
-    let method = reqwest::Method::from_bytes(
-        if p.method.is_empty() {
-            "POST"
-        } else {
-            &p.method
-        }
-        .as_bytes(),
-    )
-    .map_err(|e| e.to_string())?;
-    let headers: Vec<Value> = serde_json::from_str(&p.headers).unwrap_or_default();
-    let mut json_body = false;
-    let mut b = rt
-        .http
-        .request(method, &url)
-        .timeout(Duration::from_secs(15));
-    for h in &headers {
-        let (Some(n), Some(v)) = (
-            h.get("name").and_then(|v| v.as_str()),
-            h.get("value").and_then(|v| v.as_str()),
-        ) else {
-            continue;
-        };
-        if n.eq_ignore_ascii_case("content-type") && v.contains("json") {
-            json_body = true;
-        }
-        b = b.header(n, render_sms(v, from, to, text, false));
-    }
-    if !p.body_template.is_empty() {
-        b = b.body(render_sms(&p.body_template, from, to, text, json_body));
-    }
-    let resp = b.send().await.map_err(|e| e.to_string())?;
-    if resp.status().is_success() {
-        Ok(())
-    } else {
-        Err(format!("provider answered {}", resp.status()))
-    }
+    callsmith_control::sms::send(&rt.state.outbound, &p, from, to, text).await
 }
 
 #[cfg(test)]

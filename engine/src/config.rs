@@ -219,9 +219,15 @@ impl ObjectsSection {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebhookSection {
-    /// Let webhooks reach loopback, link-local and private addresses. Default `false`:
-    /// such targets are refused so scenarios cannot probe the platform's own network.
+    /// Let every URL a tenant names (scenario webhooks and their proxies, result delivery
+    /// targets, SMS provider URLs, audio prompt URLs) reach loopback, link-local and private
+    /// addresses. Default `false`: such targets are refused so tenants cannot probe the
+    /// platform's own network (see docs/security.md).
     pub allow_private: bool,
+    /// Hosts (names, or addresses as written in URLs, IPv6 in brackets) those URLs may
+    /// reach whatever they resolve to, when `allow_private` is off: an internal gateway
+    /// without opening the whole private network.
+    pub allow_hosts: Vec<String>,
 }
 
 /// `[http]`

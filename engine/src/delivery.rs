@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use callsmith_control::api::v1::communications::Communication;
+use callsmith_control::outbound::OutboundRequest;
 use callsmith_control::store::{ResultDeliveryRecord, results::AttemptOutcome};
 use serde_json::{Value, json};
 use tracing::{debug, warn};
@@ -126,26 +127,27 @@ async fn attempt(rt: &Runtime, rec: ResultDeliveryRecord, base: Duration) {
         _ => return,
     };
     let body = payload(&rec, &Communication::from(&comm));
-    let resp = rt
-        .http
-        .post(&rec.url)
+    let req = OutboundRequest::new("POST", rec.url.clone())
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap_or_default())
         .timeout(Duration::from_secs(10))
-        .json(&body)
-        .send()
-        .await;
-    let (code, error) = match resp {
-        Ok(r) if r.status().is_success() => (Some(i64::from(r.status().as_u16())), None),
+        .max_body(0);
+    // Targets are tenant-named URLs: they go through the guarded client, and a refused
+    // target (a non-public address) fails at once, since retrying cannot help.
+    let (code, error, permanent) = match rt.state.outbound.send(&req).await {
+        Ok(r) if r.is_success() => (Some(i64::from(r.status)), None, false),
         Ok(r) => (
-            Some(i64::from(r.status().as_u16())),
-            Some(format!("target answered {}", r.status())),
+            Some(i64::from(r.status)),
+            Some(format!("target answered {}", r.status)),
+            false,
         ),
-        Err(e) => (None, Some(e.to_string())),
+        Err(e) => (None, Some(e.to_string()), !e.is_retryable()),
     };
     let outcome = match error {
         None => AttemptOutcome::Delivered {
             status_code: code.unwrap_or(200),
         },
-        Some(error) if rec.attempts + 1 >= max_attempts => AttemptOutcome::Failed {
+        Some(error) if permanent || rec.attempts + 1 >= max_attempts => AttemptOutcome::Failed {
             status_code: code,
             error,
         },

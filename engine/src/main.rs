@@ -125,6 +125,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             engines: cfg.stt.engines.clone(),
         },
         webhook_allow_private: cfg.webhook.allow_private,
+        webhook_allow_hosts: cfg.webhook.allow_hosts.clone(),
         adapters: cfg.adapters.to_control()?,
     };
     let state = AppState::new(store.clone(), settings);

@@ -107,7 +107,6 @@ pub struct Runtime {
     pub sip: Arc<SipStack>,
     pub media: MediaEngine,
     pub tts: Arc<TtsService>,
-    pub http: reqwest::Client,
     pub settings: Arc<RuntimeSettings>,
     pub live: Arc<LiveCalls>,
     /// Cancelled when the process starts draining: no new calls.
@@ -206,10 +205,6 @@ impl Runtime {
             sip,
             media,
             tts,
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(30))
-                .build()
-                .unwrap_or_default(),
             settings: Arc::new(settings),
             live: Arc::new(LiveCalls::default()),
             draining: CancellationToken::new(),

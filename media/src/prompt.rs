@@ -385,37 +385,6 @@ pub fn resample_to_8k(samples: &[f32], rate: u32) -> Result<Vec<i16>, PromptErro
         .collect())
 }
 
-/// Where a prompt comes from: a local path, an object-store URL (`file://`,
-/// `s3://`, `memory://` through object_store) or an http(s) URL.
-pub async fn fetch_bytes(source: &str) -> Result<Vec<u8>, PromptError> {
-    let ferr = |m: String| PromptError::Fetch {
-        source_ref: source.to_string(),
-        message: m,
-    };
-    if source.starts_with("http://") || source.starts_with("https://") {
-        let resp = reqwest::get(source)
-            .await
-            .map_err(|e| ferr(e.to_string()))?;
-        if !resp.status().is_success() {
-            return Err(ferr(format!("HTTP status {}", resp.status())));
-        }
-        return Ok(resp
-            .bytes()
-            .await
-            .map_err(|e| ferr(e.to_string()))?
-            .to_vec());
-    }
-    if source.contains("://") {
-        let url = url::Url::parse(source).map_err(|e| ferr(e.to_string()))?;
-        let (store, path) = object_store::parse_url(&url).map_err(|e| ferr(e.to_string()))?;
-        let got = store.get(&path).await.map_err(|e| ferr(e.to_string()))?;
-        return Ok(got.bytes().await.map_err(|e| ferr(e.to_string()))?.to_vec());
-    }
-    tokio::fs::read(source)
-        .await
-        .map_err(|e| ferr(e.to_string()))
-}
-
 fn extension_of(source: &str) -> Option<&str> {
     let path = source.split(['?', '#']).next().unwrap_or(source);
     let name = path.rsplit('/').next().unwrap_or(path);
@@ -463,18 +432,24 @@ impl PromptCache {
         }
     }
 
-    /// Loads (or returns the cached) prompt for a path or URL.
-    pub async fn load(&self, source: &str) -> Result<Arc<Prompt>, PromptError> {
-        if let Some(p) = self.get(source) {
+    /// The cached prompt for `key`, or the bytes `fetch` returns decoded (off the async
+    /// threads) and cached under `key`. Fetching is the caller's: this crate reads no files
+    /// and no URLs, so who may read what is decided where the reference is resolved.
+    pub async fn get_or_load<F, Fut>(&self, key: &str, fetch: F) -> Result<Arc<Prompt>, PromptError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<u8>, PromptError>>,
+    {
+        if let Some(p) = self.get(key) {
             return Ok(p);
         }
-        let bytes = fetch_bytes(source).await?;
-        let ext = extension_of(source).map(str::to_owned);
+        let bytes = fetch().await?;
+        let ext = extension_of(key).map(str::to_owned);
         let prompt = tokio::task::spawn_blocking(move || Prompt::decode(&bytes, ext.as_deref()))
             .await
             .map_err(|e| PromptError::Decode(e.to_string()))??;
         let prompt = Arc::new(prompt);
-        self.insert(source.to_string(), prompt.clone());
+        self.insert(key.to_string(), prompt.clone());
         Ok(prompt)
     }
 

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::MediaError;
-use crate::prompt::{FRAME_SAMPLES, PromptCache, PromptError};
+use crate::prompt::{FRAME_SAMPLES, Prompt, PromptError};
 use crate::session::{AudioFrame, AudioReceiver, MediaSession};
 
 /// Wire protocol of a recognition node.
@@ -449,17 +449,14 @@ pub struct RecognizeOutcome {
     pub interim_results: Vec<InterimResult>,
 }
 
-/// Recognises a whole audio source (path, object-store URL or http(s) URL) on a
-/// ready node. `realtime`: send at 1x speed and collect interim results;
-/// otherwise send as fast as the node takes it and return the transcript.
+/// Recognises decoded audio on a ready node. `realtime`: send at 1x speed and collect
+/// interim results; otherwise send as fast as the node takes it and return the transcript.
 pub async fn recognize(
     pool: &SttPool,
-    prompts: &PromptCache,
-    source: &str,
+    prompt: &Prompt,
     params: &SttParams,
     realtime: bool,
 ) -> Result<RecognizeOutcome, SttError> {
-    let prompt = prompts.load(source).await?;
     let node = pool.pick().await?;
     let (atx, arx) = mpsc::channel::<AudioFrame>(64);
     let mut stream = start_stream(pool.clone(), node.clone(), params.clone(), arx);

@@ -25,7 +25,10 @@ async fn sweep_prompt(dir: &std::path::Path, secs: &str) -> (Arc<Prompt>, Vec<i1
         .into_samples::<i16>()
         .map(|s| s.unwrap())
         .collect();
-    let prompt = PromptCache::new(8).load(p).await.unwrap();
+    let prompt = PromptCache::new(8)
+        .get_or_load(p, || common::read_file(p))
+        .await
+        .unwrap();
     (prompt, source)
 }
 

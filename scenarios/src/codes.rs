@@ -54,6 +54,10 @@ pub enum Code {
     InvalidUrl,
     /// SCN122: two branches of one brick share an id (condition_id or answer_id).
     DuplicateBranchId,
+    /// SCN123: a reference the engine will not reach for this account: an audio reference
+    /// that is a local path, a foreign scheme, another account's object or a non-public
+    /// address; a webhook or proxy url naming a non-public address.
+    RefusedReference,
 }
 
 impl Code {
@@ -81,6 +85,7 @@ impl Code {
         Code::InvalidJsonPath,
         Code::InvalidUrl,
         Code::DuplicateBranchId,
+        Code::RefusedReference,
     ];
 
     /// The registered code string.
@@ -108,6 +113,7 @@ impl Code {
             Code::InvalidJsonPath => "SCN120",
             Code::InvalidUrl => "SCN121",
             Code::DuplicateBranchId => "SCN122",
+            Code::RefusedReference => "SCN123",
         }
     }
 
@@ -136,6 +142,7 @@ impl Code {
             Code::InvalidJsonPath => "invalid JSONPath",
             Code::InvalidUrl => "invalid URL",
             Code::DuplicateBranchId => "duplicate branch id",
+            Code::RefusedReference => "reference refused",
         }
     }
 }

@@ -34,5 +34,5 @@ pub use codes::{Code, ScenarioError};
 pub use interpreter::{CallInfo, CallRun, Direction, Program};
 pub use model::Snapshot;
 pub use port::CallPort;
-pub use validate::{AcceptAll, ValidationContext, validate, validate_value};
+pub use validate::{AcceptAll, RefProblem, ValidationContext, validate, validate_value};
 pub use webhook::WebhookOutcome;

@@ -335,7 +335,7 @@ pub fn realistic_scenario(bricks: usize) -> serde_json::Value {
             "audio",
             json!({"id": id("play"), "description": "", "properties": {"play_mode": "sequential", "audios": [
             {"mode": "tts", "tts_properties": {"text": "Thanks {{name}}."}, "file_properties": {"url": ""}},
-            {"mode": "file", "tts_properties": {"text": ""}, "file_properties": {"url": "aud_chime"}}],
+            {"mode": "file", "tts_properties": {"text": ""}, "file_properties": {"url": "https://cdn.example.test/chime.wav"}}],
             "tts_general": {"language": "", "voice": "kal16", "engine": "", "speed": 1.1, "model": ""}}, "outputs": next(id("sms"))}),
         );
         push(

@@ -16,12 +16,28 @@ use crate::walk::{Visitor, Walk};
 use crate::webhook;
 
 /// Lookups validation needs from the outside world; the control plane implements it over its
-/// store. Both must be cheap (validation calls them once per reference).
+/// store and its audio resolver. They must be cheap (validation calls them once per
+/// reference).
 pub trait ValidationContext {
     /// Whether the account has classifier `id` at `version` (0 = the unversioned surface).
     fn classifier_exists(&self, id: &str, version: i64) -> bool;
-    /// Whether an audio file exists for this reference (an `aud_` id, its `location` or `url`).
-    fn audio_exists(&self, url_or_id: &str) -> bool;
+    /// Why the account may not play this audio reference (written without placeholders);
+    /// None when it may.
+    fn audio_problem(&self, reference: &str) -> Option<RefProblem>;
+    /// Why a webhook or proxy url (written without placeholders) will not be called; None
+    /// when it may.
+    fn url_problem(&self, _url: &str) -> Option<String> {
+        None
+    }
+}
+
+/// Why a reference cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefProblem {
+    /// Nothing the account may use is there (SCN118).
+    Missing(String),
+    /// The form of the reference is not allowed (SCN123).
+    Refused(String),
 }
 
 /// A context that accepts every reference (for structure-only validation and tests).
@@ -32,8 +48,8 @@ impl ValidationContext for AcceptAll {
     fn classifier_exists(&self, _: &str, _: i64) -> bool {
         true
     }
-    fn audio_exists(&self, _: &str) -> bool {
-        true
+    fn audio_problem(&self, _: &str) -> Option<RefProblem> {
+        None
     }
 }
 
@@ -434,14 +450,26 @@ fn audio_ref(url: &str, path: &str, ctx: &dyn ValidationContext, out: &mut Vec<S
     if url.is_empty() || template::has_open(url) {
         return;
     }
-    if !ctx.audio_exists(url) {
+    let (code, message) = match ctx.audio_problem(url) {
+        None => return,
+        Some(RefProblem::Missing(m)) => (Code::UnknownAudio, m),
+        Some(RefProblem::Refused(m)) => (Code::RefusedReference, m),
+    };
+    out.push(ScenarioError::new(code, message).property(path).value(url));
+}
+
+/// Reports a webhook's url or proxy url the context refuses (SCN123); templated urls are
+/// judged when the call renders them.
+fn outbound_url(url: &str, path: &str, ctx: &dyn ValidationContext, out: &mut Vec<ScenarioError>) {
+    let url = url.trim();
+    if url.is_empty() || template::has_open(url) || url::Url::parse(url).is_err() {
+        return;
+    }
+    if let Some(why) = ctx.url_problem(url) {
         out.push(
-            ScenarioError::new(
-                Code::UnknownAudio,
-                format!("audio file {url:?} does not exist"),
-            )
-            .property(path)
-            .value(url),
+            ScenarioError::new(Code::RefusedReference, why)
+                .property(path)
+                .value(url),
         );
     }
 }
@@ -727,6 +755,12 @@ fn check_props(props: BrickProps<'_>, ctx: &dyn ValidationContext, out: &mut Vec
         BrickProps::Webhook(p) => {
             check_fields(p, P, out);
             webhook::validate_webhook(p, "properties.", out);
+            if let Some(r) = p.request.get() {
+                outbound_url(r.url.str(), "properties.request.url", ctx, out);
+                if let Some(px) = r.proxy.get() {
+                    outbound_url(px.url.str(), "properties.request.proxy.url", ctx, out);
+                }
+            }
         }
         BrickProps::DataMapping(p) => {
             check_fields(p, P, out);

@@ -1,7 +1,9 @@
 //! Validation: one test per SCN code, plus "every problem at once" and the entry shape.
 
 use callsmith_scenarios::codes::Code;
-use callsmith_scenarios::{AcceptAll, ScenarioError, ValidationContext, validate_value};
+use callsmith_scenarios::{
+    AcceptAll, RefProblem, ScenarioError, ValidationContext, validate_value,
+};
 use serde_json::{Value, json};
 
 fn fixture() -> Value {
@@ -287,8 +289,16 @@ impl ValidationContext for Known {
     fn classifier_exists(&self, id: &str, version: i64) -> bool {
         id == "clf-1" && version <= 2
     }
-    fn audio_exists(&self, url: &str) -> bool {
-        url == "aud_known"
+    fn audio_problem(&self, url: &str) -> Option<RefProblem> {
+        match url {
+            "aud_known" => None,
+            u if u.starts_with('/') => Some(RefProblem::Refused(format!("{u:?} is a local path"))),
+            u => Some(RefProblem::Missing(format!("audio file {u:?} not found"))),
+        }
+    }
+    fn url_problem(&self, url: &str) -> Option<String> {
+        url.contains("127.0.0.1")
+            .then(|| format!("{url:?} names the non-public address 127.0.0.1"))
     }
 }
 
@@ -322,6 +332,47 @@ fn scn118_unknown_audio_file() {
     );
     let e = only_with(&v, "SCN118", &Known);
     assert_eq!(e.invalid_value, "aud_missing");
+}
+
+#[test]
+fn scn123_refused_references() {
+    // An audio reference whose form the engine will not fetch.
+    let v = with_brick(
+        "audio_file",
+        json!({"id": "f", "properties": {"url": "/etc/passwd"}}),
+    );
+    let e = only_with(&v, "SCN123", &Known);
+    assert_eq!(
+        (e.property.as_str(), e.invalid_value.as_str()),
+        ("properties.url", "/etc/passwd")
+    );
+    assert!(e.message.contains("local path"), "{}", e.message);
+    // A templated reference is judged when the call renders it.
+    let v = with_brick(
+        "audio_file",
+        json!({"id": "f", "properties": {"url": "{{where}}"}}),
+    );
+    assert_eq!(validate_value(&v, &Known), vec![]);
+    // A webhook url and a proxy url naming a non-public address.
+    let hook = |url: &str, proxy: &str| {
+        with_brick(
+            "webhook",
+            json!({"id": "w", "properties": {"request": {"method": "GET", "url": url, "proxy": {"url": proxy}}},
+                   "outputs": [{"type": "next", "next": "e"}]}),
+        )
+    };
+    let e = only_with(&hook("http://127.0.0.1:8080/x", ""), "SCN123", &Known);
+    assert_eq!(e.property, "properties.request.url");
+    let e = only_with(
+        &hook("https://example.test/x", "http://127.0.0.1:3128"),
+        "SCN123",
+        &Known,
+    );
+    assert_eq!(e.property, "properties.request.proxy.url");
+    assert_eq!(
+        validate_value(&hook("https://example.test/{{path}}", ""), &Known),
+        vec![]
+    );
 }
 
 fn condition_group(conditions: Value) -> Value {

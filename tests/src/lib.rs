@@ -145,6 +145,12 @@ impl Engine {
                 "[[stt.engines.whisper]]\nname = \"local\"\nurl = {url:?}\nprotocol = \"vosk\"\nready_url = {ready:?}\n"
             ));
         }
+        // The test's HTTP peers listen on 127.0.0.1 and stand in for public hosts; every
+        // other non-public address (127.0.0.2, 10/8, …) stays refused, so the guard of
+        // tenant-named URLs is on in every test that does not configure `[webhook]` itself.
+        if !opts.extra_toml.contains("[webhook]") {
+            toml.push_str("[webhook]\nallow_hosts = [\"127.0.0.1\"]\n");
+        }
         toml.push_str(&opts.extra_toml);
         let cfg_path = data_dir.join("callsmith.toml");
         std::fs::write(&cfg_path, toml).expect("write config");

@@ -1,9 +1,13 @@
-//! Publishing a realistic 200-brick scenario on SQLite: validation (with the store's
-//! reference lookups) and the publish write, each timed per iteration.
+//! Publishing a realistic 200-brick scenario on SQLite: validation (with the store's and
+//! the audio resolver's reference lookups) and the publish write, each timed per iteration.
 //! Target: validate + publish under 50 ms. `cargo run --release -p callsmith-bench --bin scenario_publish [iterations]`
 
 use std::time::{Duration, Instant};
 
+use callsmith_control::audio_ref::AudioResolver;
+use callsmith_control::objects::{Objects, ObjectsConfig};
+use callsmith_control::outbound::GuardedClient;
+use callsmith_control::scenario_check::validate_scenario;
 use callsmith_control::store::{NewAccount, Store};
 use callsmith_scenarios::{canonical::content_hash_value, testing::realistic_scenario};
 
@@ -39,6 +43,17 @@ async fn main() -> anyhow::Result<()> {
             status: "active".into(),
         })
         .await?;
+    // What the API validates with: the audio resolver over local storage and the guarded
+    // client's policy.
+    let objects = std::sync::Arc::new(Objects::new(
+        &ObjectsConfig {
+            local_dir: dir.path().join("objects"),
+            ..ObjectsConfig::default()
+        },
+        "http://127.0.0.1:8080",
+    )?);
+    let outbound = GuardedClient::new(false).map_err(anyhow::Error::msg)?;
+    let audio = AudioResolver::new(store.clone(), objects, outbound.clone());
     let base = realistic_scenario(200);
     let text = base.to_string();
     store
@@ -59,7 +74,7 @@ async fn main() -> anyhow::Result<()> {
         let mut snap = base.clone();
         snap["name"] = serde_json::json!(format!("bench {i}"));
         let t0 = Instant::now();
-        let errors = store.scenario_validate("acc_bench", &snap).await?;
+        let errors = validate_scenario(&store, &audio, &outbound, "acc_bench", &snap).await?;
         let t1 = Instant::now();
         anyhow::ensure!(
             errors.is_empty(),

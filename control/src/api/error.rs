@@ -220,6 +220,15 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl From<crate::scenario_check::CheckError> for ApiError {
+    fn from(e: crate::scenario_check::CheckError) -> Self {
+        match e {
+            crate::scenario_check::CheckError::Store(e) => e.into(),
+            e => ApiError::internal(e),
+        }
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {

@@ -56,9 +56,14 @@ pub struct Settings {
     pub stt: crate::catalog::SttConfig,
     /// Classifier training pool, remote classifier service, LLM providers: `[adapters]`.
     pub adapters: crate::adapters::AdaptersConfig,
-    /// Lets webhooks reach loopback, link-local and private addresses (refused by default so
-    /// scenarios cannot probe the platform's network).
+    /// Lets every request to a URL a tenant names (webhooks, result deliveries, SMS
+    /// gateways, audio prompt URLs) reach loopback, link-local and private addresses
+    /// (refused by default so tenants cannot probe the platform's network; engine key
+    /// `webhook.allow_private`). See [`crate::outbound`].
     pub webhook_allow_private: bool,
+    /// Hosts (names or addresses as written in URLs) tenant-named URLs may reach whatever
+    /// they resolve to (engine key `webhook.allow_hosts`).
+    pub webhook_allow_hosts: Vec<String>,
 }
 
 impl Default for Settings {
@@ -73,6 +78,7 @@ impl Default for Settings {
             stt: Default::default(),
             adapters: Default::default(),
             webhook_allow_private: false,
+            webhook_allow_hosts: Vec::new(),
         }
     }
 }
@@ -94,6 +100,10 @@ pub struct AppState {
     pub stt: Arc<crate::catalog::SttEngines>,
     /// The shared webhook executor (see [`crate::webhook`]).
     pub webhook: crate::webhook::WebhookExecutor,
+    /// The guarded client for every URL a tenant names (see [`crate::outbound`]).
+    pub outbound: crate::outbound::GuardedClient,
+    /// The resolver of every audio reference (see [`crate::audio_ref`]).
+    pub audio: crate::audio_ref::AudioResolver,
 }
 
 impl AppState {
@@ -119,7 +129,13 @@ impl AppState {
             settings.password_cost,
         )
         .unwrap_or_default();
-        let webhook = crate::webhook::WebhookExecutor::new(settings.webhook_allow_private)?;
+        let outbound = crate::outbound::GuardedClient::with_allowed_hosts(
+            settings.webhook_allow_private,
+            &settings.webhook_allow_hosts,
+        )?;
+        let webhook = crate::webhook::WebhookExecutor::new(outbound.clone());
+        let audio =
+            crate::audio_ref::AudioResolver::new(store.clone(), objects.clone(), outbound.clone());
         Ok(AppState {
             store,
             settings: Arc::new(settings),
@@ -129,6 +145,8 @@ impl AppState {
             objects,
             stt: Arc::new(stt),
             webhook,
+            outbound,
+            audio,
         })
     }
 }

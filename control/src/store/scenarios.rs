@@ -334,93 +334,7 @@ impl Store {
     }
 }
 
-/// A [`ValidationContext`] over answers fetched beforehand: validation is synchronous,
-/// the store is not, so [`Store::scenario_validate`] first records every reference a
-/// snapshot makes (one pass accepting everything), looks them up, then validates again
-/// against the answers.
-#[derive(Debug, Default)]
-struct Refs {
-    classifiers: std::sync::Mutex<Vec<(String, i64)>>,
-    audios: std::sync::Mutex<Vec<String>>,
-    missing_classifiers: std::collections::HashSet<(String, i64)>,
-    missing_audios: std::collections::HashSet<String>,
-}
-
-impl callsmith_scenarios::ValidationContext for Refs {
-    fn classifier_exists(&self, id: &str, version: i64) -> bool {
-        if let Ok(mut seen) = self.classifiers.lock() {
-            seen.push((id.to_string(), version));
-        }
-        !self
-            .missing_classifiers
-            .contains(&(id.to_string(), version))
-    }
-    fn audio_exists(&self, url_or_id: &str) -> bool {
-        if let Ok(mut seen) = self.audios.lock() {
-            seen.push(url_or_id.to_string());
-        }
-        !self.missing_audios.contains(url_or_id)
-    }
-}
-
-/// The `aud_<32 hex>` id inside an audio reference (an id, its location or its url).
-pub(crate) fn audio_id_in(reference: &str) -> Option<&str> {
-    let bytes = reference.as_bytes();
-    let mut from = 0;
-    while let Some(i) = reference[from..].find("aud_") {
-        let start = from + i;
-        let end = start + 4 + 32;
-        if end <= bytes.len()
-            && bytes[start + 4..end].iter().all(u8::is_ascii_hexdigit)
-            && (start == 0 || !bytes[start - 1].is_ascii_alphanumeric())
-            && bytes.get(end).is_none_or(|b| !b.is_ascii_alphanumeric())
-        {
-            return Some(&reference[start..end]);
-        }
-        from = start + 4;
-    }
-    None
-}
-
 impl Store {
-    /// Validates a snapshot for `account_sid` with the scenarios crate; an empty list
-    /// means it can run. References are checked against this store:
-    /// * classifiers (`intent_properties.classifier` id + version): see
-    ///   [`Store::scenario_classifier_exists`];
-    /// * audio files: a reference holding an `aud_` id must name an audio file of the
-    ///   account; other references (external http(s) URLs) are accepted.
-    pub async fn scenario_validate(
-        &self,
-        account_sid: &str,
-        snapshot: &serde_json::Value,
-    ) -> StoreResult<Vec<callsmith_scenarios::ScenarioError>> {
-        let probe = Refs::default();
-        let first = callsmith_scenarios::validate_value(snapshot, &probe);
-        let classifiers = probe.classifiers.into_inner().unwrap_or_default();
-        let audios = probe.audios.into_inner().unwrap_or_default();
-        if classifiers.is_empty() && audios.is_empty() {
-            return Ok(first);
-        }
-        let mut answers = Refs::default();
-        for (id, version) in classifiers {
-            if !self
-                .scenario_classifier_exists(account_sid, &id, version)
-                .await?
-            {
-                answers.missing_classifiers.insert((id, version));
-            }
-        }
-        for reference in audios {
-            if !self.scenario_audio_exists(account_sid, &reference).await? {
-                answers.missing_audios.insert(reference);
-            }
-        }
-        if answers.missing_classifiers.is_empty() && answers.missing_audios.is_empty() {
-            return Ok(first);
-        }
-        Ok(callsmith_scenarios::validate_value(snapshot, &answers))
-    }
-
     /// Whether a question brick's classifier reference resolves for the account:
     /// version 0 (the classifier as the unversioned surface serves it) needs any version
     /// of the classifier; another number needs exactly that version.
@@ -439,44 +353,5 @@ impl Store {
                 .await?
                 .is_some()
         })
-    }
-
-    /// Whether an audio reference resolves for the account: a reference holding an
-    /// `aud_` id (the id, its location or its url) must name an audio file of the
-    /// account; other references (external http(s) URLs) are accepted.
-    pub async fn scenario_audio_exists(
-        &self,
-        account_sid: &str,
-        reference: &str,
-    ) -> StoreResult<bool> {
-        let Some(id) = audio_id_in(reference) else {
-            return Ok(true);
-        };
-        Ok(self
-            .audio_get(id)
-            .await?
-            .is_some_and(|a| a.account_sid == account_sid))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::audio_id_in;
-
-    #[test]
-    fn audio_ids_are_found_in_ids_locations_and_urls() {
-        let id = "aud_0193aabbccddeeff0011223344556677";
-        assert_eq!(audio_id_in(id), Some(id));
-        assert_eq!(
-            audio_id_in(&format!("http://127.0.0.1:8080/v1/audio/{id}/file")),
-            Some(id)
-        );
-        assert_eq!(
-            audio_id_in(&format!("local://audio/acc_1/{id}.wav")),
-            Some(id)
-        );
-        assert_eq!(audio_id_in("https://cdn.example.test/hello.wav"), None);
-        assert_eq!(audio_id_in("aud_short"), None);
-        assert_eq!(audio_id_in("xaud_0193aabbccddeeff0011223344556677"), None);
     }
 }

@@ -259,12 +259,14 @@ impl LivePort {
         // 2. The two messages, at the same time: the manager hears who is coming, the caller
         //    hears that they are being connected.
         let manager = self
-            .start_prompt(spec.message_to_manager.as_ref(), &target_media)
-            .await;
+            .prompt_playable(spec.message_to_manager.as_ref())
+            .await
+            .and_then(|p| start_on(&target_media, p));
         let client_at = self.ms();
         let client = self
-            .start_prompt(spec.message_to_client.as_ref(), &self.session)
-            .await;
+            .prompt_playable(spec.message_to_client.as_ref())
+            .await
+            .and_then(|p| start_on(&self.session, p));
         for e in [&manager, &client]
             .into_iter()
             .filter_map(|r| r.as_ref().err())
@@ -306,6 +308,7 @@ impl LivePort {
                             }.into(),
                             played_ms: o.played_ms,
                             elapsed_ms: t0.elapsed().as_millis() as u64,
+                            error: None,
                         });
                     }
                 }
@@ -387,21 +390,26 @@ impl LivePort {
         TransferOutcome::Success
     }
 
-    /// Starts a non-interruptible prompt on `session`; None when there is none.
-    async fn start_prompt(
-        &self,
+    /// The audio of a transfer message; None when there is none.
+    async fn prompt_playable(
+        &mut self,
         prompt: Option<&PromptSpec>,
-        session: &MediaSession,
-    ) -> Result<Option<callsmith_media::PlayHandle>, String> {
-        let Some(p) = prompt else {
-            return Ok(None);
-        };
-        let playable = self.playable(p).await?;
-        session
-            .play(playable, false)
-            .map(Some)
-            .map_err(|e| e.to_string())
+    ) -> Result<Option<Playable>, String> {
+        match prompt {
+            Some(p) => self.playable(p).await.map(Some),
+            None => Ok(None),
+        }
     }
+}
+
+/// Starts a non-interruptible prompt on `session`; None when there is none.
+fn start_on(
+    session: &MediaSession,
+    playable: Option<Playable>,
+) -> Result<Option<callsmith_media::PlayHandle>, String> {
+    playable
+        .map(|p| session.play(p, false).map_err(|e| e.to_string()))
+        .transpose()
 }
 
 #[cfg(test)]

@@ -304,3 +304,11 @@ pub async fn serve_bytes_held(
     });
     (addr, task)
 }
+
+/// A file's bytes, as the fetch of [`callsmith_media::prompt::PromptCache::get_or_load`].
+pub async fn read_file(path: &str) -> Result<Vec<u8>, callsmith_media::prompt::PromptError> {
+    std::fs::read(path).map_err(|e| callsmith_media::prompt::PromptError::Fetch {
+        source_ref: path.to_string(),
+        message: e.to_string(),
+    })
+}

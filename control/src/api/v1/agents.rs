@@ -384,6 +384,12 @@ async fn check(state: &AppState, account: &AccountRecord, d: Draft) -> ApiResult
                 ));
             }
         }
+        if let Some(why) = state.outbound.refusal(t.url.trim()) {
+            return Err(bad(
+                "target_not_allowed",
+                format!("communication_result.targets[{i}].url: {why}"),
+            ));
+        }
     }
     let sms = match d.sms {
         None => None,

@@ -34,8 +34,7 @@ use crate::{
     store::{AudioRecord, NewAudio},
 };
 
-/// Largest accepted audio file (the spec's upload limit).
-pub const MAX_AUDIO_BYTES: u64 = 32 * 1024 * 1024;
+pub use crate::audio_ref::MAX_AUDIO_BYTES;
 /// Bytes of non-`file` parts tolerated in an upload body.
 const MAX_OTHER_PART_BYTES: u64 = 64 * 1024;
 

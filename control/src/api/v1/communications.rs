@@ -302,6 +302,19 @@ async fn dispatch(
                 )
             })?;
         let record = if b.draft.unwrap_or(false) {
+            // A draft was never validated by a publish: it is validated here, with the
+            // same checks, before it is frozen and called.
+            let draft = state
+                .store
+                .scenario_version_by_axis(&scenario.sid, 0, true)
+                .await?
+                .ok_or_else(|| ApiError::unprocessable("no_draft", "the scenario has no draft"))?;
+            let errors =
+                super::scenarios::check_snapshot(&state, &account.sid, &draft.snapshot_value())
+                    .await?;
+            if !errors.is_empty() {
+                return Err(super::scenarios::invalid_scenario(errors));
+            }
             match state.store.freeze_draft(&scenario.sid).await {
                 Ok(r) => r,
                 Err(StoreError::NotFound) => {

@@ -411,10 +411,7 @@ async fn publish_scenario(
         .scenario_version_by_axis(&s.sid, 0, true)
         .await?
         .ok_or_else(|| ApiError::not_found("scenario"))?;
-    let errors = state
-        .store
-        .scenario_validate(&s.account_sid, &draft.snapshot_value())
-        .await?;
+    let errors = check_snapshot(&state, &s.account_sid, &draft.snapshot_value()).await?;
     if !errors.is_empty() {
         return Err(invalid_scenario(errors));
     }
@@ -446,10 +443,7 @@ async fn validate_scenario(
         .scenario_version_by_axis(&s.sid, 0, true)
         .await?
         .ok_or_else(|| ApiError::not_found("scenario"))?;
-    let errors = state
-        .store
-        .scenario_validate(&s.account_sid, &draft.snapshot_value())
-        .await?;
+    let errors = check_snapshot(&state, &s.account_sid, &draft.snapshot_value()).await?;
     Ok(Json(ValidationReport {
         valid: errors.is_empty(),
         errors,
@@ -523,4 +517,21 @@ async fn get_version(
         Ok(_) => Ok(Json(ScenarioVersion::from(&v))),
         Err(_) => Err(ApiError::not_found("scenario_version")),
     }
+}
+
+/// Validates a snapshot for an account with the references answered as a call would
+/// resolve them (see [`crate::scenario_check`]).
+pub(crate) async fn check_snapshot(
+    state: &AppState,
+    account_sid: &str,
+    snapshot: &serde_json::Value,
+) -> ApiResult<Vec<callsmith_scenarios::ScenarioError>> {
+    Ok(crate::scenario_check::validate_scenario(
+        &state.store,
+        &state.audio,
+        &state.outbound,
+        account_sid,
+        snapshot,
+    )
+    .await?)
 }

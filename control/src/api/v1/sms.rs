@@ -15,6 +15,7 @@ use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::{Authz, Caller, cap},
     ids::{new_sid, prefix},
+    outbound::GuardedClient,
     sms_template,
     store::{AgentRef, SmsProviderConfig, SmsProviderRecord, StoreError},
 };
@@ -152,7 +153,11 @@ fn template(field: &str, v: &str) -> ApiResult<()> {
 }
 
 /// The checked configuration of a provider (all fields merged already).
-fn check_config(c: &mut SmsProviderConfig, headers: &[SmsHeader]) -> ApiResult<()> {
+fn check_config(
+    c: &mut SmsProviderConfig,
+    headers: &[SmsHeader],
+    outbound: &GuardedClient,
+) -> ApiResult<()> {
     c.name = check_name("name", &c.name)?;
     if c.kind != "http" {
         return Err(ApiError::unprocessable(
@@ -189,6 +194,14 @@ fn check_config(c: &mut SmsProviderConfig, headers: &[SmsHeader]) -> ApiResult<(
                 format!("url: not an absolute http(s) URL: {:?}", c.url),
             ));
         }
+    }
+    if let Some(why) = outbound.refusal(&sample) {
+        // The message names the URL as the caller wrote it, not the rendered sample.
+        let why = why.replace(&format!("{sample:?}"), &format!("{:?}", c.url));
+        return Err(ApiError::unprocessable(
+            "target_not_allowed",
+            format!("url: {why}"),
+        ));
     }
     if headers.len() > MAX_LIST {
         return Err(ApiError::unprocessable(
@@ -298,7 +311,7 @@ async fn create_provider(
         numbers: b.numbers.unwrap_or_default(),
         status: b.status.unwrap_or(Status::Active).as_str().to_string(),
     };
-    check_config(&mut c, &headers)?;
+    check_config(&mut c, &headers, &state.outbound)?;
     match state
         .store
         .sms_provider_create(
@@ -383,7 +396,7 @@ async fn patch_provider(
         numbers: b.numbers.unwrap_or(view.numbers),
         status: b.status.unwrap_or(view.status).as_str().to_string(),
     };
-    check_config(&mut c, &headers)?;
+    check_config(&mut c, &headers, &state.outbound)?;
     match state.store.sms_provider_update(&cur.sid, &c).await {
         Ok(p) => Ok(Json(SmsProvider::from(&p))),
         Err(StoreError::Unique) => Err(name_taken()),

@@ -16,7 +16,7 @@
 //! `no_ready_node`; both in the standard envelope. A source that cannot be read or
 //! decoded is reported in that item's `error`.
 
-use std::{collections::BTreeSet, sync::Arc};
+use std::collections::BTreeSet;
 
 use axum::{
     extract::State,
@@ -24,7 +24,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use callsmith_media::{
-    prompt::{Prompt, PromptCache},
+    prompt::Prompt,
     stt::{SttError, SttParams, recognize},
 };
 use chrono::{DateTime, TimeZone, Utc};
@@ -35,11 +35,10 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
+    audio_ref::AudioRef,
     auth::{Authz, Caller, Principal, cap},
     catalog::ModelOption,
     flags::{self, Subject},
-    ids::{has_prefix, prefix},
-    objects::owner_of,
     store::AccountRecord,
 };
 
@@ -342,49 +341,41 @@ fn plan(state: &AppState, engine: &str, body: RunRequest) -> Result<Vec<Planned>
     Ok(out)
 }
 
-/// Reads an item's audio: (source id, bytes) or the item's error message.
+/// Reads an item's audio: (source id, bytes) or the item's error message. With an account
+/// scope, any stored audio the account owns (through the one audio resolver); without one,
+/// only a signed link of this service (a link is itself the grant to read).
 async fn read_source(
     state: &AppState,
     account: Option<&AccountRecord>,
     source: &str,
 ) -> Result<(String, bytes::Bytes), String> {
-    let objects = &state.objects;
-    let (id, path) = if let Some(signed) = objects.resolve_signed_url(source) {
-        let (path, _) = signed.map_err(|e| format!("source: {e}"))?;
-        (source.to_string(), path)
-    } else if has_prefix(source, prefix::AUDIO) {
-        let row = state
-            .store
-            .audio_get(source)
-            .await
-            .map_err(|e| format!("source: {e}"))?;
-        match (row, account) {
-            (Some(r), Some(a)) if r.account_sid == a.sid => (r.sid, r.object_path),
-            (_, None) => {
-                return Err("source: an audio id needs an account scope (X-Account-Sid)".into());
-            }
-            _ => return Err(format!("source: audio {source} not found")),
-        }
-    } else if let Some(path) = objects.path_of(source) {
-        let Some(a) = account else {
-            return Err("source: a storage path needs an account scope (X-Account-Sid)".into());
+    let Some(account) = account else {
+        let objects = &state.objects;
+        let Some(signed) = objects.resolve_signed_url(source) else {
+            return Err(
+                "source: without an account scope (X-Account-Sid) only a signed link of this service can be read"
+                    .into(),
+            );
         };
-        if owner_of(&path) != Some(a.sid.as_str()) {
-            return Err(format!("source: object {source} not found"));
-        }
-        (source.to_string(), path)
-    } else {
-        return Err(format!(
-            "source: {source:?} is neither a signed link of this service nor a storage path"
-        ));
+        let (path, _) = signed.map_err(|e| format!("source: {e}"))?;
+        return match objects.get(&path).await {
+            Ok(b) => Ok((source.to_string(), b)),
+            Err(crate::objects::ObjectError::NotFound) => {
+                Err(format!("source: object {source} not found"))
+            }
+            Err(e) => Err(format!("source: {e}")),
+        };
     };
-    match objects.get(&path).await {
-        Ok(b) => Ok((id, b)),
-        Err(crate::objects::ObjectError::NotFound) => {
-            Err(format!("source: object {source} not found"))
-        }
-        Err(e) => Err(format!("source: {e}")),
-    }
+    let id = match state.audio.parse(source) {
+        Ok(AudioRef::Audio(id)) => id,
+        _ => source.to_string(),
+    };
+    state
+        .audio
+        .fetch_stored(&account.sid, source)
+        .await
+        .map(|b| (id, b))
+        .map_err(|e| format!("source: {e}"))
 }
 
 async fn decode(bytes: bytes::Bytes) -> Result<Prompt, String> {
@@ -441,16 +432,12 @@ async fn run_engine(
         match prompt {
             Err(e) => result.error = e,
             Ok(prompt) => {
-                // recognize() loads by key: hand it the decoded audio through a
-                // one-entry cache instead of letting it fetch the source itself.
-                let cache = PromptCache::new(1);
-                cache.insert("source".into(), Arc::new(prompt));
                 let params = SttParams {
                     language: item.option.language.clone(),
                     model: item.option.model.clone(),
                     interim_results: item.realtime,
                 };
-                match recognize(pool, &cache, "source", &params, item.realtime).await {
+                match recognize(pool, &prompt, &params, item.realtime).await {
                     Ok(out) => {
                         result.transcript = out.transcript;
                         result.interim_results = out
