@@ -11,6 +11,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod catalog;
 pub mod flags;
+pub mod hangups;
 pub mod ids;
 pub mod objects;
 pub mod outbound;

@@ -357,7 +357,8 @@ pub struct SipSection {
     pub default_trunk: Option<String>,
     /// User-Agent header. Default `callsmith`.
     pub user_agent: String,
-    /// Outbound calls not answered within this many seconds are canceled (`no_answer`). Default 45.
+    /// Outbound calls not answered within this many seconds are canceled (`no_answer`);
+    /// a call the gateway has not answered at all by then ends `failed`. Default 45.
     pub ring_timeout_secs: u64,
 }
 
@@ -387,7 +388,8 @@ pub struct MediaSection {
     /// RTP port range (even ports RTP, odd RTCP). Default 20000..29999.
     pub rtp_port_min: u16,
     pub rtp_port_max: u16,
-    /// Report silence on the wire after this many ms without RTP. Default 30000.
+    /// An answered call whose peer sends no RTP for this many ms is hung up
+    /// (`end_reason` `rtp_timeout`); 0 turns the check off. Default 30000.
     pub rtp_timeout_ms: u64,
 }
 

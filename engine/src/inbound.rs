@@ -12,7 +12,8 @@ use chrono::Utc;
 use tracing::{info, warn};
 
 use crate::call::{AnsweredCall, Prepared};
-use crate::runtime::Runtime;
+use crate::runtime::{LiveGuard, Runtime};
+use callsmith_control::hangups::HangupHandle;
 
 /// Serves the inbound call stream until it closes.
 pub async fn run(rt: Runtime, mut incoming: IncomingCalls) {
@@ -21,7 +22,9 @@ pub async fn run(rt: Runtime, mut incoming: IncomingCalls) {
         // call is up or over), and the answered call is one `AnsweredCall` box.
         let answering = Box::pin(answer(rt.clone(), call));
         tokio::spawn(async move {
-            if let Some(call) = answering.await {
+            // The live-call guard and the hang-up registration are held until the call's
+            // end is written: live-call caps and the shutdown drain count it.
+            if let Some((call, _live, _hangup)) = answering.await {
                 call.run().await;
             }
         });
@@ -29,8 +32,12 @@ pub async fn run(rt: Runtime, mut incoming: IncomingCalls) {
 }
 
 /// Routes and answers an inbound call; `None` when it was rejected or ended before it
-/// was up (each such outcome is written here).
-async fn answer(rt: Runtime, call: IncomingCall) -> Option<Box<AnsweredCall>> {
+/// was up (each such outcome is written here). With the answered call come its live-call
+/// guard and hang-up registration, to be held while it runs.
+async fn answer(
+    rt: Runtime,
+    call: IncomingCall,
+) -> Option<(Box<AnsweredCall>, LiveGuard, HangupHandle)> {
     if rt.draining.is_cancelled() {
         call.reject(503, Some("shutting down".into()));
         return None;
@@ -96,7 +103,7 @@ async fn answer(rt: Runtime, call: IncomingCall) -> Option<Box<AnsweredCall>> {
             return None;
         }
     };
-    let _live = rt.live.enter(Some(&agent.sid));
+    let live = rt.live.enter(Some(&agent.sid));
     let lease =
         chrono::Duration::from_std(rt.settings.lease).unwrap_or(chrono::Duration::seconds(30));
     let new = NewCommunication {
@@ -170,6 +177,7 @@ async fn answer(rt: Runtime, call: IncomingCall) -> Option<Box<AnsweredCall>> {
         .communication_mark_answered(&comm.sid, &rt.settings.claim_token, leg.call_id())
         .await;
     info!(communication = %comm.sid, agent = %agent.sid, "inbound call answered");
+    let hangup = rt.state.hangups.register(&comm.sid);
     let prep = Prepared {
         program,
         agent: Some(agent),
@@ -177,16 +185,10 @@ async fn answer(rt: Runtime, call: IncomingCall) -> Option<Box<AnsweredCall>> {
         trunk: Some(leg.trunk().to_string()),
         tz: timezone.parse().unwrap_or(chrono_tz::Tz::UTC),
         data: Default::default(),
+        hangup: hangup.token(),
     };
-    Some(AnsweredCall::new(
-        rt,
-        comm,
-        prep,
-        session,
-        leg,
-        media,
-        Direction::Inbound,
-    ))
+    let answered = AnsweredCall::new(rt, comm, prep, session, leg, media, Direction::Inbound);
+    Some((answered, live, hangup))
 }
 
 fn call_media_fallback(sid: &str) -> Option<callsmith_sip::NegotiatedMedia> {

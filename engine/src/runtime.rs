@@ -12,7 +12,7 @@ use callsmith_media::{MediaEngine, stt::SttPool, tts::TtsService};
 use callsmith_scenarios::{Program, Snapshot};
 use callsmith_sip::SipStack;
 use parking_lot::Mutex;
-use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::{counter::Counter, family::Family, histogram::Histogram};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -161,6 +161,8 @@ impl Programs {
 pub struct TurnMetrics {
     pub latency: Histogram,
     pub engine: Histogram,
+    /// Recognition streams that could not start or failed mid-turn, by engine.
+    pub recognition_failures: Family<Vec<(String, String)>, Counter>,
 }
 
 impl TurnMetrics {
@@ -171,6 +173,7 @@ impl TurnMetrics {
         TurnMetrics {
             latency: Histogram::new(buckets),
             engine: Histogram::new(buckets),
+            recognition_failures: Family::default(),
         }
     }
 
@@ -185,6 +188,11 @@ impl TurnMetrics {
             "callsmith_turn_engine_seconds",
             "Answer available to the reply handed to the media worker (the engine's share of the turn latency)",
             self.engine.clone(),
+        );
+        r.register(
+            "callsmith_recognition_failures",
+            "Speech turns whose recognition stream could not start or failed (no ready node, node error), by engine",
+            self.recognition_failures.clone(),
         );
     }
 }

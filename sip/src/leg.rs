@@ -345,6 +345,8 @@ impl Driver {
         let mut cancel_cause: Option<CancelCause> = None;
         let mut local_bye = false;
         let mut rang = false;
+        // A provisional response other than 100 Trying came: the INVITE reached a UA.
+        let mut provisional = false;
         let mut on_hold = false;
         let mut pending_refer: Option<PendingRefer> = None;
         let mut refer_decided: Option<ReferDecided> = None;
@@ -427,7 +429,12 @@ impl Driver {
                                 }
                             } else {
                                 let reason = reason_text(resp.reason_phrase().map(str::to_string).unwrap_or_else(|| resp.status_code.to_string()).as_str(), code);
-                                let status = CallStatus::from_final_response(code, cancel_cause);
+                                let status = match CallStatus::from_final_response(code, cancel_cause) {
+                                    // The transaction's own 408 (Timer B: not even 100 Trying
+                                    // came): nobody was reached.
+                                    CallStatus::NoAnswer if code == 408 && !provisional && made_locally(&resp) => CallStatus::Failed,
+                                    s => s,
+                                };
                                 let by = if code == 487 && cancel_cause.is_some() { Party::Local } else { Party::Remote };
                                 self.emit(LegEvent::Ended(end_info(status, Some(code), reason, by)));
                                 ended = true;
@@ -440,7 +447,11 @@ impl Driver {
                         }
                         Ok(Err(e)) => {
                             let code = match &e { rsipstack::Error::DialogError(_, _, c) => Some(status_u16(c)), _ => None };
-                            let status = code.map(|c| CallStatus::from_final_response(c, cancel_cause)).unwrap_or(if cancel_cause.is_some() { CallStatus::Canceled } else { CallStatus::Failed });
+                            let status = match code.map(|c| CallStatus::from_final_response(c, cancel_cause)) {
+                                Some(s) => s,
+                                None if cancel_cause.is_some() => CallStatus::Canceled,
+                                None => CallStatus::Failed,
+                            };
                             self.emit(LegEvent::Ended(end_info(status, code, e.to_string(), Party::Local)));
                             ended = true;
                         }
@@ -451,6 +462,14 @@ impl Driver {
                     }
                 }
                 _ = sleep_until(due_at), if due.is_some() => match due {
+                    Some(Due::Ring) if !provisional => {
+                        // Nothing but (at most) 100 Trying within the ring timeout: a CANCEL
+                        // may not be sent before a provisional response (RFC 3261 9.1), and
+                        // waiting for Timer B only delays what is known: the call failed.
+                        info!(call_id = %self.dialog.id().call_id, "no response within the ring timeout");
+                        self.emit(LegEvent::Ended(end_info(CallStatus::Failed, None, "no response from the gateway within the ring timeout".into(), Party::Local)));
+                        ended = true;
+                    }
                     Some(Due::Ring) => {
                         info!(call_id = %self.dialog.id().call_id, "ring timeout, sending CANCEL");
                         cancel_cause = Some(CancelCause::RingTimeout);
@@ -623,6 +642,7 @@ impl Driver {
                             if self.direction == LegDirection::Outbound {
                                 let with_sdp = !resp.body.is_empty();
                                 let neg = if with_sdp { self.local_media.as_ref().and_then(|l| SessionDescription::parse(&String::from_utf8_lossy(&resp.body)).ok().and_then(|sd| sdp::negotiated_from_answer(&sd, l).ok())) } else { None };
+                                provisional = true;
                                 if code == 180 && !rang { rang = true; self.emit(LegEvent::Ringing); }
                                 if let Some(neg) = neg { self.emit(LegEvent::EarlyMedia(neg)); }
                             }
@@ -859,9 +879,38 @@ pub(crate) fn new_leg(
     )
 }
 
+/// Whether a final response was made by our own transaction layer rather than received:
+/// every response a UA or proxy sends to an INVITE (other than 100) carries a To tag
+/// (RFC 3261 8.2.6.2, 16.7); the one rsipstack makes on Timer B copies the request's To,
+/// which has none.
+fn made_locally(resp: &rsipstack::sip::Response) -> bool {
+    resp.to_header()
+        .ok()
+        .and_then(|t| t.tag().ok())
+        .is_some_and(|tag| tag.is_none())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn response(to: &str) -> rsipstack::sip::Response {
+        let text = format!(
+            "SIP/2.0 408 Request Timeout\r\nVia: SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bK1\r\n\
+             From: <sip:a@127.0.0.1>;tag=1\r\nTo: {to}\r\nCall-ID: c1\r\nCSeq: 1 INVITE\r\n\
+             Content-Length: 0\r\n\r\n"
+        );
+        match rsipstack::sip::SipMessage::try_from(text.as_bytes()).expect("parses") {
+            rsipstack::sip::SipMessage::Response(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_408_without_a_to_tag_is_our_own_timeout() {
+        assert!(made_locally(&response("<sip:b@127.0.0.1>")));
+        assert!(!made_locally(&response("<sip:b@127.0.0.1>;tag=x9")));
+    }
 
     #[test]
     fn session_timer_roles() {

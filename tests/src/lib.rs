@@ -83,6 +83,10 @@ pub struct EngineOptions {
     pub sip_port: Option<u16>,
     /// Extra keys of the `[dialer]` section (`lease_secs = 2\n…`).
     pub dialer_toml: String,
+    /// Extra keys of the `[media]` section (`rtp_timeout_ms = 1500\n…`).
+    pub media_toml: String,
+    /// Extra keys of the `[sip]` section (`ring_timeout_secs = 2\n…`).
+    pub sip_toml: String,
     /// RTP port range; None = [`rtp_range`] (give each of several engines in one test
     /// its own part of it).
     pub rtp_ports: Option<(u16, u16)>,
@@ -118,15 +122,19 @@ impl Engine {
         let mut toml = format!(
             "data_dir = {:?}\nbootstrap_superuser_token = {SU_TOKEN:?}\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n\
              [auth]\nargon2_memory_kib = 64\nargon2_iterations = 1\n\
-             [media]\nrtp_port_min = {rtp_min}\nrtp_port_max = {rtp_max}\n\
+             [media]\nrtp_port_min = {rtp_min}\nrtp_port_max = {rtp_max}\n{}\
              [dialer]\npoll_interval_ms = 100\nresult_backoff_base_ms = 200\n{}",
             data_dir.display().to_string(),
+            opts.media_toml,
             opts.dialer_toml
         );
         if let Some(db) = &opts.database_url {
             toml.push_str(&format!("[database]\nurl = {db:?}\n"));
         }
-        toml.push_str(&format!("[sip]\nudp = \"127.0.0.1:{sip_port}\"\n"));
+        toml.push_str(&format!(
+            "[sip]\nudp = \"127.0.0.1:{sip_port}\"\n{}",
+            opts.sip_toml
+        ));
         if let Some((first, _)) = opts.trunks.first() {
             toml.push_str(&format!("default_trunk = {first:?}\n"));
         }
@@ -1389,4 +1397,41 @@ pub fn proc_usage(pid: u32) -> Option<(u64, u64)> {
     let stime: u64 = f.get(12)?.parse().ok()?;
     let rss_pages: u64 = f.get(21)?.parse().ok()?;
     Some((utime + stime, rss_pages * 4))
+}
+
+/// A WAV of `secs` of a loud 440 Hz tone at 8 kHz, 16-bit mono.
+pub fn tone_wav(secs: f32) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 8000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::new(&mut out, spec).expect("wav");
+    for i in 0..(8000.0 * secs) as usize {
+        let v = (i as f32 * 2.0 * std::f32::consts::PI * 440.0 / 8000.0).sin() * 16000.0;
+        w.write_sample(v as i16).expect("sample");
+    }
+    w.finalize().expect("finalize");
+    out.into_inner()
+}
+
+/// Uploads a WAV as an audio file of `account` (as the superuser); returns the audio file.
+pub async fn upload_audio(e: &Engine, account: &str, wav: Vec<u8>) -> Value {
+    let part = reqwest::multipart::Part::bytes(wav)
+        .file_name("tone.wav")
+        .mime_str("audio/wav")
+        .expect("mime");
+    let r = e
+        .client
+        .post(format!("{}/v1/audio", e.base_url))
+        .bearer_auth(SU_TOKEN)
+        .header("X-Account-Sid", account)
+        .multipart(reqwest::multipart::Form::new().part("file", part))
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(r.status().as_u16(), 201);
+    r.json().await.expect("audio json")
 }

@@ -10,42 +10,6 @@ use callsmith_e2e::*;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// A WAV of `secs` of a loud 440 Hz tone at 8 kHz.
-fn tone_wav(secs: f32) -> Vec<u8> {
-    let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 8000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).expect("wav");
-    for i in 0..(8000.0 * secs) as usize {
-        let v = (i as f32 * 2.0 * std::f32::consts::PI * 440.0 / 8000.0).sin() * 16000.0;
-        w.write_sample(v as i16).expect("sample");
-    }
-    w.finalize().expect("finalize");
-    out.into_inner()
-}
-
-async fn upload(e: &Engine, account: &str, bytes: Vec<u8>) -> Value {
-    let part = reqwest::multipart::Part::bytes(bytes)
-        .file_name("tone.wav")
-        .mime_str("audio/wav")
-        .expect("mime");
-    let r = e
-        .client
-        .post(format!("{}/v1/audio", e.base_url))
-        .bearer_auth(SU_TOKEN)
-        .header("X-Account-Sid", account)
-        .multipart(reqwest::multipart::Form::new().part("file", part))
-        .send()
-        .await
-        .expect("upload");
-    assert_eq!(r.status().as_u16(), 201);
-    r.json().await.expect("audio json")
-}
-
 /// An HTTP server on `ip` answering every request with `status`, `headers` and `body`.
 async fn serve(ip: &str, status: u16, headers: String, body: Vec<u8>) -> u16 {
     let l = tokio::net::TcpListener::bind((ip, 0)).await.expect("bind");
@@ -105,7 +69,7 @@ async fn a_call_plays_nothing_of_another_tenants_audio(database_url: Option<Stri
     let b = provision(&e, "b", "carrier", "+4930100902").await;
 
     // Tenant A's audio: an uploaded file and a call recording, each 3 s of a loud tone.
-    let audio = upload(&e, &a.account, tone_wav(3.0)).await;
+    let audio = upload_audio(&e, &a.account, tone_wav(3.0)).await;
     let a_id = audio["id"].as_str().expect("id").to_string();
     let (s, link) = e
         .get(
@@ -146,7 +110,7 @@ async fn a_call_plays_nothing_of_another_tenants_audio(database_url: Option<Stri
         format!("http://127.0.0.1:{hop_port}/a.wav"),
     ];
     // B's own short clip, played last.
-    let own = upload(&e, &b.account, tone_wav(0.6)).await;
+    let own = upload_audio(&e, &b.account, tone_wav(0.6)).await;
     let own_id = own["id"].as_str().expect("id").to_string();
 
     // The references are set as variables and rendered at play time, so the scenario

@@ -104,6 +104,8 @@ pub struct AppState {
     pub outbound: crate::outbound::GuardedClient,
     /// The resolver of every audio reference (see [`crate::audio_ref`]).
     pub audio: crate::audio_ref::AudioResolver,
+    /// Hang-up requests for the calls this process runs (see [`crate::hangups`]).
+    pub hangups: Arc<crate::hangups::Hangups>,
 }
 
 impl AppState {
@@ -147,6 +149,7 @@ impl AppState {
             webhook,
             outbound,
             audio,
+            hangups: Arc::default(),
         })
     }
 }

@@ -122,13 +122,9 @@ impl LivePort {
                     .as_ref()
                     .map(|_| "the caller hung up".to_string())
             }
-            Happening::Deadline => {
-                self.force_end("maximum call duration reached");
-                Some("maximum call duration reached".into())
-            }
-            Happening::Shutdown => {
-                self.force_end("engine shutting down");
-                Some("engine shutting down".into())
+            Happening::Forced(f) => {
+                self.force_end(f);
+                Some(f.message().into())
             }
         }
     }

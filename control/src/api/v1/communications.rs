@@ -29,6 +29,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(dispatch))
         .routes(routes!(list_communications))
         .routes(routes!(get_communication))
+        .routes(routes!(hangup_communication))
         .routes(routes!(speech_recording))
 }
 
@@ -462,6 +463,35 @@ async fn get_communication(
     Ok(Json(Communication::from(
         &visible_communication(&state, &account, &id).await?,
     )))
+}
+
+/// End a live call: a ringing call is canceled, an answered one hung up. The call writes
+/// its end as usual (`end_reason` `hangup_requested`); poll the communication to see it.
+#[utoipa::path(post, path = "/v1/communication/{id}/hangup", tag = "communications",
+    params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 202, body = Communication, description = "Hang-up requested; the communication as it is now"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "`not_live`: the communication is not a live call on this node (not started, or ended)"),
+        (status = 500, body = ErrorBody)))]
+async fn hangup_communication(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesWrite>,
+    Path(id): Path<String>,
+) -> ApiResult<(StatusCode, Json<Communication>)> {
+    let account = auth.account_scope(&state).await?;
+    let c = visible_communication(&state, &account, &id).await?;
+    if !state.hangups.request(&c.sid) {
+        return Err(ApiError::conflict(
+            "not_live",
+            format!(
+                "communication {} is not a live call on this node (status {})",
+                c.sid, c.communication_status
+            ),
+        ));
+    }
+    Ok((StatusCode::ACCEPTED, Json(Communication::from(&c))))
 }
 
 /// Communications of `account` keyed by id, for `include=communication`.

@@ -1,0 +1,241 @@
+//! An answered call: its port is built, its scenario run, and its end (history, recording,
+//! the final write) stored.
+
+use super::*;
+
+/// An answered call, ready to run its scenario: everything a call holds while it is up,
+/// in one heap allocation. The tasks around it hold only a pointer, and nothing is kept
+/// twice: an async fn keeps its arguments in its state for its whole life, even after
+/// they are moved on, so the call's records are handed over in this box instead.
+pub struct AnsweredCall {
+    pub(super) port: LivePort,
+    pub(super) info: CallInfo,
+    pub(super) program: Arc<Program>,
+    pub(super) answered_at: DateTime<Utc>,
+    /// Object-store prefix of this call's files.
+    pub(super) prefix: String,
+    pub(super) recording_path: String,
+    pub(super) call_id: String,
+}
+
+impl AnsweredCall {
+    /// Points the media at the answer, starts the recording when the agent asks for it,
+    /// and builds the call's port.
+    pub fn new(
+        rt: Runtime,
+        comm: CommunicationRecord,
+        prep: Prepared,
+        mut session: MediaSession,
+        leg: CallLeg,
+        media: NegotiatedMedia,
+        direction: Direction,
+    ) -> Box<AnsweredCall> {
+        let answered_at = Utc::now();
+        if let Err(e) = session.set_remote(
+            media.remote_rtp,
+            media_codec(media.codec),
+            media.telephone_event,
+        ) {
+            warn!(error = %e, "setting the media peer failed");
+        }
+        let prefix = call_prefix(&comm.account_sid, &comm.sid);
+        let recording_path = format!("{prefix}/recording.wav");
+        let Prepared {
+            program,
+            agent,
+            from_number,
+            tz,
+            data,
+            hangup,
+            ..
+        } = prep;
+        if agent.as_ref().is_some_and(|a| a.call_recording) {
+            match recording_target(&rt, &recording_path) {
+                Ok(t) => {
+                    if let Err(e) = session.start_recording(t) {
+                        warn!(error = %e, "recording could not start");
+                    }
+                }
+                Err(e) => warn!(error = %e, "recording target unavailable"),
+            }
+        }
+        let call_id = leg.call_id().to_string();
+        let trunk = leg.trunk().to_string();
+        let media_events = session.take_events();
+        let info = CallInfo {
+            direction,
+            recipient: comm.recipient.clone(),
+            from: from_number.clone(),
+            communication_id: comm.sid.clone(),
+            timezone: tz,
+            data,
+        };
+        let port = LivePort {
+            deadline: Instant::now() + rt.settings.max_call,
+            rt,
+            comm,
+            agent,
+            from_number,
+            session,
+            media_events,
+            leg,
+            ended: None,
+            started: Instant::now(),
+            pending_dtmf: String::new(),
+            turns: Vec::new(),
+            prompts: Vec::new(),
+            errors: Vec::new(),
+            turn_audio_saves: Vec::new(),
+            trunk,
+            transfers: Vec::new(),
+            answer_ns: None,
+            hangup,
+            forced: None,
+        };
+        Box::new(AnsweredCall {
+            port,
+            info,
+            program,
+            answered_at,
+            prefix,
+            recording_path,
+            call_id,
+        })
+    }
+
+    /// Runs the scenario, then stores the history and recording and writes the end.
+    pub async fn run(mut self: Box<Self>) {
+        let call = &mut *self;
+        // The scenario's future is boxed in a statement of its own: a temporary of the
+        // statement that awaits keeps its room in this future across the await.
+        let scenario = Box::pin(call.program.run(&call.info, &mut call.port));
+        let run = scenario.await;
+        // The end (hang-up, media close, history, the final write) gets its own
+        // allocation, made only when the call ends.
+        let end = Box::pin(self.close(run));
+        end.await;
+    }
+
+    pub(super) async fn close(self: Box<Self>, run: CallRun) {
+        let AnsweredCall {
+            mut port,
+            answered_at,
+            prefix,
+            recording_path,
+            call_id,
+            ..
+        } = *self;
+        // Hang up if the scenario ended without the caller leaving, and wait for the end
+        // (briefly when the peer stopped sending RTP: it is likely gone and will not
+        // answer the BYE).
+        if port.ended.is_none() {
+            port.leg.hangup();
+            let within = if port.forced == Some(ForcedEnd::RtpTimeout) {
+                Duration::from_secs(2)
+            } else {
+                Duration::from_secs(10)
+            };
+            port.wait_leg_end(within).await;
+        }
+        let ended_at = Utc::now();
+        let LivePort {
+            rt,
+            comm,
+            from_number,
+            session,
+            mut turns,
+            turn_audio_saves,
+            prompts,
+            errors,
+            ended,
+            transfers,
+            forced,
+            ..
+        } = port;
+        for (i, save) in turn_audio_saves {
+            if !save.await.unwrap_or(false)
+                && let Some(t) = turns.get_mut(i)
+            {
+                t.speech_recognition_recording = None;
+            }
+        }
+        let (stats, rec_info) = match session.close().await {
+            Ok((s, r)) => (Some(s), r),
+            Err(e) => {
+                warn!(error = %e, "closing the media session failed");
+                (None, None)
+            }
+        };
+        // The engine's own reason wins over what the scenario saw (a hang-up).
+        let end_reason = forced.map(|f| f.reason().to_string()).or_else(|| {
+            serde_json::to_value(&run.end)
+                .ok()
+                .and_then(|v| v.get("reason").and_then(|r| r.as_str()).map(String::from))
+        });
+        let duration = (ended_at - answered_at).num_milliseconds().max(0);
+        let history = json!({
+            "communication_id": comm.sid,
+            "direction": comm.direction,
+            "recipient": comm.recipient,
+            "from_number": from_number,
+            "call_id": call_id,
+            "answered_at": answered_at,
+            "ended_at": ended_at,
+            "duration_ms": duration,
+            "end": run.end,
+            "forced_end": forced.map(ForcedEnd::reason),
+            "hangup": ended.as_ref().map(|e| json!({"call_status": e.call_status.as_str(), "sip_code": e.sip_code, "reason": e.reason, "by": format!("{:?}", e.by).to_lowercase()})),
+            "goals": run.goals,
+            "variables": run.variables,
+            "steps": run.steps,
+            "trace": run.history.events,
+            "prompts": prompts,
+            "turns": turns,
+            "errors": errors,
+            "transfers": transfers,
+            "media": stats,
+        });
+        let history_path = format!("{prefix}/history.json");
+        let saved = match serde_json::to_vec(&history) {
+            Ok(bytes) => rt
+                .objects()
+                .put(&history_path, Bytes::from(bytes), Some("application/json"))
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = &saved {
+            warn!(error = %e, "saving the call history failed");
+        }
+        let f = CallFinish {
+            communication_status: status::COMPLETED.into(),
+            call_status: Some("answered".into()),
+            sip_code: Some(200),
+            duration: (duration + 500) / 1000,
+            goals: run.goals.clone(),
+            variables: serde_json::to_string(&run.variables).unwrap_or_else(|_| "{}".into()),
+            history_path: saved.ok().map(|_| history_path),
+            recording_path: rec_info.map(|_| recording_path),
+            end_reason,
+            error: None,
+            answered_at: Some(answered_at),
+            consent_granted: callsmith_control::store::communications::consent_granted(
+                run.variables
+                    .get(callsmith_control::store::communications::CONSENT_VARIABLE)
+                    .map(String::as_str),
+            ),
+        };
+        finish(&rt, &comm, &f).await;
+        info!(communication = %comm.sid, goals = ?f.goals, duration = f.duration, "call ended");
+    }
+}
+
+pub(super) fn recording_target(rt: &Runtime, path: &str) -> Result<RecordingTarget, String> {
+    let uri = rt.objects().uri(path);
+    let url = url::Url::parse(&uri).map_err(|e| e.to_string())?;
+    let (store, p) = object_store::parse_url(&url).map_err(|e| e.to_string())?;
+    Ok(RecordingTarget {
+        store: Arc::from(store),
+        path: p,
+    })
+}

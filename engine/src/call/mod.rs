@@ -1,0 +1,112 @@
+//! One call, outbound or inbound: resolve what it runs, place or answer it through the SIP
+//! stack, open its media session, run the scenario interpreter over [`LivePort`] (the
+//! engine's `CallPort`: prompts, listening with STT + DTMF, webhooks, SMS, transfer,
+//! classifiers), then save the history (and recording) and write how it ended.
+//!
+//! One job per file: [`prepare`] (what a call runs: scenario version, agent, from-number,
+//! trunk, time zone), `outbound` (placing a call up to its answer), `answered` (running an
+//! answered call and storing its end), `port` (the `CallPort` and what the call waits on),
+//! `play` and `listen` (prompts and listen turns), `sms`, `transfer`, and `history` (what
+//! the saved history records of prompts and turns). Both directions end in
+//! [`AnsweredCall`]; only obtaining the answered leg differs (`outbound` here,
+//! `crate::inbound` for calls to our numbers).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use callsmith_control::store::{
+    AgentRecord, CommunicationRecord,
+    communications::{CallFinish, status},
+};
+use callsmith_media::{
+    MediaEvent, MediaSession, PlayEnd,
+    amd::{AmdConfig, AmdVerdict as Amd},
+    prompt::{Playable, Prompt},
+    recording::RecordingTarget,
+    stt::{SttEvent, SttParams},
+    tts::TtsRequest,
+};
+use callsmith_scenarios::{
+    interpreter::{CallInfo, CallRun, Direction, Program, Tz},
+    model::MappingEntry,
+    port::*,
+    webhook::{CompiledRequest, WebhookOutcome},
+};
+use callsmith_sip::{CallLeg, EndInfo, LegEvent, LocalMedia, NegotiatedMedia};
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::runtime::Runtime;
+
+mod answered;
+mod history;
+mod listen;
+mod outbound;
+mod play;
+mod port;
+mod prepare;
+mod sms;
+mod transfer;
+
+pub use answered::AnsweredCall;
+use history::*;
+pub use outbound::run_outbound;
+use port::*;
+pub use port::{ForcedEnd, LivePort};
+pub use prepare::{Prepared, prepare};
+use sms::*;
+
+/// Bucket label in front of object paths referenced from a saved history
+/// (`speech_recognition_recording`), as GET …/speech-recording expects them.
+pub const BUCKET: &str = "callsmith";
+
+/// Object path prefix of a communication's artefacts (`calls/<account>/<communication>/`).
+pub fn call_prefix(account_sid: &str, communication_sid: &str) -> String {
+    format!("calls/{account_sid}/{communication_sid}")
+}
+
+fn media_codec(c: callsmith_sip::Codec) -> callsmith_media::g711::Codec {
+    match c {
+        callsmith_sip::Codec::Pcmu => callsmith_media::g711::Codec::Pcmu,
+        callsmith_sip::Codec::Pcma => callsmith_media::g711::Codec::Pcma,
+    }
+}
+
+/// Waits for a leg's `Ended` event.
+async fn wait_end(leg: &mut CallLeg, within: Duration) -> Option<EndInfo> {
+    tokio::time::timeout(within, async {
+        while let Some(ev) = leg.next_event().await {
+            if let LegEvent::Ended(e) = ev {
+                return Some(e);
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// Writes the end of a communication and queues its result deliveries.
+async fn finish(rt: &Runtime, comm: &CommunicationRecord, f: &CallFinish) {
+    match rt
+        .store
+        .communication_finish(&comm.sid, &rt.settings.claim_token, f)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => warn!(communication = %comm.sid, "claim lost; end of call not recorded"),
+        Err(e) => {
+            warn!(communication = %comm.sid, error = %e, "recording the end of a call failed")
+        }
+    }
+    crate::delivery::enqueue(rt, &comm.sid).await;
+}

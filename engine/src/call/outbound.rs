@@ -1,0 +1,225 @@
+//! Placing an outbound call: wait for its cps slot, place it through the SIP stack and
+//! wait for the answer; every outcome before an answer is written here.
+
+use super::*;
+
+/// Waits until `at` (at once when it has passed); false when `draining` is cancelled first.
+pub(super) async fn wait_for_slot(draining: &CancellationToken, at: DateTime<Utc>) -> bool {
+    if draining.is_cancelled() {
+        return false;
+    }
+    let Ok(wait) = (at - Utc::now()).to_std() else {
+        return true;
+    };
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => true,
+        _ = draining.cancelled() => false,
+    }
+}
+
+/// Runs a claimed outbound communication to its end. Never panics on bad data: every
+/// failure ends as a `failed` row with the reason.
+///
+/// The task holds pointers only: the dialling phase is boxed (and freed once the call is
+/// answered or over), and the answered call is one [`AnsweredCall`] box.
+pub fn run_outbound(
+    rt: Runtime,
+    comm: CommunicationRecord,
+    start_at: Option<DateTime<Utc>>,
+) -> impl std::future::Future<Output = ()> + Send {
+    let live = rt.live.enter(comm.agent_sid.as_deref());
+    let hangup = rt.state.hangups.register(&comm.sid);
+    let dialling = Box::pin(dial(rt, comm, start_at, hangup.token()));
+    async move {
+        let _live = live;
+        let _hangup = hangup;
+        if let Some(call) = dialling.await {
+            call.run().await;
+        }
+    }
+}
+
+/// Dials a claimed communication until it is answered. Every other outcome is written
+/// here (failed, not answered, claim released or lost), and then it returns None.
+/// `start_at` is the call's cps start slot, which the dialer claims up to one poll ahead.
+pub(super) async fn dial(
+    rt: Runtime,
+    comm: CommunicationRecord,
+    start_at: Option<DateTime<Utc>>,
+    hangup: CancellationToken,
+) -> Option<Box<AnsweredCall>> {
+    let token = rt.settings.claim_token.clone();
+    let prep = match prepare(&rt, &comm).await {
+        Ok(p) => Prepared {
+            hangup: hangup.clone(),
+            ..p
+        },
+        Err(e) => {
+            warn!(communication = %comm.sid, error = %e, "communication cannot be dialled");
+            let _ = rt
+                .store
+                .communication_fail_unclaimed(&comm.sid, &token, &e)
+                .await;
+            crate::delivery::enqueue(&rt, &comm.sid).await;
+            return None;
+        }
+    };
+    if let Some(at) = start_at
+        && !wait_for_slot(&rt.draining, at).await
+    {
+        // Draining began before the slot: the call is not placed, the row goes back.
+        let _ = rt.store.communication_release(&comm.sid, &token).await;
+        return None;
+    }
+    let session = match rt.media.open_session(None) {
+        Ok(s) => s,
+        Err(e) => {
+            // No media resources now: give the row back for a later attempt.
+            warn!(error = %e, "no media session; releasing the claim");
+            let _ = rt.store.communication_release(&comm.sid, &token).await;
+            return None;
+        }
+    };
+    match rt
+        .store
+        .communication_mark_started(&comm.sid, &token, &prep.from_number, prep.trunk.as_deref())
+        .await
+    {
+        Ok(true) => {}
+        _ => {
+            warn!(communication = %comm.sid, "claim lost before dialling");
+            return None;
+        }
+    }
+    let local = LocalMedia::g711(rt.settings.media_ip, session.local_port());
+    let placed = rt
+        .sip
+        .place_call(callsmith_sip::OutboundCall {
+            trunk: prep.trunk.clone(),
+            from_number: prep.from_number.clone(),
+            from_display: None,
+            to_number: comm.recipient.clone(),
+            headers: Vec::new(),
+            local_media: local,
+            ring_timeout: rt.settings.ring_timeout,
+        })
+        .await;
+    let mut leg = match placed {
+        Ok(l) => l,
+        Err(e) => {
+            let f = CallFinish {
+                communication_status: status::FAILED.into(),
+                call_status: Some("failed".into()),
+                error: Some(format!("placing the call: {e}")),
+                variables: "{}".into(),
+                ..Default::default()
+            };
+            finish(&rt, &comm, &f).await;
+            return None;
+        }
+    };
+    info!(communication = %comm.sid, call_id = leg.call_id(), "call placed");
+    // Wait for the answer (or the end) — bounded by the ring timeout plus a margin.
+    let answer_deadline = Instant::now() + rt.settings.ring_timeout + Duration::from_secs(40);
+    let media = loop {
+        let ev = tokio::select! {
+            ev = leg.next_event() => ev,
+            _ = tokio::time::sleep_until(answer_deadline) => { leg.hangup(); None }
+            _ = rt.hangup_all.cancelled() => { leg.hangup(); None }
+            _ = hangup.cancelled() => { leg.hangup(); None }
+        };
+        match ev {
+            Some(LegEvent::Answered(m)) => break Some(m),
+            Some(LegEvent::EarlyMedia(m)) => {
+                let _ = session.set_remote(m.remote_rtp, media_codec(m.codec), m.telephone_event);
+            }
+            Some(LegEvent::Ended(end)) => {
+                // A call that could not be set up says why (no response, a 5xx...).
+                let failed = end.call_status == callsmith_sip::CallStatus::Failed;
+                let f = CallFinish {
+                    communication_status: status::COMPLETED.into(),
+                    call_status: Some(end.call_status.as_str().into()),
+                    sip_code: end.sip_code.map(i64::from),
+                    variables: "{}".into(),
+                    end_reason: Some("not_answered".into()),
+                    error: failed.then(|| end.reason.clone()),
+                    ..Default::default()
+                };
+                finish(&rt, &comm, &f).await;
+                return None;
+            }
+            Some(_) => {}
+            None => break None,
+        }
+    };
+    let Some(media) = media else {
+        let end = wait_end(&mut leg, Duration::from_secs(10)).await;
+        let f = CallFinish {
+            communication_status: status::COMPLETED.into(),
+            call_status: Some(
+                end.as_ref()
+                    .map_or("canceled", |e| e.call_status.as_str())
+                    .into(),
+            ),
+            sip_code: end.and_then(|e| e.sip_code.map(i64::from)),
+            variables: "{}".into(),
+            end_reason: Some(
+                if hangup.is_cancelled() {
+                    ForcedEnd::HangupRequested.reason()
+                } else {
+                    "not_answered"
+                }
+                .into(),
+            ),
+            ..Default::default()
+        };
+        finish(&rt, &comm, &f).await;
+        return None;
+    };
+    let _ = rt
+        .store
+        .communication_mark_answered(&comm.sid, &token, leg.call_id())
+        .await;
+    Some(AnsweredCall::new(
+        rt,
+        comm,
+        prep,
+        session,
+        leg,
+        media,
+        Direction::Outbound,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    pub(super) async fn a_call_waits_for_its_slot_unless_draining_begins() {
+        let draining = CancellationToken::new();
+        // A slot that has passed: at once.
+        let t = std::time::Instant::now();
+        assert!(wait_for_slot(&draining, Utc::now() - chrono::Duration::seconds(1)).await);
+        assert!(t.elapsed() < Duration::from_millis(50));
+        // A slot ahead: not before it.
+        let t = std::time::Instant::now();
+        assert!(wait_for_slot(&draining, Utc::now() + chrono::Duration::milliseconds(80)).await);
+        assert!(
+            t.elapsed() >= Duration::from_millis(70),
+            "{:?}",
+            t.elapsed()
+        );
+        // Draining begins while it waits: the call is not placed, and not after the slot.
+        let cancel = draining.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            cancel.cancel();
+        });
+        let t = std::time::Instant::now();
+        assert!(!wait_for_slot(&draining, Utc::now() + chrono::Duration::seconds(30)).await);
+        assert!(t.elapsed() < Duration::from_secs(5));
+        // Once draining, even a slot that has passed is not taken.
+        assert!(!wait_for_slot(&draining, Utc::now() - chrono::Duration::seconds(1)).await);
+    }
+}
