@@ -233,6 +233,30 @@ pub struct HttpConfig {
     /// Absolute base URL clients use to reach the API (magic-link `consume_url`s are
     /// built from it). Default: `http://<listen>`.
     pub public_url: Option<String>,
+    /// A request head must be complete within this many ms of its first byte, else the
+    /// connection is closed. Default 10000.
+    pub header_read_timeout_ms: u64,
+    /// A connection with no request under way is closed after this many ms without a byte
+    /// from the client (keep-alive included). Default 60000.
+    pub idle_timeout_ms: u64,
+}
+
+impl HttpConfig {
+    /// The control plane's connection limits; both timeouts must be above zero.
+    pub fn to_control(&self) -> anyhow::Result<callsmith_control::api::HttpSettings> {
+        anyhow::ensure!(
+            self.header_read_timeout_ms > 0,
+            "http.header_read_timeout_ms must be above 0"
+        );
+        anyhow::ensure!(
+            self.idle_timeout_ms > 0,
+            "http.idle_timeout_ms must be above 0"
+        );
+        Ok(callsmith_control::api::HttpSettings {
+            header_read_timeout: std::time::Duration::from_millis(self.header_read_timeout_ms),
+            idle_timeout: std::time::Duration::from_millis(self.idle_timeout_ms),
+        })
+    }
 }
 
 /// `[database]`
@@ -306,9 +330,12 @@ impl Default for Config {
 
 impl Default for HttpConfig {
     fn default() -> Self {
+        let limits = callsmith_control::api::HttpSettings::default();
         HttpConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             public_url: None,
+            header_read_timeout_ms: limits.header_read_timeout.as_millis() as u64,
+            idle_timeout_ms: limits.idle_timeout.as_millis() as u64,
         }
     }
 }
@@ -644,6 +671,34 @@ mod tests {
         let o = d.objects.to_control(&d.data_dir);
         assert_eq!(o.provider, Provider::Local);
         assert_eq!(o.local_dir, PathBuf::from("data/objects"));
+    }
+
+    #[test]
+    fn http_limits_from_file() {
+        use std::time::Duration;
+        assert_eq!(
+            Config::default().http.to_control().unwrap(),
+            callsmith_control::api::HttpSettings::default()
+        );
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "c.toml",
+                "[http]\nheader_read_timeout_ms = 2500\nidle_timeout_ms = 30000\n",
+            )?;
+            let c = Config::load(Some(Path::new("c.toml")), Config::env())
+                .map_err(|e| e.to_string())?;
+            let h = c.http.to_control().map_err(|e| e.to_string())?;
+            assert_eq!(h.header_read_timeout, Duration::from_millis(2500));
+            assert_eq!(h.idle_timeout, Duration::from_secs(30));
+            // Zero timeouts are configuration errors.
+            let mut bad = c.clone();
+            bad.http.header_read_timeout_ms = 0;
+            assert!(bad.http.to_control().is_err());
+            let mut bad = c.clone();
+            bad.http.idle_timeout_ms = 0;
+            assert!(bad.http.to_control().is_err());
+            Ok(())
+        });
     }
 
     #[test]

@@ -119,6 +119,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             iterations: cfg.auth.argon2_iterations,
             parallelism: 1,
         },
+        http: cfg.http.to_control()?,
         objects: cfg.objects.to_control(&cfg.data_dir),
         stt: callsmith_control::catalog::SttConfig {
             catalog_path: cfg.stt.catalog_path.clone(),
@@ -127,6 +128,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         webhook_allow_private: cfg.webhook.allow_private,
         adapters: cfg.adapters.to_control()?,
     };
+    let http = settings.http;
     let state = AppState::new(store.clone(), settings);
     // The call engine (SIP, dialer, inbound calls, result delivery); drained before exit.
     // A SIP port already in use must not take the control API down with it.
@@ -148,7 +150,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             e.drain().await;
         }
     };
-    callsmith_control::api::serve(listener, app, shutdown).await?;
+    callsmith_control::api::serve(listener, app, http, shutdown).await?;
     store.close().await;
     Ok(())
 }

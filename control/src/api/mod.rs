@@ -18,6 +18,7 @@ pub mod legacy;
 mod metrics;
 mod ops;
 pub mod page;
+mod server;
 pub mod v1;
 
 use std::{sync::Arc, time::Duration};
@@ -34,6 +35,7 @@ pub use error::{ApiError, ApiResult, ErrorBody, REGISTRY};
 pub use extract::{Json, Path, Query};
 pub use metrics::Metrics;
 pub use page::{DEFAULT_LIMIT, MAX_LIMIT, Page, PageParams};
+pub use server::{HttpSettings, serve};
 
 use crate::{auth::password::PasswordCost, store::Store};
 
@@ -50,6 +52,8 @@ pub struct Settings {
     pub magic_link_ttl: Duration,
     /// argon2id cost for new password hashes.
     pub password_cost: PasswordCost,
+    /// Connection limits of [`serve`]: header-read and idle timeouts.
+    pub http: HttpSettings,
     /// Object storage (audio files, recordings, histories): `[objects]`.
     pub objects: crate::objects::ObjectsConfig,
     /// Recognition catalog and nodes: `[stt]`.
@@ -69,6 +73,7 @@ impl Default for Settings {
             password_reset_ttl: Duration::from_secs(3600),
             magic_link_ttl: Duration::from_secs(15 * 60),
             password_cost: PasswordCost::default(),
+            http: HttpSettings::default(),
             objects: Default::default(),
             stt: Default::default(),
             adapters: Default::default(),
@@ -171,19 +176,6 @@ impl Modify for SecurityAddon {
 }
 
 pub use axum::Router;
-
-/// Serves `app` on `listener` until `shutdown` resolves (graceful: in-flight requests
-/// finish). Lets the engine serve without depending on axum itself.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
-    Ok(())
-}
 
 /// Every documented route, before state is attached.
 fn api() -> OpenApiRouter<AppState> {
