@@ -32,7 +32,7 @@ use utoipa::{
 use utoipa_axum::router::OpenApiRouter;
 
 pub use error::{ApiError, ApiResult, ErrorBody, REGISTRY};
-pub use extract::{Json, Path, Query};
+pub use extract::{Json, MAX_JSON_BODY_BYTES, Path, Query};
 pub use metrics::Metrics;
 pub use page::{DEFAULT_LIMIT, MAX_LIMIT, Page, PageParams};
 pub use server::{HttpSettings, serve};
@@ -187,7 +187,59 @@ fn api() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI 3.1 document of every route [`router`] serves.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api().split_for_parts().1
+    let mut doc = api().split_for_parts().1;
+    document_body_limit(&mut doc);
+    doc
+}
+
+/// Every operation taking a JSON body answers 413 when the body exceeds
+/// [`MAX_JSON_BODY_BYTES`], in its family's envelope: documented here once rather than on
+/// each route. The legacy family (RpcStatus only) answers an oversized body with 400
+/// INVALID_ARGUMENT and is left as it is.
+fn document_body_limit(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{RefOr, ResponseBuilder, content::ContentBuilder, schema::Ref};
+    const ENVELOPES: [&str; 2] = ["ErrorBody", "AdapterErrorBody"];
+    let description = format!("Request body larger than {MAX_JSON_BODY_BYTES} bytes");
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+            &mut item.get,
+        ];
+        for op in operations.into_iter().flatten() {
+            let json_body = op
+                .request_body
+                .as_ref()
+                .is_some_and(|b| b.content.contains_key("application/json"));
+            if !json_body || op.responses.responses.contains_key("413") {
+                continue;
+            }
+            let envelope = op.responses.responses.values().find_map(|r| {
+                let RefOr::T(r) = r else { return None };
+                let schema = r.content.get("application/json")?.schema.as_ref()?;
+                let RefOr::Ref(Ref { ref_location, .. }) = schema else {
+                    return None;
+                };
+                let name = ref_location.rsplit('/').next()?;
+                ENVELOPES.contains(&name).then(|| ref_location.clone())
+            });
+            let Some(envelope) = envelope else { continue };
+            let response = ResponseBuilder::new()
+                .description(&description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::new(envelope)))
+                        .build(),
+                )
+                .build();
+            op.responses
+                .responses
+                .insert("413".to_string(), RefOr::T(response));
+        }
+    }
 }
 
 /// The complete HTTP application: routes, `/openapi.json`, envelope fallbacks, metrics,
@@ -199,6 +251,7 @@ pub fn router(state: AppState) -> Router {
     routes
         .fallback(error::route_not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_JSON_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(
             tower_http::trace::TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
