@@ -284,6 +284,40 @@ pub struct AuthConfig {
     pub argon2_memory_kib: u32,
     /// argon2id iterations. Default 2.
     pub argon2_iterations: u32,
+    /// Failed logins per account email within `login_failure_window_secs` before that
+    /// email is refused (429) for the rest of the window; 0: no limit. Default 5.
+    pub login_max_failures_per_email: u32,
+    /// Failed logins per source address (IPv6: per /64) within the window before that
+    /// address is refused; 0: no limit. Default 20.
+    pub login_max_failures_per_address: u32,
+    /// The window of both login limits, seconds; it opens at a key's first failure.
+    /// Default 900.
+    pub login_failure_window_secs: u64,
+}
+
+impl AuthConfig {
+    /// The login throttle's limits; the window must be above zero.
+    pub fn login_throttle(
+        &self,
+    ) -> anyhow::Result<callsmith_control::auth::throttle::ThrottleSettings> {
+        use callsmith_control::auth::throttle::{Limit, ThrottleSettings};
+        anyhow::ensure!(
+            self.login_failure_window_secs > 0,
+            "auth.login_failure_window_secs must be above 0"
+        );
+        let window = std::time::Duration::from_secs(self.login_failure_window_secs);
+        Ok(ThrottleSettings {
+            per_email: Limit {
+                max_failures: self.login_max_failures_per_email,
+                window,
+            },
+            per_address: Limit {
+                max_failures: self.login_max_failures_per_address,
+                window,
+            },
+            ..ThrottleSettings::default()
+        })
+    }
 }
 
 /// Log output format.
@@ -351,12 +385,16 @@ impl Default for DatabaseConfig {
 
 impl Default for AuthConfig {
     fn default() -> Self {
+        let throttle = callsmith_control::auth::throttle::ThrottleSettings::default();
         AuthConfig {
             session_ttl_secs: 12 * 3600,
             password_reset_ttl_secs: 3600,
             magic_link_ttl_secs: 900,
             argon2_memory_kib: 19 * 1024,
             argon2_iterations: 2,
+            login_max_failures_per_email: throttle.per_email.max_failures,
+            login_max_failures_per_address: throttle.per_address.max_failures,
+            login_failure_window_secs: throttle.per_email.window.as_secs(),
         }
     }
 }
@@ -674,29 +712,42 @@ mod tests {
     }
 
     #[test]
-    fn http_limits_from_file() {
+    fn http_limits_and_login_throttle_from_file() {
         use std::time::Duration;
+        let d = Config::default();
         assert_eq!(
-            Config::default().http.to_control().unwrap(),
+            d.http.to_control().unwrap(),
             callsmith_control::api::HttpSettings::default()
+        );
+        assert_eq!(
+            d.auth.login_throttle().unwrap(),
+            callsmith_control::auth::throttle::ThrottleSettings::default()
         );
         figment::Jail::expect_with(|jail| {
             jail.create_file(
                 "c.toml",
-                "[http]\nheader_read_timeout_ms = 2500\nidle_timeout_ms = 30000\n",
+                "[http]\nheader_read_timeout_ms = 2500\nidle_timeout_ms = 30000\n[auth]\nlogin_max_failures_per_email = 3\nlogin_max_failures_per_address = 0\nlogin_failure_window_secs = 60\n",
             )?;
             let c = Config::load(Some(Path::new("c.toml")), Config::env())
                 .map_err(|e| e.to_string())?;
             let h = c.http.to_control().map_err(|e| e.to_string())?;
             assert_eq!(h.header_read_timeout, Duration::from_millis(2500));
             assert_eq!(h.idle_timeout, Duration::from_secs(30));
-            // Zero timeouts are configuration errors.
+            let t = c.auth.login_throttle().map_err(|e| e.to_string())?;
+            assert_eq!(t.per_email.max_failures, 3);
+            assert_eq!(t.per_address.max_failures, 0);
+            assert_eq!(t.per_email.window, Duration::from_secs(60));
+            assert_eq!(t.per_address.window, Duration::from_secs(60));
+            // Zero timeouts and a zero window are configuration errors.
             let mut bad = c.clone();
             bad.http.header_read_timeout_ms = 0;
             assert!(bad.http.to_control().is_err());
             let mut bad = c.clone();
             bad.http.idle_timeout_ms = 0;
             assert!(bad.http.to_control().is_err());
+            let mut bad = c.clone();
+            bad.auth.login_failure_window_secs = 0;
+            assert!(bad.auth.login_throttle().is_err());
             Ok(())
         });
     }

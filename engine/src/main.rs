@@ -119,6 +119,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             iterations: cfg.auth.argon2_iterations,
             parallelism: 1,
         },
+        login_throttle: cfg.auth.login_throttle()?,
         http: cfg.http.to_control()?,
         objects: cfg.objects.to_control(&cfg.data_dir),
         stt: callsmith_control::catalog::SttConfig {

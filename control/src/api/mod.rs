@@ -37,7 +37,13 @@ pub use metrics::Metrics;
 pub use page::{DEFAULT_LIMIT, MAX_LIMIT, Page, PageParams};
 pub use server::{HttpSettings, serve};
 
-use crate::{auth::password::PasswordCost, store::Store};
+use crate::{
+    auth::{
+        password::PasswordCost,
+        throttle::{LoginThrottle, ThrottleSettings},
+    },
+    store::Store,
+};
 
 /// Runtime settings of the control plane (filled by the engine from its config).
 #[derive(Debug, Clone)]
@@ -52,6 +58,8 @@ pub struct Settings {
     pub magic_link_ttl: Duration,
     /// argon2id cost for new password hashes.
     pub password_cost: PasswordCost,
+    /// Failed-login limits per email and per source address (see [`crate::auth::throttle`]).
+    pub login_throttle: ThrottleSettings,
     /// Connection limits of [`serve`]: header-read and idle timeouts.
     pub http: HttpSettings,
     /// Object storage (audio files, recordings, histories): `[objects]`.
@@ -73,6 +81,7 @@ impl Default for Settings {
             password_reset_ttl: Duration::from_secs(3600),
             magic_link_ttl: Duration::from_secs(15 * 60),
             password_cost: PasswordCost::default(),
+            login_throttle: ThrottleSettings::default(),
             http: HttpSettings::default(),
             objects: Default::default(),
             stt: Default::default(),
@@ -93,6 +102,8 @@ pub struct AppState {
     /// A password hash at the configured cost, verified against when a login names an
     /// unknown email so response time does not reveal which emails exist.
     pub(crate) dummy_hash: Arc<String>,
+    /// Failed-login counters of `POST /v1/auth/login`.
+    pub(crate) login_throttle: Arc<parking_lot::Mutex<LoginThrottle>>,
     /// Object storage (see [`crate::objects`]).
     pub objects: Arc<crate::objects::Objects>,
     /// Recognition catalog and node pools (see [`crate::catalog`]).
@@ -125,12 +136,16 @@ impl AppState {
         )
         .unwrap_or_default();
         let webhook = crate::webhook::WebhookExecutor::new(settings.webhook_allow_private)?;
+        let login_throttle = Arc::new(parking_lot::Mutex::new(LoginThrottle::new(
+            settings.login_throttle,
+        )));
         Ok(AppState {
             store,
             settings: Arc::new(settings),
             metrics: Arc::new(Metrics::new()),
             adapters,
             dummy_hash: Arc::new(dummy_hash),
+            login_throttle,
             objects,
             stt: Arc::new(stt),
             webhook,
