@@ -1,4 +1,4 @@
-//! Test harness (feature `testing`): the real router served on 127.0.0.1:0 against a
+//! Test harness (feature `testing`): the real router and server served on 127.0.0.1:0 against a
 //! temporary SQLite file or a fresh PostgreSQL database, an HTTP client, a superuser
 //! token and fixture helpers.
 //!
@@ -114,10 +114,13 @@ impl TestServer {
             ..Settings::default()
         };
         tune(&mut settings);
+        let http = settings.http;
         let state = AppState::new(store.clone(), settings);
         let app = crate::router(state.clone());
+        // The production server (timeouts, peer addresses), never shut down gracefully:
+        // dropping the TestServer aborts it.
         let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
+            let _ = crate::api::serve(listener, app, http, std::future::pending()).await;
         });
         let client = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(30))

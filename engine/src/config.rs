@@ -239,6 +239,30 @@ pub struct HttpConfig {
     /// Absolute base URL clients use to reach the API (magic-link `consume_url`s are
     /// built from it). Default: `http://<listen>`.
     pub public_url: Option<String>,
+    /// A request head must be complete within this many ms of its first byte, else the
+    /// connection is closed. Default 10000.
+    pub header_read_timeout_ms: u64,
+    /// A connection with no request under way is closed after this many ms without a byte
+    /// from the client (keep-alive included). Default 60000.
+    pub idle_timeout_ms: u64,
+}
+
+impl HttpConfig {
+    /// The control plane's connection limits; both timeouts must be above zero.
+    pub fn to_control(&self) -> anyhow::Result<callsmith_control::api::HttpSettings> {
+        anyhow::ensure!(
+            self.header_read_timeout_ms > 0,
+            "http.header_read_timeout_ms must be above 0"
+        );
+        anyhow::ensure!(
+            self.idle_timeout_ms > 0,
+            "http.idle_timeout_ms must be above 0"
+        );
+        Ok(callsmith_control::api::HttpSettings {
+            header_read_timeout: std::time::Duration::from_millis(self.header_read_timeout_ms),
+            idle_timeout: std::time::Duration::from_millis(self.idle_timeout_ms),
+        })
+    }
 }
 
 /// `[database]`
@@ -266,6 +290,40 @@ pub struct AuthConfig {
     pub argon2_memory_kib: u32,
     /// argon2id iterations. Default 2.
     pub argon2_iterations: u32,
+    /// Failed logins per account email within `login_failure_window_secs` before that
+    /// email is refused (429) for the rest of the window; 0: no limit. Default 5.
+    pub login_max_failures_per_email: u32,
+    /// Failed logins per source address (IPv6: per /64) within the window before that
+    /// address is refused; 0: no limit. Default 20.
+    pub login_max_failures_per_address: u32,
+    /// The window of both login limits, seconds; it opens at a key's first failure.
+    /// Default 900.
+    pub login_failure_window_secs: u64,
+}
+
+impl AuthConfig {
+    /// The login throttle's limits; the window must be above zero.
+    pub fn login_throttle(
+        &self,
+    ) -> anyhow::Result<callsmith_control::auth::throttle::ThrottleSettings> {
+        use callsmith_control::auth::throttle::{Limit, ThrottleSettings};
+        anyhow::ensure!(
+            self.login_failure_window_secs > 0,
+            "auth.login_failure_window_secs must be above 0"
+        );
+        let window = std::time::Duration::from_secs(self.login_failure_window_secs);
+        Ok(ThrottleSettings {
+            per_email: Limit {
+                max_failures: self.login_max_failures_per_email,
+                window,
+            },
+            per_address: Limit {
+                max_failures: self.login_max_failures_per_address,
+                window,
+            },
+            ..ThrottleSettings::default()
+        })
+    }
 }
 
 /// Log output format.
@@ -312,9 +370,12 @@ impl Default for Config {
 
 impl Default for HttpConfig {
     fn default() -> Self {
+        let limits = callsmith_control::api::HttpSettings::default();
         HttpConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             public_url: None,
+            header_read_timeout_ms: limits.header_read_timeout.as_millis() as u64,
+            idle_timeout_ms: limits.idle_timeout.as_millis() as u64,
         }
     }
 }
@@ -330,12 +391,16 @@ impl Default for DatabaseConfig {
 
 impl Default for AuthConfig {
     fn default() -> Self {
+        let throttle = callsmith_control::auth::throttle::ThrottleSettings::default();
         AuthConfig {
             session_ttl_secs: 12 * 3600,
             password_reset_ttl_secs: 3600,
             magic_link_ttl_secs: 900,
             argon2_memory_kib: 19 * 1024,
             argon2_iterations: 2,
+            login_max_failures_per_email: throttle.per_email.max_failures,
+            login_max_failures_per_address: throttle.per_address.max_failures,
+            login_failure_window_secs: throttle.per_email.window.as_secs(),
         }
     }
 }
@@ -652,6 +717,47 @@ mod tests {
         let o = d.objects.to_control(&d.data_dir);
         assert_eq!(o.provider, Provider::Local);
         assert_eq!(o.local_dir, PathBuf::from("data/objects"));
+    }
+
+    #[test]
+    fn http_limits_and_login_throttle_from_file() {
+        use std::time::Duration;
+        let d = Config::default();
+        assert_eq!(
+            d.http.to_control().unwrap(),
+            callsmith_control::api::HttpSettings::default()
+        );
+        assert_eq!(
+            d.auth.login_throttle().unwrap(),
+            callsmith_control::auth::throttle::ThrottleSettings::default()
+        );
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "c.toml",
+                "[http]\nheader_read_timeout_ms = 2500\nidle_timeout_ms = 30000\n[auth]\nlogin_max_failures_per_email = 3\nlogin_max_failures_per_address = 0\nlogin_failure_window_secs = 60\n",
+            )?;
+            let c = Config::load(Some(Path::new("c.toml")), Config::env())
+                .map_err(|e| e.to_string())?;
+            let h = c.http.to_control().map_err(|e| e.to_string())?;
+            assert_eq!(h.header_read_timeout, Duration::from_millis(2500));
+            assert_eq!(h.idle_timeout, Duration::from_secs(30));
+            let t = c.auth.login_throttle().map_err(|e| e.to_string())?;
+            assert_eq!(t.per_email.max_failures, 3);
+            assert_eq!(t.per_address.max_failures, 0);
+            assert_eq!(t.per_email.window, Duration::from_secs(60));
+            assert_eq!(t.per_address.window, Duration::from_secs(60));
+            // Zero timeouts and a zero window are configuration errors.
+            let mut bad = c.clone();
+            bad.http.header_read_timeout_ms = 0;
+            assert!(bad.http.to_control().is_err());
+            let mut bad = c.clone();
+            bad.http.idle_timeout_ms = 0;
+            assert!(bad.http.to_control().is_err());
+            let mut bad = c.clone();
+            bad.auth.login_failure_window_secs = 0;
+            assert!(bad.auth.login_throttle().is_err());
+            Ok(())
+        });
     }
 
     #[test]

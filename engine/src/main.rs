@@ -119,6 +119,8 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             iterations: cfg.auth.argon2_iterations,
             parallelism: 1,
         },
+        login_throttle: cfg.auth.login_throttle()?,
+        http: cfg.http.to_control()?,
         objects: cfg.objects.to_control(&cfg.data_dir),
         stt: callsmith_control::catalog::SttConfig {
             catalog_path: cfg.stt.catalog_path.clone(),
@@ -128,6 +130,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         webhook_allow_hosts: cfg.webhook.allow_hosts.clone(),
         adapters: cfg.adapters.to_control()?,
     };
+    let http = settings.http;
     let state = AppState::new(store.clone(), settings);
     // The call engine (SIP, dialer, inbound calls, result delivery); drained before exit.
     // A SIP port already in use must not take the control API down with it.
@@ -149,7 +152,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
             e.drain().await;
         }
     };
-    callsmith_control::api::serve(listener, app, shutdown).await?;
+    callsmith_control::api::serve(listener, app, http, shutdown).await?;
     store.close().await;
     Ok(())
 }

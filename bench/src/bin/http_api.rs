@@ -101,7 +101,13 @@ async fn start(backend: Backend, pool: u32, read_cache: bool) -> anyhow::Result<
     );
     let app = callsmith_control::router(state);
     tokio::spawn(async move {
-        let _ = callsmith_control::api::serve(listener, app, std::future::pending()).await;
+        let _ = callsmith_control::api::serve(
+            listener,
+            app,
+            Default::default(),
+            std::future::pending(),
+        )
+        .await;
     });
 
     let c = reqwest::Client::new();

@@ -128,6 +128,8 @@ pub struct ApiError {
     pub message: String,
     /// Boxed to keep `Result<_, ApiError>` small.
     pub data: Option<Box<serde_json::Value>>,
+    /// Seconds sent as `Retry-After` (429 answers).
+    pub retry_after: Option<u64>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -143,6 +145,7 @@ impl ApiError {
             error: error.into(),
             message: message.into(),
             data: None,
+            retry_after: None,
         }
     }
     pub fn with_data(mut self, data: serde_json::Value) -> Self {
@@ -183,6 +186,16 @@ impl ApiError {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, error, message)
             .with_data(serde_json::json!({"topic": "validation"}))
     }
+    /// 429 with a use-case code and `Retry-After: <retry_after_secs>`.
+    pub fn too_many_requests(
+        error: impl Into<Cow<'static, str>>,
+        message: impl Into<String>,
+        retry_after_secs: u64,
+    ) -> Self {
+        let mut e = Self::new(StatusCode::TOO_MANY_REQUESTS, error, message);
+        e.retry_after = Some(retry_after_secs);
+        e
+    }
     /// 500; the cause is logged, never sent.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "internal error");
@@ -216,7 +229,13 @@ impl std::fmt::Display for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(self.body())).into_response()
+        let mut response = (self.status, axum::Json(self.body())).into_response();
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+        }
+        response
     }
 }
 

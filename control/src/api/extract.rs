@@ -1,5 +1,6 @@
 //! Request extractors that turn every rejection into the standard envelope (400 with a
-//! message naming the offending field), instead of axum's plain-text rejections.
+//! message naming the offending field, 413 for a body over [`MAX_JSON_BODY_BYTES`]),
+//! instead of axum's plain-text rejections.
 //! Request types derive `Deserialize` with `#[serde(deny_unknown_fields)]`.
 
 use axum::{
@@ -9,13 +10,18 @@ use axum::{
     },
     response::{IntoResponse, Response},
 };
-use http::request::Parts;
+use http::{StatusCode, request::Parts};
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::error::ApiError;
 
+/// Largest request body the router reads (JSON bodies; the audio upload route sets its
+/// own limit). `api::router` applies it as axum's `DefaultBodyLimit`.
+pub const MAX_JSON_BODY_BYTES: usize = 2 * 1024 * 1024;
+
 /// JSON body extractor and responder. Malformed JSON, a wrong type, a missing field or an
-/// unknown field (with `deny_unknown_fields`) is 400 `invalid_body`.
+/// unknown field (with `deny_unknown_fields`) is 400 `invalid_body`; a body over
+/// [`MAX_JSON_BODY_BYTES`] is 413 `payload_too_large`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Json<T>(pub T);
 
@@ -35,6 +41,13 @@ where
 }
 
 fn json_rejection(r: JsonRejection) -> ApiError {
+    if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("request body larger than {MAX_JSON_BODY_BYTES} bytes"),
+        );
+    }
     let message = match &r {
         JsonRejection::JsonDataError(e) => {
             format!("invalid body: {}", inner_message(&e.body_text()))

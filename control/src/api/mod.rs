@@ -18,6 +18,7 @@ pub mod legacy;
 mod metrics;
 mod ops;
 pub mod page;
+mod server;
 pub mod v1;
 
 use std::{sync::Arc, time::Duration};
@@ -31,11 +32,18 @@ use utoipa::{
 use utoipa_axum::router::OpenApiRouter;
 
 pub use error::{ApiError, ApiResult, ErrorBody, REGISTRY};
-pub use extract::{Json, Path, Query};
+pub use extract::{Json, MAX_JSON_BODY_BYTES, Path, Query};
 pub use metrics::Metrics;
 pub use page::{DEFAULT_LIMIT, MAX_LIMIT, Page, PageParams};
+pub use server::{HttpSettings, serve};
 
-use crate::{auth::password::PasswordCost, store::Store};
+use crate::{
+    auth::{
+        password::PasswordCost,
+        throttle::{LoginThrottle, ThrottleSettings},
+    },
+    store::Store,
+};
 
 /// Runtime settings of the control plane (filled by the engine from its config).
 #[derive(Debug, Clone)]
@@ -50,6 +58,10 @@ pub struct Settings {
     pub magic_link_ttl: Duration,
     /// argon2id cost for new password hashes.
     pub password_cost: PasswordCost,
+    /// Failed-login limits per email and per source address (see [`crate::auth::throttle`]).
+    pub login_throttle: ThrottleSettings,
+    /// Connection limits of [`serve`]: header-read and idle timeouts.
+    pub http: HttpSettings,
     /// Object storage (audio files, recordings, histories): `[objects]`.
     pub objects: crate::objects::ObjectsConfig,
     /// Recognition catalog and nodes: `[stt]`.
@@ -74,6 +86,8 @@ impl Default for Settings {
             password_reset_ttl: Duration::from_secs(3600),
             magic_link_ttl: Duration::from_secs(15 * 60),
             password_cost: PasswordCost::default(),
+            login_throttle: ThrottleSettings::default(),
+            http: HttpSettings::default(),
             objects: Default::default(),
             stt: Default::default(),
             adapters: Default::default(),
@@ -94,6 +108,8 @@ pub struct AppState {
     /// A password hash at the configured cost, verified against when a login names an
     /// unknown email so response time does not reveal which emails exist.
     pub(crate) dummy_hash: Arc<String>,
+    /// Failed-login counters of `POST /v1/auth/login`.
+    pub(crate) login_throttle: Arc<parking_lot::Mutex<LoginThrottle>>,
     /// Object storage (see [`crate::objects`]).
     pub objects: Arc<crate::objects::Objects>,
     /// Recognition catalog and node pools (see [`crate::catalog`]).
@@ -138,12 +154,16 @@ impl AppState {
         let webhook = crate::webhook::WebhookExecutor::new(outbound.clone());
         let audio =
             crate::audio_ref::AudioResolver::new(store.clone(), objects.clone(), outbound.clone());
+        let login_throttle = Arc::new(parking_lot::Mutex::new(LoginThrottle::new(
+            settings.login_throttle,
+        )));
         Ok(AppState {
             store,
             settings: Arc::new(settings),
             metrics: Arc::new(Metrics::new()),
             adapters,
             dummy_hash: Arc::new(dummy_hash),
+            login_throttle,
             objects,
             stt: Arc::new(stt),
             webhook,
@@ -193,19 +213,6 @@ impl Modify for SecurityAddon {
 
 pub use axum::Router;
 
-/// Serves `app` on `listener` until `shutdown` resolves (graceful: in-flight requests
-/// finish). Lets the engine serve without depending on axum itself.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
-    Ok(())
-}
-
 /// Every documented route, before state is attached.
 fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
@@ -216,7 +223,59 @@ fn api() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI 3.1 document of every route [`router`] serves.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api().split_for_parts().1
+    let mut doc = api().split_for_parts().1;
+    document_body_limit(&mut doc);
+    doc
+}
+
+/// Every operation taking a JSON body answers 413 when the body exceeds
+/// [`MAX_JSON_BODY_BYTES`], in its family's envelope: documented here once rather than on
+/// each route. The legacy family (RpcStatus only) answers an oversized body with 400
+/// INVALID_ARGUMENT and is left as it is.
+fn document_body_limit(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{RefOr, ResponseBuilder, content::ContentBuilder, schema::Ref};
+    const ENVELOPES: [&str; 2] = ["ErrorBody", "AdapterErrorBody"];
+    let description = format!("Request body larger than {MAX_JSON_BODY_BYTES} bytes");
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+            &mut item.get,
+        ];
+        for op in operations.into_iter().flatten() {
+            let json_body = op
+                .request_body
+                .as_ref()
+                .is_some_and(|b| b.content.contains_key("application/json"));
+            if !json_body || op.responses.responses.contains_key("413") {
+                continue;
+            }
+            let envelope = op.responses.responses.values().find_map(|r| {
+                let RefOr::T(r) = r else { return None };
+                let schema = r.content.get("application/json")?.schema.as_ref()?;
+                let RefOr::Ref(Ref { ref_location, .. }) = schema else {
+                    return None;
+                };
+                let name = ref_location.rsplit('/').next()?;
+                ENVELOPES.contains(&name).then(|| ref_location.clone())
+            });
+            let Some(envelope) = envelope else { continue };
+            let response = ResponseBuilder::new()
+                .description(&description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::new(envelope)))
+                        .build(),
+                )
+                .build();
+            op.responses
+                .responses
+                .insert("413".to_string(), RefOr::T(response));
+        }
+    }
 }
 
 /// The complete HTTP application: routes, `/openapi.json`, envelope fallbacks, metrics,
@@ -228,6 +287,7 @@ pub fn router(state: AppState) -> Router {
     routes
         .fallback(error::route_not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_JSON_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(
             tower_http::trace::TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {

@@ -11,6 +11,7 @@
 
 mod caps;
 pub mod password;
+pub mod throttle;
 pub mod tokens;
 
 use std::marker::PhantomData;

@@ -5,7 +5,10 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::views::{AccountAdmin, ApiKey, ApiKeySecret, IssueApiKey, ListQuery, Status};
+use super::{
+    NameRule,
+    views::{AccountAdmin, ApiKey, ApiKeySecret, IssueApiKey, ListQuery, Status},
+};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::{Authz, cap, tokens},
@@ -97,17 +100,6 @@ fn timezone(v: &str) -> ApiResult<String> {
         })
 }
 
-fn required(field: &str, v: &str) -> ApiResult<String> {
-    let v = v.trim();
-    if v.is_empty() || v.chars().count() > 200 {
-        return Err(ApiError::unprocessable(
-            "invalid_field",
-            format!("{field}: must be 1 to 200 characters"),
-        ));
-    }
-    Ok(v.to_string())
-}
-
 /// Create an account under the tenant in scope (X-Tenant-Sid).
 #[utoipa::path(post, path = "/v1/internal/account", tag = "accounts", request_body = CreateAccount,
     params(("X-Tenant-Sid" = Option<String>, Header, description = "Tenant; required for the superuser")), security(("bearer" = [])),
@@ -122,7 +114,7 @@ async fn create_account(
     let new = NewAccount {
         sid: new_sid(prefix::ACCOUNT),
         tenant_sid: tenant.sid,
-        name: required("name", &b.name)?,
+        name: NameRule::ADMIN_NAME.check("name", &b.name)?,
         email: b.email.trim().to_ascii_lowercase(),
         external_id: b.external_id.unwrap_or_default(),
         country: country(b.country.as_deref().unwrap_or(""))?,
@@ -188,7 +180,11 @@ async fn patch_account(
 ) -> ApiResult<Json<AccountAdmin>> {
     let a = auth.visible_account(&state, &sid, false).await?;
     let patch = AccountPatch {
-        name: b.name.as_deref().map(|n| required("name", n)).transpose()?,
+        name: b
+            .name
+            .as_deref()
+            .map(|n| NameRule::ADMIN_NAME.check("name", n))
+            .transpose()?,
         email: b.email.map(|e| e.trim().to_ascii_lowercase()),
         external_id: b.external_id,
         country: b.country.as_deref().map(country).transpose()?,
@@ -214,6 +210,7 @@ async fn issue_account_key(
 ) -> ApiResult<(StatusCode, Json<ApiKeySecret>)> {
     let a = auth.visible_account(&state, &sid, false).await?;
     super::check_expiry(body.expires_at)?;
+    let label = NameRule::KEY_LABEL.check("label", body.label.as_deref().unwrap_or(""))?;
     let secret = tokens::generate(tokens::TokenKind::AccountKey);
     let key = state
         .store
@@ -221,7 +218,7 @@ async fn issue_account_key(
             &new_sid(prefix::API_KEY),
             &a.tenant_sid,
             Some(&a.sid),
-            body.label.as_deref().unwrap_or(""),
+            &label,
             &tokens::hash_secret(&secret),
             body.expires_at,
         )

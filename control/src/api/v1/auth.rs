@@ -1,6 +1,12 @@
 //! Login, logout, password change, password-reset and magic-link consumption.
 
-use axum::{extract::State, http::StatusCode};
+use std::{net::SocketAddr, time::Instant};
+
+use axum::{
+    Extension,
+    extract::{ConnectInfo, State},
+    http::StatusCode,
+};
 use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -8,7 +14,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::views::Session;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json},
-    auth::{Authz, Caller, Principal, cap, tokens},
+    auth::{Authz, Caller, Principal, cap, throttle, tokens},
     store::{TokenPurpose, UserPatch, UserRecord},
 };
 
@@ -82,14 +88,39 @@ async fn usable_user(state: &AppState, sid: &str) -> ApiResult<Option<UserRecord
     Ok(ok.then_some(u))
 }
 
+fn too_many_attempts(wait: std::time::Duration) -> ApiError {
+    let secs = throttle::retry_after_secs(wait);
+    ApiError::too_many_requests(
+        "too_many_attempts",
+        format!("too many failed logins; try again in {secs} s"),
+        secs,
+    )
+}
+
 /// Log in with email and password; returns a session whose token is a bearer credential.
+///
+/// Failed logins are limited per email and per source address (`[auth] login_*`); once a
+/// limit is reached, every login of that email or address (right password included) is
+/// 429 `too_many_attempts` until the window ends, with `Retry-After` in seconds. A
+/// successful login clears the email's count.
 #[utoipa::path(post, path = "/v1/auth/login", tag = "auth", request_body = LoginRequest,
-    responses((status = 200, body = Session), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 500, body = ErrorBody)))]
+    responses((status = 200, body = Session), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 429, body = ErrorBody, description = "Too many failed logins for this email or from this address",
+            headers(("Retry-After" = u64, description = "Seconds until a login may be tried again"))),
+        (status = 500, body = ErrorBody)))]
 async fn login(
     State(state): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     Json(b): Json<LoginRequest>,
 ) -> ApiResult<Json<Session>> {
     let email = b.email.trim().to_ascii_lowercase();
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    // Refused before any lookup or hashing: known and unknown emails alike.
+    let attempt = state
+        .login_throttle
+        .lock()
+        .begin(&email, peer, Instant::now())
+        .map_err(too_many_attempts)?;
     let Some(user) = state.store.user_by_email(&email).await? else {
         // Same work as a real check, so timing does not reveal which emails exist.
         let _ = super::verify_password(b.password, Some(state.dummy_hash.to_string())).await;
@@ -99,6 +130,10 @@ async fn login(
     if !ok || user.status != "active" || usable_user(&state, &user.sid).await?.is_none() {
         return Err(invalid_credentials());
     }
+    state
+        .login_throttle
+        .lock()
+        .succeeded(attempt, Instant::now());
     Ok(Json(super::open_session(&state, &user).await?))
 }
 

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::stt::visible_engines;
+use super::{NameRule, stt::visible_engines};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::{Authz, Caller, cap},
@@ -104,14 +104,11 @@ pub struct UpdateDictionary {
 const MAX_TOKENS: usize = 5000;
 
 fn check_name(n: &str) -> ApiResult<String> {
-    let n = n.trim();
-    if n.is_empty() || n.chars().count() > 128 {
-        return Err(ApiError::unprocessable(
-            "invalid_name",
-            "name: 1 to 128 characters",
-        ));
+    NameRule {
+        max_chars: Some(128),
+        error: "invalid_name",
     }
-    Ok(n.to_string())
+    .check("name", n)
 }
 
 fn check_tokens(t: &[String]) -> ApiResult<Vec<String>> {

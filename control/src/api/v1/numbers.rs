@@ -10,6 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
+    NameRule,
     owned::{CONFLICT_AGENTS_LISTED, in_use, nullable, parse_include, sees_row},
     pools::NumberPool,
     users::SortOrder,
@@ -244,7 +245,7 @@ async fn create_number(
         tenant_sid: account.tenant_sid.clone(),
         account_sid: account.sid.clone(),
         identifier,
-        name: b.name.unwrap_or_default().trim().to_string(),
+        name: NameRule::FREE_NAME.check("name", b.name.as_deref().unwrap_or(""))?,
         pool_sid,
         trunk,
         status: b.status.unwrap_or(Status::Active).as_str().to_string(),
@@ -395,7 +396,11 @@ async fn patch_number(
     }
     let patch = NumberPatch {
         identifier,
-        name: b.name.map(|s| s.trim().to_string()),
+        name: b
+            .name
+            .as_deref()
+            .map(|n| NameRule::FREE_NAME.check("name", n))
+            .transpose()?,
         pool_sid,
         trunk,
         status: b.status.map(|s| s.as_str().to_string()),

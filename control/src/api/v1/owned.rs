@@ -80,15 +80,3 @@ pub(crate) fn parse_include(
     }
     Ok(out)
 }
-
-/// Trims a name; 422 `invalid_name` when empty or longer than 200 characters.
-pub(crate) fn check_name(field: &str, v: &str) -> ApiResult<String> {
-    let t = v.trim();
-    if t.is_empty() || t.chars().count() > 200 {
-        return Err(ApiError::unprocessable(
-            "invalid_name",
-            format!("{field}: 1 to 200 characters"),
-        ));
-    }
-    Ok(t.to_string())
-}

@@ -7,7 +7,8 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    owned::{CONFLICT_AGENTS_LISTED, check_name, in_use, sees_row},
+    NameRule,
+    owned::{CONFLICT_AGENTS_LISTED, in_use, sees_row},
     views::Status,
 };
 use crate::{
@@ -113,7 +114,7 @@ async fn create_pool(
     Json(b): Json<CreatePool>,
 ) -> ApiResult<(StatusCode, Json<NumberPool>)> {
     let account = auth.account_scope(&state).await?;
-    let name = check_name("name", &b.name)?;
+    let name = NameRule::NAME.check("name", &b.name)?;
     let status = b.status.unwrap_or(Status::Active);
     match state
         .store
@@ -190,7 +191,7 @@ async fn patch_pool(
     let name = b
         .name
         .as_deref()
-        .map(|n| check_name("name", n))
+        .map(|n| NameRule::NAME.check("name", n))
         .transpose()?;
     match state
         .store

@@ -14,7 +14,8 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    owned::{CONFLICT_AGENTS_LISTED, check_name, in_use, sees_row},
+    NameRule,
+    owned::{CONFLICT_AGENTS_LISTED, in_use, sees_row},
     users::SortOrder,
 };
 use crate::{
@@ -245,7 +246,7 @@ async fn create_scenario(
     Json(b): Json<CreateScenario>,
 ) -> ApiResult<(StatusCode, Json<Scenario>)> {
     let account = auth.account_scope(&state).await?;
-    let name = check_name("name", &b.name)?;
+    let name = NameRule::NAME.check("name", &b.name)?;
     let constructor = b.constructor.unwrap_or_else(|| {
         let mut m = serde_json::Map::new();
         m.insert("bricks".into(), serde_json::json!({}));
@@ -334,7 +335,7 @@ async fn patch_scenario(
     let name = b
         .name
         .as_deref()
-        .map(|n| check_name("name", n))
+        .map(|n| NameRule::NAME.check("name", n))
         .transpose()?;
     let description = b.description.map(|d| d.trim().to_string());
     let s = state

@@ -7,8 +7,9 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
+    NameRule,
     numbers::check_phone,
-    owned::{CONFLICT_AGENTS_LISTED, check_name, in_use, sees_row},
+    owned::{CONFLICT_AGENTS_LISTED, in_use, sees_row},
     views::Status,
 };
 use crate::{
@@ -158,7 +159,7 @@ fn check_config(
     headers: &[SmsHeader],
     outbound: &GuardedClient,
 ) -> ApiResult<()> {
-    c.name = check_name("name", &c.name)?;
+    c.name = NameRule::NAME.check("name", &c.name)?;
     if c.kind != "http" {
         return Err(ApiError::unprocessable(
             "invalid_field",

@@ -5,7 +5,10 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::views::{ApiKey, ApiKeySecret, IssueApiKey, ListQuery, Tenant};
+use super::{
+    NameRule,
+    views::{ApiKey, ApiKeySecret, IssueApiKey, ListQuery, Tenant},
+};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::{Authz, Caller, cap, tokens},
@@ -54,17 +57,6 @@ pub(crate) async fn visible_tenant(
     }
 }
 
-fn non_empty(field: &str, v: &str) -> ApiResult<String> {
-    let v = v.trim();
-    if v.is_empty() || v.chars().count() > 200 {
-        return Err(ApiError::unprocessable(
-            "invalid_field",
-            format!("{field}: must be 1 to 200 characters"),
-        ));
-    }
-    Ok(v.to_string())
-}
-
 /// Create a tenant.
 #[utoipa::path(post, path = "/v1/internal/tenant", tag = "tenants", request_body = CreateTenant,
     security(("bearer" = [])),
@@ -75,7 +67,7 @@ async fn create_tenant(
     _auth: Authz<cap::TenantsManage>,
     Json(body): Json<CreateTenant>,
 ) -> ApiResult<(StatusCode, Json<Tenant>)> {
-    let name = non_empty("name", &body.name)?;
+    let name = NameRule::ADMIN_NAME.check("name", &body.name)?;
     let t = state
         .store
         .tenant_create(&new_sid(prefix::TENANT), &name)
@@ -201,6 +193,7 @@ async fn issue_tenant_key(
 ) -> ApiResult<(StatusCode, Json<ApiKeySecret>)> {
     let t = visible_tenant(&state, &auth, &sid, false).await?;
     super::check_expiry(body.expires_at)?;
+    let label = NameRule::KEY_LABEL.check("label", body.label.as_deref().unwrap_or(""))?;
     let secret = tokens::generate(tokens::TokenKind::TenantKey);
     let key = state
         .store
@@ -208,7 +201,7 @@ async fn issue_tenant_key(
             &new_sid(prefix::API_KEY),
             &t.sid,
             None,
-            body.label.as_deref().unwrap_or(""),
+            &label,
             &tokens::hash_secret(&secret),
             body.expires_at,
         )

@@ -6,7 +6,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::views::{Status, User};
+use super::{
+    NameRule,
+    views::{Status, User},
+};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::{Authz, Caller, Role, cap, tokens},
@@ -217,6 +220,7 @@ async fn create_user(
     let account = auth.account_scope(&state).await?;
     let email = check_email(&b.email)?;
     let roles = check_roles(&b.roles.unwrap_or_else(|| vec!["member".into()]))?;
+    let name = NameRule::FREE_NAME.check("name", b.name.as_deref().unwrap_or(""))?;
     let password_hash = match b.password {
         Some(pw) => {
             super::check_new_password(&pw)?;
@@ -229,7 +233,7 @@ async fn create_user(
         tenant_sid: account.tenant_sid,
         account_sid: account.sid,
         email,
-        name: b.name.unwrap_or_default().trim().to_string(),
+        name,
         roles,
         status: "active".into(),
         password_hash,
@@ -268,6 +272,11 @@ async fn patch_user(
 ) -> ApiResult<Json<User>> {
     let u = visible_user(&state, &auth, &sid).await?;
     let roles = b.roles.as_deref().map(check_roles).transpose()?;
+    let name = b
+        .name
+        .as_deref()
+        .map(|n| NameRule::FREE_NAME.check("name", n))
+        .transpose()?;
     let password_hash = match b.password {
         Some(pw) => {
             super::check_new_password(&pw)?;
@@ -276,7 +285,7 @@ async fn patch_user(
         None => None,
     };
     let patch = UserPatch {
-        name: b.name.map(|n| n.trim().to_string()),
+        name,
         roles,
         status: b.status.map(|s| s.as_str().to_string()),
         password_hash,
