@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use callsmith_control::{
-    adapters::{AdaptersConfig, classifier::model::Model, classify},
+    adapters::{AdaptersConfig, classifier::model::Model},
     both_backends,
     testing::{TestResponse, TestServer},
 };
@@ -216,11 +216,15 @@ async fn versioning_rules(s: TestServer) {
     assert_eq!(p1.body["version"], 1);
     assert_eq!(p1.body["intents"][0]["id"], "yes");
 
-    // The library entry the call runtime uses gives the same answer.
-    let lib = classify(&s.store, &f.account_sid, &id, 0, "nope, not now")
+    // The service entry the call runtime uses gives the same answer.
+    let lib = s
+        .state
+        .adapters
+        .classifiers
+        .predict(&f.account_sid, &id, 0, "nope, not now")
         .await
-        .expect("classify");
-    assert_eq!(lib[0].0, "no");
+        .expect("predict");
+    assert_eq!(lib.intents[0].0, "no");
     // The weights are in the store (survive a restart): a fresh model loads from them.
     let stored = s
         .store
@@ -900,10 +904,14 @@ async fn interrupted_training_resumes_after_restart(s: TestServer) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let p = classify(&s.store, &f.account_sid, &id, 0, "nope")
+    let p = s
+        .state
+        .adapters
+        .classifiers
+        .predict(&f.account_sid, &id, 0, "nope")
         .await
-        .expect("classify");
-    assert_eq!(p[0].0, "no");
+        .expect("predict");
+    assert_eq!(p.intents[0].0, "no");
 }
 
 both_backends!(

@@ -249,7 +249,7 @@ pub struct HttpConfig {
 
 impl HttpConfig {
     /// The control plane's connection limits; both timeouts must be above zero.
-    pub fn to_control(&self) -> anyhow::Result<callsmith_control::api::HttpSettings> {
+    pub fn to_control(&self) -> anyhow::Result<callsmith_control::settings::HttpSettings> {
         anyhow::ensure!(
             self.header_read_timeout_ms > 0,
             "http.header_read_timeout_ms must be above 0"
@@ -258,7 +258,7 @@ impl HttpConfig {
             self.idle_timeout_ms > 0,
             "http.idle_timeout_ms must be above 0"
         );
-        Ok(callsmith_control::api::HttpSettings {
+        Ok(callsmith_control::settings::HttpSettings {
             header_read_timeout: std::time::Duration::from_millis(self.header_read_timeout_ms),
             idle_timeout: std::time::Duration::from_millis(self.idle_timeout_ms),
         })
@@ -370,7 +370,7 @@ impl Default for Config {
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        let limits = callsmith_control::api::HttpSettings::default();
+        let limits = callsmith_control::settings::HttpSettings::default();
         HttpConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             public_url: None,
@@ -725,7 +725,7 @@ mod tests {
         let d = Config::default();
         assert_eq!(
             d.http.to_control().unwrap(),
-            callsmith_control::api::HttpSettings::default()
+            callsmith_control::settings::HttpSettings::default()
         );
         assert_eq!(
             d.auth.login_throttle().unwrap(),

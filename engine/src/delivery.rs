@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use callsmith_control::api::v1::communications::Communication;
+use callsmith_control::communication::Communication;
 use callsmith_control::outbound::OutboundRequest;
 use callsmith_control::store::{ResultDeliveryRecord, results::AttemptOutcome};
 use serde_json::{Value, json};
@@ -134,7 +134,7 @@ async fn attempt(rt: &Runtime, rec: ResultDeliveryRecord, base: Duration) {
         .max_body(0);
     // Targets are tenant-named URLs: they go through the guarded client, and a refused
     // target (a non-public address) fails at once, since retrying cannot help.
-    let (code, error, permanent) = match rt.state.outbound.send(&req).await {
+    let (code, error, permanent) = match rt.services.outbound.send(&req).await {
         Ok(r) if r.is_success() => (Some(i64::from(r.status)), None, false),
         Ok(r) => (
             Some(i64::from(r.status)),

@@ -6,7 +6,7 @@ use callsmith_control::store::{
     NewCommunication,
     communications::{COMMUNICATION_PREFIX, Claim},
 };
-use callsmith_scenarios::interpreter::Direction;
+use callsmith_scenarios::interpreter::CallDirection;
 use callsmith_sip::{IncomingCall, IncomingCalls, LegEvent, LocalMedia};
 use chrono::Utc;
 use tracing::{info, warn};
@@ -177,7 +177,7 @@ async fn answer(
         .communication_mark_answered(&comm.sid, &rt.settings.claim_token, leg.call_id())
         .await;
     info!(communication = %comm.sid, agent = %agent.sid, "inbound call answered");
-    let hangup = rt.state.hangups.register(&comm.sid);
+    let hangup = rt.services.hangups.register(&comm.sid);
     let prep = Prepared {
         program,
         agent: Some(agent),
@@ -187,7 +187,7 @@ async fn answer(
         data: Default::default(),
         hangup: hangup.token(),
     };
-    let answered = AnsweredCall::new(rt, comm, prep, session, leg, media, Direction::Inbound);
+    let answered = AnsweredCall::new(rt, comm, prep, session, leg, media, CallDirection::Inbound);
     Some((answered, live, hangup))
 }
 

@@ -1,8 +1,8 @@
-//! `callsmith`: the control plane (and, as later work lands, the dialer and call runtime)
-//! in one binary.
+//! `callsmith`: the control plane and the call engine in one binary.
 //!
 //! * `callsmith serve` (default): migrate the database, make sure a superuser credential
-//!   exists, serve the HTTP API until SIGINT/SIGTERM.
+//!   exists, start the call engine (`node`) and serve the HTTP API until SIGINT/SIGTERM,
+//!   then drain the calls.
 //! * `callsmith migrate`: apply database migrations (and the superuser bootstrap) and exit.
 
 #[cfg(feature = "mimalloc")]
@@ -12,12 +12,15 @@ mod config;
 mod delivery;
 mod dialer;
 mod inbound;
+mod node;
 mod runtime;
 
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::Context;
-use callsmith_control::{AppState, Settings, Store, auth::password::PasswordCost, bootstrap};
+use callsmith_control::{
+    AppState, Services, Settings, Store, auth::password::PasswordCost, bootstrap,
+};
 use clap::{Parser, Subcommand};
 use config::{Config, LogFormat};
 
@@ -131,17 +134,18 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         adapters: cfg.adapters.to_control()?,
     };
     let http = settings.http;
-    let state = AppState::new(store.clone(), settings);
+    // One set of services for the call engine and the HTTP layer.
+    let services = Services::new(store.clone(), &settings).map_err(anyhow::Error::msg)?;
     // The call engine (SIP, dialer, inbound calls, result delivery); drained before exit.
     // A SIP port already in use must not take the control API down with it.
-    let engine = match runtime::start(&cfg, state.clone()).await {
+    let engine = match node::start(&cfg, services.clone()).await {
         Ok(e) => e,
         Err(e) => {
             tracing::error!(error = %e, "the call engine could not start; serving the control API only");
             None
         }
     };
-    let app = callsmith_control::router(state);
+    let app = callsmith_control::router(AppState::with_services(services, settings));
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)
         .await
         .with_context(|| format!("binding {}", cfg.http.listen))?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use callsmith_control::{AppState, Store, objects::Objects, store::ScenarioVersionRecord};
+use callsmith_control::{Services, Store, objects::Objects, store::ScenarioVersionRecord};
 use callsmith_media::{MediaEngine, stt::SttPool, tts::TtsService};
 use callsmith_scenarios::{Program, Snapshot};
 use callsmith_sip::SipStack;
@@ -103,7 +103,8 @@ impl Drop for LiveGuard {
 #[derive(Clone)]
 pub struct Runtime {
     pub store: Store,
-    pub state: AppState,
+    /// The domain services shared with the HTTP layer (store, storage, clients, registries).
+    pub services: Services,
     pub sip: Arc<SipStack>,
     pub media: MediaEngine,
     pub tts: Arc<TtsService>,
@@ -177,7 +178,7 @@ impl TurnMetrics {
         }
     }
 
-    fn register(&self, metrics: &callsmith_control::api::Metrics) {
+    fn register(&self, metrics: &callsmith_control::metrics::Metrics) {
         let mut r = metrics.registry();
         r.register(
             "callsmith_turn_latency_seconds",
@@ -199,17 +200,17 @@ impl TurnMetrics {
 
 impl Runtime {
     pub fn new(
-        state: AppState,
+        services: Services,
         sip: Arc<SipStack>,
         media: MediaEngine,
         tts: Arc<TtsService>,
         settings: RuntimeSettings,
     ) -> Runtime {
         let turns = TurnMetrics::new();
-        turns.register(&state.metrics);
+        turns.register(&services.metrics);
         Runtime {
-            store: state.store.clone(),
-            state,
+            store: services.store.clone(),
+            services,
             sip,
             media,
             tts,
@@ -234,12 +235,12 @@ impl Runtime {
     }
 
     pub fn objects(&self) -> &Arc<Objects> {
-        &self.state.objects
+        &self.services.objects
     }
 
     /// The recognition node pool for `engine` (the default engine when empty or unknown).
     pub fn stt_pool(&self, engine: &str) -> Option<SttPool> {
-        let stt = &self.state.stt;
+        let stt = &self.services.stt;
         stt.pool(engine)
             .or_else(|| stt.pool(&self.settings.default_stt_engine))
             .cloned()
@@ -252,105 +253,6 @@ impl Runtime {
         let i = *c % len.max(1);
         *c = c.wrapping_add(1);
         i
-    }
-}
-
-/// The running call engine: SIP stack, dialer, inbound and delivery loops.
-pub struct Engine {
-    pub rt: Runtime,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-    stop_delivery: CancellationToken,
-    drain_timeout: Duration,
-}
-
-/// Starts the call engine from the configuration (None when `[dialer] enabled = false`).
-pub async fn start(cfg: &crate::config::Config, state: AppState) -> anyhow::Result<Option<Engine>> {
-    if !cfg.dialer.enabled {
-        return Ok(None);
-    }
-    let sip_cfg = callsmith_sip::SipConfig {
-        udp: cfg.sip.udp,
-        tcp: cfg.sip.tcp,
-        trunks: cfg.sip.trunks.clone(),
-        default_trunk: cfg.sip.default_trunk.clone(),
-        user_agent: cfg.sip.user_agent.clone(),
-        ..Default::default()
-    };
-    // Unknown numbers are answered 404 by the inbound handler (it knows the number table).
-    let sip = SipStack::start(sip_cfg, |_trunk: &str, _called: &str| true)
-        .await
-        .map_err(|e| anyhow::anyhow!("starting the SIP stack: {e}"))?;
-    let media_cfg = callsmith_media::MediaConfig {
-        workers: cfg.media.workers.max(1),
-        bind_ip: cfg.media.bind_ip,
-        rtp_port_min: cfg.media.rtp_port_min,
-        rtp_port_max: cfg.media.rtp_port_max,
-        rtp_timeout_ms: cfg.media.rtp_timeout_ms,
-        ..Default::default()
-    };
-    let media = MediaEngine::new(media_cfg).map_err(|e| anyhow::anyhow!("media: {e}"))?;
-    let tts = Arc::new(TtsService::with_local_engines(
-        cfg.tts.cache_capacity.max(1),
-    ));
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "callsmith".into());
-    let settings = RuntimeSettings {
-        instance: format!("{host}:{}", std::process::id()),
-        claim_token: format!("clm_{}", uuid::Uuid::new_v4().simple()),
-        lease: Duration::from_secs(cfg.dialer.lease_secs.max(1)),
-        ring_timeout: Duration::from_secs(cfg.sip.ring_timeout_secs.max(1)),
-        max_call: Duration::from_secs(cfg.dialer.max_call_secs.max(1)),
-        default_tts_engine: cfg.tts.default_engine.clone(),
-        default_stt_engine: cfg.dialer.default_stt_engine.clone(),
-        media_ip: cfg.media.advertised_ip.unwrap_or(cfg.media.bind_ip),
-        dialer: cfg.dialer.clone(),
-        llm_call_timeout: Duration::from_secs(cfg.adapters.llm_call_timeout_secs.max(1)),
-    };
-    let incoming = sip.take_incoming();
-    tracing::info!(udp = ?sip.udp_addr(), tcp = ?sip.tcp_addr(), trunks = sip.trunks().len(), "call engine started");
-    let rt = Runtime::new(state, Arc::new(sip), media, tts, settings);
-    let stop_delivery = CancellationToken::new();
-    let mut tasks = vec![
-        tokio::spawn(crate::dialer::run(rt.clone())),
-        tokio::spawn(crate::delivery::run(rt.clone(), stop_delivery.clone())),
-    ];
-    if let Some(incoming) = incoming {
-        tasks.push(tokio::spawn(crate::inbound::run(rt.clone(), incoming)));
-    }
-    Ok(Some(Engine {
-        rt,
-        tasks,
-        stop_delivery,
-        drain_timeout: Duration::from_secs(cfg.dialer.drain_timeout_secs),
-    }))
-}
-
-impl Engine {
-    /// Graceful stop: no new calls; live calls finish (or are hung up when the drain time
-    /// is up); pending result deliveries get one more pass; then the SIP stack stops.
-    pub async fn drain(self) {
-        let rt = self.rt;
-        rt.draining.cancel();
-        tracing::info!(live = rt.live.total(), "draining: no new calls");
-        let renew = tokio::spawn(crate::dialer::renew_while_live(rt.clone()));
-        if !rt.live.wait_idle(self.drain_timeout).await {
-            tracing::warn!(
-                live = rt.live.total(),
-                "drain time is up: hanging up live calls"
-            );
-            rt.hangup_all.cancel();
-            rt.live.wait_idle(Duration::from_secs(15)).await;
-        }
-        renew.abort();
-        // Let deliveries of the calls that just ended go out.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        self.stop_delivery.cancel();
-        for t in &self.tasks {
-            if !t.is_finished() {
-                t.abort();
-            }
-        }
-        rt.sip.shutdown();
-        tracing::info!("call engine stopped");
     }
 }
 

@@ -31,7 +31,7 @@ pub fn tone_ratio(frame: &[i16], freq: f32) -> f32 {
 
 /// The heuristic's conclusion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum AmdVerdict {
+pub enum AmdDecision {
     /// Not enough audio yet.
     Undecided,
     Human,
@@ -78,7 +78,7 @@ pub struct AmdDetector {
     greeting_ms: u32,
     silence_after_ms: u32,
     tone_ms: u32,
-    verdict: AmdVerdict,
+    verdict: AmdDecision,
     machine: bool,
 }
 
@@ -93,17 +93,17 @@ impl AmdDetector {
             greeting_ms: 0,
             silence_after_ms: 0,
             tone_ms: 0,
-            verdict: AmdVerdict::Undecided,
+            verdict: AmdDecision::Undecided,
             machine: false,
         }
     }
 
-    pub fn verdict(&self) -> AmdVerdict {
+    pub fn verdict(&self) -> AmdDecision {
         self.verdict
     }
 
     /// Feeds one 20 ms frame and its VAD verdict; returns the verdict when it changes.
-    pub fn push(&mut self, frame: &[i16], voiced: bool) -> Option<AmdVerdict> {
+    pub fn push(&mut self, frame: &[i16], voiced: bool) -> Option<AmdDecision> {
         let before = self.verdict;
         self.elapsed_ms += 20;
         let tonal = BEEP_FREQS.iter().any(|f| tone_ratio(frame, *f) > 0.6)
@@ -113,28 +113,28 @@ impl AmdDetector {
         if tonal {
             self.tone_ms += 20;
             if self.tone_ms >= self.cfg.beep_ms {
-                self.verdict = AmdVerdict::Beep;
+                self.verdict = AmdDecision::Beep;
             }
         } else {
             self.tone_ms = 0;
         }
-        if self.verdict == AmdVerdict::Undecided {
+        if self.verdict == AmdDecision::Undecided {
             if voiced && !tonal {
                 self.speech_ms += 20;
                 self.greeting_ms += 20 + self.silence_after_ms.min(300);
                 self.silence_after_ms = 0;
                 if self.greeting_ms > self.cfg.max_human_greeting_ms {
                     self.machine = true;
-                    self.verdict = AmdVerdict::Machine;
+                    self.verdict = AmdDecision::Machine;
                 }
             } else if self.speech_ms > 0 {
                 self.silence_after_ms += 20;
                 if self.silence_after_ms >= self.cfg.after_greeting_silence_ms {
-                    self.verdict = AmdVerdict::Human;
+                    self.verdict = AmdDecision::Human;
                 }
             }
-            if self.verdict == AmdVerdict::Undecided && self.elapsed_ms >= self.cfg.window_ms {
-                self.verdict = AmdVerdict::Human;
+            if self.verdict == AmdDecision::Undecided && self.elapsed_ms >= self.cfg.window_ms {
+                self.verdict = AmdDecision::Human;
             }
         }
         (self.verdict != before).then_some(self.verdict)
@@ -147,7 +147,7 @@ impl crate::MediaSession {
     pub async fn detect_answering_machine(
         &self,
         cfg: AmdConfig,
-    ) -> Result<AmdVerdict, crate::MediaError> {
+    ) -> Result<AmdDecision, crate::MediaError> {
         self.spawn_answering_machine_detection(cfg)?
             .await
             .map_err(|e| crate::MediaError::Io(e.to_string()))
@@ -160,7 +160,7 @@ impl crate::MediaSession {
     pub fn spawn_answering_machine_detection(
         &self,
         cfg: AmdConfig,
-    ) -> Result<tokio::task::JoinHandle<AmdVerdict>, crate::MediaError> {
+    ) -> Result<tokio::task::JoinHandle<AmdDecision>, crate::MediaError> {
         let mut rx = self.tap_caller_audio(500)?;
         // The VAD is not Send: it lives on a blocking thread with the detector.
         Ok(tokio::task::spawn_blocking(move || {
@@ -172,14 +172,14 @@ impl crate::MediaSession {
                 let voiced = vad.is_voiced(&f.pcm);
                 det.push(&f.pcm, voiced);
                 match det.verdict() {
-                    AmdVerdict::Undecided => {}
-                    AmdVerdict::Machine if cfg.beep_wait_ms > 0 => {
+                    AmdDecision::Undecided => {}
+                    AmdDecision::Machine if cfg.beep_wait_ms > 0 => {
                         waited_ms += 20;
                         silent_ms = if voiced { 0 } else { silent_ms + 20 };
                         if waited_ms >= cfg.beep_wait_ms
                             || silent_ms >= 2 * cfg.after_greeting_silence_ms
                         {
-                            return AmdVerdict::Machine;
+                            return AmdDecision::Machine;
                         }
                     }
                     v => return v,
@@ -213,25 +213,25 @@ mod tests {
     #[test]
     fn short_greeting_is_human_long_is_machine_beep_is_beep() {
         let mut d = AmdDetector::new(AmdConfig::default());
-        let mut last = AmdVerdict::Undecided;
+        let mut last = AmdDecision::Undecided;
         for i in 0..100 {
             let voiced = i < 30; // 600 ms "hello", then silence
             if let Some(v) = d.push(&[0; 160], voiced) {
                 last = v;
             }
         }
-        assert_eq!(last, AmdVerdict::Human);
+        assert_eq!(last, AmdDecision::Human);
 
         let mut d = AmdDetector::new(AmdConfig::default());
         for _ in 0..150 {
             d.push(&[0; 160], true);
         }
-        assert_eq!(d.verdict(), AmdVerdict::Machine);
+        assert_eq!(d.verdict(), AmdDecision::Machine);
         // The beep after the machine greeting still gets reported.
         let t = tone(1000.0, 20);
         for f in t.chunks(160) {
             d.push(f, false);
         }
-        assert_eq!(d.verdict(), AmdVerdict::Beep);
+        assert_eq!(d.verdict(), AmdDecision::Beep);
     }
 }

@@ -39,7 +39,7 @@ mod worker;
 pub use engine::{MediaConfig, MediaEngine, PacingSnapshot};
 pub use session::{
     AudioFrame, AudioReceiver, Bridge, MediaEvent, MediaEvents, MediaSession, PlayEnd, PlayHandle,
-    PlayOutcome, SessionStats,
+    Playout, SessionStats,
 };
 
 /// Errors of the session facade.

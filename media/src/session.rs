@@ -66,7 +66,7 @@ pub enum PlayEnd {
 
 /// The end of a playback and how much of it was sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PlayOutcome {
+pub struct Playout {
     pub end: PlayEnd,
     pub played_ms: u64,
     /// When the first RTP packet of this playback left the socket ([`crate::clock::now_ns`]);
@@ -76,13 +76,13 @@ pub struct PlayOutcome {
 
 /// Awaitable end of one `play`.
 pub struct PlayHandle {
-    rx: oneshot::Receiver<PlayOutcome>,
+    rx: oneshot::Receiver<Playout>,
 }
 
 impl PlayHandle {
     /// Waits for the playback to end.
-    pub async fn wait(self) -> PlayOutcome {
-        self.rx.await.unwrap_or(PlayOutcome {
+    pub async fn wait(self) -> Playout {
+        self.rx.await.unwrap_or(Playout {
             end: PlayEnd::Stopped,
             played_ms: 0,
             first_rtp_ns: None,

@@ -29,7 +29,7 @@ use crate::prompt::{FRAME_SAMPLES, Playable, StreamFrame};
 use crate::recording::RecorderTap;
 use crate::rtcp::{ReceiverStats, ReportBlock, RtcpReport, SenderInfo, ntp_timestamp};
 use crate::rtp::{RtpPacket, looks_like_rtcp, write_rtp_header};
-use crate::session::{AudioFrame, MediaEvent, PlayEnd, PlayOutcome, SessionStats};
+use crate::session::{AudioFrame, MediaEvent, PlayEnd, Playout, SessionStats};
 use crate::vad::{SpeechDetector, SpeechTransition, VadConfig};
 
 /// Slots per 20 ms period.
@@ -83,7 +83,7 @@ pub(crate) enum Command {
         id: u64,
         source: Playable,
         interruptible: bool,
-        done: oneshot::Sender<PlayOutcome>,
+        done: oneshot::Sender<Playout>,
     },
     StopPlayout(u64),
     SendDtmf {
@@ -138,7 +138,7 @@ struct ActivePlay {
     source: Playable,
     pos: usize,
     interruptible: bool,
-    done: Option<oneshot::Sender<PlayOutcome>>,
+    done: Option<oneshot::Sender<Playout>>,
     frames_played: u64,
     first_rtp_ns: Option<u64>,
 }
@@ -146,7 +146,7 @@ struct ActivePlay {
 impl ActivePlay {
     fn end(&mut self, end: PlayEnd) {
         if let Some(d) = self.done.take() {
-            let _ = d.send(PlayOutcome {
+            let _ = d.send(Playout {
                 end,
                 played_ms: self.frames_played * 20,
                 first_rtp_ns: self.first_rtp_ns,

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use callsmith_media::amd::{AmdConfig, AmdVerdict, tone_ratio};
+use callsmith_media::amd::{AmdConfig, AmdDecision, tone_ratio};
 use callsmith_media::g711::Codec;
 use callsmith_media::prompt::{Prompt, PromptCache};
 use callsmith_media::recording::RecordingTarget;
@@ -520,9 +520,9 @@ async fn answering_machine_waits_for_the_beep() {
         assert_eq!(
             v,
             if with_beep {
-                AmdVerdict::Beep
+                AmdDecision::Beep
             } else {
-                AmdVerdict::Machine
+                AmdDecision::Machine
             }
         );
         assert!(
@@ -555,7 +555,7 @@ async fn answering_machine_heuristics() {
         .unwrap()
         .unwrap()
         .unwrap();
-    assert_eq!(v, AmdVerdict::Machine);
+    assert_eq!(v, AmdDecision::Machine);
 
     // A short "hello?" then silence is a person.
     let caller = engine.open_session(None).unwrap();
@@ -577,7 +577,7 @@ async fn answering_machine_heuristics() {
         .unwrap()
         .unwrap()
         .unwrap();
-    assert_eq!(v, AmdVerdict::Human);
+    assert_eq!(v, AmdDecision::Human);
 
     // A beep.
     let caller = engine.open_session(None).unwrap();
@@ -598,7 +598,7 @@ async fn answering_machine_heuristics() {
         .unwrap()
         .unwrap()
         .unwrap();
-    assert_eq!(v, AmdVerdict::Beep);
+    assert_eq!(v, AmdDecision::Beep);
 }
 
 /// Streamed synthesis starts playing before the synthesizer has finished: the

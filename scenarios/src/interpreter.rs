@@ -33,10 +33,10 @@ pub const DEFAULT_TRANSFER_TIMEOUT_SECS: f64 = 30.0;
 /// Classifier confidence needed when `threshold` is unset.
 pub const DEFAULT_INTENT_THRESHOLD: f64 = 0.5;
 
-/// Direction of the call being run.
+/// CallDirection of the call being run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Direction {
+pub enum CallDirection {
     Outbound,
     Inbound,
 }
@@ -44,7 +44,7 @@ pub enum Direction {
 /// Facts about the call the scenario runs in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallInfo {
-    pub direction: Direction,
+    pub direction: CallDirection,
     pub recipient: String,
     pub from: String,
     pub communication_id: String,
@@ -202,10 +202,10 @@ impl Program {
         compiled
     }
 
-    fn entry(&self, direction: Direction) -> Option<BrickRef<'_>> {
+    fn entry(&self, direction: CallDirection) -> Option<BrickRef<'_>> {
         let at = match direction {
-            Direction::Outbound => self.start_call.or(self.outbound_call),
-            Direction::Inbound => self.inbound_call,
+            CallDirection::Outbound => self.start_call.or(self.outbound_call),
+            CallDirection::Inbound => self.inbound_call,
         }?;
         self.brick(at)
     }
@@ -229,8 +229,8 @@ impl Vars for Scope<'_> {
             "call.from" => self.call.from.clone(),
             "call.communication_id" => self.call.communication_id.clone(),
             "call.direction" => match self.call.direction {
-                Direction::Outbound => "outbound".into(),
-                Direction::Inbound => "inbound".into(),
+                CallDirection::Outbound => "outbound".into(),
+                CallDirection::Inbound => "inbound".into(),
             },
             "time.now" => n.to_rfc3339(),
             "time.date" => n.format("%Y-%m-%d").to_string(),

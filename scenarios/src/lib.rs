@@ -31,7 +31,7 @@ pub mod webhook;
 
 pub use canonical::{canonical_json, content_hash};
 pub use codes::{Code, ScenarioError};
-pub use interpreter::{CallInfo, CallRun, Direction, Program};
+pub use interpreter::{CallDirection, CallInfo, CallRun, Program};
 pub use model::Snapshot;
 pub use port::CallPort;
 pub use validate::{AcceptAll, RefProblem, ValidationContext, validate, validate_value};

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use callsmith_scenarios::history::{EndReason, Event};
-use callsmith_scenarios::interpreter::{CallInfo, CallRun, Direction, Program};
+use callsmith_scenarios::interpreter::{CallDirection, CallInfo, CallRun, Program};
 use callsmith_scenarios::port::{
     AmdVerdict, Heard, PlayOutcome, PromptSpec, SmsOutcome, TransferMode, TransferOutcome,
 };
@@ -16,7 +16,7 @@ fn fixture() -> Value {
     serde_json::from_str(include_str!("fixtures/all_bricks.json")).expect("fixture is JSON")
 }
 
-fn call(direction: Direction) -> CallInfo {
+fn call(direction: CallDirection) -> CallInfo {
     let mut data = BTreeMap::new();
     data.insert("name".to_string(), "Ann".to_string());
     data.insert("order_id".to_string(), "42".to_string());
@@ -46,7 +46,7 @@ async fn run_with(
 }
 
 async fn run(v: &Value, port: &mut ScriptedCall) -> CallRun {
-    run_with(v, &call(Direction::Outbound), port, None).await
+    run_with(v, &call(CallDirection::Outbound), port, None).await
 }
 
 fn entered(r: &CallRun) -> Vec<String> {
@@ -255,7 +255,7 @@ async fn outbound_call_routes_voicemail_to_its_output() {
 #[tokio::test]
 async fn inbound_calls_start_at_inbound_call() {
     let mut port = ScriptedCall::new();
-    let r = run_with(&fixture(), &call(Direction::Inbound), &mut port, None).await;
+    let r = run_with(&fixture(), &call(CallDirection::Inbound), &mut port, None).await;
     assert_eq!(entered(&r), path(&["ic", "in_hello", "in_end"]));
     assert_eq!(port.played_texts(), vec!["Thanks for calling."]);
 }
@@ -459,9 +459,9 @@ async fn one_program_runs_concurrent_calls_each_with_its_own_variables() {
         ]}
     }));
     let program = Program::new(Snapshot::from_value(&v).expect("snapshot"));
-    let a = call(Direction::Outbound);
+    let a = call(CallDirection::Outbound);
     let b = {
-        let mut c = call(Direction::Outbound);
+        let mut c = call(CallDirection::Outbound);
         c.data.insert("order_id".into(), "7".into());
         c.data.insert("name".into(), "Bo".into());
         c
@@ -486,7 +486,7 @@ async fn goal_assignment_increment_and_built_in_time() {
         "audio_tts": {"v1": [{"id": "t", "properties": {"text": "It is {{time.time}} on {{time.date}} in {{time.timezone}}, {{call.direction}} {{nobody}}."}, "outputs": next("e")}]}
     }));
     let info = {
-        let mut c = call(Direction::Outbound);
+        let mut c = call(CallDirection::Outbound);
         c.data.insert("ratio".into(), "1.5".into());
         c.data.insert("word".into(), "many".into());
         c
@@ -713,7 +713,7 @@ async fn loops_stop_at_the_step_budget() {
             "outputs": [{"type": "done", "next": "e"}, {"type": "else", "next": "first"}]}]}
     }));
     let mut port = ScriptedCall::new();
-    let r = run_with(&v, &call(Direction::Outbound), &mut port, Some(50)).await;
+    let r = run_with(&v, &call(CallDirection::Outbound), &mut port, Some(50)).await;
     assert_eq!(r.end, EndReason::StepBudget { steps: 50 });
     assert_eq!(r.steps, 50);
     assert_eq!(r.variables.get("n").map(String::as_str), Some("25"));
@@ -737,7 +737,7 @@ async fn an_unconnected_output_ends_the_call() {
     assert_eq!(port.hangups, vec![""]);
     let r = run_with(
         &v,
-        &call(Direction::Inbound),
+        &call(CallDirection::Inbound),
         &mut ScriptedCall::new(),
         None,
     )
@@ -753,7 +753,7 @@ fn a_run_can_be_spawned_on_a_multi_threaded_runtime() {
     let v = fixture();
     let snap = Snapshot::from_value(&v).expect("snapshot");
     let program = Program::new(snap);
-    let info = call(Direction::Inbound);
+    let info = call(CallDirection::Inbound);
     let mut port = ScriptedCall::new();
     let fut = program.run(&info, &mut port);
     assert_send(&fut);

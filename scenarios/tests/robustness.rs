@@ -1,6 +1,6 @@
 //! Robustness: any value anywhere in a snapshot is kept verbatim and reported, never a panic.
 
-use callsmith_scenarios::interpreter::{CallInfo, Direction, Program};
+use callsmith_scenarios::interpreter::{CallDirection, CallInfo, Program};
 use callsmith_scenarios::testing::ScriptedCall;
 use callsmith_scenarios::{AcceptAll, Snapshot, template, validate};
 use serde_json::{Value, json};
@@ -61,7 +61,7 @@ async fn replacing_any_node_round_trips_validates_and_runs() {
         if n % 7 == 0 {
             let program = Program::new(snap);
             let info = CallInfo {
-                direction: Direction::Outbound,
+                direction: CallDirection::Outbound,
                 recipient: "+1".into(),
                 from: "+2".into(),
                 communication_id: "c".into(),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sdp::Codec;
+use crate::sdp::SdpCodec;
 use crate::trunk::TrunkConfig;
 
 /// Timers the engine may tune. Defaults follow RFC 3261 and common carrier practice.
@@ -40,7 +40,7 @@ pub struct SipConfig {
     /// Trunk used when an outbound call names none.
     pub default_trunk: Option<String>,
     /// Codecs the media side can handle; an inbound offer with none of them gets 488.
-    pub codecs: Vec<Codec>,
+    pub codecs: Vec<SdpCodec>,
     pub user_agent: String,
     pub timers: SipTimers,
 }
@@ -53,7 +53,7 @@ impl Default for SipConfig {
             tcp: Some(addr),
             trunks: Vec::new(),
             default_trunk: None,
-            codecs: vec![Codec::Pcmu, Codec::Pcma],
+            codecs: vec![SdpCodec::Pcmu, SdpCodec::Pcma],
             user_agent: "callsmith".into(),
             timers: SipTimers::default(),
         }

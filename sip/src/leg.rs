@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 use tracing::{debug, info, warn};
 
-use crate::sdp::{self, Direction, LocalMedia, NegotiatedMedia, SessionDescription};
+use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SessionDescription};
 use crate::states::LegStates;
 use crate::status::{CallStatus, CancelCause};
 
@@ -53,7 +53,7 @@ pub struct EndInfo {
 
 /// Outcome of a blind transfer (REFER), from the NOTIFY sipfrag.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TransferOutcome {
+pub enum ReferOutcome {
     /// The transfer target answered (sipfrag 2xx).
     Succeeded { sip_code: u16 },
     /// REFER refused, sipfrag final failure, or no final NOTIFY in time (sip_code None).
@@ -101,7 +101,7 @@ pub(crate) enum Command {
     Refer {
         target: String,
         headers: Vec<Header>,
-        reply: oneshot::Sender<TransferOutcome>,
+        reply: oneshot::Sender<ReferOutcome>,
     },
 }
 
@@ -121,11 +121,11 @@ impl LegController {
     /// Blind transfer: send REFER to `target` (a phone number, formatted for the leg's trunk,
     /// or a full `sip:` URI) with extra headers on the REFER, and wait for the final NOTIFY.
     /// The leg stays up; the engine hangs up after a success.
-    pub async fn refer(&self, target: &str, headers: &[(String, String)]) -> TransferOutcome {
+    pub async fn refer(&self, target: &str, headers: &[(String, String)]) -> ReferOutcome {
         let headers = match crate::stack::custom_headers(headers) {
             Ok(h) => h,
             Err(e) => {
-                return TransferOutcome::Failed {
+                return ReferOutcome::Failed {
                     sip_code: None,
                     reason: e.to_string(),
                 };
@@ -141,12 +141,12 @@ impl LegController {
             })
             .is_err()
         {
-            return TransferOutcome::Failed {
+            return ReferOutcome::Failed {
                 sip_code: None,
                 reason: "call has ended".into(),
             };
         }
-        rx.await.unwrap_or(TransferOutcome::Failed {
+        rx.await.unwrap_or(ReferOutcome::Failed {
             sip_code: None,
             reason: "call has ended".into(),
         })
@@ -198,7 +198,7 @@ impl CallLeg {
     pub fn hangup(&self) {
         self.controller.hangup()
     }
-    pub async fn refer(&self, target: &str, headers: &[(String, String)]) -> TransferOutcome {
+    pub async fn refer(&self, target: &str, headers: &[(String, String)]) -> ReferOutcome {
         self.controller.refer(target, headers).await
     }
 }
@@ -268,15 +268,15 @@ type ReferResults = (
 );
 
 struct PendingRefer {
-    reply: oneshot::Sender<TransferOutcome>,
+    reply: oneshot::Sender<ReferOutcome>,
     deadline: Instant,
 }
 
 /// A REFER outcome decided by a final NOTIFY, held until our 200 to that NOTIFY is sent (the
 /// dialog reports `Confirmed` again) so that a BYE the engine sends next cannot overtake it.
 struct ReferDecided {
-    reply: oneshot::Sender<TransferOutcome>,
-    outcome: TransferOutcome,
+    reply: oneshot::Sender<ReferOutcome>,
+    outcome: ReferOutcome,
     /// Deliver anyway by then.
     at_latest: Instant,
 }
@@ -510,7 +510,7 @@ impl Driver {
                     }
                     Some(Due::ReferDeadline) => {
                         if let Some(p) = pending_refer.take() {
-                            let _ = p.reply.send(TransferOutcome::Failed { sip_code: None, reason: "no final NOTIFY before timeout".into() });
+                            let _ = p.reply.send(ReferOutcome::Failed { sip_code: None, reason: "no final NOTIFY before timeout".into() });
                         }
                     }
                     None => {}
@@ -520,12 +520,12 @@ impl Driver {
                         Ok(code) if (200..300).contains(&code) => {}
                         Ok(code) => {
                             if let Some(p) = pending_refer.take() {
-                                let _ = p.reply.send(TransferOutcome::Failed { sip_code: Some(code), reason: "REFER refused".into() });
+                                let _ = p.reply.send(ReferOutcome::Failed { sip_code: Some(code), reason: "REFER refused".into() });
                             }
                         }
                         Err(e) => {
                             if let Some(p) = pending_refer.take() {
-                                let _ = p.reply.send(TransferOutcome::Failed { sip_code: None, reason: e });
+                                let _ = p.reply.send(ReferOutcome::Failed { sip_code: None, reason: e });
                             }
                         }
                     }
@@ -600,17 +600,17 @@ impl Driver {
                         }
                         Command::Refer { target, headers, reply } => {
                             if !answered {
-                                let _ = reply.send(TransferOutcome::Failed { sip_code: None, reason: "call not answered".into() });
+                                let _ = reply.send(ReferOutcome::Failed { sip_code: None, reason: "call not answered".into() });
                                 continue;
                             }
                             if pending_refer.is_some() {
-                                let _ = reply.send(TransferOutcome::Failed { sip_code: None, reason: "a transfer is already in progress".into() });
+                                let _ = reply.send(ReferOutcome::Failed { sip_code: None, reason: "a transfer is already in progress".into() });
                                 continue;
                             }
                             let uri = if target.starts_with("sip:") || target.starts_with("sips:") || target.starts_with("tel:") { target.clone() } else { format!("sip:{target}@{}", self.refer_host) };
                             let refer_to = match rsipstack::sip::Uri::try_from(uri.as_str()) {
                                 Ok(u) => u,
-                                Err(e) => { let _ = reply.send(TransferOutcome::Failed { sip_code: None, reason: format!("bad transfer target: {e}") }); continue; }
+                                Err(e) => { let _ = reply.send(ReferOutcome::Failed { sip_code: None, reason: format!("bad transfer target: {e}") }); continue; }
                             };
                             pending_refer = Some(PendingRefer { reply, deadline: Instant::now() + self.refer_timeout });
                             let d = self.dialog.clone();
@@ -668,7 +668,7 @@ impl Driver {
                                 if (code >= 200 || terminated)
                                     && let Some(p) = pending_refer.take()
                                     {
-                                        let outcome = if (200..300).contains(&code) { TransferOutcome::Succeeded { sip_code: code } } else { TransferOutcome::Failed { sip_code: Some(code), reason: "transfer target did not answer".into() } };
+                                        let outcome = if (200..300).contains(&code) { ReferOutcome::Succeeded { sip_code: code } } else { ReferOutcome::Failed { sip_code: Some(code), reason: "transfer target did not answer".into() } };
                                         refer_decided = Some(ReferDecided { reply: p.reply, outcome, at_latest: Instant::now() + NOTIFY_ANSWER_GRACE });
                                     }
                             }
@@ -703,7 +703,7 @@ impl Driver {
             let _ = d.reply.send(d.outcome);
         }
         if let Some(p) = pending_refer.take() {
-            let _ = p.reply.send(TransferOutcome::Failed {
+            let _ = p.reply.send(ReferOutcome::Failed {
                 sip_code: None,
                 reason: "call ended".into(),
             });
@@ -736,7 +736,7 @@ impl Driver {
                         local,
                         self.session_id,
                         self.session_version,
-                        Direction::SendRecv,
+                        MediaDirection::SendRecv,
                     );
                     headers.extend(self.sdp_headers());
                     let _ = handle

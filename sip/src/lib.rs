@@ -22,8 +22,8 @@ pub mod trunk;
 pub mod wire;
 
 pub use config::{SipConfig, SipTimers};
-pub use leg::{CallLeg, EndInfo, LegController, LegDirection, LegEvent, Party, TransferOutcome};
-pub use sdp::{Codec, Direction, LocalMedia, NegotiatedMedia};
+pub use leg::{CallLeg, EndInfo, LegController, LegDirection, LegEvent, Party, ReferOutcome};
+pub use sdp::{LocalMedia, MediaDirection, NegotiatedMedia, SdpCodec};
 pub use stack::{CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack};
 pub use status::CallStatus;
 pub use trunk::{DigestCredentials, NumberFormat, SipTransport, TrunkConfig};

@@ -10,40 +10,40 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 /// Audio codecs this stack negotiates. Static payload types per RFC 3551.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
-pub enum Codec {
+pub enum SdpCodec {
     /// G.711 µ-law, payload type 0.
     Pcmu,
     /// G.711 A-law, payload type 8.
     Pcma,
 }
 
-impl Codec {
+impl SdpCodec {
     pub fn payload_type(self) -> u8 {
         match self {
-            Codec::Pcmu => 0,
-            Codec::Pcma => 8,
+            SdpCodec::Pcmu => 0,
+            SdpCodec::Pcma => 8,
         }
     }
     pub fn encoding_name(self) -> &'static str {
         match self {
-            Codec::Pcmu => "PCMU",
-            Codec::Pcma => "PCMA",
+            SdpCodec::Pcmu => "PCMU",
+            SdpCodec::Pcma => "PCMA",
         }
     }
     pub fn clock_rate(self) -> u32 {
         8000
     }
-    fn from_name(name: &str) -> Option<Codec> {
+    fn from_name(name: &str) -> Option<SdpCodec> {
         match name.to_ascii_uppercase().as_str() {
-            "PCMU" => Some(Codec::Pcmu),
-            "PCMA" => Some(Codec::Pcma),
+            "PCMU" => Some(SdpCodec::Pcmu),
+            "PCMA" => Some(SdpCodec::Pcma),
             _ => None,
         }
     }
-    fn from_static_pt(pt: u8) -> Option<Codec> {
+    fn from_static_pt(pt: u8) -> Option<SdpCodec> {
         match pt {
-            0 => Some(Codec::Pcmu),
-            8 => Some(Codec::Pcma),
+            0 => Some(SdpCodec::Pcmu),
+            8 => Some(SdpCodec::Pcma),
             _ => None,
         }
     }
@@ -51,7 +51,7 @@ impl Codec {
 
 /// Media direction attribute (RFC 3264 §6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Direction {
+pub enum MediaDirection {
     #[default]
     SendRecv,
     SendOnly,
@@ -59,27 +59,27 @@ pub enum Direction {
     Inactive,
 }
 
-impl Direction {
+impl MediaDirection {
     fn attr(self) -> &'static str {
         match self {
-            Direction::SendRecv => "sendrecv",
-            Direction::SendOnly => "sendonly",
-            Direction::RecvOnly => "recvonly",
-            Direction::Inactive => "inactive",
+            MediaDirection::SendRecv => "sendrecv",
+            MediaDirection::SendOnly => "sendonly",
+            MediaDirection::RecvOnly => "recvonly",
+            MediaDirection::Inactive => "inactive",
         }
     }
     /// The direction an answerer uses for an offer with this direction.
-    pub fn mirrored(self) -> Direction {
+    pub fn mirrored(self) -> MediaDirection {
         match self {
-            Direction::SendRecv => Direction::SendRecv,
-            Direction::SendOnly => Direction::RecvOnly,
-            Direction::RecvOnly => Direction::SendOnly,
-            Direction::Inactive => Direction::Inactive,
+            MediaDirection::SendRecv => MediaDirection::SendRecv,
+            MediaDirection::SendOnly => MediaDirection::RecvOnly,
+            MediaDirection::RecvOnly => MediaDirection::SendOnly,
+            MediaDirection::Inactive => MediaDirection::Inactive,
         }
     }
     /// True when the peer stopped sending us media (it put us on hold).
     pub fn is_hold(self) -> bool {
-        matches!(self, Direction::SendOnly | Direction::Inactive)
+        matches!(self, MediaDirection::SendOnly | MediaDirection::Inactive)
     }
 }
 
@@ -89,7 +89,7 @@ impl Direction {
 pub struct LocalMedia {
     pub addr: IpAddr,
     pub port: u16,
-    pub codecs: Vec<Codec>,
+    pub codecs: Vec<SdpCodec>,
     /// Offer RFC 4733 telephone-event (DTMF) with this dynamic payload type.
     pub telephone_event: Option<u8>,
     /// Packetisation time in ms (20 for the usual G.711 stream).
@@ -102,7 +102,7 @@ impl LocalMedia {
         LocalMedia {
             addr,
             port,
-            codecs: vec![Codec::Pcmu, Codec::Pcma],
+            codecs: vec![SdpCodec::Pcmu, SdpCodec::Pcma],
             telephone_event: Some(101),
             ptime: 20,
         }
@@ -114,12 +114,12 @@ impl LocalMedia {
 pub struct NegotiatedMedia {
     /// Where to send RTP.
     pub remote_rtp: SocketAddr,
-    pub codec: Codec,
+    pub codec: SdpCodec,
     pub payload_type: u8,
     /// The peer's telephone-event payload type, when both sides have it.
     pub telephone_event: Option<u8>,
-    /// Direction as the peer declared it.
-    pub remote_direction: Direction,
+    /// MediaDirection as the peer declared it.
+    pub remote_direction: MediaDirection,
     pub ptime: Option<u32>,
 }
 
@@ -133,7 +133,7 @@ pub struct MediaSection {
     /// (payload type, encoding name, clock rate) from `a=rtpmap`.
     pub rtpmaps: Vec<(u8, String, u32)>,
     pub connection: Option<IpAddr>,
-    pub direction: Option<Direction>,
+    pub direction: Option<MediaDirection>,
     pub ptime: Option<u32>,
 }
 
@@ -143,7 +143,7 @@ pub struct SessionDescription {
     pub origin_session_id: String,
     pub origin_version: u64,
     pub connection: Option<IpAddr>,
-    pub direction: Option<Direction>,
+    pub direction: Option<MediaDirection>,
     pub media: Vec<MediaSection>,
 }
 
@@ -159,12 +159,12 @@ pub enum SdpError {
     NoConnection,
 }
 
-fn parse_direction(attr: &str) -> Option<Direction> {
+fn parse_direction(attr: &str) -> Option<MediaDirection> {
     match attr {
-        "sendrecv" => Some(Direction::SendRecv),
-        "sendonly" => Some(Direction::SendOnly),
-        "recvonly" => Some(Direction::RecvOnly),
-        "inactive" => Some(Direction::Inactive),
+        "sendrecv" => Some(MediaDirection::SendRecv),
+        "sendonly" => Some(MediaDirection::SendOnly),
+        "recvonly" => Some(MediaDirection::RecvOnly),
+        "inactive" => Some(MediaDirection::Inactive),
         _ => None,
     }
 }
@@ -299,12 +299,12 @@ impl SessionDescription {
 
 impl MediaSection {
     /// The codec a payload type means in this section: rtpmap first, static types second.
-    fn codec_of(&self, pt: u8) -> Option<Codec> {
+    fn codec_of(&self, pt: u8) -> Option<SdpCodec> {
         match self.rtpmaps.iter().find(|(p, _, _)| *p == pt) {
             Some((_, name, rate)) => {
-                Codec::from_name(name).filter(|c| *rate == 0 || *rate == c.clock_rate())
+                SdpCodec::from_name(name).filter(|c| *rate == 0 || *rate == c.clock_rate())
             }
-            None => Codec::from_static_pt(pt),
+            None => SdpCodec::from_static_pt(pt),
         }
     }
     fn telephone_event_pt(&self) -> Option<u8> {
@@ -324,9 +324,9 @@ fn render(
     local: &LocalMedia,
     session_id: u64,
     version: u64,
-    codecs: &[(u8, Codec)],
+    codecs: &[(u8, SdpCodec)],
     telephone_event: Option<u8>,
-    direction: Direction,
+    direction: MediaDirection,
 ) -> String {
     let ip_kind = if local.addr.is_ipv6() { "IP6" } else { "IP4" };
     let mut pts: Vec<String> = codecs.iter().map(|(pt, _)| pt.to_string()).collect();
@@ -364,9 +364,9 @@ pub fn build_offer(
     local: &LocalMedia,
     session_id: u64,
     version: u64,
-    direction: Direction,
+    direction: MediaDirection,
 ) -> String {
-    let codecs: Vec<(u8, Codec)> = local
+    let codecs: Vec<(u8, SdpCodec)> = local
         .codecs
         .iter()
         .map(|c| (c.payload_type(), *c))
@@ -406,8 +406,8 @@ pub fn answer_offer(
         .or(offer.connection)
         .ok_or(SdpError::NoConnection)?;
     // A 0.0.0.0 connection (RFC 2543 hold) means the peer sends nothing.
-    let remote_direction = if ip.is_unspecified() && remote_direction == Direction::SendRecv {
-        Direction::SendOnly
+    let remote_direction = if ip.is_unspecified() && remote_direction == MediaDirection::SendRecv {
+        MediaDirection::SendOnly
     } else {
         remote_direction
     };
@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn offer_lists_pcmu_pcma_and_telephone_event() {
-        let offer = build_offer(&local(), 1, 1, Direction::SendRecv);
+        let offer = build_offer(&local(), 1, 1, MediaDirection::SendRecv);
         assert!(offer.contains("m=audio 40000 RTP/AVP 0 8 101\r\n"));
         assert!(offer.contains("a=rtpmap:101 telephone-event/8000\r\n"));
         assert!(offer.contains("c=IN IP4 127.0.0.1\r\n"));
@@ -490,7 +490,7 @@ mod tests {
     fn answer_follows_offerer_preference() {
         let offer = SessionDescription::parse(SIPP_OFFER).unwrap();
         let (body, neg) = answer_offer(&offer, &local(), 7, 7).unwrap();
-        assert_eq!(neg.codec, Codec::Pcma);
+        assert_eq!(neg.codec, SdpCodec::Pcma);
         assert_eq!(neg.payload_type, 8);
         assert_eq!(neg.telephone_event, Some(101));
         assert_eq!(neg.remote_rtp, "127.0.0.1:6000".parse().unwrap());
@@ -515,7 +515,7 @@ mod tests {
         let text = SIPP_OFFER.to_string() + "a=sendonly\r\n";
         let offer = SessionDescription::parse(&text).unwrap();
         let (body, neg) = answer_offer(&offer, &local(), 1, 2).unwrap();
-        assert_eq!(neg.remote_direction, Direction::SendOnly);
+        assert_eq!(neg.remote_direction, MediaDirection::SendOnly);
         assert!(neg.remote_direction.is_hold());
         assert!(body.contains("a=recvonly"));
         let inactive =
@@ -538,7 +538,7 @@ mod tests {
         )
         .unwrap();
         let (_, neg) = answer_offer(&offer, &local(), 1, 1).unwrap();
-        assert_eq!((neg.codec, neg.payload_type), (Codec::Pcmu, 96));
+        assert_eq!((neg.codec, neg.payload_type), (SdpCodec::Pcmu, 96));
         assert_eq!(neg.remote_rtp, "127.0.0.2:7000".parse().unwrap());
     }
 
@@ -549,7 +549,7 @@ mod tests {
         )
         .unwrap();
         let neg = negotiated_from_answer(&answer, &local()).unwrap();
-        assert_eq!(neg.codec, Codec::Pcmu);
+        assert_eq!(neg.codec, SdpCodec::Pcmu);
         assert_eq!(neg.ptime, Some(20));
         assert_eq!(neg.telephone_event, None);
     }

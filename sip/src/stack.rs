@@ -23,7 +23,7 @@ use tracing::{debug, info, warn};
 
 use crate::config::SipConfig;
 use crate::leg::{CallLeg, Command, Driver, LegDirection, LegEvent, SessionTimer, new_leg};
-use crate::sdp::{self, Direction, LocalMedia, NegotiatedMedia, SessionDescription};
+use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SessionDescription};
 use crate::states::StateRouter;
 use crate::trunk::{self, SipTransport, TrunkConfig, TrunkError};
 use crate::wire;
@@ -411,7 +411,7 @@ impl SipStack {
         let contact = parse(format!("sip:{from}@{local_addr}{transport_param}"))?;
 
         let session_id = rand::random::<u32>() as u64;
-        let offer = sdp::build_offer(&call.local_media, session_id, 1, Direction::SendRecv);
+        let offer = sdp::build_offer(&call.local_media, session_id, 1, MediaDirection::SendRecv);
         let credential = trunk.credentials.as_ref().map(|c| Credential {
             username: c.username.clone(),
             password: c.password.clone(),

@@ -5,7 +5,7 @@ mod common;
 use std::process::Stdio;
 use std::time::Duration;
 
-use callsmith_sip::{CallStatus, Codec, LegEvent, OutboundCall, Party, TrunkConfig};
+use callsmith_sip::{CallStatus, LegEvent, OutboundCall, Party, SdpCodec, TrunkConfig};
 use common::*;
 use tokio::process::Command;
 
@@ -84,7 +84,7 @@ async fn baresip_calls_the_engine_which_answers_and_hangs_up() {
     let mut leg = call.answer(media()).await.expect("answer");
     match leg.next_event().await {
         Some(LegEvent::Answered(m)) => {
-            assert_eq!(m.codec, Codec::Pcmu, "baresip offered PCMU first")
+            assert_eq!(m.codec, SdpCodec::Pcmu, "baresip offered PCMU first")
         }
         other => panic!("expected Answered, got {other:?}"),
     }
@@ -152,7 +152,7 @@ async fn engine_calls_baresip_which_auto_answers() {
         }
     }
     let m = answered.expect("baresip answered");
-    assert!(matches!(m.codec, Codec::Pcmu | Codec::Pcma));
+    assert!(matches!(m.codec, SdpCodec::Pcmu | SdpCodec::Pcma));
     tokio::time::sleep(Duration::from_millis(500)).await;
     leg.hangup();
     let end = ended(&events_until_end(&mut leg, T).await).expect("ended");

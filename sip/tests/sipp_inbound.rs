@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use callsmith_sip::{CallStatus, Codec, LegEvent, Party, TrunkConfig};
+use callsmith_sip::{CallStatus, LegEvent, Party, SdpCodec, TrunkConfig};
 use common::*;
 
 const T: Duration = Duration::from_secs(30);
@@ -43,14 +43,14 @@ async fn inbound_answered_then_caller_hangs_up() {
     );
     assert_eq!(
         call.remote_media.codec,
-        Codec::Pcma,
+        SdpCodec::Pcma,
         "offerer's first codec wins"
     );
     call.ring();
     let mut leg = call.answer(media()).await.expect("answer");
     let events = events_until_end(&mut leg, T).await;
     assert!(
-        matches!(events.first(), Some(LegEvent::Answered(m)) if m.codec == Codec::Pcma && m.telephone_event == Some(101)),
+        matches!(events.first(), Some(LegEvent::Answered(m)) if m.codec == SdpCodec::Pcma && m.telephone_event == Some(101)),
         "{events:?}"
     );
     let end = ended(&events).expect("ended");

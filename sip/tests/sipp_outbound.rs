@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use callsmith_sip::{
-    CallStatus, Codec, DigestCredentials, LegEvent, OutboundCall, Party, SipStack, TransferOutcome,
+    CallStatus, DigestCredentials, LegEvent, OutboundCall, Party, ReferOutcome, SdpCodec, SipStack,
     TrunkConfig,
 };
 use common::*;
@@ -57,12 +57,12 @@ async fn outbound_early_media_answer_and_engine_hangup() {
     assert!(
         events
             .iter()
-            .any(|e| matches!(e, LegEvent::EarlyMedia(m) if m.codec == Codec::Pcmu)),
+            .any(|e| matches!(e, LegEvent::EarlyMedia(m) if m.codec == SdpCodec::Pcmu)),
         "{events:?}"
     );
     match events.last() {
         Some(LegEvent::Answered(m)) => {
-            assert_eq!(m.codec, Codec::Pcmu);
+            assert_eq!(m.codec, SdpCodec::Pcmu);
             assert_eq!(m.remote_rtp.ip().to_string(), "127.0.0.1");
         }
         other => panic!("expected Answered, got {other:?}"),
@@ -239,7 +239,7 @@ async fn blind_transfer_by_refer_reports_success() {
     let outcome = leg
         .refer("+15550999", &[("X-Transfer-Id".into(), "blind-1".into())])
         .await;
-    assert_eq!(outcome, TransferOutcome::Succeeded { sip_code: 200 });
+    assert_eq!(outcome, ReferOutcome::Succeeded { sip_code: 200 });
     let mut progress = Vec::new();
     while let Ok(Some(LegEvent::TransferProgress { sip_code })) =
         tokio::time::timeout(Duration::from_millis(200), leg.next_event()).await

@@ -550,6 +550,80 @@ async fn question_routes_speech_by_trained_intent() {
     );
 }
 
+/// (d2) The same question with a classifier trained by the remote classifier service: a
+/// live call predicts through the service the API predicts with, so a remote-trained
+/// version routes the call as it answers `POST …/predict`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn question_routes_speech_by_a_remote_classifier() {
+    let node = SttNode::start().await;
+    let remote = HttpPeer::start(|req| match req.target.as_str() {
+        "/train" => Reply::json(200, &json!({"accepted": true})),
+        "/predict" => {
+            let text = req.json()["text"].as_str().unwrap_or("").to_lowercase();
+            let (cancel, upgrade) = if text.contains("cancel") { (0.93, 0.07) } else { (0.1, 0.9) };
+            Reply::json(200, &json!({"intents": [{"id": "upgrade", "confidence": upgrade}, {"id": "cancel", "confidence": cancel}]}))
+        }
+        _ => Reply::empty(404),
+    })
+    .await;
+    let mut r = rig(
+        "remote",
+        vec![RtpStep::Audio(spoken(
+            "I want to cancel my subscription.",
+            2500,
+        ))],
+        Some(node.url.clone()),
+        &format!("[adapters]\nremote_classifier_url = {:?}\n", remote.url),
+    )
+    .await;
+    let classifier = "6f0c2a52-7a1e-4c1e-9a55-0e2d3c4b5a02";
+    let (s, v) = r
+        .e
+        .call(
+            reqwest::Method::PUT,
+            &format!("/v1/adapters/ids/classifier/{classifier}"),
+            Some(&r.t.account),
+            Some(json!({"model_id": "c1a551f1-0000-4000-8000-0000000000ff", "description": "billing", "intent": {"intents": [
+                {"id": "cancel", "description": "end the contract", "phrase": {"phrases": ["cancel my subscription", "I want to cancel"]}},
+                {"id": "upgrade", "description": "a bigger plan", "phrase": {"phrases": ["upgrade my plan", "I want more data"]}}
+            ]}})),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let ready = eventually(Duration::from_secs(30), || async {
+        let (_, v) =
+            r.e.get(
+                &format!("/v1/adapters/ids/classifier/{classifier}"),
+                Some(&r.t.account),
+            )
+            .await;
+        (v["latest"]["training_state"] == "ready").then_some(v)
+    })
+    .await;
+    assert!(ready.is_some(), "the remote training did not complete");
+    let snap = intent_question(
+        json!({"classifier": {"id": classifier, "version": 0}, "threshold": 0.4}),
+        "How can I help?",
+    );
+    let (_, done, h) = r.test_call(&snap).await;
+    assert_eq!(done["goals"], json!(["cancelling"]), "{}", h["trace"]);
+    let classified = events(&h, "intents_classified");
+    assert_eq!(
+        classified[0]["intents"][0]["intent"], "cancel",
+        "{}",
+        classified[0]
+    );
+    assert!(
+        remote.requests().iter().any(|q| q.target == "/predict"),
+        "the call asked the remote service"
+    );
+    assert!(
+        r.callee.success(Duration::from_secs(10)).await,
+        "{}",
+        r.callee.dump()
+    );
+}
+
 /// (e) llm_properties: a local OpenAI-compatible server streams the answer id as SSE chunks;
 /// the reply picks the answer. The account's global_llm flag is on; the provider is
 /// GDPR-flagged and the brick requires it.

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use callsmith_scenarios::interpreter::{CallInfo, Direction, Program, Tz};
+use callsmith_scenarios::interpreter::{CallDirection, CallInfo, Program, Tz};
 use callsmith_scenarios::testing::{ScriptedCall, realistic_scenario};
 use callsmith_scenarios::{AcceptAll, Snapshot, validate};
 use serde_json::{Value, json};
@@ -124,7 +124,7 @@ fn main() {
     let mut data = std::collections::BTreeMap::new();
     data.insert("name".to_string(), "Ann".to_string());
     let info = CallInfo {
-        direction: Direction::Outbound,
+        direction: CallDirection::Outbound,
         recipient: "+1555".into(),
         from: "+1666".into(),
         communication_id: "bench".into(),

@@ -13,7 +13,7 @@ pub mod llm;
 
 use std::{sync::Arc, time::Duration};
 
-pub use classifier::{ClassifierError, Classifiers, classify};
+pub use classifier::{ClassifierError, Classifiers};
 pub use error::AdapterError;
 pub use llm::{LlmProvider, LlmService};
 

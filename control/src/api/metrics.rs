@@ -2,81 +2,13 @@
 
 use std::time::Instant;
 
+use super::AppState;
+use crate::metrics::RouteLabels;
 use axum::{
     extract::{MatchedPath, Request, State},
     middleware::Next,
     response::Response,
 };
-use prometheus_client::{
-    encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, histogram::Histogram},
-    registry::Registry,
-};
-
-use super::AppState;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RouteLabels {
-    method: String,
-    route: String,
-    status: u16,
-}
-
-/// The registry and the HTTP metric families. Later subsystems may register their own
-/// metrics through [`Metrics::registry`].
-#[derive(Debug)]
-pub struct Metrics {
-    registry: parking_lot::Mutex<Registry>,
-    requests: Family<RouteLabels, Counter>,
-    latency: Family<RouteLabels, Histogram>,
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Metrics {
-    pub fn new() -> Self {
-        let mut registry = Registry::default();
-        let requests = Family::<RouteLabels, Counter>::default();
-        let latency = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new([
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-            ])
-        });
-        registry.register(
-            "callsmith_http_requests",
-            "HTTP requests served",
-            requests.clone(),
-        );
-        registry.register(
-            "callsmith_http_request_duration_seconds",
-            "HTTP request latency",
-            latency.clone(),
-        );
-        Metrics {
-            registry: parking_lot::Mutex::new(registry),
-            requests,
-            latency,
-        }
-    }
-
-    /// Mutable access to the registry, to register further metrics.
-    pub fn registry(&self) -> parking_lot::MutexGuard<'_, Registry> {
-        self.registry.lock()
-    }
-
-    /// The text exposition format.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry.lock()) {
-            tracing::error!(error = %e, "metrics encoding failed");
-        }
-        out
-    }
-}
 
 /// Middleware recording every request under its matched route template (unmatched
 /// requests share the label `unmatched`, so random paths cannot blow up cardinality).

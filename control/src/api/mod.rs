@@ -21,7 +21,7 @@ pub mod page;
 mod server;
 pub mod v1;
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use http::{HeaderName, Request};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -31,97 +31,33 @@ use utoipa::{
 };
 use utoipa_axum::router::OpenApiRouter;
 
+pub use crate::metrics::Metrics;
+pub use crate::settings::{HttpSettings, Settings};
 pub use error::{ApiError, ApiResult, ErrorBody, REGISTRY};
 pub use extract::{Json, MAX_JSON_BODY_BYTES, Path, Query};
-pub use metrics::Metrics;
 pub use page::{DEFAULT_LIMIT, MAX_LIMIT, Page, PageParams};
-pub use server::{HttpSettings, serve};
+pub use server::serve;
 
-use crate::{
-    auth::{
-        password::PasswordCost,
-        throttle::{LoginThrottle, ThrottleSettings},
-    },
-    store::Store,
-};
+use crate::{auth::throttle::LoginThrottle, services::Services, store::Store};
 
-/// Runtime settings of the control plane (filled by the engine from its config).
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Absolute base URL clients reach this server at (used in `consume_url`).
-    pub public_url: String,
-    /// Lifetime of a login / reset / magic-link session.
-    pub session_ttl: Duration,
-    /// Lifetime of a password-reset token.
-    pub password_reset_ttl: Duration,
-    /// Lifetime of a magic-link token.
-    pub magic_link_ttl: Duration,
-    /// argon2id cost for new password hashes.
-    pub password_cost: PasswordCost,
-    /// Failed-login limits per email and per source address (see [`crate::auth::throttle`]).
-    pub login_throttle: ThrottleSettings,
-    /// Connection limits of [`serve`]: header-read and idle timeouts.
-    pub http: HttpSettings,
-    /// Object storage (audio files, recordings, histories): `[objects]`.
-    pub objects: crate::objects::ObjectsConfig,
-    /// Recognition catalog and nodes: `[stt]`.
-    pub stt: crate::catalog::SttConfig,
-    /// Classifier training pool, remote classifier service, LLM providers: `[adapters]`.
-    pub adapters: crate::adapters::AdaptersConfig,
-    /// Lets every request to a URL a tenant names (webhooks, result deliveries, SMS
-    /// gateways, audio prompt URLs) reach loopback, link-local and private addresses
-    /// (refused by default so tenants cannot probe the platform's network; engine key
-    /// `webhook.allow_private`). See [`crate::outbound`].
-    pub webhook_allow_private: bool,
-    /// Hosts (names or addresses as written in URLs) tenant-named URLs may reach whatever
-    /// they resolve to (engine key `webhook.allow_hosts`).
-    pub webhook_allow_hosts: Vec<String>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            public_url: "http://127.0.0.1:8080".into(),
-            session_ttl: Duration::from_secs(12 * 3600),
-            password_reset_ttl: Duration::from_secs(3600),
-            magic_link_ttl: Duration::from_secs(15 * 60),
-            password_cost: PasswordCost::default(),
-            login_throttle: ThrottleSettings::default(),
-            http: HttpSettings::default(),
-            objects: Default::default(),
-            stt: Default::default(),
-            adapters: Default::default(),
-            webhook_allow_private: false,
-            webhook_allow_hosts: Vec::new(),
-        }
-    }
-}
-
-/// State shared by every handler.
+/// State shared by every handler: the domain [`Services`] (reached through `Deref`, so a
+/// handler writes `state.store`) and what only the HTTP layer needs.
 #[derive(Clone, Debug)]
 pub struct AppState {
-    pub store: Store,
+    pub services: Services,
     pub settings: Arc<Settings>,
-    pub metrics: Arc<Metrics>,
-    /// Intent classifiers and LLM chat streams (see `crate::adapters`).
-    pub adapters: Arc<crate::adapters::Adapters>,
     /// A password hash at the configured cost, verified against when a login names an
     /// unknown email so response time does not reveal which emails exist.
     pub(crate) dummy_hash: Arc<String>,
     /// Failed-login counters of `POST /v1/auth/login`.
     pub(crate) login_throttle: Arc<parking_lot::Mutex<LoginThrottle>>,
-    /// Object storage (see [`crate::objects`]).
-    pub objects: Arc<crate::objects::Objects>,
-    /// Recognition catalog and node pools (see [`crate::catalog`]).
-    pub stt: Arc<crate::catalog::SttEngines>,
-    /// The shared webhook executor (see [`crate::webhook`]).
-    pub webhook: crate::webhook::WebhookExecutor,
-    /// The guarded client for every URL a tenant names (see [`crate::outbound`]).
-    pub outbound: crate::outbound::GuardedClient,
-    /// The resolver of every audio reference (see [`crate::audio_ref`]).
-    pub audio: crate::audio_ref::AudioResolver,
-    /// Hang-up requests for the calls this process runs (see [`crate::hangups`]).
-    pub hangups: Arc<crate::hangups::Hangups>,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+    fn deref(&self) -> &Services {
+        &self.services
+    }
 }
 
 impl AppState {
@@ -130,47 +66,29 @@ impl AppState {
         Self::try_new(store, settings).unwrap_or_else(|e| panic!("invalid settings: {e}"))
     }
 
-    /// Builds the state; opens object storage and loads the recognition catalog (an
-    /// error names the offending setting).
+    /// Builds the services and the state (an error names the offending setting).
     pub fn try_new(store: Store, settings: Settings) -> Result<Self, String> {
-        let objects = crate::objects::Objects::new(&settings.objects, &settings.public_url)
-            .map_err(|e| format!("objects: {e}"))?;
-        let stt = crate::catalog::SttEngines::new(&settings.stt)?;
-        let objects = Arc::new(objects);
-        store.register_purger(Arc::new(crate::objects::ObjectsPurger(objects.clone())));
-        let adapters = Arc::new(crate::adapters::Adapters::new(
-            store.clone(),
-            settings.adapters.clone(),
-        ));
+        let services = Services::new(store, &settings)?;
+        Ok(Self::with_services(services, settings))
+    }
+
+    /// The HTTP layer's state over services built already (the binary shares them with
+    /// the call engine).
+    pub fn with_services(services: Services, settings: Settings) -> Self {
         let dummy_hash = crate::auth::password::hash_password(
             "callsmith-dummy-password",
             settings.password_cost,
         )
         .unwrap_or_default();
-        let outbound = crate::outbound::GuardedClient::with_allowed_hosts(
-            settings.webhook_allow_private,
-            &settings.webhook_allow_hosts,
-        )?;
-        let webhook = crate::webhook::WebhookExecutor::new(outbound.clone());
-        let audio =
-            crate::audio_ref::AudioResolver::new(store.clone(), objects.clone(), outbound.clone());
         let login_throttle = Arc::new(parking_lot::Mutex::new(LoginThrottle::new(
             settings.login_throttle,
         )));
-        Ok(AppState {
-            store,
+        AppState {
+            services,
             settings: Arc::new(settings),
-            metrics: Arc::new(Metrics::new()),
-            adapters,
             dummy_hash: Arc::new(dummy_hash),
             login_throttle,
-            objects,
-            stt: Arc::new(stt),
-            webhook,
-            outbound,
-            audio,
-            hangups: Arc::default(),
-        })
+        }
     }
 }
 

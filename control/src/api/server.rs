@@ -26,6 +26,7 @@ use std::{
     time::Duration,
 };
 
+use crate::settings::HttpSettings;
 use axum::{Router, body::Body, extract::ConnectInfo, response::Response};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::TokioIo;
@@ -37,26 +38,6 @@ use tokio::{
     time::Instant,
 };
 use tower::ServiceExt;
-
-/// Connection limits of the server: `[http]` in the engine's configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HttpSettings {
-    /// A request head must be complete within this long of its first byte.
-    pub header_read_timeout: Duration,
-    /// A connection with no request under way is closed after this long without a byte
-    /// from the client.
-    pub idle_timeout: Duration,
-}
-
-impl Default for HttpSettings {
-    /// 10 s to send a head, 60 s idle.
-    fn default() -> Self {
-        HttpSettings {
-            header_read_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-        }
-    }
-}
 
 /// Serves `app` on `listener` until `shutdown` resolves. Then it stops accepting, lets
 /// in-flight requests finish (idle connections close at once) and returns when every

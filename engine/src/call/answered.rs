@@ -28,7 +28,7 @@ impl AnsweredCall {
         mut session: MediaSession,
         leg: CallLeg,
         media: NegotiatedMedia,
-        direction: Direction,
+        direction: CallDirection,
     ) -> Box<AnsweredCall> {
         let answered_at = Utc::now();
         if let Err(e) = session.set_remote(

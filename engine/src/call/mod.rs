@@ -23,14 +23,14 @@ use callsmith_control::store::{
 };
 use callsmith_media::{
     MediaEvent, MediaSession, PlayEnd,
-    amd::{AmdConfig, AmdVerdict as Amd},
+    amd::{AmdConfig, AmdDecision as Amd},
     prompt::{Playable, Prompt},
     recording::RecordingTarget,
     stt::{SttEvent, SttParams},
     tts::TtsRequest,
 };
 use callsmith_scenarios::{
-    interpreter::{CallInfo, CallRun, Direction, Program, Tz},
+    interpreter::{CallDirection, CallInfo, CallRun, Program, Tz},
     model::MappingEntry,
     port::*,
     webhook::{CompiledRequest, WebhookOutcome},
@@ -73,10 +73,10 @@ pub fn call_prefix(account_sid: &str, communication_sid: &str) -> String {
     format!("calls/{account_sid}/{communication_sid}")
 }
 
-fn media_codec(c: callsmith_sip::Codec) -> callsmith_media::g711::Codec {
+fn media_codec(c: callsmith_sip::SdpCodec) -> callsmith_media::g711::Codec {
     match c {
-        callsmith_sip::Codec::Pcmu => callsmith_media::g711::Codec::Pcmu,
-        callsmith_sip::Codec::Pcma => callsmith_media::g711::Codec::Pcma,
+        callsmith_sip::SdpCodec::Pcmu => callsmith_media::g711::Codec::Pcmu,
+        callsmith_sip::SdpCodec::Pcma => callsmith_media::g711::Codec::Pcma,
     }
 }
 

@@ -28,7 +28,7 @@ pub fn run_outbound(
     start_at: Option<DateTime<Utc>>,
 ) -> impl std::future::Future<Output = ()> + Send {
     let live = rt.live.enter(comm.agent_sid.as_deref());
-    let hangup = rt.state.hangups.register(&comm.sid);
+    let hangup = rt.services.hangups.register(&comm.sid);
     let dialling = Box::pin(dial(rt, comm, start_at, hangup.token()));
     async move {
         let _live = live;
@@ -187,7 +187,7 @@ pub(super) async fn dial(
         session,
         leg,
         media,
-        Direction::Outbound,
+        CallDirection::Outbound,
     ))
 }
 

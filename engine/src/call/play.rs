@@ -37,7 +37,7 @@ impl LivePort {
     /// ([`callsmith_control::audio_ref`]): the account's own audio files and objects, or a
     /// public URL through the guarded client. The fetch stops when the call ends.
     pub(super) async fn file_prompt(&mut self, url: &str) -> Result<Playable, String> {
-        let audio = self.rt.state.audio.clone();
+        let audio = self.rt.services.audio.clone();
         let account = self.comm.account_sid.clone();
         let reference = url.to_string();
         let fetch = async move { audio.fetch(&account, &reference).await };

@@ -259,23 +259,23 @@ impl CallPort for LivePort {
         version: i64,
         text: &str,
     ) -> Result<Vec<IntentScore>, String> {
-        callsmith_control::adapters::classify(
-            &self.rt.store,
-            &self.comm.account_sid,
-            id,
-            version,
-            text,
-        )
-        .await
-        .map(|v| {
-            v.into_iter()
-                .map(|(intent, c)| IntentScore {
-                    intent,
-                    confidence: f64::from(c),
-                })
-                .collect()
-        })
-        .map_err(|e| e.to_string())
+        // The same service the API predicts with: local and remote-trained versions alike.
+        self.rt
+            .services
+            .adapters
+            .classifiers
+            .predict(&self.comm.account_sid, id, version, text)
+            .await
+            .map(|p| {
+                p.intents
+                    .into_iter()
+                    .map(|(intent, c)| IntentScore {
+                        intent,
+                        confidence: f64::from(c),
+                    })
+                    .collect()
+            })
+            .map_err(|e| e.to_string())
     }
 
     async fn llm(&mut self, request: &LlmRequest) -> Result<String, String> {
@@ -292,7 +292,7 @@ impl CallPort for LivePort {
         if !enabled {
             return Err("llm_disabled: the global_llm feature flag is off for this account".into());
         }
-        let llm = self.rt.state.adapters.llm.clone();
+        let llm = self.rt.services.adapters.llm.clone();
         let answer = llm.complete(
             &account.sid,
             chat_request(request),
@@ -317,7 +317,7 @@ impl CallPort for LivePort {
         request: &CompiledRequest,
         mapping: &[MappingEntry],
     ) -> WebhookOutcome {
-        self.rt.state.webhook.execute(request, mapping).await
+        self.rt.services.webhook.execute(request, mapping).await
     }
 
     async fn send_sms(&mut self, to: &str, text: &str) -> SmsOutcome {

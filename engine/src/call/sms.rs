@@ -40,5 +40,5 @@ pub(super) async fn send_sms(
             .and_then(|v| v.as_str())
             .unwrap_or(call_from)
     };
-    callsmith_control::sms::send(&rt.state.outbound, &p, from, to, text).await
+    callsmith_control::sms::send(&rt.services.outbound, &p, from, to, text).await
 }

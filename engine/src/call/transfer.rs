@@ -140,18 +140,18 @@ impl LivePort {
             let refer = self.leg.refer(&spec.number, &spec.sip_headers);
             match tokio::time::timeout(ring_timeout(spec), refer).await {
                 Err(_) => TransferOutcome::Timeout,
-                Ok(callsmith_sip::TransferOutcome::Succeeded { sip_code }) => {
+                Ok(callsmith_sip::ReferOutcome::Succeeded { sip_code }) => {
                     log.sip_code = Some(sip_code);
                     TransferOutcome::Success
                 }
-                Ok(callsmith_sip::TransferOutcome::Failed {
+                Ok(callsmith_sip::ReferOutcome::Failed {
                     sip_code: None,
                     reason,
                 }) if reason.contains("NOTIFY") => {
                     log.detail = Some(reason);
                     TransferOutcome::Timeout
                 }
-                Ok(callsmith_sip::TransferOutcome::Failed { sip_code, reason }) => {
+                Ok(callsmith_sip::ReferOutcome::Failed { sip_code, reason }) => {
                     log.sip_code = sip_code;
                     TransferOutcome::Failure(match sip_code {
                         Some(c) => format!("{reason} ({c})"),

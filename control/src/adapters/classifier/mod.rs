@@ -258,23 +258,6 @@ async fn local_model(
     Ok(m)
 }
 
-/// Classifies `text` with an account's classifier: every intent with its confidence,
-/// most likely first, confidences summing to ~1. `version` 0 means the newest ready
-/// version (what the unversioned surface serves); any other number pins that version.
-/// Serves locally trained models (the catalog's local algorithms); a version trained by
-/// the remote classifier service needs [`Classifiers::predict`].
-pub async fn classify(
-    store: &Store,
-    account_sid: &str,
-    classifier_id: &str,
-    version: i64,
-    text: &str,
-) -> Result<Vec<(String, f32)>, ClassifierError> {
-    let r = resolve(store, account_sid, classifier_id, version).await?;
-    let m = local_model(store, &r).await?;
-    Ok(m.predict(text))
-}
-
 /// The classifier service: save, train, predict. One per process (held by `Adapters`).
 #[derive(Debug)]
 pub struct Classifiers {

@@ -1,0 +1,72 @@
+//! The process's Prometheus registry: the HTTP request families (recorded by the HTTP
+//! layer's middleware) and whatever the call engine registers (turn latency, recognition
+//! failures); served at `GET /metrics`.
+
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, histogram::Histogram},
+    registry::Registry,
+};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RouteLabels {
+    pub(crate) method: String,
+    pub(crate) route: String,
+    pub(crate) status: u16,
+}
+
+/// The registry and the HTTP metric families. Later subsystems may register their own
+/// metrics through [`Metrics::registry`].
+#[derive(Debug)]
+pub struct Metrics {
+    registry: parking_lot::Mutex<Registry>,
+    pub(crate) requests: Family<RouteLabels, Counter>,
+    pub(crate) latency: Family<RouteLabels, Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RouteLabels, Counter>::default();
+        let latency = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ])
+        });
+        registry.register(
+            "callsmith_http_requests",
+            "HTTP requests served",
+            requests.clone(),
+        );
+        registry.register(
+            "callsmith_http_request_duration_seconds",
+            "HTTP request latency",
+            latency.clone(),
+        );
+        Metrics {
+            registry: parking_lot::Mutex::new(registry),
+            requests,
+            latency,
+        }
+    }
+
+    /// Mutable access to the registry, to register further metrics.
+    pub fn registry(&self) -> parking_lot::MutexGuard<'_, Registry> {
+        self.registry.lock()
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry.lock()) {
+            tracing::error!(error = %e, "metrics encoding failed");
+        }
+        out
+    }
+}

@@ -1,0 +1,78 @@
+//! Settings of the control plane and the services it shares with the call engine (the
+//! binary fills them from its configuration).
+
+use std::time::Duration;
+
+use crate::auth::{password::PasswordCost, throttle::ThrottleSettings};
+
+/// Runtime settings of the control plane (filled by the engine from its config).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Absolute base URL clients reach this server at (used in `consume_url`).
+    pub public_url: String,
+    /// Lifetime of a login / reset / magic-link session.
+    pub session_ttl: Duration,
+    /// Lifetime of a password-reset token.
+    pub password_reset_ttl: Duration,
+    /// Lifetime of a magic-link token.
+    pub magic_link_ttl: Duration,
+    /// argon2id cost for new password hashes.
+    pub password_cost: PasswordCost,
+    /// Failed-login limits per email and per source address (see [`crate::auth::throttle`]).
+    pub login_throttle: ThrottleSettings,
+    /// Connection limits of [`crate::api::serve`]: header-read and idle timeouts.
+    pub http: HttpSettings,
+    /// Object storage (audio files, recordings, histories): `[objects]`.
+    pub objects: crate::objects::ObjectsConfig,
+    /// Recognition catalog and nodes: `[stt]`.
+    pub stt: crate::catalog::SttConfig,
+    /// Classifier training pool, remote classifier service, LLM providers: `[adapters]`.
+    pub adapters: crate::adapters::AdaptersConfig,
+    /// Lets every request to a URL a tenant names (webhooks, result deliveries, SMS
+    /// gateways, audio prompt URLs) reach loopback, link-local and private addresses
+    /// (refused by default so tenants cannot probe the platform's network; engine key
+    /// `webhook.allow_private`). See [`crate::outbound`].
+    pub webhook_allow_private: bool,
+    /// Hosts (names or addresses as written in URLs) tenant-named URLs may reach whatever
+    /// they resolve to (engine key `webhook.allow_hosts`).
+    pub webhook_allow_hosts: Vec<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            public_url: "http://127.0.0.1:8080".into(),
+            session_ttl: Duration::from_secs(12 * 3600),
+            password_reset_ttl: Duration::from_secs(3600),
+            magic_link_ttl: Duration::from_secs(15 * 60),
+            password_cost: PasswordCost::default(),
+            login_throttle: ThrottleSettings::default(),
+            http: HttpSettings::default(),
+            objects: Default::default(),
+            stt: Default::default(),
+            adapters: Default::default(),
+            webhook_allow_private: false,
+            webhook_allow_hosts: Vec::new(),
+        }
+    }
+}
+
+/// Connection limits of the server: `[http]` in the engine's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpSettings {
+    /// A request head must be complete within this long of its first byte.
+    pub header_read_timeout: Duration,
+    /// A connection with no request under way is closed after this long without a byte
+    /// from the client.
+    pub idle_timeout: Duration,
+}
+
+impl Default for HttpSettings {
+    /// 10 s to send a head, 60 s idle.
+    fn default() -> Self {
+        HttpSettings {
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}

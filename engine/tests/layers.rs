@@ -1,0 +1,58 @@
+//! The engine's layering, checked on its sources: the call runtime (everything under
+//! engine/src but `main.rs`, which wires the binary) uses the control crate's domain
+//! (`Services`, the store, objects, clients), never its HTTP layer (`callsmith_control::api`,
+//! `AppState`, the router, axum). A file that breaks the rule fails this test with its
+//! path and line.
+
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+const HTTP_LAYER: &[&str] = &[
+    "callsmith_control::api",
+    "callsmith_control::AppState",
+    "callsmith_control::router",
+    "AppState",
+    "axum",
+];
+
+#[test]
+fn the_call_runtime_never_imports_the_http_layer() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() > 5, "engine sources found: {files:?}");
+    let mut offences = Vec::new();
+    for f in files.iter().filter(|f| !f.ends_with("main.rs")) {
+        let text = std::fs::read_to_string(f).expect("read source");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for needle in HTTP_LAYER {
+                if code.contains(needle) {
+                    offences.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "the call runtime imports the HTTP layer:\n{}",
+        offences.join("\n")
+    );
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .expect("manifest");
+    assert!(
+        !manifest.lines().any(|l| l.trim_start().starts_with("axum")),
+        "the engine depends on axum directly"
+    );
+}
