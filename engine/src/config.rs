@@ -636,6 +636,87 @@ mod tests {
         });
     }
 
+    /// A configuration with every nested table; `#@name` marks where a key of that table
+    /// may go.
+    const EVERY_TABLE: &str = r#"
+#@top
+data_dir = "/tmp/x"
+[http]
+#@http
+[database]
+#@database
+[auth]
+#@auth
+[log]
+#@log
+[sip]
+#@sip
+[[sip.trunks]]
+#@trunk
+name = "carrier"
+gateway = "127.0.0.1:5080"
+[sip.trunks.credentials]
+#@credentials
+username = "alice"
+password = "secret"
+[sip.trunks.number_format]
+#@number_format
+kind = "national"
+country_code = "49"
+trunk_prefix = "0"
+[media]
+#@media
+[stt]
+#@stt
+[[stt.engines.whisper]]
+#@stt_node
+name = "local"
+url = "ws://127.0.0.1:2700"
+protocol = "vosk"
+[tts]
+#@tts
+[dialer]
+#@dialer
+[objects]
+#@objects
+[objects.s3]
+#@s3
+[webhook]
+#@webhook
+[adapters]
+#@adapters
+[[adapters.llm_providers]]
+#@llm_provider
+name = "p"
+base_url = "https://llm.example.test/v1"
+"#;
+
+    #[test]
+    fn unknown_keys_are_refused_at_every_depth() {
+        let tables: Vec<&str> = EVERY_TABLE
+            .lines()
+            .filter_map(|l| l.strip_prefix("#@"))
+            .collect();
+        assert!(tables.len() >= 19, "{tables:?}");
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("ok.toml", EVERY_TABLE)?;
+            Config::load(Some(Path::new("ok.toml")), Config::env())
+                .map_err(|e| format!("the base configuration loads: {e:#}"))?;
+            for t in &tables {
+                let text = EVERY_TABLE.replace(&format!("#@{t}\n"), "credential = 1\n");
+                jail.create_file("bad.toml", &text)?;
+                match Config::load(Some(Path::new("bad.toml")), Config::env()) {
+                    Ok(_) => return Err(format!("a typo in the {t} table was accepted").into()),
+                    Err(e) => {
+                        let msg = format!("{e:#}");
+                        assert!(msg.contains("credential"), "{t}: {msg}");
+                    }
+                }
+            }
+            Ok(())
+        });
+    }
+
     #[test]
     fn top_level_keys_are_complete() {
         let value = toml::Value::try_from(Config::default()).expect("serialize");

@@ -137,14 +137,11 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     // One set of services for the call engine and the HTTP layer.
     let services = Services::new(store.clone(), &settings).map_err(anyhow::Error::msg)?;
     // The call engine (SIP, dialer, inbound calls, result delivery); drained before exit.
-    // A SIP port already in use must not take the control API down with it.
-    let engine = match node::start(&cfg, services.clone()).await {
-        Ok(e) => e,
-        Err(e) => {
-            tracing::error!(error = %e, "the call engine could not start; serving the control API only");
-            None
-        }
-    };
+    // A node that cannot take calls (a SIP port in use, no RTP ports) does not start: it
+    // would look healthy to the API while every call failed.
+    let engine = node::start(&cfg, services.clone())
+        .await
+        .context("starting the call engine")?;
     let app = callsmith_control::router(AppState::with_services(services, settings));
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)
         .await

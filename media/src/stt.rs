@@ -38,6 +38,7 @@ pub enum SttProtocol {
 
 /// One recognition node from configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SttNodeConfig {
     pub name: String,
     /// Websocket URL, e.g. `ws://127.0.0.1:2700` (Vosk) or `ws://host/v1/listen` (Deepgram-style).

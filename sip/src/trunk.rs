@@ -16,7 +16,7 @@ pub enum SipTransport {
 
 /// How numbers are written in the Request-URI, To and From users sent to a trunk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 pub enum NumberFormat {
     /// `+<country><national>`.
     #[default]
@@ -34,6 +34,7 @@ pub enum NumberFormat {
 
 /// Digest credentials the trunk's gateway may challenge for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DigestCredentials {
     pub username: String,
     pub password: String,
@@ -43,6 +44,7 @@ pub struct DigestCredentials {
 
 /// One SIP trunk: the gateway calls leave through and the peers calls may come from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TrunkConfig {
     /// The spec's Trunk.name, the edge routing key.
     pub name: String,
