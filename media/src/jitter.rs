@@ -135,6 +135,13 @@ impl JitterBuffer {
         self.target = want.clamp(self.min_depth, self.max_depth);
     }
 
+    /// Forgets the stream: the next packet inserted starts a new sequence (a new source,
+    /// after an SSRC change). Counters are kept.
+    pub fn restart(&mut self) {
+        self.clear();
+        self.next_seq = None;
+    }
+
     fn clear(&mut self) {
         for s in &mut self.slots {
             s.used = false;

@@ -95,12 +95,18 @@ impl PlayHandle {
 pub struct SessionStats {
     pub packets_sent: u64,
     pub octets_sent: u64,
+    /// Packets received over the whole call, from every source the peer used.
     pub packets_received: u64,
+    /// Packets expected over the whole call: the sequence span of each source, summed.
     pub packets_expected: u64,
-    /// Cumulative lost (RFC 3550 A.3; negative with duplicates).
+    /// Cumulative lost over the whole call (RFC 3550 A.3 per source, summed; negative with
+    /// duplicates). A change of source is not a gap.
     pub packets_lost: i64,
-    /// Interarrival jitter (RFC 3550 A.8) in milliseconds.
+    /// Interarrival jitter (RFC 3550 A.8) of the current source, in milliseconds.
     pub jitter_ms: f64,
+    /// Times the peer's SSRC changed (a restarted stream: re-INVITE, transfer, an SBC
+    /// switching sources). Each new source starts its own sequence and jitter tracking.
+    pub ssrc_changes: u64,
     pub malformed_rtp: u64,
     pub malformed_rtcp: u64,
     /// Datagrams from a source other than the latched one (dropped).

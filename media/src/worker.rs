@@ -44,6 +44,23 @@ const MAX_RX_PER_TICK: usize = 64;
 /// only while below one frame, one packet (at most `MAX_PAYLOAD` samples) at a time.
 const RX_PCM_CAPACITY: usize = FRAME_SAMPLES + crate::jitter::MAX_PAYLOAD;
 
+/// Receive totals of the sources a peer used before its current one: the call's figures
+/// are these plus the current source's.
+#[derive(Debug, Default, Clone, Copy)]
+struct PriorRx {
+    received: u64,
+    expected: u64,
+    lost: i64,
+}
+
+impl PriorRx {
+    fn fold(&mut self, rx: &ReceiverStats) {
+        self.received += rx.received();
+        self.expected += rx.expected();
+        self.lost += rx.cumulative_lost();
+    }
+}
+
 /// Session settings fixed at creation.
 #[derive(Debug, Clone)]
 pub(crate) struct SessionSettings {
@@ -180,6 +197,8 @@ struct Session {
     // Receive state
     rx_stats: ReceiverStats,
     remote_ssrc: Option<u32>,
+    /// Receive totals of the peer's earlier sources (see [`PriorRx`]).
+    prior_rx: PriorRx,
     jb: JitterBuffer,
     rx_pcm: VecDeque<i16>,
     last_payload_len: usize,
@@ -231,6 +250,7 @@ impl Session {
             octets_sent: 0,
             rx_stats: ReceiverStats::default(),
             remote_ssrc: None,
+            prior_rx: PriorRx::default(),
             jb,
             rx_pcm: VecDeque::with_capacity(RX_PCM_CAPACITY),
             last_payload_len: FRAME_SAMPLES,
@@ -267,9 +287,9 @@ impl Session {
         let mut s = self.counters.clone();
         s.packets_sent = self.packets_sent;
         s.octets_sent = self.octets_sent;
-        s.packets_received = self.rx_stats.received();
-        s.packets_expected = self.rx_stats.expected();
-        s.packets_lost = self.rx_stats.cumulative_lost();
+        s.packets_received = self.prior_rx.received + self.rx_stats.received();
+        s.packets_expected = self.prior_rx.expected + self.rx_stats.expected();
+        s.packets_lost = self.prior_rx.lost + self.rx_stats.cumulative_lost();
         s.jitter_ms = self.rx_stats.jitter() as f64 / 8.0;
         let j = self.jb.stats();
         s.late = j.late;
@@ -636,7 +656,12 @@ fn on_rtp_datagram(s: &mut Session, buf: &[u8], from: SocketAddr, now: u64) {
         let arrival = ((now - s.epoch_ns) / 125_000) as u32; // 8 kHz units
         if s.remote_ssrc != Some(pkt.ssrc) {
             if s.remote_ssrc.is_some() {
+                // A new source: its sequence and timing start afresh (a jump of sequence
+                // numbers is no loss), while the call's totals keep what came before.
+                s.prior_rx.fold(&s.rx_stats);
                 s.rx_stats = ReceiverStats::default();
+                s.jb.restart();
+                s.counters.ssrc_changes += 1;
             }
             s.remote_ssrc = Some(pkt.ssrc);
         }

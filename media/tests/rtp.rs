@@ -499,3 +499,59 @@ async fn rtp_timeout_is_reported() {
         .unwrap();
     assert!(matches!(ev, Some(MediaEvent::RtpTimeout { .. })), "{ev:?}");
 }
+
+/// A peer that restarts its stream (a new SSRC with a new sequence base, as after a
+/// re-INVITE or a transfer): the call's counters keep both sources, the jump in sequence
+/// numbers is no loss, and the new source is played out.
+#[tokio::test]
+async fn a_new_ssrc_keeps_the_counters_and_plays_the_new_source() {
+    let engine = engine_with(|c| {
+        c.jitter_min_packets = 2;
+        c.jitter_max_packets = 8;
+        c.vad = None;
+    });
+    let session = engine.open_session(None).unwrap();
+    let mut tap = session.tap_caller_audio(400).unwrap();
+    let peer = RawPeer::new().await;
+    session.set_remote(peer.addr(), Codec::Pcmu, None).unwrap();
+    let mut buf = [0u8; 256];
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    // Source A: 40 packets from sequence 1000 at level 1000; source B: 30 packets from
+    // sequence 61000 (another base, another timestamp origin) at level 6000, one lost.
+    let a: Vec<(u32, u16, u32, i16)> = (0..40u16)
+        .map(|i| (0xAAAA, 1000 + i, 5000 + u32::from(i) * 160, 1000))
+        .collect();
+    let b: Vec<(u32, u16, u32, i16)> = (0..30u16)
+        .filter(|i| *i != 10)
+        .map(|i| (0xBBBB, 61000 + i, 900_000 + u32::from(i) * 160, 6000))
+        .collect();
+    for (ssrc, seq, ts, level) in a.iter().chain(b.iter()) {
+        tick.tick().await;
+        let payload = [Codec::Pcmu.encode(*level); 160];
+        let n = write_rtp(&mut buf, false, 0, *seq, *ts, *ssrc, &payload).unwrap();
+        peer.sock
+            .send_to(&buf[..n], session.local_addr())
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stats = session.stats().await.unwrap();
+    assert_eq!(stats.ssrc_changes, 1);
+    assert_eq!(
+        stats.packets_received, 69,
+        "both sources counted: {stats:?}"
+    );
+    assert_eq!(stats.packets_expected, 70);
+    assert_eq!(
+        stats.packets_lost, 1,
+        "only the packet B lost, no gap at the switch"
+    );
+    let loud_b = Codec::Pcmu.decode(Codec::Pcmu.encode(6000)) as i32;
+    let mut frames_b = 0;
+    while let Ok(f) = tap.try_recv() {
+        if common::level(&f.pcm) as i32 == loud_b {
+            frames_b += 1;
+        }
+    }
+    assert!(frames_b >= 25, "source B played out: {frames_b} frames");
+}
