@@ -1,8 +1,10 @@
-//! The engine's layering, checked on its sources: the call runtime (everything under
-//! engine/src but `main.rs`, which wires the binary) uses the control crate's domain
-//! (`Services`, the store, objects, clients), never its HTTP layer (`callsmith_control::api`,
-//! `AppState`, the router, axum). A file that breaks the rule fails this test with its
-//! path and line.
+//! The engine's and the control plane's house rules, checked on their sources:
+//! * the call runtime (everything under engine/src but `main.rs`, which wires the binary)
+//!   uses the control crate's domain (`Services`, the store, objects, clients), never its
+//!   HTTP layer (`callsmith_control::api`, `AppState`, the router, axum);
+//! * no source file of either is over 700 lines.
+//!
+//! A file that breaks a rule fails its test with its path (and line).
 
 use std::path::{Path, PathBuf};
 
@@ -55,4 +57,23 @@ fn the_call_runtime_never_imports_the_http_layer() {
         !manifest.lines().any(|l| l.trim_start().starts_with("axum")),
         "the engine depends on axum directly"
     );
+}
+
+/// No source file of the engine or the control plane grows past 700 lines: a file that
+/// does has more than one job (split it by job, as `engine/src/call/` is).
+#[test]
+fn no_engine_or_control_source_file_is_over_700_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    rust_files(&root.join("engine/src"), &mut files);
+    rust_files(&root.join("control/src"), &mut files);
+    assert!(files.len() > 50, "sources found: {}", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).ok()?.lines().count();
+            (n > 700).then(|| format!("{}: {n} lines", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "{}", long.join("\n"));
 }

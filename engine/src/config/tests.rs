@@ -1,0 +1,296 @@
+#![allow(clippy::result_large_err)] // figment::Jail's closure error type is figment's own
+
+use super::*;
+
+#[test]
+fn defaults_work_out_of_the_box() {
+    let c = Config::default();
+    assert_eq!(c.http.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(c.database_url(), "sqlite://data/callsmith.db");
+    assert_eq!(c.public_url(), "http://127.0.0.1:8080");
+}
+
+#[test]
+fn file_then_env_override() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file("c.toml", "data_dir = \"/tmp/x\"\n[http]\nlisten = \"127.0.0.1:9000\"\n[log]\nformat = \"json\"\n")?;
+        jail.set_env("CALLSMITH_HTTP__LISTEN", "127.0.0.1:9100");
+        jail.set_env("CALLSMITH_DATABASE__URL", "postgres://u:p@127.0.0.1/db");
+        jail.set_env("CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN", "cs_su_abc");
+        let c =
+            Config::load(Some(Path::new("c.toml")), Config::env()).map_err(|e| e.to_string())?;
+        assert_eq!(c.http.listen.to_string(), "127.0.0.1:9100");
+        assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(c.log.format, LogFormat::Json);
+        assert_eq!(c.database_url(), "postgres://u:p@127.0.0.1/db");
+        assert_eq!(c.bootstrap_superuser_token.as_deref(), Some("cs_su_abc"));
+        Ok(())
+    });
+}
+
+/// A configuration with every nested table; `#@name` marks where a key of that table
+/// may go.
+const EVERY_TABLE: &str = r#"
+#@top
+data_dir = "/tmp/x"
+[http]
+#@http
+[database]
+#@database
+[auth]
+#@auth
+[log]
+#@log
+[sip]
+#@sip
+[[sip.trunks]]
+#@trunk
+name = "carrier"
+gateway = "127.0.0.1:5080"
+[sip.trunks.credentials]
+#@credentials
+username = "alice"
+password = "secret"
+[sip.trunks.number_format]
+#@number_format
+kind = "national"
+country_code = "49"
+trunk_prefix = "0"
+[media]
+#@media
+[stt]
+#@stt
+[[stt.engines.whisper]]
+#@stt_node
+name = "local"
+url = "ws://127.0.0.1:2700"
+protocol = "vosk"
+[tts]
+#@tts
+[dialer]
+#@dialer
+[objects]
+#@objects
+[objects.s3]
+#@s3
+[webhook]
+#@webhook
+[adapters]
+#@adapters
+[[adapters.llm_providers]]
+#@llm_provider
+name = "p"
+base_url = "https://llm.example.test/v1"
+"#;
+
+#[test]
+fn unknown_keys_are_refused_at_every_depth() {
+    let tables: Vec<&str> = EVERY_TABLE
+        .lines()
+        .filter_map(|l| l.strip_prefix("#@"))
+        .collect();
+    assert!(tables.len() >= 19, "{tables:?}");
+    figment::Jail::expect_with(|jail| {
+        jail.create_file("ok.toml", EVERY_TABLE)?;
+        Config::load(Some(Path::new("ok.toml")), Config::env())
+            .map_err(|e| format!("the base configuration loads: {e:#}"))?;
+        for t in &tables {
+            let text = EVERY_TABLE.replace(&format!("#@{t}\n"), "credential = 1\n");
+            jail.create_file("bad.toml", &text)?;
+            match Config::load(Some(Path::new("bad.toml")), Config::env()) {
+                Ok(_) => return Err(format!("a typo in the {t} table was accepted").into()),
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    assert!(msg.contains("credential"), "{t}: {msg}");
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn top_level_keys_are_complete() {
+    let value = toml::Value::try_from(Config::default()).expect("serialize");
+    for k in value.as_table().unwrap().keys() {
+        assert!(
+            TOP_LEVEL_KEYS.contains(&k.as_str()),
+            "TOP_LEVEL_KEYS lacks {k}"
+        );
+    }
+}
+
+#[test]
+fn unrelated_env_vars_are_ignored() {
+    figment::Jail::expect_with(|jail| {
+        jail.set_env("CALLSMITH_TEST_PG_URL", "postgres://x");
+        jail.set_env("CALLSMITH_CONFIG", "x.toml");
+        jail.set_env("CALLSMITH_LOG__FILTER", "debug");
+        let c = Config::load(None, Config::env()).map_err(|e| e.to_string())?;
+        assert_eq!(c.log.filter, "debug");
+        jail.set_env("CALLSMITH_HTTP__LISTN", "127.0.0.1:1");
+        assert!(
+            Config::load(None, Config::env()).is_err(),
+            "a typo inside a known section is an error"
+        );
+        Ok(())
+    });
+}
+
+#[test]
+fn llm_providers_from_file_and_env() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "c.toml",
+            "[adapters]\nllm_call_timeout_secs = 5\n[[adapters.llm_providers]]\nname = \"eu\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"E2E_LLM_KEY\"\ngdpr = true\nmodels = [\"m1\"]\n",
+        )?;
+        jail.set_env("E2E_LLM_KEY", "sk-test");
+        jail.set_env("CALLSMITH_ADAPTERS__TRAINING_WORKERS", "3");
+        let c =
+            Config::load(Some(Path::new("c.toml")), Config::env()).map_err(|e| e.to_string())?;
+        assert_eq!(c.adapters.llm_call_timeout_secs, 5);
+        let a = c.adapters.to_control().map_err(|e| e.to_string())?;
+        assert_eq!(a.training_workers, 3);
+        assert_eq!(a.llm_providers.len(), 1);
+        assert_eq!(a.llm_providers[0].api_key.as_deref(), Some("sk-test"));
+        assert!(a.llm_providers[0].gdpr);
+        assert_eq!(a.llm_providers[0].models, vec!["m1".to_string()]);
+        // A key variable that is not set, and a provider without a URL, are errors.
+        let mut bad = c.adapters.clone();
+        bad.llm_providers[0].api_key_env = Some("E2E_LLM_KEY_UNSET".into());
+        assert!(bad.to_control().is_err());
+        let mut bad = c.adapters.clone();
+        bad.llm_providers[0].base_url = String::new();
+        assert!(bad.to_control().is_err());
+        Ok(())
+    });
+}
+
+#[test]
+fn objects_on_s3_from_file_and_env() {
+    use callsmith_control::objects::Provider;
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "c.toml",
+            "data_dir = \"/srv/cs\"\n[objects]\nprovider = \"s3\"\n[objects.s3]\nendpoint = \"http://127.0.0.1:9000\"\nbucket = \"calls\"\nregion = \"us-east-1\"\nallow_http = true\n",
+        )?;
+        jail.set_env("CALLSMITH_OBJECTS__S3__SECRET_ACCESS_KEY", "from-env");
+        let c =
+            Config::load(Some(Path::new("c.toml")), Config::env()).map_err(|e| e.to_string())?;
+        let o = c.objects.to_control(&c.data_dir);
+        assert_eq!(o.provider, Provider::S3);
+        assert_eq!(o.s3.bucket, "calls");
+        assert_eq!(o.s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert!(o.s3.allow_http);
+        assert_eq!(o.s3.secret_access_key.as_deref(), Some("from-env"));
+        assert_eq!(o.local_dir, PathBuf::from("/srv/cs/objects"));
+        Ok(())
+    });
+    let d = Config::default();
+    let o = d.objects.to_control(&d.data_dir);
+    assert_eq!(o.provider, Provider::Local);
+    assert_eq!(o.local_dir, PathBuf::from("data/objects"));
+}
+
+#[test]
+fn http_limits_and_login_throttle_from_file() {
+    use std::time::Duration;
+    let d = Config::default();
+    assert_eq!(
+        d.http.to_control().unwrap(),
+        callsmith_control::settings::HttpSettings::default()
+    );
+    assert_eq!(
+        d.auth.login_throttle().unwrap(),
+        callsmith_control::auth::throttle::ThrottleSettings::default()
+    );
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "c.toml",
+            "[http]\nheader_read_timeout_ms = 2500\nidle_timeout_ms = 30000\n[auth]\nlogin_max_failures_per_email = 3\nlogin_max_failures_per_address = 0\nlogin_failure_window_secs = 60\n",
+        )?;
+        let c =
+            Config::load(Some(Path::new("c.toml")), Config::env()).map_err(|e| e.to_string())?;
+        let h = c.http.to_control().map_err(|e| e.to_string())?;
+        assert_eq!(h.header_read_timeout, Duration::from_millis(2500));
+        assert_eq!(h.idle_timeout, Duration::from_secs(30));
+        let t = c.auth.login_throttle().map_err(|e| e.to_string())?;
+        assert_eq!(t.per_email.max_failures, 3);
+        assert_eq!(t.per_address.max_failures, 0);
+        assert_eq!(t.per_email.window, Duration::from_secs(60));
+        assert_eq!(t.per_address.window, Duration::from_secs(60));
+        // Zero timeouts and a zero window are configuration errors.
+        let mut bad = c.clone();
+        bad.http.header_read_timeout_ms = 0;
+        assert!(bad.http.to_control().is_err());
+        let mut bad = c.clone();
+        bad.http.idle_timeout_ms = 0;
+        assert!(bad.http.to_control().is_err());
+        let mut bad = c.clone();
+        bad.auth.login_failure_window_secs = 0;
+        assert!(bad.auth.login_throttle().is_err());
+        Ok(())
+    });
+}
+
+#[test]
+fn unknown_keys_are_rejected() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file("c.toml", "[http]\nlisten_typo = \"x\"\n")?;
+        assert!(Config::load(Some(Path::new("c.toml")), Config::env()).is_err());
+        Ok(())
+    });
+}
+
+/// docs/configuration.md names every key of the default configuration.
+#[test]
+fn docs_cover_every_key() {
+    let doc = include_str!("../../../docs/configuration.md");
+    let value = toml::Value::try_from(Config::default()).expect("serialize");
+    let mut keys = Vec::new();
+    fn walk(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
+        if let toml::Value::Table(t) = v {
+            for (k, v) in t {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                if v.is_table() {
+                    walk(&key, v, out)
+                } else {
+                    out.push(key)
+                }
+            }
+        }
+    }
+    walk("", &value, &mut keys);
+    // Option fields that default to None are not serialized; name them explicitly.
+    keys.extend(
+        [
+            "bootstrap_superuser_token",
+            "http.public_url",
+            "database.url",
+            "adapters.remote_classifier_url",
+            "adapters.llm_providers.name",
+            "adapters.llm_providers.base_url",
+            "adapters.llm_providers.api_key",
+            "adapters.llm_providers.api_key_env",
+            "adapters.llm_providers.gdpr",
+            "adapters.llm_providers.models",
+            "objects.local_dir",
+            "objects.signing_key",
+            "objects.signing_key_file",
+            "objects.s3.endpoint",
+            "objects.s3.access_key_id",
+            "objects.s3.secret_access_key",
+        ]
+        .map(String::from),
+    );
+    for k in keys {
+        assert!(
+            doc.contains(&format!("`{k}`")),
+            "docs/configuration.md does not document `{k}`"
+        );
+    }
+}
