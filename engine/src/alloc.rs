@@ -3,13 +3,13 @@
 //!
 //! mimalloc rather than glibc's malloc: the call path allocates many small, short-lived
 //! buffers across threads. Under call load it cut the engine's CPU per live call by about a
-//! fifth (bench/reports/call_load.md, session 3), and where short calls churn, glibc's RSS
+//! fifth (bench/reports/call_load.md), and where short calls churn, glibc's RSS
 //! grows two to five times as much per live call.
 //!
 //! On Linux mimalloc commits each arena it reserves up front by default
 //! (`arena_eager_commit = 2`: "on systems that overcommit"). With that default the engine
 //! idled at 66–85 MB RSS and held 55–65 KiB per added live call at 500 live; committing on
-//! demand it idles at 41–45 MB and holds 46–51 KiB (bench/reports/call_load.md, session 6),
+//! demand it idles at 41–45 MB and holds 46–51 KiB (bench/reports/call_load.md),
 //! at the same CPU. So `on_demand::commit_on_demand` sets `arena_eager_commit = 0` before the first
 //! allocation, unless `MIMALLOC_ARENA_EAGER_COMMIT` is set in the environment, which then
 //! decides as mimalloc documents.
