@@ -166,6 +166,22 @@ impl Rig {
             .await
     }
 
+    /// Whether the newest version of classifier `id` reaches `ready` within 30 s.
+    async fn classifier_ready(&self, id: &str) -> bool {
+        eventually(Duration::from_secs(30), || async {
+            let (_, v) = self
+                .e
+                .get(
+                    &format!("/v1/adapters/ids/classifier/{id}"),
+                    Some(&self.t.account),
+                )
+                .await;
+            (v["latest"]["training_state"] == "ready").then_some(())
+        })
+        .await
+        .is_some()
+    }
+
     async fn dispatch(&self, body: Value) -> (String, Value, Value) {
         let c = self.e.dispatch(&self.t, body).await;
         let id = c["id"].as_str().expect("id").to_string();
@@ -506,17 +522,10 @@ async fn question_routes_speech_by_trained_intent() {
         )
         .await;
     assert_eq!(s, 201, "{v}");
-    let ready = eventually(Duration::from_secs(30), || async {
-        let (_, v) =
-            r.e.get(
-                &format!("/v1/adapters/ids/classifier/{classifier}"),
-                Some(&r.t.account),
-            )
-            .await;
-        (v["latest"]["training_state"] == "ready").then_some(v)
-    })
-    .await;
-    assert!(ready.is_some(), "the classifier did not become ready");
+    assert!(
+        r.classifier_ready(classifier).await,
+        "the classifier did not become ready"
+    );
     let snap = intent_question(
         json!({"classifier": {"id": classifier, "version": 0}, "threshold": 0.4}),
         "How can I help?",
@@ -590,17 +599,10 @@ async fn question_routes_speech_by_a_remote_classifier() {
         )
         .await;
     assert_eq!(s, 201, "{v}");
-    let ready = eventually(Duration::from_secs(30), || async {
-        let (_, v) =
-            r.e.get(
-                &format!("/v1/adapters/ids/classifier/{classifier}"),
-                Some(&r.t.account),
-            )
-            .await;
-        (v["latest"]["training_state"] == "ready").then_some(v)
-    })
-    .await;
-    assert!(ready.is_some(), "the remote training did not complete");
+    assert!(
+        r.classifier_ready(classifier).await,
+        "the remote training did not complete"
+    );
     let snap = intent_question(
         json!({"classifier": {"id": classifier, "version": 0}, "threshold": 0.4}),
         "How can I help?",
