@@ -261,3 +261,54 @@ async fn request_ids_metrics_and_probes(s: TestServer) {
 }
 
 both_backends!(request_ids_metrics_and_probes);
+
+/// Every `$ref` in a JSON document, with where it was found.
+fn refs<'a>(v: &'a Value, at: &str, out: &mut Vec<(String, &'a str)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, v) in m {
+                if k == "$ref"
+                    && let Some(r) = v.as_str()
+                {
+                    out.push((at.to_string(), r));
+                }
+                refs(v, &format!("{at}/{k}"), out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                refs(v, &format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn every_schema_reference_resolves() {
+    let doc = serde_json::to_value(callsmith_control::api::openapi()).unwrap();
+    let mut found = Vec::new();
+    refs(&doc, "", &mut found);
+    assert!(!found.is_empty());
+    let dangling: Vec<_> = found
+        .iter()
+        .filter(|(_, r)| {
+            let Some(name) = r.strip_prefix("#/components/schemas/") else {
+                return true;
+            };
+            doc["components"]["schemas"].get(name).is_none()
+        })
+        .collect();
+    assert!(
+        dangling.is_empty(),
+        "{} references resolve to nothing: {dangling:#?}",
+        dangling.len()
+    );
+    // The communication status is one named enum, used by the resource and the list filter.
+    let status = &doc["components"]["schemas"]["CommunicationStatus"]["enum"];
+    assert_eq!(
+        status.as_array().map(Vec::len),
+        Some(8),
+        "CommunicationStatus: {status}"
+    );
+}

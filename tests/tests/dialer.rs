@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use callsmith_control::communication::CommunicationStatus;
 use callsmith_e2e::*;
 use chrono::{DateTime, Datelike, Utc};
 use serde_json::{Value, json};
@@ -364,7 +365,11 @@ async fn sigterm_drains_live_calls_and_leaves_the_queue_for_the_next_process() {
             .await
             .expect("read")
             .expect("row");
-        assert_eq!(r.communication_status, "completed", "{r:?}");
+        assert_eq!(
+            r.communication_status,
+            CommunicationStatus::Completed,
+            "{r:?}"
+        );
         assert_eq!(
             r.goal_list(),
             vec!["greeted".to_string()],
@@ -381,7 +386,11 @@ async fn sigterm_drains_live_calls_and_leaves_the_queue_for_the_next_process() {
             .await
             .expect("read")
             .expect("row");
-        assert_eq!(r.communication_status, "new", "still queued: {r:?}");
+        assert_eq!(
+            r.communication_status,
+            CommunicationStatus::New,
+            "still queued: {r:?}"
+        );
         assert!(r.started_at.is_none() && r.claim_token.is_none(), "{r:?}");
     }
     drop(store);

@@ -208,8 +208,8 @@ impl AnsweredCall {
             warn!(error = %e, "saving the call history failed");
         }
         let f = CallFinish {
-            communication_status: status::COMPLETED.into(),
-            call_status: Some("answered".into()),
+            communication_status: CommunicationStatus::Completed,
+            call_status: Some(callsmith_sip::CallStatus::Answered.as_str().into()),
             sip_code: Some(200),
             duration: (duration + 500) / 1000,
             goals: run.goals.clone(),

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use callsmith_control::store::{
     AgentRecord, CommunicationRecord,
-    communications::{CallFinish, status},
+    communications::{CallFinish, CommunicationStatus},
 };
 use callsmith_media::{
     MediaEvent, MediaSession, PlayEnd,

@@ -108,11 +108,11 @@ pub(super) async fn dial(
         Ok(l) => l,
         Err(e) => {
             let f = CallFinish {
-                communication_status: status::FAILED.into(),
-                call_status: Some("failed".into()),
+                communication_status: CommunicationStatus::Failed,
+                call_status: Some(callsmith_sip::CallStatus::Failed.as_str().into()),
                 error: Some(format!("placing the call: {e}")),
                 variables: "{}".into(),
-                ..Default::default()
+                ..CallFinish::new(CommunicationStatus::Completed)
             };
             finish(&rt, &comm, &f).await;
             return None;
@@ -137,13 +137,13 @@ pub(super) async fn dial(
                 // A call that could not be set up says why (no response, a 5xx...).
                 let failed = end.call_status == callsmith_sip::CallStatus::Failed;
                 let f = CallFinish {
-                    communication_status: status::COMPLETED.into(),
+                    communication_status: CommunicationStatus::Completed,
                     call_status: Some(end.call_status.as_str().into()),
                     sip_code: end.sip_code.map(i64::from),
                     variables: "{}".into(),
                     end_reason: Some("not_answered".into()),
                     error: failed.then(|| end.reason.clone()),
-                    ..Default::default()
+                    ..CallFinish::new(CommunicationStatus::Completed)
                 };
                 finish(&rt, &comm, &f).await;
                 return None;
@@ -155,7 +155,7 @@ pub(super) async fn dial(
     let Some(media) = media else {
         let end = wait_end(&mut leg, Duration::from_secs(10)).await;
         let f = CallFinish {
-            communication_status: status::COMPLETED.into(),
+            communication_status: CommunicationStatus::Completed,
             call_status: Some(
                 end.as_ref()
                     .map_or("canceled", |e| e.call_status.as_str())
@@ -171,7 +171,7 @@ pub(super) async fn dial(
                 }
                 .into(),
             ),
-            ..Default::default()
+            ..CallFinish::new(CommunicationStatus::Completed)
         };
         finish(&rt, &comm, &f).await;
         return None;

@@ -20,7 +20,7 @@ use crate::{
     ids::new_sid,
     store::{
         AccountRecord, CommunicationRecord, NewCommunication, StoreError,
-        communications::{COMMUNICATION_PREFIX, CommunicationFilter, status},
+        communications::{COMMUNICATION_PREFIX, CommunicationFilter, CommunicationStatus},
     },
 };
 
@@ -273,8 +273,9 @@ pub struct CommunicationQuery {
     /// Only this agent's communications.
     #[serde(default)]
     pub agent_sid: Option<String>,
-    /// Only this status (new, queued, dialing, in_progress, completed, failed, canceled, interrupted).
+    /// Only communications with this status.
     #[serde(default)]
+    #[param(value_type = Option<CommunicationStatus>)]
     pub communication_status: Option<String>,
     /// `outbound` or `inbound`.
     #[serde(default)]
@@ -303,14 +304,20 @@ async fn list_communications(
     Query(q): Query<CommunicationQuery>,
 ) -> ApiResult<Json<Page<Communication>>> {
     let page = PageParams::new(q.limit, q.offset)?;
-    if let Some(s) = &q.communication_status
-        && !status::ALL.contains(&s.as_str())
-    {
-        return Err(ApiError::bad_request(
-            "invalid_query",
-            format!("communication_status: one of {}", status::ALL.join(", ")),
-        ));
-    }
+    let communication_status = q
+        .communication_status
+        .as_deref()
+        .map(str::parse::<CommunicationStatus>)
+        .transpose()
+        .map_err(|_| {
+            ApiError::bad_request(
+                "invalid_query",
+                format!(
+                    "communication_status: one of {}",
+                    CommunicationStatus::names()
+                ),
+            )
+        })?;
     if let Some(d) = &q.direction
         && d != "outbound"
         && d != "inbound"
@@ -323,7 +330,7 @@ async fn list_communications(
     let account = auth.account_scope(&state).await?;
     let filter = CommunicationFilter {
         agent_sid: q.agent_sid.clone(),
-        communication_status: q.communication_status.clone(),
+        communication_status,
         direction: q.direction.clone(),
         created_from: q.created_from,
         created_to: q.created_to,

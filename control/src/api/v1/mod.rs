@@ -33,9 +33,24 @@ use crate::{
     store::UserRecord,
 };
 
+/// Enums that query parameters name by `value_type`: utoipa registers the schemas a
+/// body reaches, not those of parameters, so they are listed here once.
+#[derive(utoipa::OpenApi)]
+#[openapi(components(schemas(
+    users::SortOrder,
+    users::UserOrderBy,
+    numbers::NumberOrderBy,
+    scenarios::ScenarioOrderBy,
+    scenarios::AxisFilter,
+    crate::adapters::llm::PartsBehavior,
+    crate::communication::CommunicationStatus,
+)))]
+struct ParameterSchemas;
+
 /// Every v1 route.
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
+    use utoipa::OpenApi as _;
+    OpenApiRouter::with_openapi(ParameterSchemas::openapi())
         .merge(auth::routes())
         .merge(profile::routes())
         .merge(users::routes())

@@ -12,40 +12,12 @@
 
 use chrono::{DateTime, Utc};
 
+pub use crate::communication::CommunicationStatus;
+
 use super::{Backend, Store, StoreError, StoreResult, now, on_db, store_row};
 
 /// Prefix of communication sids.
 pub const COMMUNICATION_PREFIX: &str = "com";
-
-/// Status values of `communication_status` (documented in docs/communications.md).
-pub mod status {
-    /// Created, waiting for its due time and a dialer.
-    pub const NEW: &str = "new";
-    /// Deferred by the agent's calling schedule (or an inactive agent) to `due_at`.
-    pub const QUEUED: &str = "queued";
-    /// Claimed by a dialer; the INVITE is (about to be) sent.
-    pub const DIALING: &str = "dialing";
-    /// Answered; the scenario runs.
-    pub const IN_PROGRESS: &str = "in_progress";
-    /// The call attempt ended (see `call_status` for how: answered, busy, no_answer…).
-    pub const COMPLETED: &str = "completed";
-    /// The call could not be attempted (no trunk, no number, no scenario version…); `error` says why.
-    pub const FAILED: &str = "failed";
-    /// Canceled before it was dialled.
-    pub const CANCELED: &str = "canceled";
-    /// The engine owning the live call stopped (crash); the call is not redialled.
-    pub const INTERRUPTED: &str = "interrupted";
-    pub const ALL: &[&str] = &[
-        NEW,
-        QUEUED,
-        DIALING,
-        IN_PROGRESS,
-        COMPLETED,
-        FAILED,
-        CANCELED,
-        INTERRUPTED,
-    ];
-}
 
 /// The scenario variable that records the callee's personal-data recording consent: when
 /// it holds a yes-value at the end of the call (`true`, `yes`, `1`, any case; see
@@ -72,7 +44,7 @@ store_row! {
         pub from_number: String,
         pub trunk: Option<String>,
         pub direction: String,
-        pub communication_status: String,
+        pub communication_status: CommunicationStatus,
         pub call_status: Option<String>,
         pub sip_code: Option<i64>,
         pub duration: i64,
@@ -144,7 +116,7 @@ pub struct NewCommunication {
 #[derive(Debug, Clone, Default)]
 pub struct CommunicationFilter {
     pub agent_sid: Option<String>,
-    pub communication_status: Option<String>,
+    pub communication_status: Option<CommunicationStatus>,
     pub direction: Option<String>,
     pub created_from: Option<DateTime<Utc>>,
     pub created_to: Option<DateTime<Utc>>,
@@ -245,9 +217,10 @@ pub fn start_slots(next_us: i64, now_us: i64, cps: i64, slack_us: i64) -> StartS
 }
 
 /// How a call ended, written by its owner.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CallFinish {
-    pub communication_status: String,
+    pub communication_status: CommunicationStatus,
+    /// How the leg ended (`callsmith_sip::CallStatus` names); none when no call was placed.
     pub call_status: Option<String>,
     pub sip_code: Option<i64>,
     pub duration: i64,
@@ -261,6 +234,27 @@ pub struct CallFinish {
     pub answered_at: Option<DateTime<Utc>>,
     /// The callee granted personal-data recording consent ([`CONSENT_VARIABLE`]).
     pub consent_granted: bool,
+}
+
+impl CallFinish {
+    /// An end with this status and nothing else known yet (no call status, no variables,
+    /// no goals); the caller fills in what it knows.
+    pub fn new(communication_status: CommunicationStatus) -> CallFinish {
+        CallFinish {
+            communication_status,
+            call_status: None,
+            sip_code: None,
+            duration: 0,
+            goals: Vec::new(),
+            variables: "{}".into(),
+            history_path: None,
+            recording_path: None,
+            end_reason: None,
+            error: None,
+            answered_at: None,
+            consent_granted: false,
+        }
+    }
 }
 
 /// What [`Store::communications_reconcile`] did.
@@ -378,7 +372,7 @@ impl Store {
             add("agent_sid", "=", Bind::S(v.clone()));
         }
         if let Some(v) = &f.communication_status {
-            add("communication_status", "=", Bind::S(v.clone()));
+            add("communication_status", "=", Bind::S(v.as_str().to_string()));
         }
         if let Some(v) = &f.direction {
             add("direction", "=", Bind::S(v.clone()));
@@ -627,7 +621,7 @@ impl Store {
             goals = $7, variables = $8, has_history = $9, history_path = $10, has_recording = $11, recording_path = $12, end_reason = $13, \
             error = $14, answered_at = COALESCE(answered_at, $15), ended_at = $16, updated_at = $16, claim_token = NULL, claimed_by = NULL, \
             claimed_until = NULL, consent_granted = $17 WHERE sid = $1 AND claim_token = $2")
-            .bind(sid).bind(token).bind(&f.communication_status).bind(&f.call_status).bind(f.sip_code).bind(f.duration)
+            .bind(sid).bind(token).bind(f.communication_status).bind(&f.call_status).bind(f.sip_code).bind(f.duration)
             .bind(goals).bind(&f.variables).bind(f.history_path.is_some()).bind(&f.history_path)
             .bind(f.recording_path.is_some()).bind(&f.recording_path).bind(&f.end_reason).bind(&f.error)
             .bind(f.answered_at).bind(t).bind(f.consent_granted)

@@ -8,6 +8,9 @@ use utoipa::ToSchema;
 
 use crate::store::CommunicationRecord;
 
+mod status;
+pub use status::{CommunicationStatus, UnknownStatus};
+
 /// A communication (one call, outbound or inbound).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Communication {
@@ -25,8 +28,7 @@ pub struct Communication {
     pub from_number: String,
     /// `outbound` or `inbound`.
     pub direction: String,
-    /// new, queued, dialing, in_progress, completed, failed, canceled, interrupted.
-    pub communication_status: String,
+    pub communication_status: CommunicationStatus,
     /// How the call leg ended: answered, busy, no_answer, rejected, failed, canceled; null before.
     pub call_status: Option<String>,
     /// Final SIP response code behind call_status, when there was one.
@@ -77,7 +79,7 @@ impl From<&CommunicationRecord> for Communication {
             recipient: c.recipient.clone(),
             from_number: c.from_number.clone(),
             direction: c.direction.clone(),
-            communication_status: c.communication_status.clone(),
+            communication_status: c.communication_status,
             call_status: c.call_status.clone(),
             sip_code: c.sip_code,
             duration: c.duration,
