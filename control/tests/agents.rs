@@ -187,13 +187,11 @@ async fn agent_crud_every_field(s: TestServer) {
     let rec = s.store.agent_get(&id).await.unwrap().unwrap();
     assert!(rec.is_dialable());
     assert_eq!(
-        s.store
-            .number_pick_from_pool(&x.pool)
+        callsmith_control::communication::caller::pool_caller(&s.store, &x.pool, |_| 0)
             .await
             .unwrap()
-            .unwrap()
-            .sid,
-        x.number
+            .number,
+        "+4911"
     );
     assert_eq!(
         s.store

@@ -2,6 +2,7 @@
 //! gateway is that number (or the number's pool) and runs the agent's published scenario
 //! with direction `inbound`. Unknown numbers are rejected 404; while draining, 503.
 
+use callsmith_control::communication::caller;
 use callsmith_control::store::{
     NewCommunication,
     communications::{COMMUNICATION_PREFIX, Claim},
@@ -88,13 +89,7 @@ async fn answer(
             return None;
         }
     };
-    let timezone = if !agent.timezone.is_empty() {
-        agent.timezone.clone()
-    } else if !account.timezone.is_empty() {
-        account.timezone.clone()
-    } else {
-        "UTC".into()
-    };
+    let timezone = caller::call_timezone(Some(&agent), &account);
     let session = match rt.media.open_session(Some(call.remote_media.remote_rtp)) {
         Ok(s) => s,
         Err(e) => {
@@ -183,7 +178,7 @@ async fn answer(
         agent: Some(agent),
         from_number: identifier,
         trunk: Some(leg.trunk().to_string()),
-        tz: timezone.parse().unwrap_or(chrono_tz::Tz::UTC),
+        tz: caller::zone(&timezone),
         data: Default::default(),
         hangup: hangup.token(),
     };

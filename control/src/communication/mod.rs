@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use crate::store::CommunicationRecord;
 
+pub mod caller;
 mod status;
 pub use status::{CommunicationStatus, UnknownStatus};
 

@@ -172,17 +172,6 @@ impl Store {
         )
     }
 
-    /// Dialer helper: one active number of an active pool, chosen uniformly at random so
-    /// concurrent calls spread over the pool; None when the pool has none.
-    pub async fn number_pick_from_pool(&self, pool_sid: &str) -> StoreResult<Option<NumberRecord>> {
-        let mut all = self.pool_active_numbers(pool_sid).await?;
-        if all.is_empty() {
-            return Ok(None);
-        }
-        let i = rand::random_range(0..all.len());
-        Ok(Some(all.swap_remove(i)))
-    }
-
     /// Dialer helper: the from-number of a test call or an agent-less dispatch ("a free
     /// account number"): one active number of the account, chosen at random; None when
     /// the account has no active number.

@@ -1,5 +1,5 @@
 //! Number pools of an account: a named set of numbers an agent dials through (the
-//! dialer picks one active member per call, see [`Store::number_pick_from_pool`]).
+//! dialer picks one active member per call, see [`crate::communication::caller`]).
 
 use chrono::{DateTime, Utc};
 

@@ -1,6 +1,8 @@
 //! What a call runs, resolved before it is placed: the scenario version, the agent, the
 //! from-number, the trunk and the time zone.
 
+use callsmith_control::communication::caller::{self, CallerId};
+
 use super::*;
 
 /// What a call runs, resolved before dialling.
@@ -46,53 +48,30 @@ pub async fn prepare(rt: &Runtime, comm: &CommunicationRecord) -> Result<Prepare
     .map_err(|e| e.to_string())?
     .ok_or("the scenario version no longer exists")?;
     let program = rt.program(&record)?;
-    let mut from_number = comm.from_number.clone();
-    let mut trunk = comm.trunk.clone();
-    if from_number.is_empty()
-        && let Some(a) = &agent
-    {
-        if let Some(n) = &a.number_sid {
-            let num = store
-                .number_get(n)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or("the agent's number no longer exists")?;
-            from_number = num.identifier;
-            trunk = num.trunk;
-        } else if let Some(p) = &a.number_pool_sid {
-            let nums = store
-                .pool_active_numbers(p)
-                .await
-                .map_err(|e| e.to_string())?;
-            if nums.is_empty() {
-                return Err("the agent's number pool has no active number".into());
-            }
-            let num = &nums[rt.next_in_pool(p, nums.len())];
-            from_number = num.identifier.clone();
-            trunk = num.trunk.clone();
-        }
-    }
-    if from_number.is_empty() {
-        return Err("no from-number".into());
-    }
-    let known = |t: &str| rt.sip.trunks().iter().any(|c| c.name == t);
-    let trunk = match trunk.filter(|t| !t.is_empty() && known(t)) {
-        Some(t) => Some(t),
-        None => {
-            // The tenant's trunks, oldest first, that this engine has a gateway for.
-            let (trunks, _) = store
-                .trunk_list(&comm.tenant_sid, false, 100, 0)
-                .await
-                .map_err(|e| e.to_string())?;
-            trunks.into_iter().map(|t| t.name).find(|n| known(n))
+    // The row carries the agent's own number (or the test call's); a pool number is
+    // picked now, rotating over the pool.
+    let from = if comm.from_number.is_empty() {
+        let agent = agent.as_ref().ok_or("no from-number")?;
+        caller::agent_call_caller(store, agent, |pool, len| rt.next_in_pool(pool, len))
+            .await
+            .map_err(|e| e.to_string())?
+    } else {
+        CallerId {
+            number: comm.from_number.clone(),
+            trunk: comm.trunk.clone(),
         }
     };
-    let tz: Tz = comm.timezone.parse().unwrap_or(Tz::UTC);
+    let trunk = caller::call_trunk(store, &comm.tenant_sid, from.trunk.as_deref(), |t| {
+        rt.sip.trunks().iter().any(|c| c.name == t)
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let tz = caller::zone(&comm.timezone);
     let data: serde_json::Map<String, Value> = serde_json::from_str(&comm.data).unwrap_or_default();
     Ok(Prepared {
         program,
         agent,
-        from_number,
+        from_number: from.number,
         trunk,
         tz,
         data: callsmith_scenarios::interpreter::data_to_vars(&data),

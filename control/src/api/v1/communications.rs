@@ -34,6 +34,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 pub use crate::communication::Communication;
+use crate::communication::caller::{self, AgentCaller, CallerIdError};
 
 /// Body of POST /v1/communication/-/dispatch. Unknown fields (including `timezone`,
 /// which is never accepted) are 400.
@@ -88,11 +89,11 @@ fn check_recipient(r: &str) -> ApiResult<String> {
     }
 }
 
-fn account_timezone(account: &AccountRecord) -> String {
-    if account.timezone.is_empty() {
-        "UTC".into()
-    } else {
-        account.timezone.clone()
+/// 422 `no_from_number` for a call with no number to call from; a store failure stays 500.
+fn no_from_number(e: CallerIdError) -> ApiError {
+    match e {
+        CallerIdError::Store(e) => e.into(),
+        e => ApiError::unprocessable("no_from_number", e.to_string()),
     }
 }
 
@@ -136,7 +137,7 @@ async fn dispatch(
         is_test: false,
         data: "{}".into(),
         strategy_sid: None,
-        timezone: account_timezone(&account),
+        timezone: caller::call_timezone(None, &account),
         scheduled_at: b.scheduled_at,
         due_at,
     };
@@ -179,11 +180,13 @@ async fn dispatch(
                 )
             })?;
         // Rule 7: the agent's number; a pool number is picked (rotating) at dial time.
-        if let Some(n) = &agent.number_sid
-            && let Some(num) = state.store.number_get(n).await?
-        {
-            new.from_number = num.identifier.clone();
-            new.trunk = num.trunk.clone();
+        match caller::agent_caller(&state.store, &agent).await {
+            Ok(AgentCaller::Number(c)) => {
+                new.from_number = c.number;
+                new.trunk = c.trunk;
+            }
+            Ok(AgentCaller::Pool(_)) => {}
+            Err(e) => return Err(no_from_number(e)),
         }
         new.agent_sid = Some(agent.sid.clone());
         new.scenario_sid = agent.scenario_sid.clone();
@@ -191,9 +194,7 @@ async fn dispatch(
         new.is_test = agent.is_test;
         new.data = serde_json::to_string(&data).map_err(ApiError::internal)?;
         new.strategy_sid = b.strategy_sid.clone().filter(|s| !s.is_empty());
-        if !agent.timezone.is_empty() {
-            new.timezone = agent.timezone.clone();
-        }
+        new.timezone = caller::call_timezone(Some(&agent), &account);
     } else if let Some(scenario_sid) = scenario_sid {
         // Rules 3 and 5: a test call, dispatched at once; strategy, schedule and data ignored.
         let scenario = state
@@ -244,21 +245,14 @@ async fn dispatch(
                 })?
         };
         // Rule 7: a free account number.
-        let number = state
-            .store
-            .number_pick_for_account(&account.sid)
-            .await?
-            .ok_or_else(|| {
-                ApiError::unprocessable(
-                    "no_from_number",
-                    "the account has no active number to call from",
-                )
-            })?;
+        let number = caller::test_call_caller(&state.store, &account.sid)
+            .await
+            .map_err(no_from_number)?;
         new.scenario_sid = scenario.sid.clone();
         new.version = record.version;
         new.draft_version = record.draft_version;
-        new.from_number = number.identifier.clone();
-        new.trunk = number.trunk.clone();
+        new.from_number = number.number;
+        new.trunk = number.trunk;
         new.is_test = true;
     }
     let rec = state.store.communication_create(&new).await?;

@@ -1,0 +1,153 @@
+//! Who a call is from, through which trunk, and in which time zone its scenario runs: one
+//! rule for the dispatch API, the dialer and inbound calls (docs/communications.md,
+//! "from-number").
+//!
+//! - An agent's call is from the agent's number, or, with a number pool, from a pool
+//!   number picked when the call is placed (rotating over the pool's active numbers).
+//! - A scenario test call is from an active number of the account.
+//! - The trunk is the number's trunk when this engine has a gateway for it, else the
+//!   tenant's oldest trunk this engine has one for.
+//! - The time zone is the agent's, else the account's, else UTC.
+
+use chrono_tz::Tz;
+
+use crate::store::{AccountRecord, AgentRecord, NumberRecord, Store, StoreError};
+
+/// The number a call is from and the trunk that number names, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerId {
+    pub number: String,
+    pub trunk: Option<String>,
+}
+
+impl From<&NumberRecord> for CallerId {
+    fn from(n: &NumberRecord) -> Self {
+        CallerId {
+            number: n.identifier.clone(),
+            trunk: n.trunk.clone(),
+        }
+    }
+}
+
+/// Where an agent's calls come from, as known when a call is dispatched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentCaller {
+    /// The agent's own number.
+    Number(CallerId),
+    /// A number of this pool, picked when the call is placed.
+    Pool(String),
+}
+
+/// Why a call has no from-number.
+#[derive(Debug, thiserror::Error)]
+pub enum CallerIdError {
+    #[error("the agent's number no longer exists")]
+    NumberGone,
+    #[error("the agent's number pool has no active number")]
+    PoolEmpty,
+    #[error("the agent has neither a number nor a number pool")]
+    AgentHasNone,
+    #[error("the account has no active number to call from")]
+    NoAccountNumber,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Where an agent's calls come from: its number (resolved now) or its pool (picked per
+/// call by [`pool_caller`]).
+pub async fn agent_caller(
+    store: &Store,
+    agent: &AgentRecord,
+) -> Result<AgentCaller, CallerIdError> {
+    if let Some(n) = &agent.number_sid {
+        let num = store
+            .number_get(n)
+            .await?
+            .ok_or(CallerIdError::NumberGone)?;
+        return Ok(AgentCaller::Number(CallerId::from(&num)));
+    }
+    match &agent.number_pool_sid {
+        Some(p) => Ok(AgentCaller::Pool(p.clone())),
+        None => Err(CallerIdError::AgentHasNone),
+    }
+}
+
+/// A number of the pool for one call: `pick(len)` chooses among the pool's active numbers
+/// (oldest first); the dialer rotates.
+pub async fn pool_caller(
+    store: &Store,
+    pool_sid: &str,
+    pick: impl FnOnce(usize) -> usize,
+) -> Result<CallerId, CallerIdError> {
+    let nums = store.pool_active_numbers(pool_sid).await?;
+    if nums.is_empty() {
+        return Err(CallerIdError::PoolEmpty);
+    }
+    let i = pick(nums.len()).min(nums.len() - 1);
+    Ok(CallerId::from(&nums[i]))
+}
+
+/// The from-number of an agent's call when it is placed: the agent's number, or a pool
+/// number picked by `pick`.
+pub async fn agent_call_caller(
+    store: &Store,
+    agent: &AgentRecord,
+    pick: impl FnOnce(&str, usize) -> usize,
+) -> Result<CallerId, CallerIdError> {
+    match agent_caller(store, agent).await? {
+        AgentCaller::Number(c) => Ok(c),
+        AgentCaller::Pool(p) => pool_caller(store, &p, |len| pick(&p, len)).await,
+    }
+}
+
+/// The from-number of a scenario test call: an active number of the account.
+pub async fn test_call_caller(store: &Store, account_sid: &str) -> Result<CallerId, CallerIdError> {
+    let num = store
+        .number_pick_for_account(account_sid)
+        .await?
+        .ok_or(CallerIdError::NoAccountNumber)?;
+    Ok(CallerId::from(&num))
+}
+
+/// The trunk a call goes out on: `preferred` (the number's) when `usable` here, else the
+/// first usable of the tenant's trunks, oldest first.
+pub async fn call_trunk(
+    store: &Store,
+    tenant_sid: &str,
+    preferred: Option<&str>,
+    usable: impl Fn(&str) -> bool,
+) -> Result<Option<String>, StoreError> {
+    if let Some(t) = preferred.filter(|t| !t.is_empty() && usable(t)) {
+        return Ok(Some(t.to_string()));
+    }
+    let (trunks, _) = store.trunk_list(tenant_sid, false, 100, 0).await?;
+    Ok(trunks.into_iter().map(|t| t.name).find(|n| usable(n)))
+}
+
+/// The time zone a call's scenario runs in: the agent's, else the account's, else UTC.
+pub fn call_timezone(agent: Option<&AgentRecord>, account: &AccountRecord) -> String {
+    agent
+        .map(|a| a.timezone.as_str())
+        .filter(|t| !t.is_empty())
+        .or(Some(account.timezone.as_str()).filter(|t| !t.is_empty()))
+        .unwrap_or("UTC")
+        .to_string()
+}
+
+/// A stored time-zone name as a zone; UTC for one that does not parse (names are checked
+/// when agents and accounts are written).
+pub fn zone(name: &str) -> Tz {
+    name.parse().unwrap_or(Tz::UTC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zones() {
+        assert_eq!(zone("Europe/Berlin"), Tz::Europe__Berlin);
+        assert_eq!(zone(""), Tz::UTC);
+        assert_eq!(zone("Mars/Olympus"), Tz::UTC);
+    }
+}
