@@ -15,7 +15,8 @@
 //! `location`).
 //!
 //! Account-owned objects keep the account sid as the second path segment
-//! (`<kind>/<account_sid>/…`), so [`owner_of`] tells who may read a bare path.
+//! (`<kind>/<account_sid>/…`), so [`owner_of`] tells who may read a bare path; every
+//! path the service writes is made in one place, the `paths` module.
 
 use std::{
     path::{Path as FsPath, PathBuf},
@@ -38,6 +39,9 @@ use object_store::{
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use utoipa::ToSchema;
+
+mod paths;
+pub use paths::{BUCKET, CallObjects, audio_file, bucket_reference, owner_of, strip_bucket};
 
 /// Default lifetime of a signed link (seconds).
 pub const DEFAULT_LINK_TTL_SECS: u64 = 3600;
@@ -590,15 +594,6 @@ pub fn link_ttl(requested: Option<u64>) -> Result<Duration, String> {
         }
         Some(t) => Ok(Duration::from_secs(t)),
     }
-}
-
-/// The account owning an object path by the `<kind>/<account_sid>/…` convention.
-pub fn owner_of(path: &str) -> Option<&str> {
-    let mut it = path.split('/');
-    let _kind = it.next()?;
-    let owner = it.next()?;
-    it.next()?;
-    (!owner.is_empty()).then_some(owner)
 }
 
 /// A content type guessed from a path's extension (for objects without a stored type).

@@ -12,8 +12,8 @@ pub struct AnsweredCall {
     pub(super) info: CallInfo,
     pub(super) program: Arc<Program>,
     pub(super) answered_at: DateTime<Utc>,
-    /// Object-store prefix of this call's files.
-    pub(super) prefix: String,
+    /// Where this call's objects go.
+    pub(super) objects: CallObjects,
     pub(super) recording_path: String,
     pub(super) call_id: String,
 }
@@ -38,8 +38,8 @@ impl AnsweredCall {
         ) {
             warn!(error = %e, "setting the media peer failed");
         }
-        let prefix = call_prefix(&comm.account_sid, &comm.sid);
-        let recording_path = format!("{prefix}/recording.wav");
+        let objects = CallObjects::new(&comm.account_sid, &comm.sid);
+        let recording_path = objects.recording();
         let Prepared {
             program,
             agent,
@@ -97,7 +97,7 @@ impl AnsweredCall {
             info,
             program,
             answered_at,
-            prefix,
+            objects,
             recording_path,
             call_id,
         })
@@ -120,7 +120,7 @@ impl AnsweredCall {
         let AnsweredCall {
             mut port,
             answered_at,
-            prefix,
+            objects,
             recording_path,
             call_id,
             ..
@@ -195,7 +195,7 @@ impl AnsweredCall {
             "transfers": transfers,
             "media": stats,
         });
-        let history_path = format!("{prefix}/history.json");
+        let history_path = objects.history();
         let saved = match serde_json::to_vec(&history) {
             Ok(bytes) => rt
                 .objects()

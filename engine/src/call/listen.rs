@@ -222,11 +222,8 @@ impl LivePort {
         if pcm.is_empty() {
             return None;
         }
-        let path = format!(
-            "{}/speech/{index}.wav",
-            call_prefix(&self.comm.account_sid, &self.comm.sid)
-        );
-        let reference = format!("{BUCKET}/{path}");
+        let path = CallObjects::new(&self.comm.account_sid, &self.comm.sid).speech_turn(index);
+        let reference = callsmith_control::objects::bucket_reference(&path);
         let objects = self.rt.objects().clone();
         let upload = tokio::spawn(async move {
             let bytes = wav_8k_mono(&pcm);

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use callsmith_control::objects::CallObjects;
 use callsmith_control::store::{
     AgentRecord, CommunicationRecord,
     communications::{CallFinish, CommunicationStatus},
@@ -63,15 +64,6 @@ use port::*;
 pub use port::{ForcedEnd, LivePort};
 pub use prepare::{Prepared, prepare};
 use sms::*;
-
-/// Bucket label in front of object paths referenced from a saved history
-/// (`speech_recognition_recording`), as GET …/speech-recording expects them.
-pub const BUCKET: &str = "callsmith";
-
-/// Object path prefix of a communication's artefacts (`calls/<account>/<communication>/`).
-pub fn call_prefix(account_sid: &str, communication_sid: &str) -> String {
-    format!("calls/{account_sid}/{communication_sid}")
-}
 
 fn media_codec(c: callsmith_sip::SdpCodec) -> callsmith_media::g711::Codec {
     match c {

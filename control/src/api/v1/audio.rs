@@ -151,7 +151,7 @@ async fn upload_audio(
         ApiError::bad_request("invalid_body", format!("multipart body: {}", e.body_text()))
     })?;
     let sid = new_sid(prefix::AUDIO);
-    let path = format!("audio/{}/{sid}.wav", account.sid);
+    let path = crate::objects::audio_file(&account.sid, &sid);
     let mut stored: Option<(String, String, u64)> = None;
     let mut other_bytes: u64 = 0;
     loop {

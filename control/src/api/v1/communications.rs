@@ -420,9 +420,6 @@ pub(crate) async fn communications_map(
     Ok(out)
 }
 
-/// Bucket label that qualifies object paths referenced from a saved call history.
-pub const HISTORY_BUCKET: &str = "callsmith";
-
 /// Query of GET /v1/communication/{id}/speech-recording.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -475,16 +472,9 @@ async fn speech_recording(
     let comm = visible_communication(&state, &account, &id).await?;
     let absent = || ApiError::not_found("speech_recording");
     // Only this communication's turn recordings; anything else reads as absent.
-    let prefix = format!("calls/{}/{}/speech/", account.sid, comm.sid);
-    let rel = q
-        .path
-        .strip_prefix(HISTORY_BUCKET)
-        .and_then(|r| r.strip_prefix('/'))
-        .filter(|r| r.starts_with(&prefix) && r.len() > prefix.len())
-        .filter(|r| {
-            !r.split('/')
-                .any(|seg| seg.is_empty() || seg == "." || seg == "..")
-        })
+    let objects = crate::objects::CallObjects::new(&account.sid, &comm.sid);
+    let rel = crate::objects::strip_bucket(&q.path)
+        .filter(|r| objects.is_speech_turn(r))
         .ok_or_else(absent)?;
     if state.objects.head(rel).await.is_err() {
         return Err(absent());
