@@ -12,7 +12,12 @@ use callsmith_sip::{IncomingCall, IncomingCalls, LegEvent, LocalMedia};
 use chrono::Utc;
 use tracing::{info, warn};
 
-use crate::call::{AnsweredCall, Prepared};
+use std::sync::Arc;
+
+use callsmith_control::store::{AccountRecord, AgentRecord, ScenarioVersionRecord};
+use callsmith_scenarios::Program;
+
+use crate::call::{AnsweredCall, CallError, Prepared};
 use crate::runtime::{LiveGuard, Runtime};
 use callsmith_control::hangups::HangupHandle;
 
@@ -43,49 +48,16 @@ async fn answer(
         call.reject(503, Some("shutting down".into()));
         return None;
     }
-    let route = match rt.store.inbound_agent_for_number(&call.to).await {
+    let Route {
+        agent,
+        identifier,
+        published,
+        program,
+        account,
+    } = match route(&rt, &call.to).await {
         Ok(r) => r,
-        Err(e) => {
-            warn!(error = %e, "inbound routing failed");
-            call.reject(500, None);
-            return None;
-        }
-    };
-    let Some((agent_sid, identifier)) = route else {
-        info!(to = %call.to, "inbound call to a number no active agent serves: 404");
-        call.reject(404, None);
-        return None;
-    };
-    let agent = match rt.store.agent_get(&agent_sid).await {
-        Ok(Some(a)) => a,
-        _ => {
-            call.reject(404, None);
-            return None;
-        }
-    };
-    let published = match rt
-        .store
-        .scenario_latest_published(&agent.scenario_sid)
-        .await
-    {
-        Ok(Some(v)) => v,
-        _ => {
-            warn!(agent = %agent.sid, "inbound agent's scenario has no published version: 480");
-            call.reject(480, Some("scenario not published".into()));
-            return None;
-        }
-    };
-    let program = match rt.program(&published) {
-        Ok(s) => s,
-        Err(_) => {
-            call.reject(500, None);
-            return None;
-        }
-    };
-    let account = match rt.store.account_get(&agent.account_sid).await {
-        Ok(Some(a)) => a,
-        _ => {
-            call.reject(404, None);
+        Err(refusal) => {
+            call.reject(refusal.code, refusal.reason);
             return None;
         }
     };
@@ -128,8 +100,8 @@ async fn answer(
     let comm = match rt.store.communication_create_inbound(&new, &claim).await {
         Ok(c) => c,
         Err(e) => {
-            warn!(error = %e, "recording an inbound call failed: 500");
-            call.reject(500, None);
+            let refusal = Refusal::from_call_error(e.into(), 500);
+            call.reject(refusal.code, refusal.reason);
             return None;
         }
     };
@@ -186,7 +158,121 @@ async fn answer(
     Some((answered, live, hangup))
 }
 
+/// What an inbound call to a number runs.
+struct Route {
+    agent: AgentRecord,
+    /// The number called, as stored.
+    identifier: String,
+    published: ScenarioVersionRecord,
+    program: Arc<Program>,
+    account: AccountRecord,
+}
+
+/// Why an inbound call is refused, as a SIP final response.
+#[derive(Debug, PartialEq, Eq)]
+struct Refusal {
+    code: u16,
+    reason: Option<String>,
+}
+
+impl Refusal {
+    fn from_call_error(e: CallError, permanent_code: u16) -> Refusal {
+        match e {
+            // The store did not answer: the number may well be served; the caller may retry.
+            CallError::Retryable(why) => {
+                warn!(error = %why, "inbound routing failed: 503");
+                Refusal {
+                    code: 503,
+                    reason: Some("temporarily unavailable".into()),
+                }
+            }
+            CallError::Permanent(why) => {
+                info!(error = %why, code = permanent_code, "inbound call refused");
+                Refusal {
+                    code: permanent_code,
+                    reason: None,
+                }
+            }
+        }
+    }
+}
+
+/// Finds the agent serving the number `to` and what it runs. A number no active agent
+/// serves is 404; an agent whose scenario has no published version 480; a store that does
+/// not answer 503.
+async fn route(rt: &Runtime, to: &str) -> Result<Route, Refusal> {
+    let not_found = |e: CallError| Refusal::from_call_error(e, 404);
+    let Some((agent_sid, identifier)) = rt
+        .store
+        .inbound_agent_for_number(to)
+        .await
+        .map_err(|e| not_found(e.into()))?
+    else {
+        info!(to = %to, "inbound call to a number no active agent serves: 404");
+        return Err(Refusal {
+            code: 404,
+            reason: None,
+        });
+    };
+    let agent = rt
+        .store
+        .agent_get(&agent_sid)
+        .await
+        .map_err(|e| not_found(e.into()))?
+        .ok_or_else(|| not_found(CallError::permanent("the agent no longer exists")))?;
+    let unpublished = |e: CallError| Refusal {
+        reason: (!e.is_retryable()).then(|| "scenario not published".to_string()),
+        ..Refusal::from_call_error(e, 480)
+    };
+    let published = rt
+        .store
+        .scenario_latest_published(&agent.scenario_sid)
+        .await
+        .map_err(|e| unpublished(e.into()))?
+        .ok_or_else(|| {
+            unpublished(CallError::permanent(
+                "the agent's scenario has no published version",
+            ))
+        })?;
+    let program = rt
+        .program(&published)
+        .map_err(|e| Refusal::from_call_error(CallError::Permanent(e), 500))?;
+    let account = rt
+        .store
+        .account_get(&agent.account_sid)
+        .await
+        .map_err(|e| not_found(e.into()))?
+        .ok_or_else(|| not_found(CallError::permanent("the agent's account no longer exists")))?;
+    Ok(Route {
+        agent,
+        identifier,
+        published,
+        program,
+        account,
+    })
+}
+
 fn call_media_fallback(sid: &str) -> Option<callsmith_sip::NegotiatedMedia> {
     warn!(communication = %sid, "answered leg did not report media");
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals() {
+        let busy_store = CallError::Retryable("store: pool timed out".into());
+        assert_eq!(
+            Refusal::from_call_error(busy_store, 480),
+            Refusal {
+                code: 503,
+                reason: Some("temporarily unavailable".into())
+            },
+            "a store that did not answer is never a 4xx"
+        );
+        let gone = CallError::permanent("the agent no longer exists");
+        assert_eq!(Refusal::from_call_error(gone, 404).code, 404);
+    }
 }

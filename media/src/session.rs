@@ -91,7 +91,7 @@ impl PlayHandle {
 }
 
 /// Per-session counters (RFC 3550 receive statistics plus drop counters).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SessionStats {
     pub packets_sent: u64,
     pub octets_sent: u64,

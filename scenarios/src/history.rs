@@ -120,6 +120,6 @@ pub enum EndReason {
 
 /// The whole trace of one call.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CallHistory {
+pub struct Trace {
     pub events: Vec<TraceEvent>,
 }

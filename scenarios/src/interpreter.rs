@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::condition::{self, Combine, ElementOp};
-use crate::history::{CallHistory, EndReason, Event, TraceEvent};
+use crate::history::{EndReason, Event, Trace, TraceEvent};
 use crate::model::*;
 use crate::opt::Opt;
 use crate::port::*;
@@ -72,7 +72,7 @@ pub struct CallRun {
     pub goals: Vec<String>,
     /// Bricks entered.
     pub steps: usize,
-    pub history: CallHistory,
+    pub trace: Trace,
 }
 
 /// A brick's position in its snapshot: its kind and its index in that kind's `v1` array.
@@ -170,7 +170,7 @@ impl Program {
             start: port.now(),
             vars: call.data.clone(),
             goals: Vec::new(),
-            history: CallHistory::default(),
+            trace: Trace::default(),
             visits: 0,
         };
         let (end, steps) = run.walk(port).await;
@@ -185,7 +185,7 @@ impl Program {
             variables: run.vars,
             goals: run.goals,
             steps,
-            history: run.history,
+            trace: run.trace,
         }
     }
 
@@ -256,14 +256,14 @@ struct Run<'p> {
     start: DateTime<Utc>,
     vars: BTreeMap<String, String>,
     goals: Vec<String>,
-    history: CallHistory,
+    trace: Trace,
     visits: u64,
 }
 
 impl<'p> Run<'p> {
     fn record(&mut self, port: &dyn CallPort, event: Event) {
         let at_ms = (port.now() - self.start).num_milliseconds();
-        self.history.events.push(TraceEvent { at_ms, event });
+        self.trace.events.push(TraceEvent { at_ms, event });
     }
 
     fn render(&self, port: &dyn CallPort, text: &str) -> String {

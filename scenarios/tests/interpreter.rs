@@ -50,7 +50,7 @@ async fn run(v: &Value, port: &mut ScriptedCall) -> CallRun {
 }
 
 fn entered(r: &CallRun) -> Vec<String> {
-    r.history
+    r.trace
         .events
         .iter()
         .filter_map(|e| match &e.event {
@@ -202,25 +202,20 @@ async fn full_outbound_path_through_every_linear_kind() {
     }
     assert_eq!(port.hangups, vec![""]);
     // trace: relative, monotonic timestamps, serialisable
-    assert_eq!(r.history.events[0].at_ms, 0);
-    assert!(
-        r.history
-            .events
-            .windows(2)
-            .all(|w| w[0].at_ms <= w[1].at_ms)
-    );
-    let last = r.history.events.last().expect("events");
+    assert_eq!(r.trace.events[0].at_ms, 0);
+    assert!(r.trace.events.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+    let last = r.trace.events.last().expect("events");
     assert_eq!(last.at_ms, 4 * 1000 + 2000, "four prompts and one listen");
     assert!(matches!(last.event, Event::CallEnded { .. }));
-    let json = serde_json::to_value(&r.history).expect("serialises");
+    let json = serde_json::to_value(&r.trace).expect("serialises");
     assert_eq!(json["events"][0]["event"], "brick_entered");
-    assert!(r.history.events.iter().any(|e| matches!(&e.event, Event::VariableChanged { name, old: None, new } if name == "greeting" && new == "hi Ann")));
+    assert!(r.trace.events.iter().any(|e| matches!(&e.event, Event::VariableChanged { name, old: None, new } if name == "greeting" && new == "hi Ann")));
     assert!(
-        r.history.events.iter().any(
+        r.trace.events.iter().any(
             |e| matches!(&e.event, Event::AnswerMatched { answer_id, .. } if answer_id == "yes")
         )
     );
-    assert!(r.history.events.iter().any(|e| matches!(
+    assert!(r.trace.events.iter().any(|e| matches!(
         &e.event,
         Event::InputHeard {
             heard: Heard::Speech { .. },
@@ -243,7 +238,7 @@ async fn outbound_call_routes_voicemail_to_its_output() {
         }
     );
     assert_eq!(port.hangups, vec!["voicemail"]);
-    assert!(r.history.events.iter().any(|e| matches!(
+    assert!(r.trace.events.iter().any(|e| matches!(
         e.event,
         Event::AnsweringMachine {
             verdict: AmdVerdict::Machine,
@@ -292,7 +287,7 @@ async fn question_fallbacks_then_invalid_output_then_bridged_transfer() {
     // the transfer messages are handed to the port, not played by the interpreter
     assert_eq!(port.listens.len(), 3);
     let fallbacks: Vec<(String, usize)> = r
-        .history
+        .trace
         .events
         .iter()
         .filter_map(|e| match &e.event {
@@ -354,7 +349,7 @@ async fn transfer_outcomes_pick_their_outputs() {
         let mut port = ScriptedCall::new().transfer_outcome(outcome);
         let r = run(&v, &mut port).await;
         assert!(
-            r.history.events.iter().any(
+            r.trace.events.iter().any(
                 |e| matches!(&e.event, Event::OutputTaken { output, .. } if output == expected)
             )
         );
@@ -385,7 +380,7 @@ async fn webhook_failures_take_the_fail_output() {
         .say("yes")
         .webhook_error("connection refused");
     let r = run(&fixture(), &mut port).await;
-    let outcome = r.history.events.iter().find_map(|e| match &e.event {
+    let outcome = r.trace.events.iter().find_map(|e| match &e.event {
         Event::WebhookCalled { outcome, .. } => Some(outcome.clone()),
         _ => None,
     });
@@ -439,7 +434,7 @@ async fn condition_operators_compare_numbers_and_text() {
     }));
     let r = run(&v, &mut ScriptedCall::new()).await;
     assert!(
-        r.history.events.iter().any(|e| matches!(&e.event, Event::OutputTaken { brick_id, output, .. } if brick_id == "c" && output == "numeric_or")),
+        r.trace.events.iter().any(|e| matches!(&e.event, Event::OutputTaken { brick_id, output, .. } if brick_id == "c" && output == "numeric_or")),
         "9 > 10 is false numerically (true as text), 9 <= 9.0 is true numerically"
     );
 }
@@ -564,7 +559,7 @@ fn question(props: Value) -> Value {
 }
 
 fn answer_taken(r: &CallRun) -> String {
-    r.history
+    r.trace
         .events
         .iter()
         .find_map(|e| match &e.event {
@@ -692,7 +687,7 @@ async fn a_hang_up_during_a_prompt_ends_the_run() {
         port.hangups.is_empty(),
         "the remote hung up; we do not hang up again"
     );
-    assert!(r.history.events.iter().any(|e| matches!(
+    assert!(r.trace.events.iter().any(|e| matches!(
         e.event,
         Event::PromptPlayed {
             outcome: PlayOutcome::HungUp,

@@ -11,6 +11,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use callsmith_control::communication::{CommunicationStatus, history::CallHistory};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
@@ -307,7 +308,10 @@ impl Engine {
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            if ["completed", "failed", "canceled", "interrupted"].contains(&st.as_str()) {
+            if st
+                .parse::<CommunicationStatus>()
+                .is_ok_and(CommunicationStatus::is_final)
+            {
                 return v;
             }
             if tokio::time::Instant::now() > deadline {
@@ -335,11 +339,25 @@ impl Engine {
     }
 
     /// The saved history JSON of a communication (local object storage under the data dir).
+    /// It must read as the typed [`CallHistory`] (which refuses unknown fields), so what
+    /// the engine writes cannot drift from what the API documents.
     pub fn history(&self, account: &str, id: &str) -> Value {
         let p = self.history_path(account, id);
         let text =
             std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("history {}: {e}", p.display()));
+        if let Err(e) = serde_json::from_str::<CallHistory>(&text) {
+            panic!("history {} is not a CallHistory: {e}\n{text}", p.display());
+        }
         serde_json::from_str(&text).expect("history is JSON")
+    }
+
+    /// The history of a communication as `GET /v1/communication/{id}/history` serves it.
+    pub async fn history_from_api(&self, account: &str, id: &str) -> CallHistory {
+        let (s, v) = self
+            .get(&format!("/v1/communication/{id}/history"), Some(account))
+            .await;
+        assert_eq!(s, 200, "GET history: {v}");
+        serde_json::from_value(v).expect("a CallHistory")
     }
 }
 

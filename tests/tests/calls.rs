@@ -74,6 +74,14 @@ async fn draft_test_call_plays_prompt_and_records_history() {
     );
 
     let h = e.history(&t.account, &id);
+    // The API serves the same history, typed.
+    let served = e.history_from_api(&t.account, &id).await;
+    assert_eq!(served.communication_id, id);
+    assert_eq!(served.goals, ["greeted"]);
+    assert_eq!(
+        served.prompts.len(),
+        h["prompts"].as_array().map_or(0, Vec::len)
+    );
     let prompt = &h["prompts"][0];
     assert_eq!(prompt["outcome"], "completed", "{h}");
     assert!(prompt["played_ms"].as_u64().unwrap_or(0) > 1000, "{prompt}");
@@ -197,13 +205,24 @@ async fn agent_call_recognises_yes_and_delivers_the_result() {
         .as_str()
         .expect("turn audio saved")
         .to_string();
-    assert!(
+    let stored = std::fs::read(
         e.data_dir
             .join("objects")
-            .join(format!("calls/{}/{id}/recording.wav", t.account))
-            .exists(),
-        "call recording stored"
-    );
+            .join(format!("calls/{}/{id}/recording.wav", t.account)),
+    )
+    .expect("call recording stored");
+    // The recording through the API is the stored file.
+    let r = e
+        .client
+        .get(format!("{}/v1/communication/{id}/recording", e.base_url))
+        .bearer_auth(SU_TOKEN)
+        .header("X-Account-Sid", &t.account)
+        .send()
+        .await
+        .expect("GET recording");
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "audio/wav");
+    assert_eq!(r.bytes().await.expect("recording bytes"), stored);
     let _ = callee.success(Duration::from_secs(20)).await;
 
     // The speech-recognition recording of the turn, proxied and as a signed link.

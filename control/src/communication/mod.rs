@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 use crate::store::CommunicationRecord;
 
 pub mod caller;
+pub mod history;
 mod status;
 pub use status::{CommunicationStatus, UnknownStatus};
 

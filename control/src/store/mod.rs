@@ -12,6 +12,7 @@
 use std::{path::Path, str::FromStr, time::Duration};
 
 use chrono::{DateTime, Utc};
+pub use sqlx;
 use sqlx::{
     postgres::{PgConnectOptions, PgPool, PgPoolOptions},
     sqlite::{

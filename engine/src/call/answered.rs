@@ -173,28 +173,33 @@ impl AnsweredCall {
                 .and_then(|v| v.get("reason").and_then(|r| r.as_str()).map(String::from))
         });
         let duration = (ended_at - answered_at).num_milliseconds().max(0);
-        let history = json!({
-            "communication_id": comm.sid,
-            "direction": comm.direction,
-            "recipient": comm.recipient,
-            "from_number": from_number,
-            "call_id": call_id,
-            "answered_at": answered_at,
-            "ended_at": ended_at,
-            "duration_ms": duration,
-            "end": run.end,
-            "forced_end": forced.map(ForcedEnd::reason),
-            "hangup": ended.as_ref().map(|e| json!({"call_status": e.call_status.as_str(), "sip_code": e.sip_code, "reason": e.reason, "by": format!("{:?}", e.by).to_lowercase()})),
-            "goals": run.goals,
-            "variables": run.variables,
-            "steps": run.steps,
-            "trace": run.history.events,
-            "prompts": prompts,
-            "turns": turns,
-            "errors": errors,
-            "transfers": transfers,
-            "media": stats,
-        });
+        let history = CallHistory {
+            communication_id: comm.sid.clone(),
+            direction: comm.direction.clone(),
+            recipient: comm.recipient.clone(),
+            from_number,
+            call_id,
+            answered_at,
+            ended_at,
+            duration_ms: duration,
+            end: run.end.clone(),
+            forced_end: forced.map(|f| f.reason().to_string()),
+            hangup: ended.as_ref().map(|e| HangupLog {
+                call_status: e.call_status.as_str().into(),
+                sip_code: e.sip_code,
+                reason: e.reason.clone(),
+                by: format!("{:?}", e.by).to_lowercase(),
+            }),
+            goals: run.goals.clone(),
+            variables: run.variables.clone(),
+            steps: run.steps,
+            trace: run.trace.events.clone(),
+            prompts,
+            turns,
+            errors,
+            transfers,
+            media: stats,
+        };
         let history_path = objects.history();
         let saved = match serde_json::to_vec(&history) {
             Ok(bytes) => rt

@@ -39,8 +39,7 @@ use callsmith_scenarios::{
 use callsmith_sip::{CallLeg, EndInfo, LegEvent, LocalMedia, NegotiatedMedia};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -48,6 +47,7 @@ use tracing::{info, warn};
 use crate::runtime::Runtime;
 
 mod answered;
+mod error;
 mod history;
 mod listen;
 mod outbound;
@@ -58,6 +58,7 @@ mod sms;
 mod transfer;
 
 pub use answered::AnsweredCall;
+pub use error::CallError;
 use history::*;
 pub use outbound::run_outbound;
 use port::*;

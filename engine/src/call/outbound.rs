@@ -54,7 +54,13 @@ pub(super) async fn dial(
             hangup: hangup.clone(),
             ..p
         },
-        Err(e) => {
+        Err(CallError::Retryable(e)) => {
+            // Nothing is wrong with the row: give it back for a later attempt.
+            warn!(communication = %comm.sid, error = %e, "communication not dialled now; releasing the claim");
+            let _ = rt.store.communication_release(&comm.sid, &token).await;
+            return None;
+        }
+        Err(CallError::Permanent(e)) => {
             warn!(communication = %comm.sid, error = %e, "communication cannot be dialled");
             let _ = rt
                 .store

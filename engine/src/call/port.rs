@@ -46,7 +46,7 @@ pub struct LivePort {
     /// The trunk the call runs on (a bridged transfer's second leg leaves through it).
     pub(super) trunk: String,
     /// call_transfer attempts, for the history.
-    pub(super) transfers: Vec<transfer::TransferLog>,
+    pub(super) transfers: Vec<TransferLog>,
     /// When the last turn's answer became available ([`callsmith_media::clock::now_ns`]),
     /// until the reply's first RTP packet is measured.
     pub(super) answer_ns: Option<u64>,

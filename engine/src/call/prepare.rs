@@ -20,15 +20,14 @@ pub struct Prepared {
 }
 
 /// Loads the scenario version, the agent, the from-number and the trunk of a claimed row.
-pub async fn prepare(rt: &Runtime, comm: &CommunicationRecord) -> Result<Prepared, String> {
+pub async fn prepare(rt: &Runtime, comm: &CommunicationRecord) -> Result<Prepared, CallError> {
     let store = &rt.store;
     let agent = match &comm.agent_sid {
         Some(a) => Some(
             store
                 .agent_get(a)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or("the agent no longer exists")?,
+                .await?
+                .ok_or(CallError::permanent("the agent no longer exists"))?,
         ),
         None => None,
     };
@@ -43,18 +42,19 @@ pub async fn prepare(rt: &Runtime, comm: &CommunicationRecord) -> Result<Prepare
                 .scenario_version_by_axis(&comm.scenario_sid, d, true)
                 .await
         }
-        (None, None) => return Err("no scenario version recorded".into()),
-    }
-    .map_err(|e| e.to_string())?
-    .ok_or("the scenario version no longer exists")?;
-    let program = rt.program(&record)?;
+        (None, None) => return Err(CallError::permanent("no scenario version recorded")),
+    }?
+    .ok_or(CallError::permanent(
+        "the scenario version no longer exists",
+    ))?;
+    let program = rt.program(&record).map_err(CallError::Permanent)?;
     // The row carries the agent's own number (or the test call's); a pool number is
     // picked now, rotating over the pool.
     let from = if comm.from_number.is_empty() {
-        let agent = agent.as_ref().ok_or("no from-number")?;
-        caller::agent_call_caller(store, agent, |pool, len| rt.next_in_pool(pool, len))
-            .await
-            .map_err(|e| e.to_string())?
+        let agent = agent
+            .as_ref()
+            .ok_or(CallError::permanent("no from-number"))?;
+        caller::agent_call_caller(store, agent, |pool, len| rt.next_in_pool(pool, len)).await?
     } else {
         CallerId {
             number: comm.from_number.clone(),
@@ -64,8 +64,7 @@ pub async fn prepare(rt: &Runtime, comm: &CommunicationRecord) -> Result<Prepare
     let trunk = caller::call_trunk(store, &comm.tenant_sid, from.trunk.as_deref(), |t| {
         rt.sip.trunks().iter().any(|c| c.name == t)
     })
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     let tz = caller::zone(&comm.timezone);
     let data: serde_json::Map<String, Value> = serde_json::from_str(&comm.data).unwrap_or_default();
     Ok(Prepared {

@@ -14,7 +14,7 @@
 //! this module only sequences them. Every attempt is kept as a [`TransferLog`] in the call
 //! history (`transfers`), beside the interpreter's `transferred` trace event.
 
-use callsmith_media::{Bridge, SessionStats};
+use callsmith_media::Bridge;
 use callsmith_sip::{CallStatus, OutboundCall};
 
 use super::*;
@@ -24,52 +24,15 @@ const END_WAIT: Duration = Duration::from_secs(5);
 /// Extra time past the ring timeout before the engine gives up on the target leg itself.
 const RING_GUARD: Duration = Duration::from_secs(10);
 
-/// One call_transfer attempt, as saved in the call history.
-#[derive(Debug, Clone, Serialize)]
-pub(super) struct TransferLog {
-    mode: &'static str,
-    /// The brick's rendered `number`.
-    target: String,
-    started_ms: u64,
-    ended_ms: u64,
-    /// `success`, `failure` or `timeout` (the output the brick took).
-    outcome: &'static str,
-    detail: Option<String>,
-    /// Blind: the sipfrag / REFER response code. Bridged: the target leg's final SIP code.
-    sip_code: Option<u16>,
-    /// Bridged: the target leg's Call-ID and how it ended (call_status vocabulary).
-    call_id: Option<String>,
-    call_status: Option<String>,
-    ringing_ms: Option<u64>,
-    answered_ms: Option<u64>,
-    /// How much of `message_to_manager` the target heard.
-    manager_prompt_played_ms: Option<u64>,
-    bridged_ms: Option<u64>,
-    /// Who ended the bridge: `caller` or `target`.
-    ended_by: Option<&'static str>,
-    /// Media counters of the target leg (what the bridge relayed to and from the target).
-    target_media: Option<SessionStats>,
+/// How a call_transfer attempt is kept in the call history.
+trait TransferRecord {
+    fn started(mode: &str, spec: &TransferSpec, started_ms: u64) -> Self;
+    fn target_ended(&mut self, end: &EndInfo);
 }
 
-impl TransferLog {
-    fn new(mode: &'static str, spec: &TransferSpec, started_ms: u64) -> TransferLog {
-        TransferLog {
-            mode,
-            target: spec.number.clone(),
-            started_ms,
-            ended_ms: started_ms,
-            outcome: "failure",
-            detail: None,
-            sip_code: None,
-            call_id: None,
-            call_status: None,
-            ringing_ms: None,
-            answered_ms: None,
-            manager_prompt_played_ms: None,
-            bridged_ms: None,
-            ended_by: None,
-            target_media: None,
-        }
+impl TransferRecord for TransferLog {
+    fn started(mode: &str, spec: &TransferSpec, started_ms: u64) -> TransferLog {
+        TransferLog::new(mode, &spec.number, started_ms)
     }
 
     fn target_ended(&mut self, end: &EndInfo) {
@@ -99,11 +62,11 @@ impl LivePort {
     fn keep_transfer(&mut self, mut log: TransferLog, outcome: &TransferOutcome) {
         log.ended_ms = self.ms();
         (log.outcome, log.detail) = match outcome {
-            TransferOutcome::Success => ("success", log.detail.take()),
-            TransferOutcome::Failure(why) => ("failure", Some(why.clone())),
-            TransferOutcome::Timeout => ("timeout", log.detail.take()),
+            TransferOutcome::Success => ("success".into(), log.detail.take()),
+            TransferOutcome::Failure(why) => ("failure".into(), Some(why.clone())),
+            TransferOutcome::Timeout => ("timeout".into(), log.detail.take()),
         };
-        info!(communication = %self.comm.sid, mode = log.mode, outcome = log.outcome, detail = ?log.detail, "call transfer");
+        info!(communication = %self.comm.sid, mode = %log.mode, outcome = %log.outcome, detail = ?log.detail, "call transfer");
         self.transfers.push(log);
     }
 
@@ -130,7 +93,7 @@ impl LivePort {
     }
 
     pub(super) async fn blind_transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
-        let mut log = TransferLog::new("blind", spec, self.ms());
+        let mut log = TransferLog::started("blind", spec, self.ms());
         if let Some(m) = &spec.message_to_client {
             let _ = self.play(m, false).await;
         }
@@ -165,7 +128,7 @@ impl LivePort {
     }
 
     pub(super) async fn bridged_transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
-        let mut log = TransferLog::new("bridged", spec, self.ms());
+        let mut log = TransferLog::started("bridged", spec, self.ms());
         let outcome = self.bridge_to_target(spec, &mut log).await;
         self.keep_transfer(log, &outcome);
         outcome
@@ -311,7 +274,7 @@ impl LivePort {
                 ev = target.next_event() => match ev {
                     Some(LegEvent::Ended(end)) => {
                         log.target_ended(&end);
-                        log.ended_by = Some("target");
+                        log.ended_by = Some("target".into());
                         let _ = self.session.stop_playout();
                         let _ = target_media.close().await;
                         return TransferOutcome::Failure("the transfer target hung up before the bridge".into());
@@ -324,7 +287,7 @@ impl LivePort {
                 },
                 h = self.next_happening() => {
                     if let Some(why) = self.caller_gone(h) {
-                        log.ended_by = Some("caller");
+                        log.ended_by = Some("caller".into());
                         let _ = self.session.stop_playout();
                         target.hangup();
                         if let Some(end) = wait_end(&mut target, END_WAIT).await { log.target_ended(&end); }
@@ -351,7 +314,7 @@ impl LivePort {
                 ev = target.next_event() => match ev {
                     Some(LegEvent::Ended(end)) => {
                         log.target_ended(&end);
-                        log.ended_by = Some("target");
+                        log.ended_by = Some("target".into());
                         bridge.stop();
                         self.leg.hangup();
                         self.wait_leg_end(END_WAIT).await;
@@ -359,7 +322,7 @@ impl LivePort {
                     }
                     Some(_) => {}
                     None => {
-                        log.ended_by = Some("target");
+                        log.ended_by = Some("target".into());
                         bridge.stop();
                         self.leg.hangup();
                         self.wait_leg_end(END_WAIT).await;
@@ -368,7 +331,7 @@ impl LivePort {
                 },
                 h = self.next_happening() => {
                     if self.caller_gone(h).is_some() {
-                        log.ended_by = Some("caller");
+                        log.ended_by = Some("caller".into());
                         bridge.stop();
                         target.hangup();
                         if let Some(end) = wait_end(&mut target, END_WAIT).await { log.target_ended(&end); }

@@ -3,11 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::{
-    extract::State,
-    http::{StatusCode, header},
-    response::{IntoResponse, Response},
-};
+use axum::{extract::State, http::StatusCode};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
@@ -30,7 +26,6 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list_communications))
         .routes(routes!(get_communication))
         .routes(routes!(hangup_communication))
-        .routes(routes!(speech_recording))
 }
 
 pub use crate::communication::Communication;
@@ -418,76 +413,4 @@ pub(crate) async fn communications_map(
         );
     }
     Ok(out)
-}
-
-/// Query of GET /v1/communication/{id}/speech-recording.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct SpeechRecordingQuery {
-    /// Bucket-qualified storage path as referenced by the saved history field
-    /// `speech_recognition_recording` (`callsmith/calls/<account>/<communication>/speech/<n>.wav`).
-    pub path: String,
-    /// `proxy` (default): stream the audio; `url`: return a signed link.
-    #[serde(default)]
-    pub mode: Option<String>,
-    /// Link lifetime in seconds (url mode): default 3600, at most 604800.
-    #[serde(default)]
-    pub expires_in: Option<u64>,
-}
-
-/// Serve a speech-recognition recording referenced from the call's saved history.
-#[utoipa::path(get, path = "/v1/communication/{id}/speech-recording", tag = "communications",
-    params(("id" = String, Path), SpeechRecordingQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
-    security(("bearer" = [])),
-    responses((status = 200, description = "The audio (proxy mode) or a Signed link (url mode)", body = crate::objects::SignedLink),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
-async fn speech_recording(
-    State(state): State<AppState>,
-    auth: Authz<cap::ResourcesRead>,
-    Path(id): Path<String>,
-    Query(q): Query<SpeechRecordingQuery>,
-) -> ApiResult<Response> {
-    let url_mode = match q.mode.as_deref() {
-        None | Some("proxy") => false,
-        Some("url") => true,
-        Some(_) => {
-            return Err(ApiError::bad_request("invalid_query", "mode: proxy or url"));
-        }
-    };
-    let ttl = q
-        .expires_in
-        .unwrap_or(crate::objects::DEFAULT_LINK_TTL_SECS);
-    if ttl == 0 || ttl > crate::objects::MAX_LINK_TTL_SECS {
-        return Err(ApiError::bad_request(
-            "invalid_query",
-            format!(
-                "expires_in: 1 to {} seconds",
-                crate::objects::MAX_LINK_TTL_SECS
-            ),
-        ));
-    }
-    let account = auth.account_scope(&state).await?;
-    let comm = visible_communication(&state, &account, &id).await?;
-    let absent = || ApiError::not_found("speech_recording");
-    // Only this communication's turn recordings; anything else reads as absent.
-    let objects = crate::objects::CallObjects::new(&account.sid, &comm.sid);
-    let rel = crate::objects::strip_bucket(&q.path)
-        .filter(|r| objects.is_speech_turn(r))
-        .ok_or_else(absent)?;
-    if state.objects.head(rel).await.is_err() {
-        return Err(absent());
-    }
-    let content_type = crate::objects::guess_content_type(rel);
-    if url_mode {
-        let link = state
-            .objects
-            .signed_link(rel, std::time::Duration::from_secs(ttl), Some(content_type))
-            .await
-            .map_err(ApiError::internal)?;
-        return Ok(Json(link).into_response());
-    }
-    let bytes = state.objects.get(rel).await.map_err(|_| absent())?;
-    Ok(([(header::CONTENT_TYPE, content_type)], bytes).into_response())
 }

@@ -4,6 +4,7 @@ mod accounts;
 pub(crate) mod agents;
 mod audio;
 mod auth;
+mod call_objects;
 mod classifiers;
 pub mod communications;
 mod dictionaries;
@@ -68,6 +69,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(stt::routes())
         .merge(tts::routes())
         .merge(communications::routes())
+        .merge(call_objects::routes())
         .merge(results::routes())
         .merge(classifiers::routes())
         .merge(llm::routes())

@@ -1,0 +1,186 @@
+//! What a finished call left in object storage, served per communication: the saved
+//! history, the recording and the caller audio of each listen turn. Paths come from
+//! [`crate::objects::CallObjects`]; only the caller's own communications are visible.
+
+use std::time::Duration;
+
+use axum::{
+    extract::State,
+    http::header,
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use utoipa::IntoParams;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::communications::visible_communication;
+use crate::{
+    api::{ApiError, ApiResult, AppState, ErrorBody, Json, Path, Query},
+    auth::{Authz, cap},
+    communication::history::CallHistory,
+    objects::{CallObjects, DEFAULT_LINK_TTL_SECS, MAX_LINK_TTL_SECS, guess_content_type},
+};
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(history))
+        .routes(routes!(recording))
+        .routes(routes!(speech_recording))
+}
+
+/// How an audio object is handed out.
+enum Delivery {
+    /// Streamed through the service.
+    Proxy,
+    /// A signed link valid this long.
+    Link(Duration),
+}
+
+fn delivery(mode: Option<&str>, expires_in: Option<u64>) -> ApiResult<Delivery> {
+    let url_mode = match mode {
+        None | Some("proxy") => false,
+        Some("url") => true,
+        Some(_) => {
+            return Err(ApiError::bad_request("invalid_query", "mode: proxy or url"));
+        }
+    };
+    let ttl = expires_in.unwrap_or(DEFAULT_LINK_TTL_SECS);
+    if ttl == 0 || ttl > MAX_LINK_TTL_SECS {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("expires_in: 1 to {MAX_LINK_TTL_SECS} seconds"),
+        ));
+    }
+    Ok(if url_mode {
+        Delivery::Link(Duration::from_secs(ttl))
+    } else {
+        Delivery::Proxy
+    })
+}
+
+/// Serves an object the caller may read: its bytes, or a signed link to it.
+async fn serve(
+    state: &AppState,
+    path: &str,
+    how: Delivery,
+    absent: impl Fn() -> ApiError,
+) -> ApiResult<Response> {
+    if state.objects.head(path).await.is_err() {
+        return Err(absent());
+    }
+    let content_type = guess_content_type(path);
+    if let Delivery::Link(ttl) = how {
+        let link = state
+            .objects
+            .signed_link(path, ttl, Some(content_type))
+            .await
+            .map_err(ApiError::internal)?;
+        return Ok(Json(link).into_response());
+    }
+    let bytes = state.objects.get(path).await.map_err(|_| absent())?;
+    Ok(([(header::CONTENT_TYPE, content_type)], bytes).into_response())
+}
+
+/// The saved history of an answered call: every brick, prompt, listen turn (with its
+/// latency breakdown), transfer and the media counters.
+#[utoipa::path(get, path = "/v1/communication/{id}/history", tag = "communications",
+    params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 200, body = CallHistory),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "`communication`: no such communication; `history`: none saved (the call was not answered, or has not ended)"),
+        (status = 500, body = ErrorBody)))]
+async fn history(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let account = auth.account_scope(&state).await?;
+    let comm = visible_communication(&state, &account, &id).await?;
+    let absent = || ApiError::not_found("history");
+    let path = comm
+        .history_path
+        .filter(|_| comm.has_history)
+        .unwrap_or_else(|| CallObjects::new(&account.sid, &comm.sid).history());
+    let bytes = state.objects.get(&path).await.map_err(|_| absent())?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response())
+}
+
+/// Query of the call's audio objects.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct RecordingQuery {
+    /// `proxy` (default): stream the audio; `url`: return a signed link.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Link lifetime in seconds (url mode): default 3600, at most 604800.
+    #[serde(default)]
+    pub expires_in: Option<u64>,
+}
+
+/// The call's recording (stereo WAV: caller left, bot right), when the agent records calls.
+#[utoipa::path(get, path = "/v1/communication/{id}/recording", tag = "communications",
+    params(("id" = String, Path), RecordingQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 200, description = "The audio (proxy mode, audio/wav) or a Signed link (url mode)", body = crate::objects::SignedLink),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "`communication`: no such communication; `recording`: none stored"),
+        (status = 500, body = ErrorBody)))]
+async fn recording(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Path(id): Path<String>,
+    Query(q): Query<RecordingQuery>,
+) -> ApiResult<Response> {
+    let how = delivery(q.mode.as_deref(), q.expires_in)?;
+    let account = auth.account_scope(&state).await?;
+    let comm = visible_communication(&state, &account, &id).await?;
+    let absent = || ApiError::not_found("recording");
+    let path = comm
+        .recording_path
+        .filter(|_| comm.has_recording)
+        .ok_or_else(absent)?;
+    serve(&state, &path, how, absent).await
+}
+
+/// Query of GET /v1/communication/{id}/speech-recording.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SpeechRecordingQuery {
+    /// Bucket-qualified storage path as referenced by the saved history field
+    /// `speech_recognition_recording` (`callsmith/calls/<account>/<communication>/speech/<n>.wav`).
+    pub path: String,
+    /// `proxy` (default): stream the audio; `url`: return a signed link.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Link lifetime in seconds (url mode): default 3600, at most 604800.
+    #[serde(default)]
+    pub expires_in: Option<u64>,
+}
+
+/// Serve a speech-recognition recording referenced from the call's saved history.
+#[utoipa::path(get, path = "/v1/communication/{id}/speech-recording", tag = "communications",
+    params(("id" = String, Path), SpeechRecordingQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 200, description = "The audio (proxy mode) or a Signed link (url mode)", body = crate::objects::SignedLink),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn speech_recording(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Path(id): Path<String>,
+    Query(q): Query<SpeechRecordingQuery>,
+) -> ApiResult<Response> {
+    let how = delivery(q.mode.as_deref(), q.expires_in)?;
+    let account = auth.account_scope(&state).await?;
+    let comm = visible_communication(&state, &account, &id).await?;
+    let absent = || ApiError::not_found("speech_recording");
+    // Only this communication's turn recordings; anything else reads as absent.
+    let objects = CallObjects::new(&account.sid, &comm.sid);
+    let path = crate::objects::strip_bucket(&q.path)
+        .filter(|r| objects.is_speech_turn(r))
+        .ok_or_else(absent)?;
+    serve(&state, path, how, absent).await
+}

@@ -1,0 +1,230 @@
+//! What a finished call left in storage, per communication: the saved history (typed),
+//! the recording (proxy or signed link) and the 404s of each, on SQLite and PostgreSQL.
+//! The calls themselves run end to end in the `tests` crate, which reads the same routes.
+
+use bytes::Bytes;
+use callsmith_control::{
+    both_backends,
+    communication::{
+        CommunicationStatus,
+        history::{CallHistory, TurnLog},
+    },
+    objects::CallObjects,
+    store::communications::{CallFinish, Claim, ClaimScope},
+    testing::TestServer,
+};
+use chrono::Utc;
+use serde_json::json;
+
+fn snapshot() -> String {
+    json!({"name": "t", "constructor": {"bricks": {
+        "start_call": {"v1": [{"id": "s", "description": "", "properties": {}, "outputs": [{"type": "next", "description": "", "next": "e"}]}]},
+        "end": {"v1": [{"id": "e", "description": "", "properties": {}, "outputs": []}]}
+    }}})
+    .to_string()
+}
+
+/// A history as the engine writes it.
+fn history(id: &str) -> CallHistory {
+    let now = Utc::now();
+    CallHistory {
+        communication_id: id.into(),
+        direction: "outbound".into(),
+        recipient: "+15550001".into(),
+        from_number: "+4911".into(),
+        call_id: "abc@127.0.0.1".into(),
+        answered_at: now,
+        ended_at: now,
+        duration_ms: 1200,
+        end: callsmith_scenarios::history::EndReason::End {
+            brick_id: "e".into(),
+        },
+        forced_end: None,
+        hangup: None,
+        goals: vec!["reached".into()],
+        variables: [("name".to_string(), "Ann".to_string())].into(),
+        steps: 2,
+        trace: Vec::new(),
+        prompts: Vec::new(),
+        turns: vec![TurnLog {
+            index: 1,
+            heard: "dtmf".into(),
+            dtmf: Some("12".into()),
+            ..Default::default()
+        }],
+        errors: Vec::new(),
+        transfers: Vec::new(),
+        media: None,
+    }
+}
+
+async fn history_and_recording(s: TestServer) {
+    let f = s.fixture().await;
+    let sid = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO);
+    let draft = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO_VERSION);
+    s.store
+        .scenario_create(
+            &sid,
+            &f.tenant_sid,
+            &f.account_sid,
+            "t",
+            "",
+            &draft,
+            &snapshot(),
+            "h0",
+        )
+        .await
+        .unwrap();
+    s.store
+        .scenario_publish(&sid, &f.account_sid, &snapshot(), "h0")
+        .await
+        .unwrap();
+    let tok = &f.admin_session;
+    let r = s
+        .post("/v1/number")
+        .bearer(tok)
+        .json(&json!({"identifier": "+4911"}))
+        .send()
+        .await;
+    r.expect(201);
+    let dispatch = |recipient: &str| {
+        s.post("/v1/communication/-/dispatch")
+            .bearer(&f.account_key)
+            .json(&json!({"recipient": recipient, "scenario_sid": sid}))
+    };
+    let answered = dispatch("+15550001").send().await;
+    answered.expect(201);
+    let id = answered.str("id");
+    let unanswered = dispatch("+15550002").send().await;
+    unanswered.expect(201);
+    let other_id = unanswered.str("id");
+
+    // Nothing saved yet: 404 with the object's name.
+    s.get(&format!("/v1/communication/{id}/history"))
+        .bearer(&f.account_key)
+        .send()
+        .await
+        .expect_error(404, "history_not_found");
+    s.get(&format!("/v1/communication/{id}/recording"))
+        .bearer(&f.account_key)
+        .send()
+        .await
+        .expect_error(404, "recording_not_found");
+
+    // The engine's end of an answered call: history and recording stored, end written.
+    let claim = Claim {
+        token: "tok".into(),
+        by: "test".into(),
+        until: Utc::now() + chrono::Duration::seconds(60),
+    };
+    let claimed = s
+        .store
+        .communication_claim_due(&claim, &ClaimScope::TestCalls, 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    let objects = CallObjects::new(&f.account_sid, &id);
+    s.state
+        .objects
+        .put(
+            &objects.history(),
+            Bytes::from(serde_json::to_vec(&history(&id)).unwrap()),
+            Some("application/json"),
+        )
+        .await
+        .unwrap();
+    let wav = Bytes::from_static(b"RIFF....WAVEfmt ");
+    s.state
+        .objects
+        .put(&objects.recording(), wav.clone(), Some("audio/wav"))
+        .await
+        .unwrap();
+    assert!(
+        s.store
+            .communication_mark_started(&id, "tok", "+4911", None)
+            .await
+            .unwrap()
+    );
+    let mut end = CallFinish::new(CommunicationStatus::Completed);
+    end.call_status = Some("answered".into());
+    end.history_path = Some(objects.history());
+    end.recording_path = Some(objects.recording());
+    assert!(
+        s.store
+            .communication_finish(&id, "tok", &end)
+            .await
+            .unwrap()
+    );
+
+    // The history, typed: what the engine wrote is what the API serves.
+    let r = s
+        .get(&format!("/v1/communication/{id}/history"))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    r.expect(200);
+    let h: CallHistory = serde_json::from_value(r.body.clone()).expect("a CallHistory");
+    assert_eq!(h.communication_id, id);
+    assert_eq!(h.goals, ["reached"]);
+    assert_eq!(h.turns[0].dtmf.as_deref(), Some("12"));
+
+    // The recording: streamed, or a signed link that serves the same bytes.
+    let r = s
+        .get(&format!("/v1/communication/{id}/recording"))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    r.expect(200);
+    assert_eq!(r.headers["content-type"], "audio/wav");
+    assert_eq!(r.text.as_bytes(), &wav[..]);
+    let r = s
+        .get(&format!(
+            "/v1/communication/{id}/recording?mode=url&expires_in=60"
+        ))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    r.expect(200);
+    let link = r.str("signed_url");
+    let got = reqwest::get(&link).await.unwrap();
+    assert_eq!(got.status(), 200, "{link}");
+    assert_eq!(got.bytes().await.unwrap(), wav);
+
+    // Bad queries: 400; the other call has neither; another account sees nothing.
+    for q in [
+        "mode=stream",
+        "mode=url&expires_in=0",
+        "mode=url&expires_in=604801",
+        "x=1",
+    ] {
+        s.get(&format!("/v1/communication/{id}/recording?{q}"))
+            .bearer(&f.account_key)
+            .send()
+            .await
+            .expect(400);
+    }
+    s.get(&format!("/v1/communication/{other_id}/history"))
+        .bearer(&f.account_key)
+        .send()
+        .await
+        .expect_error(404, "history_not_found");
+    s.get(&format!("/v1/communication/{other_id}/recording"))
+        .bearer(&f.account_key)
+        .send()
+        .await
+        .expect_error(404, "recording_not_found");
+    let other = s.fixture_named("b").await;
+    for what in ["history", "recording"] {
+        s.get(&format!("/v1/communication/{id}/{what}"))
+            .bearer(&other.account_key)
+            .send()
+            .await
+            .expect_error(404, "communication_not_found");
+    }
+    s.get(&format!("/v1/communication/{id}/history"))
+        .send()
+        .await
+        .expect(401);
+}
+
+both_backends!(history_and_recording);
