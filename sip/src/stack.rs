@@ -22,7 +22,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::config::SipConfig;
-use crate::leg::{CallLeg, Command, Driver, LegDirection, LegEvent, SessionTimer, new_leg};
+use crate::leg::{
+    CallLeg, Command, Driver, LegDirection, LegEvent, LegMachine, LegSetup, SessionTimer, new_leg,
+};
 use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SessionDescription};
 use crate::states::StateRouter;
 use crate::trunk::{self, SipTransport, TrunkConfig, TrunkError};
@@ -456,21 +458,25 @@ impl SipStack {
         let call_id = dialog.id().call_id.clone();
         info!(%call_id, trunk = %trunk.name, %from, %to, "placing call");
         let (leg, cmd_rx, ev_tx) = new_leg(call_id, LegDirection::Outbound, trunk.name.clone());
+        let setup = LegSetup {
+            call_id: dialog.id().call_id.clone(),
+            direction: LegDirection::Outbound,
+            local_media: Some(call.local_media),
+            ring_timeout: Some(call.ring_timeout),
+            session_timer: None,
+            refer_host: trunk.gateway.to_string(),
+            refer_timeout: inner.config.timers.refer_timeout,
+            session_id,
+            session_version: 1,
+        };
         let driver = Driver {
             dialog,
             dialog_layer: inner.dialog_layer.clone(),
             state_rx,
             cmd_rx,
             events: ev_tx,
-            direction: LegDirection::Outbound,
-            local_media: Some(call.local_media),
             invite: Some(join),
-            ring_deadline: Some(Instant::now() + call.ring_timeout),
-            session_timer: None,
-            refer_host: trunk.gateway.to_string(),
-            refer_timeout: inner.config.timers.refer_timeout,
-            session_version: 1,
-            session_id,
+            machine: LegMachine::new(setup, Instant::now().into_std()),
         };
         tokio::spawn(driver.run());
         Ok(leg)
@@ -665,22 +671,26 @@ async fn handle_invite(
     let call_id = dialog.id().call_id.clone();
     info!(%call_id, trunk = %trunk.name, %from, to = %called, %source, "inbound call");
 
-    let (leg, cmd_rx, ev_tx) = new_leg(call_id, LegDirection::Inbound, trunk.name.clone());
+    let (leg, cmd_rx, ev_tx) = new_leg(call_id.clone(), LegDirection::Inbound, trunk.name.clone());
+    let setup = LegSetup {
+        call_id,
+        direction: LegDirection::Inbound,
+        local_media: None,
+        ring_timeout: None,
+        session_timer,
+        refer_host: trunk.gateway.to_string(),
+        refer_timeout: inner.config.timers.refer_timeout,
+        session_id: rand::random::<u32>() as u64,
+        session_version: 1,
+    };
     let driver = Driver {
         dialog: dialog.clone(),
         dialog_layer: inner.dialog_layer.clone(),
         state_rx,
         cmd_rx,
         events: ev_tx,
-        direction: LegDirection::Inbound,
-        local_media: None,
         invite: None,
-        ring_deadline: None,
-        session_timer,
-        refer_host: trunk.gateway.to_string(),
-        refer_timeout: inner.config.timers.refer_timeout,
-        session_version: 1,
-        session_id: rand::random::<u32>() as u64,
+        machine: LegMachine::new(setup, Instant::now().into_std()),
     };
     tokio::spawn(driver.run());
 
