@@ -22,7 +22,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::config::SipConfig;
-use crate::leg::{CallLeg, Command, Driver, LegDirection, LegEvent, SessionTimer, new_leg};
+use crate::leg::{
+    CallLeg, Command, Driver, LegDirection, LegEvent, LegMachine, LegSetup, SessionTimer, new_leg,
+};
 use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SessionDescription};
 use crate::states::StateRouter;
 use crate::trunk::{self, SipTransport, TrunkConfig, TrunkError};
@@ -39,6 +41,13 @@ pub enum SipError {
     InvalidHeader(String, &'static str),
     #[error("sip stack error: {0}")]
     Stack(String),
+    /// A listen address could not be bound (in use, not local, no permission).
+    #[error("cannot listen for SIP on {transport} {addr}: {reason}")]
+    Listen {
+        transport: &'static str,
+        addr: SocketAddr,
+        reason: String,
+    },
     #[error("call ended before it could be answered")]
     CallGone,
     #[error("cannot answer: {0}")]
@@ -244,11 +253,6 @@ impl IncomingCall {
     }
 }
 
-fn free_tcp_port(ip: IpAddr) -> std::io::Result<u16> {
-    let l = std::net::TcpListener::bind((ip, 0))?;
-    Ok(l.local_addr()?.port())
-}
-
 fn sip_addr(t: SipTransport, addr: SocketAddr) -> SipAddr {
     SipAddr {
         r#type: Some(match t {
@@ -296,16 +300,29 @@ impl SipStack {
         let mut udp_addr = None;
         let mut tcp_addr = None;
         if let Some(addr) = config.udp {
-            let conn =
-                UdpConnection::create_connection(addr, None, Some(cancel.child_token())).await?;
+            let conn = UdpConnection::create_connection(addr, None, Some(cancel.child_token()))
+                .await
+                .map_err(|e| SipError::Listen {
+                    transport: "udp",
+                    addr,
+                    reason: e.to_string(),
+                })?;
             udp_addr = Some(conn.get_addr().get_socketaddr()?);
             transport_layer.add_transport(conn.into());
         }
         if let Some(mut addr) = config.tcp {
-            if addr.port() == 0 {
-                let port = free_tcp_port(addr.ip()).map_err(|e| SipError::Stack(e.to_string()))?;
-                addr.set_port(port);
-            }
+            // rsipstack binds its TCP listener later, in the endpoint's serve task, where a
+            // failure is only logged. Binding here first makes a taken address a start-up
+            // error, and picks the port when 0 was asked for. Both binds set SO_REUSEADDR,
+            // so the probe's closing does not hold the port.
+            let probe = std::net::TcpListener::bind(addr)
+                .and_then(|l| l.local_addr())
+                .map_err(|e| SipError::Listen {
+                    transport: "tcp",
+                    addr,
+                    reason: e.to_string(),
+                })?;
+            addr.set_port(probe.port());
             let conn = TcpListenerConnection::new(addr, None).await?;
             tcp_addr = Some(addr);
             transport_layer.add_transport(conn.into());
@@ -441,21 +458,25 @@ impl SipStack {
         let call_id = dialog.id().call_id.clone();
         info!(%call_id, trunk = %trunk.name, %from, %to, "placing call");
         let (leg, cmd_rx, ev_tx) = new_leg(call_id, LegDirection::Outbound, trunk.name.clone());
+        let setup = LegSetup {
+            call_id: dialog.id().call_id.clone(),
+            direction: LegDirection::Outbound,
+            local_media: Some(call.local_media),
+            ring_timeout: Some(call.ring_timeout),
+            session_timer: None,
+            refer_host: trunk.gateway.to_string(),
+            refer_timeout: inner.config.timers.refer_timeout,
+            session_id,
+            session_version: 1,
+        };
         let driver = Driver {
             dialog,
             dialog_layer: inner.dialog_layer.clone(),
             state_rx,
             cmd_rx,
             events: ev_tx,
-            direction: LegDirection::Outbound,
-            local_media: Some(call.local_media),
             invite: Some(join),
-            ring_deadline: Some(Instant::now() + call.ring_timeout),
-            session_timer: None,
-            refer_host: trunk.gateway.to_string(),
-            refer_timeout: inner.config.timers.refer_timeout,
-            session_version: 1,
-            session_id,
+            machine: LegMachine::new(setup, Instant::now().into_std()),
         };
         tokio::spawn(driver.run());
         Ok(leg)
@@ -650,22 +671,26 @@ async fn handle_invite(
     let call_id = dialog.id().call_id.clone();
     info!(%call_id, trunk = %trunk.name, %from, to = %called, %source, "inbound call");
 
-    let (leg, cmd_rx, ev_tx) = new_leg(call_id, LegDirection::Inbound, trunk.name.clone());
+    let (leg, cmd_rx, ev_tx) = new_leg(call_id.clone(), LegDirection::Inbound, trunk.name.clone());
+    let setup = LegSetup {
+        call_id,
+        direction: LegDirection::Inbound,
+        local_media: None,
+        ring_timeout: None,
+        session_timer,
+        refer_host: trunk.gateway.to_string(),
+        refer_timeout: inner.config.timers.refer_timeout,
+        session_id: rand::random::<u32>() as u64,
+        session_version: 1,
+    };
     let driver = Driver {
         dialog: dialog.clone(),
         dialog_layer: inner.dialog_layer.clone(),
         state_rx,
         cmd_rx,
         events: ev_tx,
-        direction: LegDirection::Inbound,
-        local_media: None,
         invite: None,
-        ring_deadline: None,
-        session_timer,
-        refer_host: trunk.gateway.to_string(),
-        refer_timeout: inner.config.timers.refer_timeout,
-        session_version: 1,
-        session_id: rand::random::<u32>() as u64,
+        machine: LegMachine::new(setup, Instant::now().into_std()),
     };
     tokio::spawn(driver.run());
 
@@ -695,6 +720,68 @@ mod tests {
 
     fn h(n: &str, v: &str) -> (String, String) {
         (n.to_string(), v.to_string())
+    }
+
+    #[tokio::test]
+    async fn a_taken_tcp_address_stops_the_start_and_is_named() {
+        let held = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = held.local_addr().unwrap();
+        let config = SipConfig {
+            udp: None,
+            tcp: Some(addr),
+            ..SipConfig::default()
+        };
+        let err = SipStack::start(config, |_: &str, _: &str| true)
+            .await
+            .err()
+            .expect("the start must fail");
+        assert!(
+            matches!(err, SipError::Listen { transport: "tcp", addr: a, .. } if a == addr),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains(&addr.to_string()), "{err}");
+        drop(held);
+    }
+
+    #[tokio::test]
+    async fn a_taken_udp_address_stops_the_start_and_is_named() {
+        let held = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let addr = held.local_addr().unwrap();
+        let config = SipConfig {
+            udp: Some(addr),
+            tcp: None,
+            ..SipConfig::default()
+        };
+        let err = SipStack::start(config, |_: &str, _: &str| true)
+            .await
+            .err()
+            .expect("the start must fail");
+        assert!(err.to_string().contains(&addr.to_string()), "{err}");
+        drop(held);
+    }
+
+    #[tokio::test]
+    async fn tcp_port_zero_gets_a_bound_free_port() {
+        let config = SipConfig {
+            udp: None,
+            tcp: Some("127.0.0.1:0".parse().unwrap()),
+            ..SipConfig::default()
+        };
+        let stack = SipStack::start(config, |_: &str, _: &str| true)
+            .await
+            .expect("start");
+        let addr = stack.tcp_addr().expect("tcp address");
+        assert_ne!(addr.port(), 0);
+        // The listener comes up in the endpoint's task.
+        let mut connected = false;
+        for _ in 0..50 {
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                connected = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(connected, "nothing listens on {addr}");
     }
 
     #[test]
