@@ -26,6 +26,7 @@ pub mod sms_template;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod text_enum;
 pub mod webhook;
 
 pub use api::{AppState, openapi, router};

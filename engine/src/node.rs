@@ -40,13 +40,8 @@ pub async fn start(
     // Unknown numbers are answered 404 by the inbound handler (it knows the number table).
     let sip = SipStack::start(sip_cfg, |_trunk: &str, _called: &str| true)
         .await
-        .map_err(|e| {
-            let on: Vec<String> = [("udp", cfg.sip.udp), ("tcp", cfg.sip.tcp)]
-                .into_iter()
-                .filter_map(|(t, a)| a.map(|a| format!("{t} {a}")))
-                .collect();
-            anyhow::anyhow!("starting the SIP stack on {}: {e}", on.join(", "))
-        })?;
+        // The error names the transport and address that failed.
+        .map_err(|e| anyhow::anyhow!("starting the SIP stack: {e}"))?;
     let media_cfg = callsmith_media::MediaConfig {
         workers: cfg.media.workers.max(1),
         bind_ip: cfg.media.bind_ip,

@@ -126,41 +126,67 @@ fn migrate_subcommand_creates_the_database_and_exits() {
     );
 }
 
-/// A SIP port someone else holds is a start-up error: the process exits at once, naming
-/// the address, and leaves no HTTP server behind.
+/// A SIP port someone else holds (UDP or TCP) is a start-up error: the process exits at
+/// once, naming the transport and address, and leaves no HTTP server behind.
 #[test]
 fn a_taken_sip_port_stops_the_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let held = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
-    let sip = held.local_addr().unwrap();
-    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let http_addr = http.local_addr().unwrap();
-    drop(http);
-    let t0 = std::time::Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_callsmith"))
-        .arg("serve")
-        .env("CALLSMITH_DATA_DIR", dir.path())
-        .env("CALLSMITH_HTTP__LISTEN", http_addr.to_string())
-        .env("CALLSMITH_SIP__UDP", sip.to_string())
-        .env(
-            "CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN",
-            "cs_su_0123456789abcdef0123456789abcdef",
-        )
-        .env_remove("CALLSMITH_DATABASE__URL")
-        .env_remove("RUST_BACKTRACE")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run callsmith");
-    assert!(!out.status.success(), "the start must fail");
-    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("starting the call engine") && err.contains(&sip.to_string()),
-        "{err}"
-    );
-    assert!(
-        std::net::TcpStream::connect(http_addr).is_err(),
-        "no HTTP server is left listening"
-    );
-    drop(held);
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let free_udp = || {
+        std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string()
+    };
+    let cases = [
+        (
+            "udp",
+            udp.local_addr().unwrap(),
+            vec![("CALLSMITH_SIP__UDP", udp.local_addr().unwrap().to_string())],
+        ),
+        (
+            "tcp",
+            tcp.local_addr().unwrap(),
+            vec![
+                ("CALLSMITH_SIP__UDP", free_udp()),
+                ("CALLSMITH_SIP__TCP", tcp.local_addr().unwrap().to_string()),
+            ],
+        ),
+    ];
+    for (transport, held, env) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let http_addr = http.local_addr().unwrap();
+        drop(http);
+        let t0 = std::time::Instant::now();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_callsmith"));
+        cmd.arg("serve")
+            .env("CALLSMITH_DATA_DIR", dir.path())
+            .env("CALLSMITH_HTTP__LISTEN", http_addr.to_string())
+            .env(
+                "CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN",
+                "cs_su_0123456789abcdef0123456789abcdef",
+            )
+            .env_remove("CALLSMITH_DATABASE__URL")
+            .env_remove("RUST_BACKTRACE")
+            .stdin(Stdio::null());
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run callsmith");
+        assert!(!out.status.success(), "{transport}: the start must fail");
+        assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("starting the call engine")
+                && err.contains(&format!("{transport} {held}")),
+            "{transport}: {err}"
+        );
+        assert!(
+            std::net::TcpStream::connect(http_addr).is_err(),
+            "{transport}: no HTTP server is left listening"
+        );
+    }
+    drop((udp, tcp));
 }

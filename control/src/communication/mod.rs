@@ -11,7 +11,7 @@ use crate::store::CommunicationRecord;
 pub mod caller;
 pub mod history;
 mod status;
-pub use status::{CommunicationStatus, UnknownStatus};
+pub use status::CommunicationStatus;
 
 /// A communication (one call, outbound or inbound).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -12,14 +12,20 @@ use super::{Backend, Store, StoreError, StoreResult, now, on_db, store_row};
 /// Prefix of result delivery sids.
 pub const RESULT_DELIVERY_PREFIX: &str = "rdl";
 
-/// Status values of a result delivery.
-pub mod delivery_status {
-    pub const NEW: &str = "new";
-    pub const DELIVERING: &str = "delivering";
-    pub const DELIVERED: &str = "delivered";
-    pub const FAILED: &str = "failed";
-    pub const ALL: &[&str] = &[NEW, DELIVERING, DELIVERED, FAILED];
-}
+crate::text_enum::text_enum!(
+    "delivery status",
+    /// Where a result delivery is (see the module doc).
+    pub enum DeliveryStatus {
+        /// Waiting for its next attempt (`next_attempt_at`).
+        New = "new",
+        /// Claimed by a delivery worker.
+        Delivering = "delivering",
+        /// The target answered 2xx.
+        Delivered = "delivered",
+        /// The last allowed attempt failed.
+        Failed = "failed",
+    }
+);
 
 store_row! {
     #[derive(Debug, Clone)]
@@ -30,7 +36,7 @@ store_row! {
         pub communication_sid: String,
         pub agent_sid: String,
         pub url: String,
-        pub status: String,
+        pub status: DeliveryStatus,
         pub attempts: i64,
         pub last_status_code: Option<i64>,
         pub last_error: Option<String>,
@@ -126,23 +132,31 @@ impl Store {
     ) -> StoreResult<bool> {
         let t = now();
         let (status, code, error, next, delivered_at) = match outcome {
-            AttemptOutcome::Delivered { status_code } => {
-                ("delivered", Some(*status_code), None, t, Some(t))
-            }
+            AttemptOutcome::Delivered { status_code } => (
+                DeliveryStatus::Delivered,
+                Some(*status_code),
+                None,
+                t,
+                Some(t),
+            ),
             AttemptOutcome::Retry {
                 status_code,
                 error,
                 next_attempt_at,
             } => (
-                "new",
+                DeliveryStatus::New,
                 *status_code,
                 Some(error.clone()),
                 *next_attempt_at,
                 None,
             ),
-            AttemptOutcome::Failed { status_code, error } => {
-                ("failed", *status_code, Some(error.clone()), t, None)
-            }
+            AttemptOutcome::Failed { status_code, error } => (
+                DeliveryStatus::Failed,
+                *status_code,
+                Some(error.clone()),
+                t,
+                None,
+            ),
         };
         Ok(
             on_db!(self, p => sqlx::query("UPDATE result_deliveries SET status = $3, attempts = attempts + 1, last_status_code = $4, \
@@ -157,7 +171,7 @@ impl Store {
     pub async fn result_delivery_list(
         &self,
         account_sid: &str,
-        status: Option<&str>,
+        status: Option<DeliveryStatus>,
         limit: i64,
         offset: i64,
     ) -> StoreResult<(Vec<ResultDeliveryRecord>, i64)> {
@@ -166,7 +180,7 @@ impl Store {
         } else {
             " AND $2 = $2"
         };
-        let st = status.unwrap_or_default();
+        let st = status.map_or("", DeliveryStatus::as_str);
         let count =
             format!("SELECT COUNT(*) FROM result_deliveries WHERE account_sid = $1{filter}");
         let sql = format!(

@@ -81,15 +81,19 @@ impl Driver {
             // One sleep, until the machine's earliest deadline: a `Sleep` per timer would
             // each take room in this task, which lives as long as the call.
             let timeout = self.machine.poll_timeout();
+            // Biased, dialog states first: a provisional response (early media, ringing)
+            // that is ready together with the final response is handled before it, in
+            // the order the peer sent them.
             let wake = tokio::select! {
+                biased;
+                state = self.state_rx.recv(), if state_open => Wake::State(state),
                 res = async { initial_invite.as_mut().expect("guarded").await }, if initial_invite.is_some() => {
                     initial_invite = None;
                     Wake::Invite(res)
                 }
-                _ = sleep_until(timeout.map_or_else(far_future, Instant::from_std)), if timeout.is_some() => Wake::Timer,
                 Some((id, r)) = refer_rx.next() => Wake::ReferResponse(id, r),
                 cmd = self.cmd_rx.next(), if cmd_open => Wake::Command(cmd),
-                state = self.state_rx.recv(), if state_open => Wake::State(state),
+                _ = sleep_until(timeout.map_or_else(far_future, Instant::from_std)), if timeout.is_some() => Wake::Timer,
             };
             let input = match wake {
                 Wake::Invite(res) => Some(Input::Invite(invite_outcome(res))),

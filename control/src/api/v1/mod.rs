@@ -45,6 +45,7 @@ use crate::{
     scenarios::AxisFilter,
     crate::adapters::llm::PartsBehavior,
     crate::communication::CommunicationStatus,
+    crate::store::results::DeliveryStatus,
 )))]
 struct ParameterSchemas;
 

@@ -13,7 +13,7 @@ use super::communications::communications_map;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Query},
     auth::{Authz, cap},
-    store::{ResultDeliveryRecord, results::delivery_status},
+    store::{ResultDeliveryRecord, results::DeliveryStatus},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -30,8 +30,7 @@ pub struct ResultDelivery {
     pub agent_sid: String,
     /// Target URL the result is POSTed to.
     pub url: String,
-    /// new, delivering, delivered, failed.
-    pub status: String,
+    pub status: DeliveryStatus,
     /// Attempts made so far.
     pub attempts: i64,
     /// HTTP status of the last attempt (null when no response was received).
@@ -53,7 +52,7 @@ impl From<&ResultDeliveryRecord> for ResultDelivery {
             communication_sid: r.communication_sid.clone(),
             agent_sid: r.agent_sid.clone(),
             url: r.url.clone(),
-            status: r.status.clone(),
+            status: r.status,
             attempts: r.attempts,
             last_status_code: r.last_status_code,
             last_error: r.last_error.clone(),
@@ -75,8 +74,9 @@ pub struct ResultQuery {
     pub limit: Option<i64>,
     #[serde(default)]
     pub offset: Option<i64>,
-    /// Only deliveries in this status (new, delivering, delivered, failed).
+    /// Only deliveries in this status.
     #[serde(default)]
+    #[param(value_type = Option<DeliveryStatus>)]
     pub status: Option<String>,
     /// Comma-separated relations to resolve; accepted: communication.
     #[serde(default)]
@@ -95,14 +95,17 @@ async fn list_results(
     Query(q): Query<ResultQuery>,
 ) -> ApiResult<Json<Page<ResultDelivery>>> {
     let page = PageParams::new(q.limit, q.offset)?;
-    if let Some(s) = &q.status
-        && !delivery_status::ALL.contains(&s.as_str())
-    {
-        return Err(ApiError::bad_request(
-            "invalid_query",
-            format!("status: one of {}", delivery_status::ALL.join(", ")),
-        ));
-    }
+    let status = q
+        .status
+        .as_deref()
+        .map(str::parse::<DeliveryStatus>)
+        .transpose()
+        .map_err(|_| {
+            ApiError::bad_request(
+                "invalid_query",
+                format!("status: one of {}", DeliveryStatus::names()),
+            )
+        })?;
     let mut want_communications = false;
     for name in q.include.as_deref().unwrap_or("").split(',').map(str::trim) {
         match name {
@@ -119,7 +122,7 @@ async fn list_results(
     let account = auth.account_scope(&state).await?;
     let (rows, total) = state
         .store
-        .result_delivery_list(&account.sid, q.status.as_deref(), page.limit, page.offset)
+        .result_delivery_list(&account.sid, status, page.limit, page.offset)
         .await?;
     let mut out = Page::new(rows.iter().map(ResultDelivery::from).collect(), total, page);
     if want_communications {
