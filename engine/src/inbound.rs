@@ -17,145 +17,166 @@ use std::sync::Arc;
 use callsmith_control::store::{AccountRecord, AgentRecord, ScenarioVersionRecord};
 use callsmith_scenarios::Program;
 
-use crate::call::{AnsweredCall, CallError, Prepared};
-use crate::runtime::{LiveGuard, Runtime};
-use callsmith_control::hangups::HangupHandle;
+use std::time::Duration;
 
-/// Serves the inbound call stream until it closes.
+use async_trait::async_trait;
+use callsmith_control::store::CommunicationRecord;
+use callsmith_media::MediaSession;
+use callsmith_sip::{CallLeg, NegotiatedMedia};
+
+use crate::call::{CallError, Prepared, lifecycle};
+use crate::runtime::Runtime;
+
+/// Serves the inbound call stream until it closes: each call goes through the call
+/// lifecycle ([`crate::call::lifecycle`]) with [`Answer`] as its setup.
 pub async fn run(rt: Runtime, mut incoming: IncomingCalls) {
     while let Some(call) = incoming.recv().await {
-        // The task holds pointers only: the answering phase is boxed (and freed once the
-        // call is up or over), and the answered call is one `AnsweredCall` box.
-        let answering = Box::pin(answer(rt.clone(), call));
-        tokio::spawn(async move {
-            // The live-call guard and the hang-up registration are held until the call's
-            // end is written: live-call caps and the shutdown drain count it.
-            if let Some((call, _live, _hangup)) = answering.await {
-                call.run().await;
-            }
-        });
+        tokio::spawn(lifecycle::run(rt.clone(), Answer { call: Some(call) }));
     }
 }
 
-/// Routes and answers an inbound call; `None` when it was rejected or ended before it
-/// was up (each such outcome is written here). With the answered call come its live-call
-/// guard and hang-up registration, to be held while it runs.
-async fn answer(
-    rt: Runtime,
-    call: IncomingCall,
-) -> Option<(Box<AnsweredCall>, LiveGuard, HangupHandle)> {
-    if rt.draining.is_cancelled() {
-        call.reject(503, Some("shutting down".into()));
-        return None;
+/// Answering an INVITE to one of our numbers: every outcome before the answer is answered
+/// (a SIP refusal) or written here.
+struct Answer {
+    /// The INVITE, until it is answered or refused.
+    call: Option<IncomingCall>,
+}
+
+impl Answer {
+    fn refuse(&mut self, code: u16, reason: Option<String>) {
+        if let Some(call) = self.call.take() {
+            call.reject(code, reason);
+        }
     }
-    let Route {
-        agent,
-        identifier,
-        published,
-        program,
-        account,
-    } = match route(&rt, &call.to).await {
-        Ok(r) => r,
-        Err(refusal) => {
-            call.reject(refusal.code, refusal.reason);
-            return None;
-        }
-    };
-    let timezone = caller::call_timezone(Some(&agent), &account);
-    let session = match rt.media.open_session(Some(call.remote_media.remote_rtp)) {
-        Ok(s) => s,
-        Err(e) => {
-            warn!(error = %e, "no media session for an inbound call: 503");
-            call.reject(503, None);
-            return None;
-        }
-    };
-    let live = rt.live.enter(Some(&agent.sid));
-    let lease =
-        chrono::Duration::from_std(rt.settings.lease).unwrap_or(chrono::Duration::seconds(30));
-    let new = NewCommunication {
-        sid: callsmith_control::ids::new_sid(COMMUNICATION_PREFIX),
-        tenant_sid: agent.tenant_sid.clone(),
-        account_sid: agent.account_sid.clone(),
-        agent_sid: Some(agent.sid.clone()),
-        scenario_sid: agent.scenario_sid.clone(),
-        version: published.version,
-        draft_version: None,
-        recipient: call.from.clone(),
-        from_number: identifier.clone(),
-        trunk: Some(call.trunk.clone()),
-        direction: "inbound".into(),
-        is_test: agent.is_test,
-        data: "{}".into(),
-        strategy_sid: None,
-        timezone: timezone.clone(),
-        scheduled_at: None,
-        due_at: Utc::now(),
-    };
-    let claim = Claim {
-        token: rt.settings.claim_token.clone(),
-        by: rt.settings.instance.clone(),
-        until: Utc::now() + lease,
-    };
-    let comm = match rt.store.communication_create_inbound(&new, &claim).await {
-        Ok(c) => c,
-        Err(e) => {
-            let refusal = Refusal::from_call_error(e.into(), 500);
-            call.reject(refusal.code, refusal.reason);
-            return None;
-        }
-    };
-    call.ring();
-    let local = LocalMedia::g711(rt.settings.media_ip, session.local_port());
-    let mut leg = match call.answer(local).await {
-        Ok(l) => l,
-        Err(e) => {
-            warn!(error = %e, "answering failed");
-            let _ = rt
-                .store
-                .communication_fail_unclaimed(
-                    &comm.sid,
-                    &rt.settings.claim_token,
-                    &format!("answering failed: {e}"),
-                )
-                .await;
-            return None;
-        }
-    };
-    // The first event of an answered leg carries the final media.
-    let media =
-        match tokio::time::timeout(std::time::Duration::from_secs(10), leg.next_event()).await {
-            Ok(Some(LegEvent::Answered(m))) => Some(m),
-            _ => call_media_fallback(&comm.sid),
-        };
-    let Some(media) = media else {
-        let _ = rt
-            .store
-            .communication_fail_unclaimed(
-                &comm.sid,
-                &rt.settings.claim_token,
-                "the caller left while answering",
-            )
-            .await;
-        return None;
-    };
+}
+
+/// Writes why an answered-to-be inbound call did not come up.
+async fn fail(rt: &Runtime, comm: &CommunicationRecord, why: &str) {
     let _ = rt
         .store
-        .communication_mark_answered(&comm.sid, &rt.settings.claim_token, leg.call_id())
+        .communication_fail_unclaimed(&comm.sid, &rt.settings.claim_token, why)
         .await;
-    info!(communication = %comm.sid, agent = %agent.sid, "inbound call answered");
-    let hangup = rt.services.hangups.register(&comm.sid);
-    let prep = Prepared {
-        program,
-        agent: Some(agent),
-        from_number: identifier,
-        trunk: Some(leg.trunk().to_string()),
-        tz: caller::zone(&timezone),
-        data: Default::default(),
-        hangup: hangup.token(),
-    };
-    let answered = AnsweredCall::new(rt, comm, prep, session, leg, media, CallDirection::Inbound);
-    Some((answered, live, hangup))
+}
+
+#[async_trait]
+impl lifecycle::Setup for Answer {
+    const DIRECTION: CallDirection = CallDirection::Inbound;
+
+    /// Routes the call to its agent and records the communication (claimed by this node).
+    async fn prepare(&mut self, rt: &Runtime) -> Option<(CommunicationRecord, Prepared)> {
+        let call = self.call.as_ref()?;
+        if rt.draining.is_cancelled() {
+            self.refuse(503, Some("shutting down".into()));
+            return None;
+        }
+        let Route {
+            agent,
+            identifier,
+            published,
+            program,
+            account,
+        } = match route(rt, &call.to).await {
+            Ok(r) => r,
+            Err(refusal) => {
+                self.refuse(refusal.code, refusal.reason);
+                return None;
+            }
+        };
+        let timezone = caller::call_timezone(Some(&agent), &account);
+        let lease =
+            chrono::Duration::from_std(rt.settings.lease).unwrap_or(chrono::Duration::seconds(30));
+        let new = NewCommunication {
+            sid: callsmith_control::ids::new_sid(COMMUNICATION_PREFIX),
+            tenant_sid: agent.tenant_sid.clone(),
+            account_sid: agent.account_sid.clone(),
+            agent_sid: Some(agent.sid.clone()),
+            scenario_sid: agent.scenario_sid.clone(),
+            version: published.version,
+            draft_version: None,
+            recipient: call.from.clone(),
+            from_number: identifier.clone(),
+            trunk: Some(call.trunk.clone()),
+            direction: "inbound".into(),
+            is_test: agent.is_test,
+            data: "{}".into(),
+            strategy_sid: None,
+            timezone: timezone.clone(),
+            scheduled_at: None,
+            due_at: Utc::now(),
+        };
+        let claim = Claim {
+            token: rt.settings.claim_token.clone(),
+            by: rt.settings.instance.clone(),
+            until: Utc::now() + lease,
+        };
+        let trunk = call.trunk.clone();
+        let comm = match rt.store.communication_create_inbound(&new, &claim).await {
+            Ok(c) => c,
+            Err(e) => {
+                let refusal = Refusal::from_call_error(e.into(), 500);
+                self.refuse(refusal.code, refusal.reason);
+                return None;
+            }
+        };
+        let prep = Prepared {
+            program,
+            agent: Some(agent),
+            from_number: identifier,
+            trunk: Some(trunk),
+            tz: caller::zone(&timezone),
+            data: Default::default(),
+            hangup: Default::default(),
+        };
+        Some((comm, prep))
+    }
+
+    async fn media(&mut self, rt: &Runtime, comm: &CommunicationRecord) -> Option<MediaSession> {
+        let remote = self.call.as_ref()?.remote_media.remote_rtp;
+        match rt.media.open_session(Some(remote)) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                warn!(error = %e, "no media session for an inbound call: 503");
+                self.refuse(503, None);
+                fail(rt, comm, &format!("no media session: {e}")).await;
+                None
+            }
+        }
+    }
+
+    async fn answered_leg(
+        mut self,
+        rt: &Runtime,
+        comm: &CommunicationRecord,
+        _prep: &Prepared,
+        session: &MediaSession,
+    ) -> Option<(CallLeg, NegotiatedMedia)> {
+        let call = self.call.take()?;
+        call.ring();
+        let local = LocalMedia::g711(rt.settings.media_ip, session.local_port());
+        let mut leg = match call.answer(local).await {
+            Ok(l) => l,
+            Err(e) => {
+                warn!(error = %e, "answering failed");
+                fail(rt, comm, &format!("answering failed: {e}")).await;
+                return None;
+            }
+        };
+        // The first event of an answered leg carries the final media.
+        let media = match tokio::time::timeout(Duration::from_secs(10), leg.next_event()).await {
+            Ok(Some(LegEvent::Answered(m))) => m,
+            _ => {
+                warn!(communication = %comm.sid, "answered leg did not report media");
+                fail(rt, comm, "the caller left while answering").await;
+                return None;
+            }
+        };
+        let _ = rt
+            .store
+            .communication_mark_answered(&comm.sid, &rt.settings.claim_token, leg.call_id())
+            .await;
+        info!(communication = %comm.sid, "inbound call answered");
+        Some((leg, media))
+    }
 }
 
 /// What an inbound call to a number runs.
@@ -250,11 +271,6 @@ async fn route(rt: &Runtime, to: &str) -> Result<Route, Refusal> {
         program,
         account,
     })
-}
-
-fn call_media_fallback(sid: &str) -> Option<callsmith_sip::NegotiatedMedia> {
-    warn!(communication = %sid, "answered leg did not report media");
-    None
 }
 
 #[cfg(test)]

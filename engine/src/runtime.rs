@@ -44,26 +44,19 @@ pub struct RuntimeSettings {
 #[derive(Debug, Default)]
 pub struct LiveCalls {
     count: AtomicUsize,
-    per_agent: Mutex<HashMap<String, usize>>,
     changed: Notify,
 }
 
 /// Decrements the live count when the call task ends, however it ends.
 pub struct LiveGuard {
     live: Arc<LiveCalls>,
-    agent: Option<String>,
 }
 
 impl LiveCalls {
-    pub fn enter(self: &Arc<Self>, agent: Option<&str>) -> LiveGuard {
+    /// Counts a call from its start (a claimed row, an INVITE received) to its end.
+    pub fn enter(self: &Arc<Self>) -> LiveGuard {
         self.count.fetch_add(1, Ordering::SeqCst);
-        if let Some(a) = agent {
-            *self.per_agent.lock().entry(a.to_string()).or_default() += 1;
-        }
-        LiveGuard {
-            live: self.clone(),
-            agent: agent.map(String::from),
-        }
+        LiveGuard { live: self.clone() }
     }
     pub fn total(&self) -> usize {
         self.count.load(Ordering::SeqCst)
@@ -86,15 +79,6 @@ impl LiveCalls {
 impl Drop for LiveGuard {
     fn drop(&mut self) {
         self.live.count.fetch_sub(1, Ordering::SeqCst);
-        if let Some(a) = &self.agent {
-            let mut m = self.live.per_agent.lock();
-            if let Some(n) = m.get_mut(a) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    m.remove(a);
-                }
-            }
-        }
         self.live.changed.notify_waiters();
     }
 }

@@ -3,13 +3,16 @@
 //! engine's `CallPort`: prompts, listening with STT + DTMF, webhooks, SMS, transfer,
 //! classifiers), then save the history (and recording) and write how it ended.
 //!
-//! One job per file: [`prepare`] (what a call runs: scenario version, agent, from-number,
-//! trunk, time zone), `outbound` (placing a call up to its answer), `answered` (running an
-//! answered call and storing its end), `port` (the `CallPort` and what the call waits on),
-//! `play` and `listen` (prompts and listen turns), `sms`, `transfer`, and `history` (what
-//! the saved history records of prompts and turns). Both directions end in
-//! [`AnsweredCall`]; only obtaining the answered leg differs (`outbound` here,
-//! `crate::inbound` for calls to our numbers).
+//! Every call goes through one lifecycle ([`lifecycle`]: guard → prepare → media →
+//! answered leg → [`AnsweredCall`] → end); only how a direction reaches its answered leg
+//! differs (`outbound::Dial` here, `crate::inbound::Answer` for calls to our numbers).
+//!
+//! One job per file: `lifecycle`, [`prepare`] (what a call runs: scenario version, agent,
+//! from-number, trunk, time zone), `error` (retryable or permanent setup failures),
+//! `outbound` (placing a call up to its answer), `answered` (running an answered call and
+//! storing its end), `port` (the `CallPort` and what the call waits on), `play` and
+//! `listen` (prompts and listen turns), `sms`, `transfer`, and `history` (the saved
+//! history's types).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,6 +52,7 @@ use crate::runtime::Runtime;
 mod answered;
 mod error;
 mod history;
+pub mod lifecycle;
 mod listen;
 mod outbound;
 mod play;

@@ -17,78 +17,105 @@ pub(super) async fn wait_for_slot(draining: &CancellationToken, at: DateTime<Utc
     }
 }
 
-/// Runs a claimed outbound communication to its end. Never panics on bad data: every
-/// failure ends as a `failed` row with the reason.
-///
-/// The task holds pointers only: the dialling phase is boxed (and freed once the call is
-/// answered or over), and the answered call is one [`AnsweredCall`] box.
+/// Runs a claimed outbound communication to its end through the call lifecycle. Never
+/// panics on bad data: every failure ends as a `failed` row with the reason, or releases
+/// the claim when trying later can help. `start_at` is the call's cps start slot, which
+/// the dialer claims up to one poll ahead.
 pub fn run_outbound(
     rt: Runtime,
     comm: CommunicationRecord,
     start_at: Option<DateTime<Utc>>,
 ) -> impl std::future::Future<Output = ()> + Send {
-    let live = rt.live.enter(comm.agent_sid.as_deref());
-    let hangup = rt.services.hangups.register(&comm.sid);
-    let dialling = Box::pin(dial(rt, comm, start_at, hangup.token()));
-    async move {
-        let _live = live;
-        let _hangup = hangup;
-        if let Some(call) = dialling.await {
-            call.run().await;
+    lifecycle::run(
+        rt,
+        Dial {
+            comm: Some(comm),
+            start_at,
+        },
+    )
+}
+
+/// Placing a claimed row: every outcome before the answer is written here (failed, not
+/// answered, claim released or lost).
+pub(super) struct Dial {
+    /// The claimed row, until `prepare` hands it on.
+    comm: Option<CommunicationRecord>,
+    start_at: Option<DateTime<Utc>>,
+}
+
+#[async_trait]
+impl lifecycle::Setup for Dial {
+    const DIRECTION: CallDirection = CallDirection::Outbound;
+
+    async fn prepare(&mut self, rt: &Runtime) -> Option<(CommunicationRecord, Prepared)> {
+        let comm = self.comm.take()?;
+        let token = &rt.settings.claim_token;
+        let prep = match prepare(rt, &comm).await {
+            Ok(p) => p,
+            Err(CallError::Retryable(e)) => {
+                // Nothing is wrong with the row: give it back for a later attempt.
+                warn!(communication = %comm.sid, error = %e, "communication not dialled now; releasing the claim");
+                let _ = rt.store.communication_release(&comm.sid, token).await;
+                return None;
+            }
+            Err(CallError::Permanent(e)) => {
+                warn!(communication = %comm.sid, error = %e, "communication cannot be dialled");
+                let _ = rt
+                    .store
+                    .communication_fail_unclaimed(&comm.sid, token, &e)
+                    .await;
+                crate::delivery::enqueue(rt, &comm.sid).await;
+                return None;
+            }
+        };
+        if let Some(at) = self.start_at
+            && !wait_for_slot(&rt.draining, at).await
+        {
+            // Draining began before the slot: the call is not placed, the row goes back.
+            let _ = rt.store.communication_release(&comm.sid, token).await;
+            return None;
         }
+        Some((comm, prep))
+    }
+
+    async fn media(&mut self, rt: &Runtime, comm: &CommunicationRecord) -> Option<MediaSession> {
+        match rt.media.open_session(None) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                // No media resources now: give the row back for a later attempt.
+                warn!(error = %e, "no media session; releasing the claim");
+                let _ = rt
+                    .store
+                    .communication_release(&comm.sid, &rt.settings.claim_token)
+                    .await;
+                None
+            }
+        }
+    }
+
+    async fn answered_leg(
+        self,
+        rt: &Runtime,
+        comm: &CommunicationRecord,
+        prep: &Prepared,
+        session: &MediaSession,
+    ) -> Option<(CallLeg, NegotiatedMedia)> {
+        place(rt, comm, prep, session).await
     }
 }
 
-/// Dials a claimed communication until it is answered. Every other outcome is written
-/// here (failed, not answered, claim released or lost), and then it returns None.
-/// `start_at` is the call's cps start slot, which the dialer claims up to one poll ahead.
-pub(super) async fn dial(
-    rt: Runtime,
-    comm: CommunicationRecord,
-    start_at: Option<DateTime<Utc>>,
-    hangup: CancellationToken,
-) -> Option<Box<AnsweredCall>> {
-    let token = rt.settings.claim_token.clone();
-    let prep = match prepare(&rt, &comm).await {
-        Ok(p) => Prepared {
-            hangup: hangup.clone(),
-            ..p
-        },
-        Err(CallError::Retryable(e)) => {
-            // Nothing is wrong with the row: give it back for a later attempt.
-            warn!(communication = %comm.sid, error = %e, "communication not dialled now; releasing the claim");
-            let _ = rt.store.communication_release(&comm.sid, &token).await;
-            return None;
-        }
-        Err(CallError::Permanent(e)) => {
-            warn!(communication = %comm.sid, error = %e, "communication cannot be dialled");
-            let _ = rt
-                .store
-                .communication_fail_unclaimed(&comm.sid, &token, &e)
-                .await;
-            crate::delivery::enqueue(&rt, &comm.sid).await;
-            return None;
-        }
-    };
-    if let Some(at) = start_at
-        && !wait_for_slot(&rt.draining, at).await
-    {
-        // Draining began before the slot: the call is not placed, the row goes back.
-        let _ = rt.store.communication_release(&comm.sid, &token).await;
-        return None;
-    }
-    let session = match rt.media.open_session(None) {
-        Ok(s) => s,
-        Err(e) => {
-            // No media resources now: give the row back for a later attempt.
-            warn!(error = %e, "no media session; releasing the claim");
-            let _ = rt.store.communication_release(&comm.sid, &token).await;
-            return None;
-        }
-    };
+/// Places the call and waits for its answer.
+async fn place(
+    rt: &Runtime,
+    comm: &CommunicationRecord,
+    prep: &Prepared,
+    session: &MediaSession,
+) -> Option<(CallLeg, NegotiatedMedia)> {
+    let token = &rt.settings.claim_token;
+    let hangup = &prep.hangup;
     match rt
         .store
-        .communication_mark_started(&comm.sid, &token, &prep.from_number, prep.trunk.as_deref())
+        .communication_mark_started(&comm.sid, token, &prep.from_number, prep.trunk.as_deref())
         .await
     {
         Ok(true) => {}
@@ -120,7 +147,7 @@ pub(super) async fn dial(
                 variables: "{}".into(),
                 ..CallFinish::new(CommunicationStatus::Completed)
             };
-            finish(&rt, &comm, &f).await;
+            finish(rt, comm, &f).await;
             return None;
         }
     };
@@ -151,7 +178,7 @@ pub(super) async fn dial(
                     error: failed.then(|| end.reason.clone()),
                     ..CallFinish::new(CommunicationStatus::Completed)
                 };
-                finish(&rt, &comm, &f).await;
+                finish(rt, comm, &f).await;
                 return None;
             }
             Some(_) => {}
@@ -179,22 +206,14 @@ pub(super) async fn dial(
             ),
             ..CallFinish::new(CommunicationStatus::Completed)
         };
-        finish(&rt, &comm, &f).await;
+        finish(rt, comm, &f).await;
         return None;
     };
     let _ = rt
         .store
-        .communication_mark_answered(&comm.sid, &token, leg.call_id())
+        .communication_mark_answered(&comm.sid, token, leg.call_id())
         .await;
-    Some(AnsweredCall::new(
-        rt,
-        comm,
-        prep,
-        session,
-        leg,
-        media,
-        CallDirection::Outbound,
-    ))
+    Some((leg, media))
 }
 
 #[cfg(test)]
