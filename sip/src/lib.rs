@@ -13,6 +13,8 @@
 
 pub mod config;
 pub mod digest;
+mod error;
+mod headers;
 mod interop;
 mod leg;
 pub mod sdp;

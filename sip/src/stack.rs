@@ -22,43 +22,15 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::config::SipConfig;
+pub use crate::error::SipError;
+use crate::headers::custom_headers;
 use crate::leg::{
     CallLeg, Command, Driver, LegDirection, LegEvent, LegMachine, LegSetup, SessionTimer, new_leg,
 };
 use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SessionDescription};
 use crate::states::StateRouter;
-use crate::trunk::{self, SipTransport, TrunkConfig, TrunkError};
+use crate::trunk::{self, SipTransport, TrunkConfig};
 use crate::wire;
-
-/// Errors the engine can get back from the stack.
-#[derive(Debug, thiserror::Error)]
-pub enum SipError {
-    #[error(transparent)]
-    Trunk(#[from] TrunkError),
-    #[error("transport {0:?} is not enabled")]
-    TransportDisabled(SipTransport),
-    #[error("invalid header {0:?}: {1}")]
-    InvalidHeader(String, &'static str),
-    #[error("sip stack error: {0}")]
-    Stack(String),
-    /// A listen address could not be bound (in use, not local, no permission).
-    #[error("cannot listen for SIP on {transport} {addr}: {reason}")]
-    Listen {
-        transport: &'static str,
-        addr: SocketAddr,
-        reason: String,
-    },
-    #[error("call ended before it could be answered")]
-    CallGone,
-    #[error("cannot answer: {0}")]
-    Answer(String),
-}
-
-impl From<rsipstack::Error> for SipError {
-    fn from(e: rsipstack::Error) -> Self {
-        SipError::Stack(e.to_string())
-    }
-}
 
 /// Decides whether an inbound called number exists (the engine's number table).
 /// Unknown numbers are answered 404 without bothering the engine.
@@ -90,63 +62,6 @@ pub struct OutboundCall {
     pub local_media: LocalMedia,
     /// CANCEL when not answered within this time; status `no_answer`.
     pub ring_timeout: Duration,
-}
-
-/// Headers the stack owns; user headers may not replace them.
-const RESERVED: &[&str] = &[
-    "via",
-    "from",
-    "to",
-    "call-id",
-    "cseq",
-    "contact",
-    "content-length",
-    "content-type",
-    "max-forwards",
-    "route",
-    "record-route",
-    "refer-to",
-    "authorization",
-    "proxy-authorization",
-    "v",
-    "f",
-    "t",
-    "i",
-    "m",
-    "l",
-    "c",
-    "r",
-];
-
-/// Validate engine-supplied headers and turn them into SIP headers.
-pub(crate) fn custom_headers(headers: &[(String, String)]) -> Result<Vec<Header>, SipError> {
-    let mut out = Vec::with_capacity(headers.len());
-    for (name, value) in headers {
-        let token_ok = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-.!%*_+`'~".contains(c));
-        if !token_ok {
-            return Err(SipError::InvalidHeader(
-                name.clone(),
-                "name is not a SIP token",
-            ));
-        }
-        if RESERVED.contains(&name.to_ascii_lowercase().as_str()) {
-            return Err(SipError::InvalidHeader(
-                name.clone(),
-                "header is managed by the stack",
-            ));
-        }
-        if value.chars().any(|c| c == '\r' || c == '\n' || c == '\0') {
-            return Err(SipError::InvalidHeader(
-                name.clone(),
-                "value contains a line break",
-            ));
-        }
-        out.push(Header::Other(name.clone(), value.clone()));
-    }
-    Ok(out)
 }
 
 struct Inner {
@@ -718,10 +633,6 @@ async fn handle_invite(
 mod tests {
     use super::*;
 
-    fn h(n: &str, v: &str) -> (String, String) {
-        (n.to_string(), v.to_string())
-    }
-
     #[tokio::test]
     async fn a_taken_tcp_address_stops_the_start_and_is_named() {
         let held = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -782,29 +693,5 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(connected, "nothing listens on {addr}");
-    }
-
-    #[test]
-    fn custom_headers_are_validated() {
-        let ok = custom_headers(&[
-            h("X-Campaign", "42"),
-            h("P-Asserted-Identity", "<sip:+1@x>"),
-        ])
-        .unwrap();
-        assert_eq!(ok.len(), 2);
-        assert_eq!(ok[0].to_string(), "X-Campaign: 42");
-        for bad in [
-            h("Via", "x"),
-            h("call-id", "x"),
-            h("r", "sip:x"),
-            h("X Bad", "x"),
-            h("", "x"),
-            h("X-Inject", "a\r\nVia: evil"),
-        ] {
-            assert!(
-                custom_headers(std::slice::from_ref(&bad)).is_err(),
-                "{bad:?}"
-            );
-        }
     }
 }

@@ -127,7 +127,7 @@ impl LegController {
     /// or a full `sip:` URI) with extra headers on the REFER, and wait for the final NOTIFY.
     /// The leg stays up; the engine hangs up after a success.
     pub async fn refer(&self, target: &str, headers: &[(String, String)]) -> ReferOutcome {
-        let headers = match crate::stack::custom_headers(headers) {
+        let headers = match crate::headers::custom_headers(headers) {
             Ok(h) => h,
             Err(e) => {
                 return ReferOutcome::Failed {
