@@ -15,8 +15,16 @@ pub enum SipTransport {
 }
 
 /// How numbers are written in the Request-URI, To and From users sent to a trunk.
+///
+/// Read from a table `{kind = "…", …}`; a key that the kind does not take is refused
+/// (serde's internally tagged enums let stray keys through beside a unit variant, so the
+/// table is read as [`NumberFormatTable`] first).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
+#[serde(
+    rename_all = "snake_case",
+    tag = "kind",
+    try_from = "NumberFormatTable"
+)]
 pub enum NumberFormat {
     /// `+<country><national>`.
     #[default]
@@ -30,6 +38,44 @@ pub enum NumberFormat {
     },
     /// Sent exactly as given.
     AsIs,
+}
+
+/// A `number_format` table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NumberFormatTable {
+    kind: NumberFormatKind,
+    country_code: Option<String>,
+    trunk_prefix: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum NumberFormatKind {
+    E164Plus,
+    E164,
+    National,
+    AsIs,
+}
+
+impl TryFrom<NumberFormatTable> for NumberFormat {
+    type Error = String;
+
+    fn try_from(t: NumberFormatTable) -> Result<Self, Self::Error> {
+        let national = t.kind == NumberFormatKind::National;
+        if !national && (t.country_code.is_some() || t.trunk_prefix.is_some()) {
+            return Err("country_code and trunk_prefix are keys of the national kind only".into());
+        }
+        Ok(match t.kind {
+            NumberFormatKind::E164Plus => NumberFormat::E164Plus,
+            NumberFormatKind::E164 => NumberFormat::E164,
+            NumberFormatKind::AsIs => NumberFormat::AsIs,
+            NumberFormatKind::National => NumberFormat::National {
+                country_code: t.country_code.ok_or("national: country_code is required")?,
+                trunk_prefix: t.trunk_prefix.ok_or("national: trunk_prefix is required")?,
+            },
+        })
+    }
 }
 
 /// Digest credentials the trunk's gateway may challenge for.

@@ -294,3 +294,23 @@ fn docs_cover_every_key() {
         );
     }
 }
+
+#[test]
+fn unknown_keys_are_refused_beside_every_number_format_kind() {
+    for kind in ["e164_plus", "e164", "as_is"] {
+        figment::Jail::expect_with(|jail| {
+            let text = format!(
+                "[[sip.trunks]]\nname = \"c\"\ngateway = \"127.0.0.1:5080\"\nnumber_format = {{ kind = \"{kind}\", credential = 1 }}\n"
+            );
+            jail.create_file("bad.toml", &text)?;
+            match Config::load(Some(Path::new("bad.toml")), Config::env()) {
+                Ok(_) => Err(format!("a stray key beside kind {kind} was accepted").into()),
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    assert!(msg.contains("credential"), "{kind}: {msg}");
+                    Ok(())
+                }
+            }
+        });
+    }
+}
