@@ -1,12 +1,13 @@
 //! The turn machines on simulated time: what a caller observes of a listen turn (keys,
-//! speech, silence, hang-up), driven the way the engine drives it (sleep until
-//! `poll_timeout`, then `handle_timeout`).
+//! speech, silence, hang-up) and of a prompt (barge-in by key, hang-up), driven the way the
+//! engine drives them (sleep until `poll_timeout`, then `handle_timeout`).
 
 use std::time::{Duration, Instant};
 
-use callsmith_scenarios::port::{DtmfSpec, Heard, ListenSpec, SpeechSpec};
+use callsmith_scenarios::port::{DtmfSpec, Heard, ListenSpec, PlayOutcome, SpeechSpec};
 use callsmith_scenarios::turn::{
     DEFAULT_NO_INPUT_SECS, FINAL_GRACE, ListenAction, ListenEvent, ListenTurn, MAX_UTTERANCE,
+    PlayAction, PlayEvent, PlayTurn, PlayoutEnd,
 };
 
 /// A listen turn on simulated time; every action is logged with the call time (ms since
@@ -457,4 +458,138 @@ fn hanging_up_ends_the_turn() {
     sim.final_transcript(1300, "too late");
     sim.advance(60_000);
     assert_eq!(sim.count(|a| matches!(a, ListenAction::Done(_))), 1);
+}
+
+/// A prompt's actions until (and with) its end.
+fn play(interruptible: bool, events: &[PlayEvent]) -> Vec<PlayAction> {
+    let mut turn = PlayTurn::new(interruptible);
+    let mut out = Vec::new();
+    for e in events {
+        turn.handle_event(e.clone());
+        while let Some(a) = turn.poll_action() {
+            out.push(a);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_key_stops_an_interruptible_prompt_once_and_is_kept() {
+    let actions = play(
+        true,
+        &[
+            PlayEvent::Digit('1'),
+            PlayEvent::Digit('2'),
+            PlayEvent::PlayoutEnded(PlayoutEnd::Stopped),
+        ],
+    );
+    assert_eq!(
+        actions,
+        vec![
+            PlayAction::KeepDigit('1'),
+            PlayAction::StopPlayout,
+            PlayAction::KeepDigit('2'),
+            PlayAction::Done(PlayOutcome::Interrupted),
+        ]
+    );
+}
+
+#[test]
+fn a_key_during_a_prompt_that_cannot_be_interrupted_is_kept() {
+    let actions = play(
+        false,
+        &[
+            PlayEvent::Digit('5'),
+            PlayEvent::PlayoutEnded(PlayoutEnd::Completed),
+        ],
+    );
+    assert_eq!(
+        actions,
+        vec![
+            PlayAction::KeepDigit('5'),
+            PlayAction::Done(PlayOutcome::Completed)
+        ]
+    );
+}
+
+#[test]
+fn hanging_up_stops_the_prompt() {
+    let actions = play(
+        false,
+        &[
+            PlayEvent::HungUp,
+            PlayEvent::HungUp,
+            PlayEvent::PlayoutEnded(PlayoutEnd::Stopped),
+        ],
+    );
+    assert_eq!(
+        actions,
+        vec![
+            PlayAction::StopPlayout,
+            PlayAction::Done(PlayOutcome::HungUp)
+        ]
+    );
+
+    // A key that stopped the prompt first makes it interrupted.
+    let actions = play(
+        true,
+        &[
+            PlayEvent::Digit('9'),
+            PlayEvent::HungUp,
+            PlayEvent::PlayoutEnded(PlayoutEnd::Stopped),
+        ],
+    );
+    assert_eq!(
+        actions,
+        vec![
+            PlayAction::KeepDigit('9'),
+            PlayAction::StopPlayout,
+            PlayAction::Done(PlayOutcome::Interrupted)
+        ]
+    );
+}
+
+#[test]
+fn the_playout_end_is_the_outcome() {
+    let end = |e| play(true, &[PlayEvent::PlayoutEnded(e)]);
+    assert_eq!(
+        end(PlayoutEnd::Completed),
+        vec![PlayAction::Done(PlayOutcome::Completed)]
+    );
+    assert_eq!(
+        end(PlayoutEnd::Interrupted),
+        vec![PlayAction::Done(PlayOutcome::Interrupted)]
+    );
+    assert_eq!(
+        end(PlayoutEnd::Stopped),
+        vec![PlayAction::Done(PlayOutcome::Completed)]
+    );
+
+    // The engine ending the call stops the prompt; the leg's end, reported apart, is
+    // what makes it a hang-up.
+    let actions = play(
+        false,
+        &[
+            PlayEvent::CallEnding,
+            PlayEvent::PlayoutEnded(PlayoutEnd::Stopped),
+        ],
+    );
+    assert_eq!(
+        actions,
+        vec![
+            PlayAction::StopPlayout,
+            PlayAction::Done(PlayOutcome::Completed)
+        ]
+    );
+
+    // Nothing follows the end.
+    let actions = play(
+        true,
+        &[
+            PlayEvent::PlayoutEnded(PlayoutEnd::Completed),
+            PlayEvent::Digit('1'),
+            PlayEvent::HungUp,
+        ],
+    );
+    assert_eq!(actions, vec![PlayAction::Done(PlayOutcome::Completed)]);
 }

@@ -1,4 +1,5 @@
-//! The call's turn logic as sans-IO machines: a listen turn ([`ListenTurn`]).
+//! The call's turn logic as sans-IO machines: a listen turn ([`ListenTurn`]) and a prompt's
+//! playout ([`PlayTurn`]).
 //!
 //! A machine is fed what happened (`handle_event`, with the time it happened where time
 //! matters) and says what to do through `poll_action`; a machine that waits on time gives
@@ -13,8 +14,10 @@
 use std::time::Duration;
 
 mod listen;
+mod play;
 
 pub use listen::{ListenAction, ListenEvent, ListenTurn};
+pub use play::{PlayAction, PlayEvent, PlayTurn, PlayoutEnd};
 
 /// No-input timeout when a question sets none (seconds).
 pub const DEFAULT_NO_INPUT_SECS: f64 = 5.0;
