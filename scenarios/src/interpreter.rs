@@ -21,13 +21,12 @@ use crate::model::*;
 use crate::opt::Opt;
 use crate::port::*;
 use crate::template::{self, Vars};
+use crate::turn::DEFAULT_NO_INPUT_SECS;
 use crate::validate::output;
 use crate::webhook::{self, CallMetadata, WebhookOutcome, WebhookStatus};
 
 /// Bricks a call may enter before the interpreter stops it as a loop.
 pub const DEFAULT_MAX_STEPS: usize = 1000;
-/// No-input timeout when a question sets none (seconds).
-pub const DEFAULT_NO_INPUT_SECS: f64 = 5.0;
 /// Transfer answer timeout when the brick sets none (seconds).
 pub const DEFAULT_TRANSFER_TIMEOUT_SECS: f64 = 30.0;
 /// Classifier confidence needed when `threshold` is unset.

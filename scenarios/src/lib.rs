@@ -11,6 +11,8 @@
 //! - [`webhook`]: validate, compile, curl, response mapping, [`webhook::WebhookOutcome`].
 //! - [`port`]: the call port trait and its value types.
 //! - [`interpreter`]: [`interpreter::Program`] runs a snapshot for one call.
+//! - [`turn`]: the call's turn logic as sans-IO machines (events and `now`
+//!   in, actions and the next deadline out), which the engine drives from the call's I/O.
 //! - [`history`]: the call history trace.
 //! - [`testing`]: [`testing::ScriptedCall`] and a realistic scenario generator.
 //! - [`walk`]: the generic field walk validation uses.
@@ -25,6 +27,7 @@ pub mod opt;
 pub mod port;
 pub mod template;
 pub mod testing;
+pub mod turn;
 pub mod validate;
 pub mod walk;
 pub mod webhook;

@@ -1,6 +1,8 @@
 //! Listen turns in a live call: speech through a recognition stream, keys (RFC 4733 and SIP
 //! INFO), silence and the call's end.
 
+use callsmith_scenarios::turn::{ListenAction, ListenEvent, ListenTurn};
+
 use super::*;
 
 /// A 16-bit PCM mono WAV at 8 kHz.
@@ -25,14 +27,11 @@ pub(super) fn wav_8k_mono(pcm: &[i16]) -> Vec<u8> {
     out
 }
 
-/// Longest a caller may speak in one turn before the turn is cut.
-pub(super) const MAX_UTTERANCE: Duration = Duration::from_secs(20);
-/// Time allowed for the final transcript after the audio ended.
-pub(super) const FINAL_GRACE: Duration = Duration::from_secs(8);
-
 impl LivePort {
     /// One listen turn (the port's `listen`): speech through a recognition stream and keys,
-    /// until an answer, silence or the call's end; the history records it.
+    /// until an answer, silence or the call's end; the history records it. What the turn
+    /// means is decided by [`ListenTurn`]; this feeds it the call's I/O and does what it
+    /// asks.
     pub(super) async fn listen_turn(&mut self, spec: &ListenSpec) -> Heard {
         if self.ended.is_some() {
             return Heard::HungUp;
@@ -83,29 +82,48 @@ impl LivePort {
             None
         };
         let mut pcm: Vec<i16> = Vec::new();
-        let dtmf = spec.dtmf.clone();
-        let mut digits = String::new();
-        let no_input = Duration::from_secs_f64(if spec.no_input_timeout_secs > 0.0 {
-            spec.no_input_timeout_secs
-        } else {
-            callsmith_scenarios::interpreter::DEFAULT_NO_INPUT_SECS
-        });
-        let mut deadline = Instant::now() + no_input;
-        let mut finishing = false;
-        let mut heard: Option<Heard> = None;
-        // Digits typed during the prompt start the entry.
-        if dtmf.is_some() {
-            for d in std::mem::take(&mut self.pending_dtmf).chars() {
-                if let Some(h) = push_digit(&mut digits, d, dtmf.as_ref()) {
-                    heard = Some(h);
-                    break;
+        // The no-input time runs once recognition is up (or known to be missing).
+        let mut listen = ListenTurn::new(spec, now());
+        if spec.speech.is_some() && stt.is_none() {
+            listen.handle_event(now(), ListenEvent::RecognitionFailed);
+        }
+        if listen.takes_keys() {
+            let typed = std::mem::take(&mut self.pending_dtmf);
+            listen.typed_during_prompt(&typed, now());
+        }
+        // Recognition latency of the last final transcript fed, for the turn's record.
+        let mut final_latency_ms = None;
+        let heard = loop {
+            let mut done = None;
+            while let Some(action) = listen.poll_action() {
+                match action {
+                    ListenAction::SpeechStarted => turn.speech_started_ms = Some(self.ms()),
+                    ListenAction::Interim { text, first } => {
+                        let at = self.ms();
+                        if first {
+                            turn.first_partial_ms = Some(at);
+                        }
+                        turn.interim.push((at, text));
+                    }
+                    ListenAction::Final => {
+                        turn.final_ms = Some(self.ms());
+                        turn.final_latency_ms = final_latency_ms;
+                    }
+                    ListenAction::FinishRecognition => {
+                        if let Some(s) = stt.as_mut() {
+                            s.finish();
+                        }
+                    }
+                    ListenAction::Done(h) => done = Some(h),
                 }
             }
-            if !digits.is_empty() {
-                deadline = Instant::now() + inter_digit(dtmf.as_ref());
+            if let Some(h) = done {
+                break h;
             }
-        }
-        while heard.is_none() {
+            // A turn without a deadline is over, and its `Done` was handled above.
+            let Some(deadline) = listen.poll_timeout() else {
+                break Heard::NoInput;
+            };
             let stt_next = async {
                 match stt.as_mut() {
                     Some(s) => s.next().await,
@@ -121,28 +139,20 @@ impl LivePort {
             tokio::select! {
                 ev = stt_next => match ev {
                     Some(SttEvent::Transcript(t)) => {
-                        let now = self.ms();
                         if t.is_final {
-                            if !t.text.trim().is_empty() {
-                                turn.final_ms = Some(now);
-                                turn.final_latency_ms = Some(t.at_ms.saturating_sub(t.end_ms));
-                                heard = Some(Heard::Speech { transcript: t.text.trim().to_string(), confidence: None });
-                            } else if finishing {
-                                heard = Some(Heard::NoInput);
-                            }
-                        } else if !t.text.trim().is_empty() {
-                            turn.first_partial_ms.get_or_insert(now);
-                            turn.interim.push((now, t.text.clone()));
-                            deadline = deadline.max(Instant::now() + Duration::from_secs(3));
+                            final_latency_ms = Some(t.at_ms.saturating_sub(t.end_ms));
                         }
+                        let ev = ListenEvent::Transcript { text: t.text, is_final: t.is_final };
+                        listen.handle_event(now(), ev);
                     }
                     Some(SttEvent::NodeFailed { node, error }) => {
                         self.recognition_failed(&mut turn, &engine, format!("{node}: {error}"));
                         stt = None;
+                        listen.handle_event(now(), ListenEvent::RecognitionFailed);
                     }
                     Some(SttEvent::Ended) | None => {
                         stt = None;
-                        if finishing { heard = Some(Heard::NoInput); }
+                        listen.handle_event(now(), ListenEvent::RecognitionEnded);
                     }
                 },
                 f = frame => match f {
@@ -151,51 +161,34 @@ impl LivePort {
                 },
                 h = self.next_happening() => match h {
                     Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => {
-                        if dtmf.is_some() {
-                            heard = push_digit(&mut digits, digit, dtmf.as_ref());
-                            deadline = Instant::now() + inter_digit(dtmf.as_ref());
-                        }
+                        listen.handle_event(now(), ListenEvent::Digit(digit));
                     }
                     Happening::Media(Some(MediaEvent::SpeechStarted { .. })) => {
-                        turn.speech_started_ms.get_or_insert(self.ms());
-                        if stt.is_some() {
-                            deadline = deadline.max(Instant::now() + MAX_UTTERANCE);
-                        }
+                        listen.handle_event(now(), ListenEvent::SpeechStarted);
                     }
                     Happening::Media(Some(_)) => {}
                     Happening::Media(None) => self.media_events = None,
                     Happening::Signal(s) => {
-                        if let Some(d) = self.on_signal(s)
-                            && dtmf.is_some()
-                        {
-                            heard = push_digit(&mut digits, d, dtmf.as_ref());
-                            deadline = Instant::now() + inter_digit(dtmf.as_ref());
+                        if let Some(d) = self.on_signal(s) {
+                            listen.handle_event(now(), ListenEvent::Digit(d));
                         }
-                        if self.ended.is_some() { heard = Some(Heard::HungUp); }
+                        if self.ended.is_some() {
+                            listen.handle_event(now(), ListenEvent::HungUp);
+                        }
                     }
-                    Happening::Forced(f) => { self.force_end(f); heard = Some(Heard::HungUp); }
+                    Happening::Forced(f) => {
+                        self.force_end(f);
+                        listen.handle_event(now(), ListenEvent::HungUp);
+                    }
                 },
-                _ = tokio::time::sleep_until(deadline) => {
-                    let min = dtmf.as_ref().map_or(1, |d| d.min_symbols.max(1) as usize);
-                    if !digits.is_empty() && digits.len() >= min {
-                        heard = Some(Heard::Dtmf { digits: std::mem::take(&mut digits) });
-                    } else if !finishing && stt.is_some() && (turn.speech_started_ms.is_some() || !turn.interim.is_empty()) {
-                        // Speech is under way: end the audio and wait for the final result.
-                        finishing = true;
-                        if let Some(s) = stt.as_mut() { s.finish(); }
-                        deadline = Instant::now() + FINAL_GRACE;
-                    } else {
-                        heard = Some(Heard::NoInput);
-                    }
-                }
+                _ = tokio::time::sleep_until(Instant::from_std(deadline)) => listen.handle_timeout(now()),
             }
-        }
-        if matches!(heard, Some(Heard::Speech { .. } | Heard::Dtmf { .. })) {
+        };
+        if matches!(heard, Heard::Speech { .. } | Heard::Dtmf { .. }) {
             self.answer_ns = Some(callsmith_media::clock::now_ns());
         }
         drop(stt);
         drop(audio);
-        let heard = heard.unwrap_or(Heard::NoInput);
         turn.ended_ms = self.ms();
         match &heard {
             Heard::Speech { transcript, .. } => {
@@ -243,31 +236,7 @@ impl LivePort {
     }
 }
 
-/// Time allowed between two keys of an entry.
-pub(super) fn inter_digit(d: Option<&DtmfSpec>) -> Duration {
-    Duration::from_secs_f64(
-        d.and_then(|d| d.inter_digit_timeout_secs)
-            .filter(|s| *s > 0.0)
-            .unwrap_or(3.0),
-    )
-}
-
-/// Adds a digit; Some when entry is complete (finish key or max symbols).
-pub(super) fn push_digit(digits: &mut String, d: char, spec: Option<&DtmfSpec>) -> Option<Heard> {
-    let spec = spec?;
-    if spec.finish_on_key == Some(d) {
-        if digits.len() >= spec.min_symbols as usize {
-            return Some(Heard::Dtmf {
-                digits: std::mem::take(digits),
-            });
-        }
-        return None;
-    }
-    digits.push(d);
-    if spec.max_symbols > 0 && digits.len() >= spec.max_symbols as usize {
-        return Some(Heard::Dtmf {
-            digits: std::mem::take(digits),
-        });
-    }
-    None
+/// The time the turn machine is fed: the runtime's clock, the one its deadline is slept on.
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
 }

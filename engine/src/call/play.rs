@@ -1,6 +1,8 @@
 //! Prompts in a live call: TTS or audio by reference (through the one audio resolver),
 //! played with keys and the call's end taken in meanwhile.
 
+use callsmith_scenarios::turn::{PlayAction, PlayEvent, PlayTurn, PlayoutEnd};
+
 use super::*;
 
 impl LivePort {
@@ -61,7 +63,8 @@ impl LivePort {
     }
 
     /// Plays one prompt (the port's `play`): keys and the call's end are taken in while
-    /// it plays; the history records it.
+    /// it plays; the history records it. What they do to the prompt is decided by
+    /// [`PlayTurn`]; this feeds it the call's I/O and does what it asks.
     pub(super) async fn play_prompt(
         &mut self,
         prompt: &PromptSpec,
@@ -95,50 +98,58 @@ impl LivePort {
         };
         let wait = handle.wait();
         tokio::pin!(wait);
-        let mut stopped_by_dtmf = false;
-        let first_rtp_ns;
+        let mut play = PlayTurn::new(interruptible);
+        let mut played_ms = 0;
+        let mut first_rtp_ns = None;
         let outcome = loop {
+            let mut done = None;
+            while let Some(action) = play.poll_action() {
+                match action {
+                    PlayAction::KeepDigit(d) => self.pending_dtmf.push(d),
+                    PlayAction::StopPlayout => {
+                        let _ = self.session.stop_playout();
+                    }
+                    PlayAction::Done(o) => done = Some(o),
+                }
+            }
+            if let Some(o) = done {
+                break o;
+            }
             tokio::select! {
                 o = &mut wait => {
                     first_rtp_ns = o.first_rtp_ns;
-                    break match o.end {
-                        PlayEnd::Completed => (PlayOutcome::Completed, o.played_ms),
-                        PlayEnd::Interrupted => (PlayOutcome::Interrupted, o.played_ms),
-                        PlayEnd::Stopped if stopped_by_dtmf => (PlayOutcome::Interrupted, o.played_ms),
-                        PlayEnd::Stopped if self.ended.is_some() => (PlayOutcome::HungUp, o.played_ms),
-                        PlayEnd::Stopped => (PlayOutcome::Completed, o.played_ms),
-                    };
+                    played_ms = o.played_ms;
+                    play.handle_event(PlayEvent::PlayoutEnded(match o.end {
+                        PlayEnd::Completed => PlayoutEnd::Completed,
+                        PlayEnd::Interrupted => PlayoutEnd::Interrupted,
+                        PlayEnd::Stopped => PlayoutEnd::Stopped,
+                    }));
                 }
                 h = self.next_happening() => match h {
                     Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => {
-                        self.pending_dtmf.push(digit);
-                        if interruptible && !stopped_by_dtmf {
-                            stopped_by_dtmf = true;
-                            let _ = self.session.stop_playout();
-                        }
+                        play.handle_event(PlayEvent::Digit(digit));
                     }
-                    Happening::Media(None) => { self.media_events = None; }
+                    Happening::Media(None) => self.media_events = None,
                     Happening::Media(Some(_)) => {}
                     Happening::Signal(s) => {
                         if let Some(d) = self.on_signal(s) {
-                            self.pending_dtmf.push(d);
-                            if interruptible && !stopped_by_dtmf {
-                                stopped_by_dtmf = true;
-                                let _ = self.session.stop_playout();
-                            }
+                            play.handle_event(PlayEvent::Digit(d));
                         }
                         if self.ended.is_some() {
-                            let _ = self.session.stop_playout();
+                            play.handle_event(PlayEvent::HungUp);
                         }
                     }
-                    Happening::Forced(f) => { self.force_end(f); let _ = self.session.stop_playout(); }
+                    Happening::Forced(f) => {
+                        self.force_end(f);
+                        play.handle_event(PlayEvent::CallEnding);
+                    }
                 }
             }
         };
         if let (Some(answer), Some(first)) = (self.answer_ns.take(), first_rtp_ns) {
             self.record_turn_latency(answer, requested_ns, first);
         }
-        let name = match &outcome.0 {
+        let name = match &outcome {
             PlayOutcome::Completed => "completed",
             PlayOutcome::Interrupted => "interrupted",
             PlayOutcome::HungUp => "hung_up",
@@ -149,14 +160,14 @@ impl LivePort {
             prompt: prompt.clone(),
             interruptible,
             outcome: name.into(),
-            played_ms: outcome.1,
+            played_ms,
             elapsed_ms: t0.elapsed().as_millis() as u64,
-            error: match &outcome.0 {
+            error: match &outcome {
                 PlayOutcome::Failed(e) => Some(e.clone()),
                 _ => None,
             },
         });
-        outcome.0
+        outcome
     }
 }
 

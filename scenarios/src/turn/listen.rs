@@ -1,0 +1,248 @@
+//! One listen turn: speech through a recognition stream, a key entry, silence and the
+//! call's end decide what the caller answered.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::{
+    DEFAULT_INTER_DIGIT, DEFAULT_NO_INPUT_SECS, FINAL_GRACE, INTERIM_EXTENSION, MAX_UTTERANCE,
+};
+use crate::port::{DtmfSpec, Heard, ListenSpec};
+
+/// Something that happened during a listen turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ListenEvent {
+    /// A transcript from the recognition stream (interim or final).
+    Transcript { text: String, is_final: bool },
+    /// The recognition stream failed or could not start: the turn goes on without it (keys
+    /// still count, silence ends it as no input).
+    RecognitionFailed,
+    /// The recognition stream ended.
+    RecognitionEnded,
+    /// Voice activity detection heard the caller start speaking.
+    SpeechStarted,
+    /// A key, whichever way it came (RFC 4733 or SIP INFO).
+    Digit(char),
+    /// The call ended: the caller hung up or the engine ends the call.
+    HungUp,
+}
+
+/// What the turn asks of its driver, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ListenAction {
+    /// The caller's first speech onset of this turn (the turn's `speech_started`).
+    SpeechStarted,
+    /// A non-empty interim transcript, as received; `first` for the turn's first partial.
+    Interim { text: String, first: bool },
+    /// A non-empty final transcript arrived (the turn's `final`); `Done(Speech)` follows.
+    Final,
+    /// End the audio sent to recognition so it gives its final transcript.
+    FinishRecognition,
+    /// The turn is over with this answer; nothing follows.
+    Done(Heard),
+}
+
+/// A listen turn as a machine. Recognition counts as running when the spec asks for
+/// speech, until [`ListenEvent::RecognitionFailed`] or [`ListenEvent::RecognitionEnded`].
+///
+/// The turn waits for one deadline at a time:
+/// * at first the no-input timeout;
+/// * each key sets it to the inter-digit timeout after the key;
+/// * a non-empty interim transcript keeps it at least [`INTERIM_EXTENSION`] away, and a
+///   speech onset (while recognition runs) at least [`MAX_UTTERANCE`] away.
+///
+/// When it passes: enough keys make the entry the answer; else, when speech was heard and
+/// recognition still runs, recognition is finished and its final transcript awaited for
+/// [`FINAL_GRACE`]; else the caller said nothing.
+#[derive(Debug)]
+pub struct ListenTurn {
+    dtmf: Option<DtmfSpec>,
+    recognizing: bool,
+    digits: String,
+    deadline: Instant,
+    /// Recognition was asked for its final transcript.
+    finishing: bool,
+    speech_started: bool,
+    interim_seen: bool,
+    done: bool,
+    actions: VecDeque<ListenAction>,
+}
+
+impl ListenTurn {
+    /// A turn starting at `now`, waiting for the spec's no-input timeout (or
+    /// [`DEFAULT_NO_INPUT_SECS`]).
+    pub fn new(spec: &ListenSpec, now: Instant) -> ListenTurn {
+        let no_input = Duration::from_secs_f64(if spec.no_input_timeout_secs > 0.0 {
+            spec.no_input_timeout_secs
+        } else {
+            DEFAULT_NO_INPUT_SECS
+        });
+        ListenTurn {
+            dtmf: spec.dtmf.clone(),
+            recognizing: spec.speech.is_some(),
+            digits: String::new(),
+            deadline: now + no_input,
+            finishing: false,
+            speech_started: false,
+            interim_seen: false,
+            done: false,
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// Whether the turn takes keys (its spec has DTMF): only then are the keys pressed
+    /// during the prompt handed to [`ListenTurn::typed_during_prompt`].
+    pub fn takes_keys(&self) -> bool {
+        self.dtmf.is_some()
+    }
+
+    /// Keys pressed during the prompt before this turn: they start the entry (and may
+    /// complete it), and when some are kept the inter-digit timeout runs from `now`.
+    /// Keys after a complete entry are dropped.
+    pub fn typed_during_prompt(&mut self, keys: &str, now: Instant) {
+        if self.dtmf.is_none() {
+            return;
+        }
+        for d in keys.chars() {
+            if self.done {
+                return;
+            }
+            self.push_digit(d);
+        }
+        if !self.done && !self.digits.is_empty() {
+            self.deadline = now + self.inter_digit();
+        }
+    }
+
+    /// Takes in what happened at `now`. Nothing changes once the turn is over.
+    pub fn handle_event(&mut self, now: Instant, event: ListenEvent) {
+        if self.done {
+            return;
+        }
+        match event {
+            ListenEvent::Transcript {
+                text,
+                is_final: true,
+            } => {
+                let text = text.trim();
+                if !text.is_empty() {
+                    self.actions.push_back(ListenAction::Final);
+                    self.finish(Heard::Speech {
+                        transcript: text.to_string(),
+                        confidence: None,
+                    });
+                } else if self.finishing {
+                    self.finish(Heard::NoInput);
+                }
+            }
+            ListenEvent::Transcript {
+                text,
+                is_final: false,
+            } => {
+                if !text.trim().is_empty() {
+                    let first = !self.interim_seen;
+                    self.interim_seen = true;
+                    self.actions
+                        .push_back(ListenAction::Interim { text, first });
+                    self.deadline = self.deadline.max(now + INTERIM_EXTENSION);
+                }
+            }
+            ListenEvent::RecognitionFailed => self.recognizing = false,
+            ListenEvent::RecognitionEnded => {
+                self.recognizing = false;
+                if self.finishing {
+                    self.finish(Heard::NoInput);
+                }
+            }
+            ListenEvent::SpeechStarted => {
+                if !self.speech_started {
+                    self.speech_started = true;
+                    self.actions.push_back(ListenAction::SpeechStarted);
+                }
+                if self.recognizing {
+                    self.deadline = self.deadline.max(now + MAX_UTTERANCE);
+                }
+            }
+            ListenEvent::Digit(d) => {
+                if self.dtmf.is_some() {
+                    self.push_digit(d);
+                    self.deadline = now + self.inter_digit();
+                }
+            }
+            ListenEvent::HungUp => self.finish(Heard::HungUp),
+        }
+    }
+
+    /// The deadline from [`ListenTurn::poll_timeout`] has passed when `now` reaches it
+    /// (earlier calls change nothing).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.done || now < self.deadline {
+            return;
+        }
+        let min = self
+            .dtmf
+            .as_ref()
+            .map_or(1, |d| d.min_symbols.max(1) as usize);
+        if !self.digits.is_empty() && self.digits.len() >= min {
+            let digits = std::mem::take(&mut self.digits);
+            self.finish(Heard::Dtmf { digits });
+        } else if !self.finishing && self.recognizing && (self.speech_started || self.interim_seen)
+        {
+            // Speech is under way: end the audio and wait for the final result.
+            self.finishing = true;
+            self.actions.push_back(ListenAction::FinishRecognition);
+            self.deadline = now + FINAL_GRACE;
+        } else {
+            self.finish(Heard::NoInput);
+        }
+    }
+
+    /// The next thing to do, if any.
+    pub fn poll_action(&mut self) -> Option<ListenAction> {
+        self.actions.pop_front()
+    }
+
+    /// When the turn next needs [`ListenTurn::handle_timeout`]; `None` once it is over.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        (!self.done).then_some(self.deadline)
+    }
+
+    /// Whether the turn is over (its `Done` was queued).
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(&mut self, heard: Heard) {
+        self.done = true;
+        self.actions.push_back(ListenAction::Done(heard));
+    }
+
+    /// Time allowed between two keys of an entry.
+    fn inter_digit(&self) -> Duration {
+        self.dtmf
+            .as_ref()
+            .and_then(|d| d.inter_digit_timeout_secs)
+            .filter(|s| *s > 0.0)
+            .map_or(DEFAULT_INTER_DIGIT, Duration::from_secs_f64)
+    }
+
+    /// Adds a key to the entry; the finish key (not part of the digits) completes it once
+    /// `min_symbols` are there, and `max_symbols` completes it at once.
+    fn push_digit(&mut self, d: char) {
+        let Some(spec) = &self.dtmf else {
+            return;
+        };
+        if spec.finish_on_key == Some(d) {
+            if self.digits.len() >= spec.min_symbols as usize {
+                let digits = std::mem::take(&mut self.digits);
+                self.finish(Heard::Dtmf { digits });
+            }
+            return;
+        }
+        self.digits.push(d);
+        if spec.max_symbols > 0 && self.digits.len() >= spec.max_symbols as usize {
+            let digits = std::mem::take(&mut self.digits);
+            self.finish(Heard::Dtmf { digits });
+        }
+    }
+}
