@@ -565,8 +565,8 @@ fn the_playout_end_is_the_outcome() {
         vec![PlayAction::Done(PlayOutcome::Completed)]
     );
 
-    // The engine ending the call stops the prompt; the leg's end, reported apart, is
-    // what makes it a hang-up.
+    // The engine ending the call stops the prompt, and the scenario sees the call's end at
+    // once (it does not run on while the leg's end is on its way).
     let actions = play(
         false,
         &[
@@ -578,7 +578,7 @@ fn the_playout_end_is_the_outcome() {
         actions,
         vec![
             PlayAction::StopPlayout,
-            PlayAction::Done(PlayOutcome::Completed)
+            PlayAction::Done(PlayOutcome::HungUp)
         ]
     );
 
@@ -592,4 +592,25 @@ fn the_playout_end_is_the_outcome() {
         ],
     );
     assert_eq!(actions, vec![PlayAction::Done(PlayOutcome::Completed)]);
+}
+
+#[test]
+fn waits_out_of_range_never_overflow() {
+    use callsmith_scenarios::turn::MAX_WAIT;
+    let t0 = Instant::now();
+    for secs in [f64::INFINITY, f64::NAN, 1e300, -5.0] {
+        let spec = ListenSpec {
+            speech: None,
+            dtmf: Some(DtmfSpec {
+                inter_digit_timeout_secs: Some(secs),
+                min_symbols: 1,
+                max_symbols: 4,
+                finish_on_key: None,
+            }),
+            no_input_timeout_secs: secs,
+        };
+        let turn = ListenTurn::new(&spec, t0);
+        let deadline = turn.poll_timeout().expect("a deadline");
+        assert!(deadline > t0 && deadline <= t0 + MAX_WAIT, "{secs}");
+    }
 }

@@ -3,5 +3,5 @@
 //! and the tests with the same types.
 
 pub(super) use callsmith_control::communication::history::{
-    CallHistory, HangupLog, PromptLog, TransferLog, TurnLog as Turn,
+    CallHistory, HangupLog, PromptLog, TransferLog, TurnLog,
 };

@@ -37,7 +37,7 @@ impl LivePort {
             return Heard::HungUp;
         }
         self.answer_ns = None;
-        let mut turn = Turn {
+        let mut turn = TurnLog {
             index: self.turns.len() + 1,
             started_ms: self.ms(),
             ..Default::default()

@@ -37,7 +37,7 @@ pub struct LivePort {
     pub(super) started: Instant,
     pub(super) deadline: Instant,
     pub(super) pending_dtmf: String,
-    pub(super) turns: Vec<Turn>,
+    pub(super) turns: Vec<TurnLog>,
     pub(super) prompts: Vec<PromptLog>,
     pub(super) errors: Vec<String>,
     /// Uploads of turn audio still running: (index into `turns`, upload). They are
@@ -220,7 +220,7 @@ impl LivePort {
     /// goes on without it (keys still count; silence ends it as `no_input`, so the
     /// question's `fallback_empty` runs), and the failure is in the turn's `stt_error`, the
     /// history's `errors`, the log and `callsmith_recognition_failures`.
-    pub(super) fn recognition_failed(&mut self, turn: &mut Turn, engine: &str, error: String) {
+    pub(super) fn recognition_failed(&mut self, turn: &mut TurnLog, engine: &str, error: String) {
         warn!(communication = %self.comm.sid, engine, %error, "speech recognition failed");
         self.errors
             .push(format!("recognition (turn {}): {error}", turn.index));

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     DEFAULT_INTER_DIGIT, DEFAULT_NO_INPUT_SECS, FINAL_GRACE, INTERIM_EXTENSION, MAX_UTTERANCE,
+    MAX_WAIT,
 };
 use crate::port::{DtmfSpec, Heard, ListenSpec};
 
@@ -68,15 +69,24 @@ pub struct ListenTurn {
     actions: VecDeque<ListenAction>,
 }
 
+/// A wait given in seconds: `default` when unset, zero, negative or not a number; at most
+/// [`MAX_WAIT`] (validation refuses more; a value that slipped past cannot overflow a
+/// deadline).
+fn wait(secs: Option<f64>, default: Duration) -> Duration {
+    match secs.filter(|s| *s > 0.0) {
+        Some(s) => Duration::try_from_secs_f64(s).map_or(MAX_WAIT, |d| d.min(MAX_WAIT)),
+        None => default,
+    }
+}
+
 impl ListenTurn {
     /// A turn starting at `now`, waiting for the spec's no-input timeout (or
     /// [`DEFAULT_NO_INPUT_SECS`]).
     pub fn new(spec: &ListenSpec, now: Instant) -> ListenTurn {
-        let no_input = Duration::from_secs_f64(if spec.no_input_timeout_secs > 0.0 {
-            spec.no_input_timeout_secs
-        } else {
-            DEFAULT_NO_INPUT_SECS
-        });
+        let no_input = wait(
+            Some(spec.no_input_timeout_secs),
+            Duration::from_secs_f64(DEFAULT_NO_INPUT_SECS),
+        );
         ListenTurn {
             dtmf: spec.dtmf.clone(),
             recognizing: spec.speech.is_some(),
@@ -219,11 +229,10 @@ impl ListenTurn {
 
     /// Time allowed between two keys of an entry.
     fn inter_digit(&self) -> Duration {
-        self.dtmf
-            .as_ref()
-            .and_then(|d| d.inter_digit_timeout_secs)
-            .filter(|s| *s > 0.0)
-            .map_or(DEFAULT_INTER_DIGIT, Duration::from_secs_f64)
+        wait(
+            self.dtmf.as_ref().and_then(|d| d.inter_digit_timeout_secs),
+            DEFAULT_INTER_DIGIT,
+        )
     }
 
     /// Adds a key to the entry; the finish key (not part of the digits) completes it once

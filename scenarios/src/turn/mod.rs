@@ -9,7 +9,8 @@
 //! drive it on simulated time.
 //!
 //! The timing rules of a turn live here and only here: [`DEFAULT_NO_INPUT_SECS`],
-//! [`DEFAULT_INTER_DIGIT`], [`INTERIM_EXTENSION`], [`MAX_UTTERANCE`] and [`FINAL_GRACE`].
+//! [`DEFAULT_INTER_DIGIT`], [`INTERIM_EXTENSION`], [`MAX_UTTERANCE`], [`FINAL_GRACE`] and
+//! [`MAX_WAIT`].
 
 use std::time::Duration;
 
@@ -29,3 +30,6 @@ pub const INTERIM_EXTENSION: Duration = Duration::from_secs(3);
 pub const MAX_UTTERANCE: Duration = Duration::from_secs(20);
 /// Time allowed for the final transcript after the audio ended.
 pub const FINAL_GRACE: Duration = Duration::from_secs(8);
+/// The longest wait a turn takes (no-input, between keys), whatever it was given:
+/// validation refuses more, and a value that slipped past cannot overflow a deadline.
+pub const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);

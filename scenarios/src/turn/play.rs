@@ -24,7 +24,7 @@ pub enum PlayEvent {
     /// The call's leg ended (the caller hung up, or the leg is gone).
     HungUp,
     /// The engine is ending the call (maximum duration, shutdown, RTP timeout, hang-up
-    /// through the API); the leg's end is reported apart, when it comes.
+    /// through the API): for the scenario the call is over, as with [`PlayEvent::HungUp`].
     CallEnding,
     /// The playout ended.
     PlayoutEnded(PlayoutEnd),
@@ -83,11 +83,10 @@ impl PlayTurn {
                     self.stop();
                 }
             }
-            PlayEvent::HungUp => {
+            PlayEvent::HungUp | PlayEvent::CallEnding => {
                 self.hung_up = true;
                 self.stop();
             }
-            PlayEvent::CallEnding => self.stop(),
             PlayEvent::PlayoutEnded(end) => {
                 let outcome = match end {
                     PlayoutEnd::Completed => PlayOutcome::Completed,
