@@ -29,16 +29,16 @@ pub async fn enqueue(rt: &Runtime, communication_sid: &str) {
     if urls.is_empty() {
         return;
     }
-    if let Err(e) = rt
-        .store
-        .result_deliveries_create(
+    if let Err(e) = crate::call::persist::persist("creating result deliveries", || {
+        rt.store.result_deliveries_create(
             &comm.tenant_sid,
             &comm.account_sid,
             &comm.sid,
             agent_sid,
             &urls,
         )
-        .await
+    })
+    .await
     {
         warn!(communication = %comm.sid, error = %e, "creating result deliveries failed");
     }

@@ -24,7 +24,7 @@ use callsmith_control::store::CommunicationRecord;
 use callsmith_media::MediaSession;
 use callsmith_sip::{CallLeg, NegotiatedMedia};
 
-use crate::call::{CallError, Prepared, lifecycle};
+use crate::call::{CallError, Prepared, lifecycle, persist};
 use crate::runtime::Runtime;
 
 /// Serves the inbound call stream until it closes: each call goes through the call
@@ -52,10 +52,11 @@ impl Answer {
 
 /// Writes why an answered-to-be inbound call did not come up.
 async fn fail(rt: &Runtime, comm: &CommunicationRecord, why: &str) {
-    let _ = rt
-        .store
-        .communication_fail_unclaimed(&comm.sid, &rt.settings.claim_token, why)
-        .await;
+    let _ = persist::persist("recording a failed inbound call", || {
+        rt.store
+            .communication_fail_unclaimed(&comm.sid, &rt.settings.claim_token, why)
+    })
+    .await;
 }
 
 #[async_trait]

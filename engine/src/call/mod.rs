@@ -55,6 +55,7 @@ mod history;
 pub mod lifecycle;
 mod listen;
 mod outbound;
+pub mod persist;
 mod play;
 mod port;
 mod prepare;
@@ -93,11 +94,14 @@ async fn wait_end(leg: &mut CallLeg, within: Duration) -> Option<EndInfo> {
 }
 
 /// Writes the end of a communication and queues its result deliveries.
+/// A database that does not answer is waited for (see [`persist`]), so a call's end is
+/// not lost under load.
 async fn finish(rt: &Runtime, comm: &CommunicationRecord, f: &CallFinish) {
-    match rt
-        .store
-        .communication_finish(&comm.sid, &rt.settings.claim_token, f)
-        .await
+    let token = &rt.settings.claim_token;
+    match persist::persist("recording the end of a call", || {
+        rt.store.communication_finish(&comm.sid, token, f)
+    })
+    .await
     {
         Ok(true) => {}
         Ok(false) => warn!(communication = %comm.sid, "claim lost; end of call not recorded"),

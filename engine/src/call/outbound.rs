@@ -60,10 +60,10 @@ impl lifecycle::Setup for Dial {
             }
             Err(CallError::Permanent(e)) => {
                 warn!(communication = %comm.sid, error = %e, "communication cannot be dialled");
-                let _ = rt
-                    .store
-                    .communication_fail_unclaimed(&comm.sid, token, &e)
-                    .await;
+                let _ = persist::persist("recording a failed communication", || {
+                    rt.store.communication_fail_unclaimed(&comm.sid, token, &e)
+                })
+                .await;
                 crate::delivery::enqueue(rt, &comm.sid).await;
                 return None;
             }
