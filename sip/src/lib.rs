@@ -8,7 +8,7 @@
 //!
 //! Pure, unit-tested cores: [`sdp`] (offer/answer), [`status`] (call_status mapping),
 //! [`trunk`] (selection, number format, inbound sources), [`digest`] (MD5/SHA-256),
-//! [`wire`] (request validation, 400 decisions), and each leg's dialog logic, a sans-IO state
+//! [`wire`] (request validation, 400/505 decisions), and each leg's dialog logic, a sans-IO state
 //! machine driven by a thin tokio task (`leg::machine`, `leg::driver`).
 
 pub mod config;

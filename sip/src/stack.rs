@@ -10,8 +10,9 @@ use rsipstack::dialog::dialog::Dialog;
 use rsipstack::dialog::dialog_layer::DialogLayer;
 use rsipstack::dialog::invitation::InviteOption;
 use rsipstack::sip::prelude::*;
-use rsipstack::sip::{Header, Method, Request, StatusCode};
+use rsipstack::sip::{Header, Method, Request, StatusCode, Version};
 use rsipstack::transaction::endpoint::EndpointOption;
+use rsipstack::transaction::make_tag;
 use rsipstack::transaction::transaction::Transaction;
 use rsipstack::transport::tcp_listener::TcpListenerConnection;
 use rsipstack::transport::udp::UdpConnection;
@@ -425,13 +426,9 @@ async fn handle_request(
     mut tx: Transaction,
     calls: mpsc::Sender<IncomingCall>,
 ) -> Result<(), SipError> {
-    if let Err(reason) = wire::validate_request(&tx.original) {
-        warn!(%reason, "rejecting malformed request with 400");
-        let headers = vec![Header::Other(
-            "Warning".into(),
-            format!("399 callsmith \"{reason}\""),
-        )];
-        tx.reply_with(StatusCode::BadRequest, headers, None).await?;
+    if let Err(refusal) = wire::validate_request(&tx.original) {
+        warn!(code = refusal.code, reason = %refusal.reason, "refusing a request");
+        refuse(&mut tx, &refusal).await?;
         return Ok(());
     }
     let in_dialog = tx
@@ -498,6 +495,29 @@ async fn handle_request(
             Ok(())
         }
     }
+}
+
+/// Answers a request [`wire::validate_request`] refused. The response's status line is
+/// `SIP/2.0` whatever version the request carried (RFC 3261 §7.2, §8.2.1); the reason goes
+/// in a Warning header.
+async fn refuse(tx: &mut Transaction, refusal: &wire::Refusal) -> Result<(), SipError> {
+    // A final response carries a To tag (§8.2.6.2); a To that cannot be read gets none.
+    if let Ok(to) = tx.original.to_header()
+        && let Ok(None) = to.tag()
+    {
+        let tagged = to.clone().with_tag(make_tag());
+        tx.original.headers.unique_push(tagged.into());
+    }
+    let mut resp =
+        tx.endpoint_inner
+            .make_response(&tx.original, StatusCode::from(refusal.code), None);
+    resp.version = Version::V2;
+    resp.headers.push(Header::Other(
+        "Warning".into(),
+        format!("399 callsmith \"{}\"", refusal.reason),
+    ));
+    tx.respond(resp).await?;
+    Ok(())
 }
 
 fn header_pairs(req: &Request) -> Vec<(String, String)> {
