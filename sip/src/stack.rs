@@ -28,6 +28,7 @@ use crate::headers::custom_headers;
 use crate::leg::{
     CallLeg, Command, Driver, LegDirection, LegEvent, LegMachine, LegSetup, SessionTimer, new_leg,
 };
+use crate::logging::{MessageLog, redact_number};
 use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SessionDescription};
 use crate::states::StateRouter;
 use crate::trunk::{self, SipTransport, TrunkConfig};
@@ -255,7 +256,7 @@ impl SipStack {
             .with_cancel_token(cancel.clone())
             .with_transport_layer(transport_layer)
             .with_option(option)
-            .with_inspector(Box::new(crate::interop::AlgorithmNames))
+            .with_inspector(Box::new(MessageLog(crate::interop::AlgorithmNames)))
             .with_allows(vec![
                 Method::Invite,
                 Method::Ack,
@@ -372,7 +373,7 @@ impl SipStack {
             .do_invite_async(opt, inner.states.sender())?;
         let state_rx = inner.states.register(&dialog.id());
         let call_id = dialog.id().call_id.clone();
-        info!(%call_id, trunk = %trunk.name, %from, %to, "placing call");
+        info!(%call_id, trunk = %trunk.name, from = %redact_number(&from), to = %redact_number(&to), "placing call");
         let (leg, cmd_rx, ev_tx) = new_leg(call_id, LegDirection::Outbound, trunk.name.clone());
         let setup = LegSetup {
             call_id: dialog.id().call_id.clone(),
@@ -564,7 +565,7 @@ async fn handle_invite(
         }
     };
     if !inner.router.is_known_number(&trunk.name, &called) {
-        info!(trunk = %trunk.name, %called, "unknown called number: 404");
+        info!(trunk = %trunk.name, called = %redact_number(&called), "unknown called number: 404");
         tx.reply(StatusCode::NotFound).await?;
         return Ok(());
     }
@@ -604,7 +605,7 @@ async fn handle_invite(
     )?;
     let state_rx = inner.states.register(&dialog.id());
     let call_id = dialog.id().call_id.clone();
-    info!(%call_id, trunk = %trunk.name, %from, to = %called, %source, "inbound call");
+    info!(%call_id, trunk = %trunk.name, from = %redact_number(&from), to = %redact_number(&called), %source, "inbound call");
 
     let (leg, cmd_rx, ev_tx) = new_leg(call_id.clone(), LegDirection::Inbound, trunk.name.clone());
     let setup = LegSetup {
