@@ -230,7 +230,7 @@ async fn route(rt: &Runtime, to: &str) -> Result<Route, Refusal> {
         .await
         .map_err(|e| not_found(e.into()))?
     else {
-        info!(to = %to, "inbound call to a number no active agent serves: 404");
+        info!(to = %callsmith_sip::redact_number(to), "inbound call to a number no active agent serves: 404");
         return Err(Refusal {
             code: 404,
             reason: None,

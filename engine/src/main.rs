@@ -12,6 +12,7 @@ mod config;
 mod delivery;
 mod dialer;
 mod inbound;
+mod logging;
 mod node;
 mod runtime;
 
@@ -22,7 +23,7 @@ use callsmith_control::{
     AppState, Services, Settings, Store, auth::password::PasswordCost, bootstrap,
 };
 use clap::{Parser, Subcommand};
-use config::{Config, LogFormat};
+use config::Config;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -44,19 +45,6 @@ enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
-}
-
-fn init_tracing(cfg: &config::LogConfig) {
-    use tracing_subscriber::{EnvFilter, fmt};
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cfg.filter));
-    match cfg.format {
-        LogFormat::Json => fmt()
-            .json()
-            .with_env_filter(filter)
-            .with_current_span(true)
-            .init(),
-        LogFormat::Text => fmt().with_env_filter(filter).init(),
-    }
 }
 
 async fn open_store(cfg: &Config) -> anyhow::Result<Store> {
@@ -162,7 +150,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let cfg =
         Config::load(cli.config.as_deref(), Config::env()).context("loading configuration")?;
-    init_tracing(&cfg.log);
+    logging::init(&cfg.log);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

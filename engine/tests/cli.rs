@@ -190,3 +190,127 @@ fn a_taken_sip_port_stops_the_start() {
     }
     drop((udp, tcp));
 }
+
+/// The default log (text, INFO), read from a pipe, of a start and of an inbound INVITE to a
+/// number no agent serves (404): no ANSI colour codes, no SIP message, and the calling and
+/// called numbers shown redacted only.
+#[test]
+fn the_default_log_has_no_colour_no_sip_message_and_no_full_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("callsmith.toml");
+    std::fs::write(
+        &config,
+        "[[sip.trunks]]\nname = \"carrier\"\ngateway = \"127.0.0.1:5999\"\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_callsmith"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .env("CALLSMITH_DATA_DIR", dir.path())
+        .env("CALLSMITH_HTTP__LISTEN", "127.0.0.1:0")
+        .env("CALLSMITH_SIP__UDP", "127.0.0.1:0")
+        .env_remove("CALLSMITH_CONFIG")
+        .env_remove("CALLSMITH_LOG__FORMAT")
+        .env_remove("CALLSMITH_LOG__FILTER")
+        .env_remove("CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN")
+        .env_remove("CALLSMITH_DATABASE__URL")
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn callsmith");
+    let stdout = child.stdout.take().expect("stdout");
+    let stderr = child.stderr.take().expect("stderr");
+    let server = Server(child);
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    for stream in [
+        Box::new(stdout) as Box<dyn std::io::Read + Send>,
+        Box::new(stderr),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    drop(tx);
+    let mut log = Vec::new();
+    let wait_for = |needle: &str, log: &mut Vec<String>| -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no log line with {needle:?} in:\n{}", log.join("\n")));
+            log.push(line.clone());
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    };
+
+    let started = wait_for("call engine started", &mut log);
+    assert!(
+        !started.contains('\x1b'),
+        "ANSI escape in a piped log: {started:?}"
+    );
+    let udp: std::net::SocketAddr = started
+        .split("udp=Some(")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no SIP UDP address in {started:?}"));
+
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let me = sock.local_addr().unwrap();
+    let sdp = "v=0\r\no=peer 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+               m=audio 6000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
+    let invite = format!(
+        "INVITE sip:+4930123456567@127.0.0.1 SIP/2.0\r\n\
+         Via: SIP/2.0/UDP {me};rport;branch=z9hG4bK-cli-log\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:+15550001@127.0.0.1>;tag=cli\r\n\
+         To: <sip:+4930123456567@127.0.0.1>\r\n\
+         Call-ID: cli-log@127.0.0.1\r\n\
+         CSeq: 1 INVITE\r\n\
+         Contact: <sip:+15550001@{me}>\r\n\
+         Content-Type: application/sdp\r\n\
+         Content-Length: {}\r\n\r\n{sdp}",
+        sdp.len()
+    );
+    sock.send_to(invite.as_bytes(), udp).unwrap();
+    let mut buf = vec![0u8; 65536];
+    let status = loop {
+        let (n, _) = sock.recv_from(&mut buf).expect("a response to the INVITE");
+        let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+        if !text.starts_with("SIP/2.0 1") {
+            break text.lines().next().unwrap_or_default().to_string();
+        }
+    };
+    assert_eq!(status, "SIP/2.0 404 Not Found");
+    wait_for("no active agent serves", &mut log);
+    drop(server);
+    log.extend(rx.iter());
+
+    let all = log.join("\n");
+    assert!(!all.contains('\x1b'), "ANSI escape in a piped log:\n{all}");
+    for dump in ["INVITE sip:", "SIP/2.0", "raw_message", "v=0"] {
+        assert!(
+            !all.contains(dump),
+            "a SIP message ({dump:?}) at INFO:\n{all}"
+        );
+    }
+    for number in ["4930123456567", "15550001"] {
+        assert!(
+            !all.contains(number),
+            "full number {number} in the log:\n{all}"
+        );
+    }
+    assert!(all.contains("+49********567"), "{all}");
+    assert!(all.contains("+*****001"), "{all}");
+}

@@ -8,8 +8,11 @@
 //!
 //! Pure, unit-tested cores: [`sdp`] (offer/answer), [`status`] (call_status mapping),
 //! [`trunk`] (selection, number format, inbound sources), [`digest`] (MD5/SHA-256),
-//! [`wire`] (request validation, 400 decisions), and each leg's dialog logic, a sans-IO state
+//! [`wire`] (request validation, 400/505 decisions), and each leg's dialog logic, a sans-IO state
 //! machine driven by a thin tokio task (`leg::machine`, `leg::driver`).
+//!
+//! Logging: whole SIP messages are DEBUG events of [`logging::MESSAGE_TARGET`]; INFO call
+//! lines show phone numbers through [`redact_number`].
 
 pub mod config;
 pub mod digest;
@@ -17,6 +20,7 @@ mod error;
 mod headers;
 mod interop;
 mod leg;
+pub mod logging;
 pub mod sdp;
 mod stack;
 mod states;
@@ -26,6 +30,7 @@ pub mod wire;
 
 pub use config::{SipConfig, SipTimers};
 pub use leg::{CallLeg, EndInfo, LegController, LegDirection, LegEvent, Party, ReferOutcome};
+pub use logging::redact_number;
 pub use sdp::{LocalMedia, MediaDirection, NegotiatedMedia, SdpCodec};
 pub use stack::{CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack};
 pub use status::CallStatus;

@@ -153,6 +153,13 @@ pub enum SdpError {
     Invalid(String),
     #[error("sdp has no audio stream")]
     NoAudio,
+    /// Every audio stream has port 0 (RFC 3264 §5.1, §6: a rejected or disabled stream).
+    #[error("sdp audio stream is rejected (port 0)")]
+    AudioRejected,
+    /// No audio stream on plain RTP (`RTP/AVP`); this is the first other transport, e.g.
+    /// `RTP/SAVP` (SRTP), which this stack does not do.
+    #[error("sdp audio transport {0} is not supported (RTP/AVP only)")]
+    UnsupportedTransport(String),
     #[error("no common codec")]
     NoCommonCodec,
     #[error("sdp audio stream has no connection address")]
@@ -295,9 +302,31 @@ impl SessionDescription {
     pub fn audio(&self) -> Option<&MediaSection> {
         self.media.iter().find(|m| m.kind == "audio")
     }
+
+    /// The audio stream this stack can use: the first `m=audio` with a port other than 0 on
+    /// plain RTP (`RTP/AVP`). Without one, why not: no audio stream at all, only streams on
+    /// another transport (SRTP's `RTP/SAVP`/`RTP/SAVPF`, …), or only rejected ones (port 0).
+    pub fn usable_audio(&self) -> Result<&MediaSection, SdpError> {
+        let audio = || self.media.iter().filter(|m| m.kind == "audio");
+        if let Some(m) = audio().find(|m| m.port != 0 && m.is_plain_rtp()) {
+            return Ok(m);
+        }
+        if let Some(m) = audio().find(|m| m.port != 0) {
+            return Err(SdpError::UnsupportedTransport(m.proto.clone()));
+        }
+        match audio().next() {
+            Some(_) => Err(SdpError::AudioRejected),
+            None => Err(SdpError::NoAudio),
+        }
+    }
 }
 
 impl MediaSection {
+    /// RTP without encryption: the `RTP/AVP` profile (RFC 3551), compared without regard to
+    /// case.
+    fn is_plain_rtp(&self) -> bool {
+        self.proto.eq_ignore_ascii_case("RTP/AVP")
+    }
     /// The codec a payload type means in this section: rtpmap first, static types second.
     fn codec_of(&self, pt: u8) -> Option<SdpCodec> {
         match self.rtpmaps.iter().find(|(p, _, _)| *p == pt) {
@@ -381,7 +410,8 @@ pub fn build_offer(
     )
 }
 
-/// Answer a remote offer: pick the first codec in the offerer's order that we support
+/// Answer a remote offer: on its [usable audio stream](SessionDescription::usable_audio),
+/// pick the first codec in the offerer's order that we support
 /// (RFC 3264 §6.1 lets the answerer follow the offerer's preference), mirror the direction,
 /// and return the answer body with the negotiated parameters.
 pub fn answer_offer(
@@ -390,7 +420,7 @@ pub fn answer_offer(
     session_id: u64,
     version: u64,
 ) -> Result<(String, NegotiatedMedia), SdpError> {
-    let audio = offer.audio().ok_or(SdpError::NoAudio)?;
+    let audio = offer.usable_audio()?;
     let (pt, codec) = audio
         .formats
         .iter()
@@ -433,14 +463,13 @@ pub fn answer_offer(
 }
 
 /// Read the negotiated parameters from the peer's answer (or early-media SDP) to our offer.
+/// An answer without a [usable audio stream](SessionDescription::usable_audio) is an error:
+/// the peer rejected our audio (port 0) or answered on a transport we did not offer.
 pub fn negotiated_from_answer(
     answer: &SessionDescription,
     local: &LocalMedia,
 ) -> Result<NegotiatedMedia, SdpError> {
-    let audio = answer.audio().ok_or(SdpError::NoAudio)?;
-    if audio.port == 0 {
-        return Err(SdpError::NoCommonCodec);
-    }
+    let audio = answer.usable_audio()?;
     let (pt, codec) = audio
         .formats
         .iter()
@@ -552,6 +581,79 @@ mod tests {
         assert_eq!(neg.codec, SdpCodec::Pcmu);
         assert_eq!(neg.ptime, Some(20));
         assert_eq!(neg.telephone_event, None);
+    }
+
+    fn with_audio_lines(m_lines: &str) -> SessionDescription {
+        SessionDescription::parse(&format!(
+            "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n{m_lines}"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_offer_whose_only_audio_is_rejected_is_not_answered() {
+        let offer = with_audio_lines("m=audio 0 RTP/AVP 0 8\r\na=rtpmap:0 PCMU/8000\r\n");
+        assert_eq!(
+            answer_offer(&offer, &local(), 1, 1).unwrap_err(),
+            SdpError::AudioRejected
+        );
+        // Next to a video stream, too.
+        let offer = with_audio_lines("m=video 5000 RTP/AVP 96\r\nm=audio 0 RTP/AVP 0\r\n");
+        assert_eq!(
+            answer_offer(&offer, &local(), 1, 1).unwrap_err(),
+            SdpError::AudioRejected
+        );
+    }
+
+    #[test]
+    fn an_srtp_only_offer_is_not_answered() {
+        for proto in ["RTP/SAVP", "RTP/SAVPF", "UDP/TLS/RTP/SAVPF"] {
+            let offer = with_audio_lines(&format!(
+                "m=audio 6000 {proto} 0\r\na=rtpmap:0 PCMU/8000\r\n\
+                 a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz\r\n"
+            ));
+            assert_eq!(
+                answer_offer(&offer, &local(), 1, 1).unwrap_err(),
+                SdpError::UnsupportedTransport(proto.into()),
+                "{proto}"
+            );
+        }
+        // A rejected plain stream does not make an SRTP one usable.
+        let offer = with_audio_lines("m=audio 0 RTP/AVP 0\r\nm=audio 6000 RTP/SAVP 0\r\n");
+        assert_eq!(
+            answer_offer(&offer, &local(), 1, 1).unwrap_err(),
+            SdpError::UnsupportedTransport("RTP/SAVP".into())
+        );
+    }
+
+    #[test]
+    fn plain_rtp_audio_is_chosen_beside_a_rejected_or_srtp_stream() {
+        let offer = with_audio_lines(
+            "m=audio 0 RTP/AVP 0\r\nm=audio 6000 RTP/SAVP 0\r\nm=audio 6002 rtp/avp 8\r\n",
+        );
+        let (body, neg) = answer_offer(&offer, &local(), 1, 1).unwrap();
+        assert_eq!(neg.remote_rtp, "127.0.0.1:6002".parse().unwrap());
+        assert_eq!(neg.codec, SdpCodec::Pcma);
+        assert!(body.contains("m=audio 40000 RTP/AVP 8\r\n"), "{body}");
+    }
+
+    #[test]
+    fn an_answer_rejecting_our_audio_or_on_srtp_is_unusable() {
+        let rejected = with_audio_lines("m=audio 0 RTP/AVP 0\r\n");
+        assert_eq!(
+            negotiated_from_answer(&rejected, &local()).unwrap_err(),
+            SdpError::AudioRejected
+        );
+        let srtp = with_audio_lines("m=audio 6002 RTP/SAVP 0\r\n");
+        assert_eq!(
+            negotiated_from_answer(&srtp, &local()).unwrap_err(),
+            SdpError::UnsupportedTransport("RTP/SAVP".into())
+        );
+        let no_audio = with_audio_lines("m=video 6002 RTP/AVP 96\r\n");
+        assert_eq!(
+            negotiated_from_answer(&no_audio, &local()).unwrap_err(),
+            SdpError::NoAudio
+        );
     }
 
     #[test]

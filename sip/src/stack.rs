@@ -10,8 +10,9 @@ use rsipstack::dialog::dialog::Dialog;
 use rsipstack::dialog::dialog_layer::DialogLayer;
 use rsipstack::dialog::invitation::InviteOption;
 use rsipstack::sip::prelude::*;
-use rsipstack::sip::{Header, Method, Request, StatusCode};
+use rsipstack::sip::{Header, Method, Request, StatusCode, Version};
 use rsipstack::transaction::endpoint::EndpointOption;
+use rsipstack::transaction::make_tag;
 use rsipstack::transaction::transaction::Transaction;
 use rsipstack::transport::tcp_listener::TcpListenerConnection;
 use rsipstack::transport::udp::UdpConnection;
@@ -27,6 +28,7 @@ use crate::headers::custom_headers;
 use crate::leg::{
     CallLeg, Command, Driver, LegDirection, LegEvent, LegMachine, LegSetup, SessionTimer, new_leg,
 };
+use crate::logging::{MessageLog, redact_number};
 use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SessionDescription};
 use crate::states::StateRouter;
 use crate::trunk::{self, SipTransport, TrunkConfig};
@@ -254,7 +256,7 @@ impl SipStack {
             .with_cancel_token(cancel.clone())
             .with_transport_layer(transport_layer)
             .with_option(option)
-            .with_inspector(Box::new(crate::interop::AlgorithmNames))
+            .with_inspector(Box::new(MessageLog(crate::interop::AlgorithmNames)))
             .with_allows(vec![
                 Method::Invite,
                 Method::Ack,
@@ -371,7 +373,7 @@ impl SipStack {
             .do_invite_async(opt, inner.states.sender())?;
         let state_rx = inner.states.register(&dialog.id());
         let call_id = dialog.id().call_id.clone();
-        info!(%call_id, trunk = %trunk.name, %from, %to, "placing call");
+        info!(%call_id, trunk = %trunk.name, from = %redact_number(&from), to = %redact_number(&to), "placing call");
         let (leg, cmd_rx, ev_tx) = new_leg(call_id, LegDirection::Outbound, trunk.name.clone());
         let setup = LegSetup {
             call_id: dialog.id().call_id.clone(),
@@ -425,13 +427,9 @@ async fn handle_request(
     mut tx: Transaction,
     calls: mpsc::Sender<IncomingCall>,
 ) -> Result<(), SipError> {
-    if let Err(reason) = wire::validate_request(&tx.original) {
-        warn!(%reason, "rejecting malformed request with 400");
-        let headers = vec![Header::Other(
-            "Warning".into(),
-            format!("399 callsmith \"{reason}\""),
-        )];
-        tx.reply_with(StatusCode::BadRequest, headers, None).await?;
+    if let Err(refusal) = wire::validate_request(&tx.original) {
+        warn!(code = refusal.code, reason = %refusal.reason, "refusing a request");
+        refuse(&mut tx, &refusal).await?;
         return Ok(());
     }
     let in_dialog = tx
@@ -500,6 +498,29 @@ async fn handle_request(
     }
 }
 
+/// Answers a request [`wire::validate_request`] refused. The response's status line is
+/// `SIP/2.0` whatever version the request carried (RFC 3261 §7.2, §8.2.1); the reason goes
+/// in a Warning header.
+async fn refuse(tx: &mut Transaction, refusal: &wire::Refusal) -> Result<(), SipError> {
+    // A final response carries a To tag (§8.2.6.2); a To that cannot be read gets none.
+    if let Ok(to) = tx.original.to_header()
+        && let Ok(None) = to.tag()
+    {
+        let tagged = to.clone().with_tag(make_tag());
+        tx.original.headers.unique_push(tagged.into());
+    }
+    let mut resp =
+        tx.endpoint_inner
+            .make_response(&tx.original, StatusCode::from(refusal.code), None);
+    resp.version = Version::V2;
+    resp.headers.push(Header::Other(
+        "Warning".into(),
+        format!("399 callsmith \"{}\"", refusal.reason),
+    ));
+    tx.respond(resp).await?;
+    Ok(())
+}
+
 fn header_pairs(req: &Request) -> Vec<(String, String)> {
     req.headers
         .iter()
@@ -544,7 +565,7 @@ async fn handle_invite(
         }
     };
     if !inner.router.is_known_number(&trunk.name, &called) {
-        info!(trunk = %trunk.name, %called, "unknown called number: 404");
+        info!(trunk = %trunk.name, called = %redact_number(&called), "unknown called number: 404");
         tx.reply(StatusCode::NotFound).await?;
         return Ok(());
     }
@@ -584,7 +605,7 @@ async fn handle_invite(
     )?;
     let state_rx = inner.states.register(&dialog.id());
     let call_id = dialog.id().call_id.clone();
-    info!(%call_id, trunk = %trunk.name, %from, to = %called, %source, "inbound call");
+    info!(%call_id, trunk = %trunk.name, from = %redact_number(&from), to = %redact_number(&called), %source, "inbound call");
 
     let (leg, cmd_rx, ev_tx) = new_leg(call_id.clone(), LegDirection::Inbound, trunk.name.clone());
     let setup = LegSetup {

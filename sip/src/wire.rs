@@ -1,9 +1,10 @@
 //! Message sanity checks beyond what the parser enforces (RFC 3261 §8.2, §16.3; RFC 4475).
 //!
 //! The transport silently drops bytes it cannot parse at all (there is no reliable Via to
-//! answer to). A request that parses but breaks a rule the transaction layer relies on is
-//! answered 400 by the stack; [`inspect`] is the pure decision, used by tests on the
-//! RFC 4475 torture messages and by the stack on every new request.
+//! answer to). A request that parses but is refused gets a final response from the stack: 505
+//! for a SIP-Version other than 2.0 (§8.2.1, §21.5.7), 400 when it breaks a rule the
+//! transaction layer relies on. [`inspect`] is the pure decision, used by tests on the
+//! RFC 4475 torture messages; [`validate_request`] is what the stack runs on every new request.
 
 use rsipstack::sip::prelude::*;
 use rsipstack::sip::{Request, SipMessage};
@@ -15,10 +16,35 @@ pub enum Verdict {
     Request { method: String },
     /// A well-formed response.
     Response { code: u16 },
-    /// Parsed, but a request the stack answers with 400 and this reason phrase.
-    BadRequest(String),
+    /// Parsed, but a request the stack refuses with a final response.
+    Refused(Refusal),
     /// Not parseable as SIP: dropped (logged), never answered.
     Dropped(String),
+}
+
+/// Why a parsed request is refused: the final status code and the reason the stack puts in
+/// its Warning header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: u16,
+    pub reason: String,
+}
+
+impl Refusal {
+    /// 400 Bad Request.
+    pub fn bad_request(reason: impl Into<String>) -> Refusal {
+        Refusal {
+            code: 400,
+            reason: reason.into(),
+        }
+    }
+    /// 505 Version Not Supported.
+    pub fn version_not_supported() -> Refusal {
+        Refusal {
+            code: 505,
+            reason: "SIP version not supported".into(),
+        }
+    }
 }
 
 /// Classify raw bytes as the UDP/TCP transport would see them.
@@ -29,7 +55,7 @@ pub fn inspect(bytes: &[u8]) -> Verdict {
             Ok(()) => Verdict::Request {
                 method: req.method.to_string(),
             },
-            Err(reason) => Verdict::BadRequest(reason),
+            Err(refusal) => Verdict::Refused(refusal),
         },
         Ok(SipMessage::Response(resp)) => {
             let code = u16::from(resp.status_code.clone());
@@ -46,10 +72,15 @@ pub fn inspect(bytes: &[u8]) -> Verdict {
 }
 
 /// The checks a request must pass before any transaction or dialog logic sees it.
-pub fn validate_request(req: &Request) -> Result<(), String> {
+pub fn validate_request(req: &Request) -> Result<(), Refusal> {
     if req.version != rsipstack::sip::Version::V2 {
-        return Err("SIP version not supported".into());
+        return Err(Refusal::version_not_supported());
     }
+    validate_headers(req).map_err(Refusal::bad_request)
+}
+
+/// The header rules behind a 400.
+fn validate_headers(req: &Request) -> Result<(), String> {
     let via = req.via_header().map_err(|_| "Missing Via".to_string())?;
     via.typed().map_err(|_| "Malformed Via".to_string())?;
     let from = req.from_header().map_err(|_| "Missing From".to_string())?;
@@ -106,7 +137,23 @@ mod tests {
     #[test]
     fn cseq_mismatch_is_400() {
         let m = GOOD.replace("CSeq: 1 OPTIONS", "CSeq: 1 INVITE");
-        assert!(matches!(inspect(m.as_bytes()), Verdict::BadRequest(_)));
+        assert_eq!(
+            inspect(m.as_bytes()),
+            Verdict::Refused(Refusal::bad_request("CSeq method does not match"))
+        );
+    }
+
+    #[test]
+    fn another_sip_version_is_505_before_any_header_rule() {
+        let m = GOOD.replace("bob@127.0.0.1 SIP/2.0", "bob@127.0.0.1 SIP/7.0");
+        let v = inspect(m.as_bytes());
+        assert_eq!(v, Verdict::Refused(Refusal::version_not_supported()));
+        // A request that also breaks a header rule is still a version matter first.
+        let both = m.replace("CSeq: 1 OPTIONS", "CSeq: 1 INVITE");
+        assert!(matches!(
+            inspect(both.as_bytes()),
+            Verdict::Refused(Refusal { code: 505, .. })
+        ));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! RFC 4475 torture messages: every one is parsed or rejected (400 / dropped), none panics,
+//! RFC 4475 torture messages: every one is parsed or refused (400 / 505 / dropped), none panics,
 //! and a flood of them plus random garbage does not disturb a call in progress.
 
 mod common;
@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use callsmith_sip::wire::{Verdict, inspect};
+use callsmith_sip::wire::{Refusal, Verdict, inspect};
 use callsmith_sip::{CallStatus, LegEvent, TrunkConfig};
 use common::*;
 use tokio::net::UdpSocket;
@@ -76,7 +76,7 @@ fn invalid_torture_messages_are_rejected_or_handled() {
         let v = inspect(&bytes);
         if MUST_REJECT.contains(&name.as_str()) {
             assert!(
-                matches!(v, Verdict::BadRequest(_) | Verdict::Dropped(_)),
+                matches!(v, Verdict::Refused(_) | Verdict::Dropped(_)),
                 "{name} must be rejected: {v:?}"
             );
         }
@@ -90,15 +90,19 @@ fn invalid_torture_messages_are_rejected_or_handled() {
     };
     assert_eq!(
         by_name("mismatch01.sip"),
-        Some(Verdict::BadRequest("CSeq method does not match".into()))
+        Some(Verdict::Refused(Refusal::bad_request(
+            "CSeq method does not match"
+        )))
     );
     assert_eq!(
         by_name("clerr.sip"),
-        Some(Verdict::BadRequest("Content-Length mismatch".into()))
+        Some(Verdict::Refused(Refusal::bad_request(
+            "Content-Length mismatch"
+        )))
     );
     assert_eq!(
         by_name("badvers.sip"),
-        Some(Verdict::BadRequest("SIP version not supported".into()))
+        Some(Verdict::Refused(Refusal::version_not_supported()))
     );
 }
 
@@ -147,55 +151,80 @@ fn rand_branch() -> String {
     )
 }
 
-async fn response_code(sock: &UdpSocket, within: Duration) -> Option<u16> {
-    let mut buf = vec![0u8; 65536];
-    let (n, _) = tokio::time::timeout(within, sock.recv_from(&mut buf))
-        .await
-        .ok()?
-        .ok()?;
-    let text = String::from_utf8_lossy(&buf[..n]);
-    // The version echoes the request's (SIP/7.0 for badvers); the code is the second token.
-    text.split_whitespace().nth(1)?.parse().ok()
+fn start_line(text: &str) -> &str {
+    text.split("\r\n").next().unwrap_or("")
+}
+
+fn loopback_trunk() -> TrunkConfig {
+    TrunkConfig::new("carrier", "127.0.0.1:5999".parse().unwrap())
 }
 
 #[tokio::test]
-async fn parseable_bad_requests_get_400_on_the_wire() {
-    let stack = start_stack(
-        vec![TrunkConfig::new(
-            "carrier",
-            "127.0.0.1:5999".parse().unwrap(),
-        )],
-        &[],
-    )
-    .await;
+async fn parseable_bad_requests_get_400_or_505_on_the_wire() {
+    let stack = start_stack(vec![loopback_trunk()], &[]).await;
     let target = stack.udp_addr().unwrap();
     let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let me = sock.local_addr().unwrap();
-    for name in ["mismatch01.sip", "clerr.sip", "badvers.sip"] {
+    for (name, status) in [
+        ("mismatch01.sip", "SIP/2.0 400 "),
+        ("clerr.sip", "SIP/2.0 400 "),
+        ("badvers.sip", "SIP/2.0 505 "),
+    ] {
         let (_, bytes) = fixtures("invalid")
             .into_iter()
             .find(|(f, _)| f == name)
             .unwrap();
         let msg = via_to(&String::from_utf8_lossy(&bytes), me);
         sock.send_to(msg.as_bytes(), target).await.unwrap();
-        assert_eq!(
-            response_code(&sock, Duration::from_secs(5)).await,
-            Some(400),
-            "{name}"
-        );
+        let resp = final_response(&sock, Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|| panic!("{name}: no response"));
+        assert!(resp.starts_with(status), "{name}: {resp}");
+        assert!(resp.contains("Warning: 399 callsmith"), "{name}: {resp}");
     }
 }
 
 #[tokio::test]
+async fn an_invite_of_another_sip_version_gets_505_with_a_sip_2_status_line() {
+    let stack = start_stack(vec![loopback_trunk()], &["15550100"]).await;
+    let target = stack.udp_addr().unwrap();
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let me = sock.local_addr().unwrap();
+    let invite = format!(
+        "INVITE sip:15550100@127.0.0.1 SIP/7.0\r\n\
+         Via: SIP/2.0/UDP {me};rport;branch=z9hG4bKv7{}\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:+15550001@127.0.0.1>;tag=v7\r\n\
+         To: <sip:15550100@127.0.0.1>\r\n\
+         Call-ID: version-7@127.0.0.1\r\n\
+         CSeq: 1 INVITE\r\n\
+         Contact: <sip:+15550001@{me}>\r\n\
+         Content-Length: 0\r\n\r\n",
+        rand_branch()
+    );
+    sock.send_to(invite.as_bytes(), target).await.unwrap();
+    let resp = final_response(&sock, Duration::from_secs(5))
+        .await
+        .expect("a final response");
+    assert_eq!(
+        start_line(&resp),
+        "SIP/2.0 505 Version Not Supported",
+        "{resp}"
+    );
+    assert!(resp.contains("Call-ID: version-7@127.0.0.1"), "{resp}");
+    let to = resp
+        .split("\r\n")
+        .find(|l| l.starts_with("To:"))
+        .expect("a To header");
+    assert!(
+        to.contains(";tag="),
+        "a final response carries a To tag: {resp}"
+    );
+}
+
+#[tokio::test]
 async fn garbage_flood_does_not_stop_a_call_in_progress() {
-    let stack = start_stack(
-        vec![TrunkConfig::new(
-            "carrier",
-            "127.0.0.1:5999".parse().unwrap(),
-        )],
-        &["15550100"],
-    )
-    .await;
+    let stack = start_stack(vec![loopback_trunk()], &["15550100"]).await;
     let target = stack.udp_addr().unwrap();
     let mut calls = stack.take_incoming().unwrap();
     let mut sipp = Sipp::start(

@@ -205,3 +205,19 @@ pub fn ended(events: &[LegEvent]) -> Option<callsmith_sip::EndInfo> {
         _ => None,
     })
 }
+
+/// The next final response on `sock` (1xx skipped), as text; `None` when none comes in time.
+pub async fn final_response(sock: &tokio::net::UdpSocket, within: Duration) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let (n, _) = tokio::time::timeout_at(deadline, sock.recv_from(&mut buf))
+            .await
+            .ok()?
+            .ok()?;
+        let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+        if !text.starts_with("SIP/2.0 1") {
+            return Some(text);
+        }
+    }
+}

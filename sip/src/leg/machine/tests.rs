@@ -318,5 +318,56 @@ fn a_2xx_without_a_usable_answer_is_hung_up() {
     );
 }
 
+#[test]
+fn a_2xx_rejecting_our_audio_or_answering_srtp_is_hung_up_as_failed() {
+    for (from, to, reason) in [
+        (
+            "m=audio 6000 RTP/AVP",
+            "m=audio 0 RTP/AVP",
+            "unusable SDP answer: sdp audio stream is rejected (port 0)",
+        ),
+        (
+            "m=audio 6000 RTP/AVP",
+            "m=audio 6000 RTP/SAVP",
+            "unusable SDP answer: sdp audio transport RTP/SAVP is not supported (RTP/AVP only)",
+        ),
+    ] {
+        let t0 = Instant::now();
+        let mut m = outbound(t0);
+        let resp = FinalResponse {
+            sdp: sdp("sendrecv").replace(from, to),
+            ..final_response(200, "OK")
+        };
+        m.handle_event(Input::Invite(InviteOutcome::Final(resp)), t0);
+        assert_eq!(
+            drain(&mut m),
+            [
+                Action::Bye,
+                ended(CallStatus::Failed, Some(200), reason, Party::Local)
+            ],
+            "{to}"
+        );
+    }
+}
+
+#[test]
+fn early_media_rejecting_our_audio_is_not_media() {
+    let t0 = Instant::now();
+    let mut m = outbound(t0);
+    let early = |s: String| Input::Provisional {
+        code: 183,
+        sdp: Some(s),
+    };
+    m.handle_event(
+        early(sdp("sendrecv").replace("m=audio 6000", "m=audio 0")),
+        t0,
+    );
+    m.handle_event(
+        early(sdp("sendrecv").replace("RTP/AVP", "RTP/SAVP")),
+        t0 + secs(1),
+    );
+    assert!(drain(&mut m).is_empty());
+}
+
 mod dialog;
 mod transfer;
