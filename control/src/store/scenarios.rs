@@ -104,8 +104,9 @@ impl Store {
         )
     }
 
-    /// A page of an account's scenarios; `query` is a case-insensitive substring of the
-    /// name; `order_by` is `created_at` or `name`.
+    /// A page of an account's scenarios; `query` is a substring of the name,
+    /// case-insensitive for every script (`search_fold`, see `store::fold`); `order_by` is
+    /// `created_at` or `name`.
     pub async fn scenario_list(
         &self,
         account_sid: &str,
@@ -118,7 +119,7 @@ impl Store {
         let pattern = query
             .filter(|q| !q.is_empty())
             .map(super::filter::like_pattern);
-        let filter = "account_sid = $1 AND ($2 IS NULL OR LOWER(name) LIKE $2 ESCAPE '\\')";
+        let filter = "account_sid = $1 AND ($2 IS NULL OR search_fold(name) LIKE $2 ESCAPE '\\')";
         let column = if order_by == "name" {
             "name"
         } else {
