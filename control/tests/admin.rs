@@ -759,6 +759,73 @@ async fn feature_flag_rules_and_evaluation(s: TestServer) {
     assert_eq!(flags(&f.admin_session).await["global_stt"], false);
 }
 
+/// The rule list pages like every list: the same envelope, bounds and errors.
+async fn feature_flag_list_pages(s: TestServer) {
+    let f = s.fixture().await;
+    let list = |q: &str| {
+        s.get(&format!(
+            "/v1/internal/tenant/{}/feature-flag{q}",
+            f.tenant_sid
+        ))
+        .bearer(&f.tenant_key)
+        .send()
+    };
+    let names = |r: &callsmith_control::testing::TestResponse| -> Vec<String> {
+        r.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let all = list("").await;
+    all.expect(200);
+    assert_eq!(names(&all), ["global_llm", "global_stt", "global_tts"]);
+    assert_eq!(
+        (
+            &all.body["total"],
+            &all.body["limit"],
+            &all.body["offset"],
+            &all.body["has_more"]
+        ),
+        (&json!(3), &json!(100), &json!(0), &json!(false))
+    );
+    let page = list("?limit=1&offset=1").await;
+    page.expect(200);
+    assert_eq!(names(&page), ["global_stt"]);
+    assert_eq!(
+        (
+            &page.body["total"],
+            &page.body["limit"],
+            &page.body["offset"],
+            &page.body["has_more"]
+        ),
+        (&json!(3), &json!(1), &json!(1), &json!(true))
+    );
+    let last = list("?limit=2&offset=2").await;
+    assert_eq!(names(&last), ["global_tts"]);
+    assert_eq!(last.body["has_more"], false);
+    let count_only = list("?limit=0").await;
+    count_only.expect(200);
+    assert_eq!(count_only.body["items"], json!([]));
+    assert_eq!(count_only.body["total"], 3);
+    assert_eq!(count_only.body["has_more"], true);
+    let beyond = list("?offset=10").await;
+    beyond.expect(200);
+    assert_eq!(beyond.body["items"], json!([]));
+    assert_eq!(beyond.body["total"], 3);
+    assert_eq!(list("?limit=500").await.body["limit"], 500);
+    for q in [
+        "?limit=501",
+        "?limit=-1",
+        "?offset=-1",
+        "?limit=ten",
+        "?colour=red",
+    ] {
+        list(q).await.expect_error(400, "invalid_query");
+    }
+}
+
 both_backends!(
     tenant_create_get_list,
     tenant_soft_delete_cascades_and_restores,
@@ -769,4 +836,5 @@ both_backends!(
     paging_bounds_and_order,
     trunks,
     feature_flag_rules_and_evaluation,
+    feature_flag_list_pages,
 );

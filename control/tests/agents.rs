@@ -47,6 +47,11 @@ async fn setup(s: &TestServer, f: &Fixture) -> Setup {
     }
 }
 
+/// The `sms` of an agent that sends no SMS: the empty settings, never null.
+fn no_sms() -> Value {
+    json!({"provider_sid": "", "use_alpha": false, "alpha": "", "number": ""})
+}
+
 fn agent(x: &Setup) -> Value {
     json!({
         "gateway_type": "number", "number_sid": x.number, "number_pool_sid": null, "scenario_sid": x.scenario,
@@ -97,7 +102,8 @@ async fn agent_crud_every_field(s: TestServer) {
         json!({"strategy": "always", "args": {}})
     );
     assert_eq!(d.body["limits"], json!({"cps": 1, "cpl": 10}));
-    assert!(d.body["sms"].is_null() && d.body["number_sid"].is_null());
+    assert_eq!(d.body["sms"], no_sms());
+    assert!(d.body["number_sid"].is_null());
     assert!(d.body["timezone"].as_str().is_some_and(|t| !t.is_empty()));
 
     // Patch: switch gateway (clear the other sid with null), drop SMS; merged agent re-checked.
@@ -109,7 +115,8 @@ async fn agent_crud_every_field(s: TestServer) {
         .await;
     p.expect(200);
     assert_eq!(p.body["gateway_type"], "number_pool");
-    assert!(p.body["number_sid"].is_null() && p.body["sms"].is_null());
+    assert!(p.body["number_sid"].is_null());
+    assert_eq!(p.body["sms"], no_sms());
     assert_eq!(p.body["timezone"], "Europe/Berlin");
     s.patch(&format!("/v1/agent/{id}"))
         .bearer(tok)
@@ -575,7 +582,115 @@ async fn delete_conflicts_list_20_agents_and_the_total(s: TestServer) {
         .expect(204);
 }
 
+/// `sms` and `calling_schedule.args` are objects on every read, as documented: the
+/// empty settings mean no SMS (and clear it when sent back), a schedule without args reads
+/// `{}`.
+async fn agent_sms_and_schedule_args_are_objects(s: TestServer) {
+    let f = s.fixture().await;
+    let tok = &f.admin_session;
+    let x = setup(&s, &f).await;
+    let create = |sms: Value, schedule: Value| {
+        let mut b = agent(&x);
+        b["sms"] = sms;
+        b["calling_schedule"] = schedule;
+        s.post("/v1/agent").bearer(tok).json(&b).send()
+    };
+    for (sms, schedule) in [
+        (Value::Null, json!({"strategy": "always"})),
+        (no_sms(), json!({"strategy": "always", "args": null})),
+        (
+            json!({"provider_sid": " "}),
+            json!({"strategy": "always", "args": {}}),
+        ),
+    ] {
+        let r = create(sms.clone(), schedule.clone()).await;
+        r.expect(201);
+        assert_eq!(r.body["sms"], no_sms(), "{sms}");
+        assert_eq!(
+            r.body["calling_schedule"],
+            json!({"strategy": "always", "args": {}}),
+            "{schedule}"
+        );
+        let g = s
+            .get(&format!("/v1/agent/{}", r.str("id")))
+            .bearer(tok)
+            .send()
+            .await;
+        assert_eq!(g.body, r.body);
+    }
+    // Settings without a provider are refused, not read as no SMS.
+    create(
+        json!({"provider_sid": "", "use_alpha": true, "alpha": "ACME"}),
+        json!({"strategy": "always"}),
+    )
+    .await
+    .expect_error(422, "invalid_sms");
+    create(
+        json!({"provider_sid": "", "number": "+4922"}),
+        json!({"strategy": "always"}),
+    )
+    .await
+    .expect_error(422, "invalid_sms");
+    // A schedule's args must still be an object when given.
+    create(Value::Null, json!({"strategy": "always", "args": []}))
+        .await
+        .expect_error(422, "invalid_schedule");
+
+    // An agent with SMS: sending back the empty settings clears it; sending back what was
+    // read keeps it.
+    let with = create(agent(&x)["sms"].clone(), json!({"strategy": "always"})).await;
+    with.expect(201);
+    let id = with.str("id");
+    assert_eq!(with.body["sms"]["provider_sid"], x.provider.as_str());
+    let same = s
+        .patch(&format!("/v1/agent/{id}"))
+        .bearer(tok)
+        .json(&json!({"sms": with.body["sms"], "calling_schedule": with.body["calling_schedule"]}))
+        .send()
+        .await;
+    same.expect(200);
+    assert_eq!(same.body["sms"], with.body["sms"]);
+    let cleared = s
+        .patch(&format!("/v1/agent/{id}"))
+        .bearer(tok)
+        .json(&json!({"sms": no_sms()}))
+        .send()
+        .await;
+    cleared.expect(200);
+    assert_eq!(cleared.body["sms"], no_sms());
+    let listed = s.get("/v1/agent").bearer(tok).send().await;
+    listed.expect(200);
+    for a in listed.body["items"].as_array().unwrap() {
+        assert!(
+            a["sms"].is_object() && a["calling_schedule"]["args"].is_object(),
+            "{a}"
+        );
+    }
+
+    // The document says the same: sms required, an AgentSms, not nullable.
+    let doc = s.get("/openapi.json").send().await;
+    let schema = &doc.body["components"]["schemas"]["Agent"];
+    assert!(
+        schema["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("sms")),
+        "{schema}"
+    );
+    let sms = &schema["properties"]["sms"];
+    assert_eq!(sms["$ref"], "#/components/schemas/AgentSms", "{sms}");
+    assert!(
+        sms.get("oneOf").is_none() && sms.get("type").is_none(),
+        "not nullable: {sms}"
+    );
+    assert_eq!(
+        doc.body["components"]["schemas"]["Schedule"]["properties"]["args"]["type"],
+        "object"
+    );
+}
+
 both_backends!(
+    agent_sms_and_schedule_args_are_objects,
     agent_crud_every_field,
     agent_gateway_rules,
     agent_sms_rules,

@@ -201,6 +201,61 @@ async fn openapi_documents_every_served_route() {
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
 }
 
+/// The schema a response of an operation references by name.
+fn response_schema<'a>(doc: &'a Value, method: &str, path: &str, status: &str) -> &'a Value {
+    let r = doc["paths"][path][method]["responses"][status]["content"]["application/json"]
+        ["schema"]["$ref"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{method} {path} {status} references no schema"));
+    let name = r.strip_prefix("#/components/schemas/").unwrap();
+    &doc["components"]["schemas"][name]
+}
+
+fn property_names(schema: &Value) -> BTreeSet<String> {
+    schema["properties"]
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn no_two_types_share_a_schema_name() {
+    // Merging route groups keeps one schema per name, so two types of one name would
+    // leave the routes of one documented with the other's fields.
+    assert_eq!(
+        callsmith_control::api::schema_name_clashes(),
+        Vec::<String>::new()
+    );
+    let doc = serde_json::to_value(callsmith_control::api::openapi()).unwrap();
+    let v1 = response_schema(&doc, "get", "/v1/profile", "200");
+    assert_eq!(
+        property_names(v1),
+        ["account", "feature_flags", "user"]
+            .map(String::from)
+            .into(),
+        "/v1/profile documents the v1 profile: {v1}"
+    );
+    for (method, path) in [
+        ("post", "/profile"),
+        ("get", "/profile/{id}"),
+        ("patch", "/profile/{id}"),
+    ] {
+        let legacy = response_schema(&doc, method, path, "200");
+        assert_eq!(
+            doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"]
+                ["$ref"],
+            "#/components/schemas/LegacyProfile"
+        );
+        assert_eq!(
+            property_names(legacy),
+            ["creation_time", "email", "id", "timezone", "update_time"]
+                .map(String::from)
+                .into(),
+            "{method} {path} documents the legacy profile: {legacy}"
+        );
+    }
+}
+
 async fn request_ids_metrics_and_probes(s: TestServer) {
     let r = s.get("/healthz").send().await;
     r.expect(200);

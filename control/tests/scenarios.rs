@@ -417,7 +417,84 @@ async fn scenario_isolation(s: TestServer) {
         .expect(200);
 }
 
+async fn published(s: &TestServer, tok: &str, id: &str) -> i64 {
+    let l = s
+        .get(&format!(
+            "/v1/scenario-version?scenario_sid={id}&axis=published"
+        ))
+        .bearer(tok)
+        .send()
+        .await;
+    l.expect(200);
+    l.body["total"].as_i64().unwrap()
+}
+
+/// Publishing one unchanged draft from many callers at once records exactly one version;
+/// the callers all get that record (one 201, the rest 200).
+async fn concurrent_publishes_record_one_version(s: TestServer) {
+    const CALLERS: usize = 16;
+    let f = s.fixture().await;
+    let tok = &f.admin_session;
+    let id = new_scenario(&s, tok, "Race").await;
+    let mut snap = realistic_scenario(5);
+    for round in 1..=3i64 {
+        snap["name"] = json!(format!("race {round}"));
+        put_draft(&s, tok, &id, &snap).await;
+        let answers = futures::future::join_all((0..CALLERS).map(|_| {
+            s.post(&format!("/v1/scenario/{id}/publish"))
+                .bearer(tok)
+                .send()
+        }))
+        .await;
+        let created = answers.iter().filter(|r| r.status == 201).count();
+        assert_eq!(created, 1, "round {round}: one publish records the version");
+        for r in &answers {
+            assert!(r.status == 201 || r.status == 200, "{}", r.text);
+            assert_eq!(r.body["version"], round, "{}", r.text);
+            assert_eq!(r.body["id"], answers[0].body["id"]);
+        }
+        assert_eq!(published(&s, tok, &id).await, round);
+    }
+    // The same through the store, without HTTP between the callers.
+    let draft = s
+        .store
+        .scenario_version_by_axis(&id, 0, true)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut snapshot = draft.snapshot_value();
+    snapshot["name"] = json!("race store");
+    let text = snapshot.to_string();
+    let hash = callsmith_scenarios::canonical::content_hash_value(&snapshot);
+    let outcomes = futures::future::join_all(
+        (0..CALLERS).map(|_| s.store.scenario_publish(&id, &f.account_sid, &text, &hash)),
+    )
+    .await;
+    let outcomes: Vec<_> = outcomes.into_iter().map(Result::unwrap).collect();
+    assert_eq!(outcomes.iter().filter(|(_, created)| *created).count(), 1);
+    assert!(
+        outcomes
+            .iter()
+            .all(|(v, _)| v.version == Some(4) && v.sid == outcomes[0].0.sid)
+    );
+    assert_eq!(published(&s, tok, &id).await, 4);
+
+    // Unchanged means equal to the newest version: content published before and replaced
+    // since is published again as a new version.
+    snap["name"] = json!("race 1");
+    put_draft(&s, tok, &id, &snap).await;
+    let again = s
+        .post(&format!("/v1/scenario/{id}/publish"))
+        .bearer(tok)
+        .send()
+        .await;
+    again.expect(201);
+    assert_eq!(again.body["version"], 5);
+    assert_eq!(published(&s, tok, &id).await, 5);
+}
+
 both_backends!(
+    concurrent_publishes_record_one_version,
     scenario_draft_publish_versions,
     publish_invalid_draft_returns_every_error,
     freeze_draft_reuses_identical_content,

@@ -263,6 +263,47 @@ async fn run_errors_without_node(db: TestDb) {
         );
         assert_eq!(r.body["details"][0]["field_violations"][0]["field"], field);
     }
+    // A body that does not parse is a validation failure in the same envelope, as the
+    // OpenAPI entry documents for 400.
+    for raw in [
+        "{not json",
+        r#"{"requests": "x"}"#,
+        r#"{"requests": [], "colour": "blue"}"#,
+        r#"{"requests": [{"type": "source", "size": 1}]}"#,
+    ] {
+        let r = s
+            .post("/v1/adapters/stt/whisper/run")
+            .bearer(&f.account_key)
+            .raw_json(raw)
+            .send()
+            .await;
+        r.expect(400);
+        let mut keys: Vec<_> = r.body.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        assert_eq!(keys, ["code", "details", "message"], "{raw}: {}", r.text);
+        assert_eq!(r.body["code"], 3, "{raw}: {}", r.text);
+        assert!(!r.body["message"].as_str().unwrap().is_empty());
+        assert_eq!(
+            r.body["details"],
+            json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "invalid_body", "domain": "callsmith"}]),
+            "{raw}"
+        );
+    }
+    let doc = s.get("/openapi.json").send().await;
+    assert_eq!(
+        doc.body["paths"]["/v1/adapters/stt/{engine}/run"]["post"]["responses"]["400"]["content"]["application/json"]
+            ["schema"]["$ref"],
+        "#/components/schemas/GatewayError"
+    );
+    let gateway = &doc.body["components"]["schemas"]["GatewayError"];
+    let mut documented: Vec<_> = gateway["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    documented.sort();
+    assert_eq!(documented, ["code", "details", "message"]);
     s.post("/v1/adapters/stt/whisper/run")
         .json(&run_body(item.clone()))
         .send()

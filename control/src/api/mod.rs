@@ -4,7 +4,7 @@
 //! ## Adding a resource group
 //! 1. Create `api/v1/<group>.rs` with handlers annotated `#[utoipa::path(...)]` and a
 //!    `pub(super) fn routes() -> OpenApiRouter<AppState>` built with `routes!(...)`.
-//! 2. Merge it in [`v1::routes`]. The OpenAPI document and the router are produced from
+//! 2. List it in [`v1::groups`]. The OpenAPI document and the router are produced from
 //!    the same `OpenApiRouter`, so a route cannot be served without being documented.
 //! 3. Handlers take `Authz<cap::X>` (capability check) and call
 //!    `caller.account_scope(&state)` / `caller.tenant_scope(&state)` for scope; use
@@ -131,12 +131,49 @@ impl Modify for SecurityAddon {
 
 pub use axum::Router;
 
+/// Every route group (one router per module), in the order [`api`] merges them.
+fn groups() -> Vec<OpenApiRouter<AppState>> {
+    let mut groups = vec![ops::routes()];
+    groups.extend(legacy::groups());
+    groups.extend(v1::groups());
+    groups
+}
+
 /// Every documented route, before state is attached.
 fn api() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .merge(ops::routes())
-        .merge(legacy::routes())
-        .merge(v1::routes())
+    groups().into_iter().fold(
+        OpenApiRouter::with_openapi(ApiDoc::openapi()),
+        OpenApiRouter::merge,
+    )
+}
+
+/// Schema names under which two route groups register different schemas. Merging keeps
+/// the first group's schema for a name, so a route of a later group whose type shares it
+/// would be documented with the other type's schema; the document is exact only when this
+/// is empty.
+pub fn schema_name_clashes() -> Vec<String> {
+    let mut seen: std::collections::BTreeMap<String, serde_json::Value> = Default::default();
+    let mut clashes = std::collections::BTreeSet::new();
+    let docs =
+        std::iter::once(ApiDoc::openapi()).chain(groups().into_iter().map(|g| g.into_openapi()));
+    for doc in docs {
+        let Some(components) = &doc.components else {
+            continue;
+        };
+        for (name, schema) in &components.schemas {
+            let schema = serde_json::to_value(schema).unwrap_or_default();
+            match seen.get(name) {
+                Some(first) if *first != schema => {
+                    clashes.insert(name.clone());
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(name.clone(), schema);
+                }
+            }
+        }
+    }
+    clashes.into_iter().collect()
 }
 
 /// The OpenAPI 3.1 document of every route [`router`] serves.

@@ -1,15 +1,17 @@
 //! List filters: a WHERE clause over text binds, built from optional filters, and the
 //! page + count queries that run it. Numbers, agents and legacy campaigns share it, so the
-//! placeholder numbering and the LIKE escaping live in one place.
+//! placeholder numbering, the LIKE escaping and the case folding of search live in one
+//! place.
 
 use sqlx::{FromRow, postgres::PgRow, sqlite::SqliteRow};
 
 use super::{Pool, Store, StoreError, StoreResult, on_db};
 
-/// `%term%` for LIKE with `\` escaping the wildcards in `term`, lowercased.
+/// `%term%` for LIKE with `\` escaping the wildcards in `term`, case-folded
+/// ([`super::fold`]) to compare with `search_fold(column)`.
 pub(crate) fn like_pattern(term: &str) -> String {
     let mut out = String::from("%");
-    for c in term.to_lowercase().chars() {
+    for c in super::fold::fold(term).chars() {
         if matches!(c, '%' | '_' | '\\') {
             out.push('\\');
         }
@@ -49,8 +51,9 @@ impl Where {
         self.cond.push_str(condition);
     }
 
-    /// `AND (LOWER(c1) LIKE $n OR …)`: a case-insensitive substring search over `columns`,
-    /// when `term` is non-empty and there is a column to search.
+    /// `AND (search_fold(c1) LIKE $n OR …)`: a substring search over `columns`,
+    /// case-insensitive for every script ([`super::fold`]), when `term` is non-empty and
+    /// there is a column to search.
     pub fn search(&mut self, term: Option<&str>, columns: &[&str]) {
         let Some(term) = term.filter(|t| !t.is_empty()) else {
             return;
@@ -62,7 +65,7 @@ impl Where {
         let n = self.binds.len();
         let ors: Vec<String> = columns
             .iter()
-            .map(|c| format!("LOWER({c}) LIKE ${n} ESCAPE '\\'"))
+            .map(|c| format!("search_fold({c}) LIKE ${n} ESCAPE '\\'"))
             .collect();
         self.cond.push_str(&format!(" AND ({})", ors.join(" OR ")));
     }
@@ -173,7 +176,7 @@ mod tests {
         assert_eq!(
             w.cond,
             "account_sid = $1 AND status = $2 AND archive_time IS NULL AND \
-             (LOWER(name) LIKE $3 ESCAPE '\\' OR LOWER(identifier) LIKE $3 ESCAPE '\\')"
+             (search_fold(name) LIKE $3 ESCAPE '\\' OR search_fold(identifier) LIKE $3 ESCAPE '\\')"
         );
         assert_eq!(w.binds, ["acc_1", "active", "%50\\%%"]);
     }

@@ -28,6 +28,7 @@ pub mod communications;
 mod dictionaries;
 mod filter;
 mod flags;
+mod fold;
 mod keys;
 mod legacy;
 mod numbers;
@@ -215,7 +216,8 @@ const IDLE_PING_AFTER: Duration = Duration::from_secs(30);
 
 impl Store {
     /// Connects to `url`: `postgres://…`/`postgresql://…` selects PostgreSQL; `sqlite:…`
-    /// or a bare file path selects SQLite (created if missing, WAL, foreign keys on).
+    /// or a bare file path selects SQLite (created if missing, WAL, foreign keys on, the
+    /// `search_fold` function of text search defined on every connection).
     pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Store> {
         let mut caches = None;
         let pool = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -262,7 +264,10 @@ impl Store {
                     .test_before_acquire(false)
                     .after_connect(move |conn, _| {
                         let kept = kept.clone();
-                        Box::pin(async move { kept.watch(conn).await })
+                        Box::pin(async move {
+                            fold::register(conn).await?;
+                            kept.watch(conn).await
+                        })
                     })
                     .connect_with(opts)
                     .await?,

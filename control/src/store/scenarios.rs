@@ -104,8 +104,9 @@ impl Store {
         )
     }
 
-    /// A page of an account's scenarios; `query` is a case-insensitive substring of the
-    /// name; `order_by` is `created_at` or `name`.
+    /// A page of an account's scenarios; `query` is a substring of the name,
+    /// case-insensitive for every script (`search_fold`, see `store::fold`); `order_by` is
+    /// `created_at` or `name`.
     pub async fn scenario_list(
         &self,
         account_sid: &str,
@@ -118,7 +119,7 @@ impl Store {
         let pattern = query
             .filter(|q| !q.is_empty())
             .map(super::filter::like_pattern);
-        let filter = "account_sid = $1 AND ($2 IS NULL OR LOWER(name) LIKE $2 ESCAPE '\\')";
+        let filter = "account_sid = $1 AND ($2 IS NULL OR search_fold(name) LIKE $2 ESCAPE '\\')";
         let column = if order_by == "name" {
             "name"
         } else {
@@ -257,6 +258,12 @@ impl Store {
     /// Records `snapshot` as the next published version. When the newest published
     /// version already has `content_hash`, that record is returned instead and the flag
     /// is false (publishing unchanged content records nothing).
+    ///
+    /// The comparison with the newest version and the insert are one statement, so
+    /// concurrent publishers of the same content record it once: a publisher whose
+    /// statement sees the other's version inserts nothing and returns it; one whose
+    /// statement does not see it takes the same next number and fails on the unique
+    /// (scenario, version) index, then looks again.
     pub async fn scenario_publish(
         &self,
         scenario_sid: &str,
@@ -265,26 +272,32 @@ impl Store {
         content_hash: &str,
     ) -> StoreResult<(ScenarioVersionRecord, bool)> {
         for _ in 0..NUMBERING_ATTEMPTS {
-            if let Some(latest) = self.scenario_latest_published(scenario_sid).await?
-                && latest.content_hash == content_hash
-            {
-                return Ok((latest, false));
-            }
             let sid = crate::ids::new_sid(crate::ids::prefix::SCENARIO_VERSION);
             let t = now();
             let r = on_db!(self, p => sqlx::query("INSERT INTO scenario_versions (sid, scenario_sid, account_sid, version, draft_version, content_hash, snapshot, created_at, updated_at) \
-                 SELECT $1, $2, $3, COALESCE(MAX(version), 0) + 1, NULL, $4, $5, $6, $6 FROM scenario_versions WHERE scenario_sid = $2")
+                 SELECT $1, $2, $3, newest.version + 1, NULL, $4, $5, $6, $6 \
+                 FROM (SELECT COALESCE(MAX(version), 0) AS version FROM scenario_versions WHERE scenario_sid = $2) AS newest \
+                 WHERE NOT EXISTS (SELECT 1 FROM scenario_versions v WHERE v.scenario_sid = $2 AND v.version = newest.version AND v.content_hash = $4)")
                 .bind(&sid).bind(scenario_sid).bind(account_sid).bind(content_hash).bind(snapshot).bind(t)
-                .execute(p).await.map(|_| ()));
+                .execute(p).await.map(|r| r.rows_affected()));
             match r.map_err(StoreError::from_write) {
-                Ok(()) => {
+                Ok(0) => {
+                    // The newest version had this content when the statement ran; it is
+                    // returned unless a newer one was published since.
+                    if let Some(latest) = self.scenario_latest_published(scenario_sid).await?
+                        && latest.content_hash == content_hash
+                    {
+                        return Ok((latest, false));
+                    }
+                }
+                Ok(_) => {
                     let rec = self
                         .scenario_version_get(&sid)
                         .await?
                         .ok_or(StoreError::NotFound)?;
                     return Ok((rec, true));
                 }
-                Err(StoreError::Unique) => continue,
+                Err(StoreError::Unique) => {}
                 Err(e) => return Err(e),
             }
         }

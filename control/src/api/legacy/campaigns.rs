@@ -209,7 +209,7 @@ pub struct CampaignListQuery {
     /// Comma-separated fields searched by filter_query (any of them matching):
     /// sid, description, scenario_sid, number, pool_sid. Default: all of them.
     pub filter_or: Option<String>,
-    /// Case-insensitive substring searched for in the filter_or fields.
+    /// Substring searched for in the filter_or fields, case-insensitive in every script.
     pub filter_query: Option<String>,
 }
 

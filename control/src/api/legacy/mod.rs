@@ -43,13 +43,11 @@ mod profile;
 // The legacy family's request and response shapes (documented in the OpenAPI document).
 pub use accounts::{LegacyAccountRecord, LegacyToken};
 pub use campaigns::{Campaign, CampaignListQuery, CreateCampaign};
-pub use profile::{Profile, ProfileInput};
+pub use profile::{LegacyProfile, ProfileInput};
 
-pub(super) fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .merge(profile::routes())
-        .merge(accounts::routes())
-        .merge(campaigns::routes())
+/// The legacy route groups, one router per module.
+pub(super) fn groups() -> Vec<OpenApiRouter<AppState>> {
+    vec![profile::routes(), accounts::routes(), campaigns::routes()]
 }
 
 /// RPC-style status object: the legacy family's error body.

@@ -8,9 +8,9 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_profile, delete_profile, patch_profile))
 }
 
-/// Legacy Profile.
+/// Legacy Profile (OpenAPI schema `LegacyProfile`, apart from the v1 `Profile`).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct Profile {
+pub struct LegacyProfile {
     pub id: String,
     pub email: String,
     pub timezone: String,
@@ -18,9 +18,9 @@ pub struct Profile {
     pub update_time: DateTime<Utc>,
 }
 
-impl From<&LegacyProfileRecord> for Profile {
+impl From<&LegacyProfileRecord> for LegacyProfile {
     fn from(p: &LegacyProfileRecord) -> Self {
-        Profile {
+        LegacyProfile {
             id: p.id.clone(),
             email: p.email.clone(),
             timezone: p.timezone.clone(),
@@ -58,12 +58,12 @@ fn timezone(tz: &str) -> Result<String, LegacyError> {
 
 /// Create a legacy profile of the authenticated account.
 #[utoipa::path(post, path = "/profile", tag = "legacy", request_body = ProfileInput, security(("basic" = [])),
-    responses((status = 200, body = Profile), (status = 400, body = RpcStatus), (status = 401, body = RpcStatus), (status = 500, body = RpcStatus)))]
+    responses((status = 200, body = LegacyProfile), (status = 400, body = RpcStatus), (status = 401, body = RpcStatus), (status = 500, body = RpcStatus)))]
 async fn create_profile(
     State(state): State<AppState>,
     who: LegacyAccount,
     b: Result<axum::Json<ProfileInput>, axum::extract::rejection::JsonRejection>,
-) -> Result<axum::Json<Profile>, LegacyError> {
+) -> Result<axum::Json<LegacyProfile>, LegacyError> {
     let b = body(b)?;
     let tz = timezone(b.timezone.as_deref().unwrap_or("UTC"))?;
     let id = crate::ids::new_sid("prf");
@@ -77,23 +77,23 @@ async fn create_profile(
             &tz,
         )
         .await?;
-    Ok(axum::Json(Profile::from(&p)))
+    Ok(axum::Json(LegacyProfile::from(&p)))
 }
 
 /// Get a legacy profile of the authenticated account.
 #[utoipa::path(get, path = "/profile/{id}", tag = "legacy", params(("id" = String, Path)), security(("basic" = [])),
-    responses((status = 200, body = Profile), (status = 401, body = RpcStatus), (status = 404, body = RpcStatus)))]
+    responses((status = 200, body = LegacyProfile), (status = 401, body = RpcStatus), (status = 404, body = RpcStatus)))]
 async fn get_profile(
     State(state): State<AppState>,
     who: LegacyAccount,
     axum::extract::Path(id): axum::extract::Path<String>,
-) -> Result<axum::Json<Profile>, LegacyError> {
+) -> Result<axum::Json<LegacyProfile>, LegacyError> {
     let p = state
         .store
         .legacy_profile_get(&who.account_sid, &id)
         .await?
         .ok_or_else(|| LegacyError::not_found("profile"))?;
-    Ok(axum::Json(Profile::from(&p)))
+    Ok(axum::Json(LegacyProfile::from(&p)))
 }
 
 /// Delete a legacy profile; 200 with an empty object.
@@ -115,13 +115,13 @@ async fn delete_profile(
 /// Update a legacy profile (`email`, `timezone`; the times are service-maintained).
 #[utoipa::path(patch, path = "/profile/{id}", tag = "legacy", params(("id" = String, Path, description = "profile.id")), request_body = ProfileInput,
     security(("basic" = [])),
-    responses((status = 200, body = Profile), (status = 400, body = RpcStatus), (status = 401, body = RpcStatus), (status = 404, body = RpcStatus)))]
+    responses((status = 200, body = LegacyProfile), (status = 400, body = RpcStatus), (status = 401, body = RpcStatus), (status = 404, body = RpcStatus)))]
 async fn patch_profile(
     State(state): State<AppState>,
     who: LegacyAccount,
     axum::extract::Path(id): axum::extract::Path<String>,
     b: Result<axum::Json<ProfileInput>, axum::extract::rejection::JsonRejection>,
-) -> Result<axum::Json<Profile>, LegacyError> {
+) -> Result<axum::Json<LegacyProfile>, LegacyError> {
     let b = body(b)?;
     let tz = b.timezone.as_deref().map(timezone).transpose()?;
     let p = state
@@ -134,5 +134,5 @@ async fn patch_profile(
         )
         .await
         .map_err(profile_missing)?;
-    Ok(axum::Json(Profile::from(&p)))
+    Ok(axum::Json(LegacyProfile::from(&p)))
 }

@@ -53,9 +53,21 @@ pub struct Schedule {
     /// `always` (args: excluded_dates) or `weekly` (args: mon..sun windows
     /// `[["HH:MM","HH:MM"]]` in the agent's timezone, excluded_dates).
     pub strategy: String,
-    #[serde(default)]
+    /// Always an object: omitted or null reads as `{}`.
+    #[serde(default = "no_args", deserialize_with = "args_object")]
     #[schema(value_type = Object)]
     pub args: serde_json::Value,
+}
+
+fn no_args() -> serde_json::Value {
+    serde_json::json!({})
+}
+
+/// `args` as sent, with null read as `{}` (any other non-object is left for the
+/// schedule check to reject).
+fn args_object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<serde_json::Value, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(if v.is_null() { no_args() } else { v })
 }
 
 /// Call limits of one agent.
@@ -85,10 +97,13 @@ pub struct CommunicationResult {
 }
 
 /// How the agent's scenarios send SMS. The sender is always a value registered on the
-/// provider: `alpha` (use_alpha=true) or `number` (use_alpha=false).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+/// provider: `alpha` (use_alpha=true) or `number` (use_alpha=false). The empty settings
+/// (`provider_sid` empty, `use_alpha` false, `alpha` and `number` empty) mean the agent
+/// sends no SMS.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSms {
+    /// `smp_` id of a provider of the account; empty when the agent sends no SMS.
     pub provider_sid: String,
     #[serde(default)]
     pub use_alpha: bool,
@@ -96,6 +111,16 @@ pub struct AgentSms {
     pub alpha: String,
     #[serde(default)]
     pub number: String,
+}
+
+impl AgentSms {
+    /// The empty settings: no SMS.
+    fn is_unset(&self) -> bool {
+        self.provider_sid.trim().is_empty()
+            && !self.use_alpha
+            && self.alpha.trim().is_empty()
+            && self.number.trim().is_empty()
+    }
 }
 
 /// An agent.
@@ -117,8 +142,9 @@ pub struct Agent {
     pub limits: Limits,
     pub is_test: bool,
     pub communication_result: CommunicationResult,
-    /// Null when the agent sends no SMS.
-    pub sms: Option<AgentSms>,
+    /// The agent's SMS settings; the empty settings (`provider_sid` empty) when it sends
+    /// no SMS. Never null.
+    pub sms: AgentSms,
     pub status: Status,
     /// Set while archived (an archived agent never dials).
     pub archive_time: Option<DateTime<Utc>>,
@@ -152,7 +178,11 @@ impl From<&AgentRecord> for Agent {
             },
             is_test: a.is_test,
             communication_result: serde_json::from_str(&a.communication_result).unwrap_or_default(),
-            sms: a.sms.as_deref().and_then(|s| serde_json::from_str(s).ok()),
+            sms: a
+                .sms
+                .as_deref()
+                .and_then(|s| serde_json::from_str(s).ok())
+                .unwrap_or_default(),
             status: Status::parse(&a.status),
             archive_time: a.archive_time,
             created_at: a.created_at,
@@ -190,6 +220,7 @@ pub struct CreateAgent {
     pub is_test: Option<bool>,
     #[serde(default)]
     pub communication_result: Option<CommunicationResult>,
+    /// Omitted, null or the empty settings: the agent sends no SMS.
     #[serde(default)]
     pub sms: Option<AgentSms>,
     #[serde(default)]
@@ -197,7 +228,8 @@ pub struct CreateAgent {
 }
 
 /// Body of PATCH /v1/agent/{id}: omitted fields keep their value; null clears
-/// number_sid, number_pool_sid or sms. The merged agent is checked whole.
+/// number_sid, number_pool_sid or sms (as do the empty sms settings). The merged agent is
+/// checked whole.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchAgent {
@@ -391,10 +423,16 @@ async fn check(state: &AppState, account: &AccountRecord, d: Draft) -> ApiResult
             ));
         }
     }
-    let sms = match d.sms {
+    let sms = match d.sms.filter(|s| !s.is_unset()) {
         None => None,
         Some(mut sms) => {
             sms.provider_sid = sms.provider_sid.trim().to_string();
+            if sms.provider_sid.is_empty() {
+                return Err(bad(
+                    "invalid_sms",
+                    "sms.provider_sid: required when another SMS setting is set".into(),
+                ));
+            }
             let provider = match state.store.sms_provider_get(&sms.provider_sid).await? {
                 Some(p) if p.account_sid == account.sid => p,
                 _ => {
@@ -616,7 +654,7 @@ async fn patch_agent(
         limits: b.limits.unwrap_or(v.limits),
         is_test: b.is_test.unwrap_or(v.is_test),
         communication_result: b.communication_result.unwrap_or(v.communication_result),
-        sms: b.sms.unwrap_or(v.sms),
+        sms: b.sms.unwrap_or(Some(v.sms)),
         status: b.status.unwrap_or(v.status),
     };
     let c = check(&state, &account, d).await?;

@@ -2,12 +2,12 @@
 
 use axum::extract::State;
 use serde::Deserialize;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{tenants::visible_tenant, views::FeatureFlagRule};
 use crate::{
-    api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path},
+    api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::{Authz, cap},
     flags,
     store::FlagRuleRecord,
@@ -55,21 +55,39 @@ async fn current(state: &AppState, tenant_sid: &str, name: &str) -> ApiResult<Fl
         .unwrap_or_else(|| flags::default_rule(tenant_sid, name)))
 }
 
-/// The rules of every declared flag for a tenant (unconfigured flags show the default:
-/// disabled, no scope).
-#[utoipa::path(get, path = "/v1/internal/tenant/{sid}/feature-flag", tag = "feature-flags", params(("sid" = String, Path)),
-    security(("bearer" = [])),
-    responses((status = 200, body = Page<FeatureFlagRule>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)))]
+/// Query of the rule list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct FlagRuleListQuery {
+    /// Page size, 0..=500, default 100.
+    #[serde(default)]
+    pub limit: Option<i64>,
+    /// Rows to skip, default 0.
+    #[serde(default)]
+    pub offset: Option<i64>,
+}
+
+/// The rules of every declared flag for a tenant, in declaration order (unconfigured flags
+/// show the default: disabled, no scope), paged like every list.
+#[utoipa::path(get, path = "/v1/internal/tenant/{sid}/feature-flag", tag = "feature-flags",
+    params(("sid" = String, Path), FlagRuleListQuery), security(("bearer" = [])),
+    responses((status = 200, body = Page<FeatureFlagRule>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
 async fn list_rules(
     State(state): State<AppState>,
     auth: Authz<cap::FeatureFlagsRead>,
     Path(sid): Path<String>,
+    Query(q): Query<FlagRuleListQuery>,
 ) -> ApiResult<Json<Page<FeatureFlagRule>>> {
+    let page = PageParams::new(q.limit, q.offset)?;
     let t = visible_tenant(&state, &auth, &sid, false).await?;
     let rules = state.store.flag_rules(&t.sid).await?;
+    let total = flags::DECLARED_FLAGS.len() as i64;
     let items: Vec<FeatureFlagRule> = flags::DECLARED_FLAGS
         .iter()
+        .skip(usize::try_from(page.offset).unwrap_or(usize::MAX))
+        .take(usize::try_from(page.limit).unwrap_or(0))
         .map(|n| {
             FeatureFlagRule::from(
                 &rules
@@ -80,15 +98,7 @@ async fn list_rules(
             )
         })
         .collect();
-    let total = items.len() as i64;
-    Ok(Json(Page::new(
-        items,
-        total,
-        PageParams {
-            limit: total,
-            offset: 0,
-        },
-    )))
+    Ok(Json(Page::new(items, total, page)))
 }
 
 /// The rule of one declared flag for a tenant.

@@ -1,4 +1,4 @@
-//! The v1 family. One module per resource group; [`routes`] merges them.
+//! The v1 family. One module per resource group; [`groups`] lists their routers.
 
 mod accounts;
 pub(crate) mod agents;
@@ -49,32 +49,34 @@ use crate::{
 )))]
 struct ParameterSchemas;
 
-/// Every v1 route.
-pub fn routes() -> OpenApiRouter<AppState> {
+/// The v1 route groups, one router per module, in the order the API merges them.
+pub(super) fn groups() -> Vec<OpenApiRouter<AppState>> {
     use utoipa::OpenApi as _;
-    OpenApiRouter::with_openapi(ParameterSchemas::openapi())
-        .merge(auth::routes())
-        .merge(profile::routes())
-        .merge(users::routes())
-        .merge(tenants::routes())
-        .merge(accounts::routes())
-        .merge(trunks::routes())
-        .merge(flags::routes())
-        .merge(numbers::routes())
-        .merge(pools::routes())
-        .merge(sms::routes())
-        .merge(scenarios::routes())
-        .merge(agents::routes())
-        .merge(audio::routes())
-        .merge(dictionaries::routes())
-        .merge(stt::routes())
-        .merge(tts::routes())
-        .merge(communications::routes())
-        .merge(call_objects::routes())
-        .merge(results::routes())
-        .merge(classifiers::routes())
-        .merge(llm::routes())
-        .merge(webhook_run::routes())
+    vec![
+        OpenApiRouter::with_openapi(ParameterSchemas::openapi()),
+        auth::routes(),
+        profile::routes(),
+        users::routes(),
+        tenants::routes(),
+        accounts::routes(),
+        trunks::routes(),
+        flags::routes(),
+        numbers::routes(),
+        pools::routes(),
+        sms::routes(),
+        scenarios::routes(),
+        agents::routes(),
+        audio::routes(),
+        dictionaries::routes(),
+        stt::routes(),
+        tts::routes(),
+        communications::routes(),
+        call_objects::routes(),
+        results::routes(),
+        classifiers::routes(),
+        llm::routes(),
+        webhook_run::routes(),
+    ]
 }
 
 /// Hashes a password off the async runtime (argon2 is deliberately slow).

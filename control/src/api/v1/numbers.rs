@@ -136,7 +136,7 @@ pub struct NumberListQuery {
     #[serde(default)]
     pub pool_sid: Option<String>,
     /// Comma-separated fields OR-searched for `filter_query`: `identifier`, `name`
-    /// (substring, case-insensitive). Default both when `filter_query` is set.
+    /// (substring, case-insensitive in every script). Default both when `filter_query` is set.
     #[serde(default)]
     pub filter_or: Option<String>,
     /// Search term for `filter_or`.

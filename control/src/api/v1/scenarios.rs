@@ -152,7 +152,7 @@ pub enum ScenarioOrderBy {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ScenarioListQuery {
-    /// Case-insensitive substring of the name.
+    /// Substring of the name, case-insensitive in every script.
     #[serde(default)]
     pub filter_query: Option<String>,
     #[serde(default)]

@@ -7,10 +7,10 @@
 //! a tenant key without an account sees only ungated engines. A withheld engine is
 //! indistinguishable from an absent one (404 on run, absent from the catalog).
 //!
-//! Run errors: request validation a recognition gateway would do (empty requests, an
-//! item type other than `source`, a missing source, a language or model the engine does
-//! not serve) answers 400 with the gateway envelope `{code, message, details}` (`code` 3,
-//! the RPC layer's INVALID_ARGUMENT). An unknown or withheld engine is 404
+//! Run errors: every 400 is request validation a recognition gateway would do (a body that
+//! does not parse, empty requests, an item type other than `source`, a missing source, a
+//! language or model the engine does not serve) in the gateway envelope `{code, message,
+//! details}` (`code` 3, the RPC layer's INVALID_ARGUMENT). An unknown or withheld engine is 404
 //! `engine_not_found`. A node that breaks the stream is 502 `stt_node_failed`; no ready
 //! node (none configured for the engine, or none passing its readiness probe) is 503
 //! `no_ready_node`; both in the standard envelope. A source that cannot be read or
@@ -19,7 +19,7 @@
 use std::collections::BTreeSet;
 
 use axum::{
-    extract::State,
+    extract::{FromRequest, Request, State},
     http::StatusCode,
     response::{IntoResponse, Response},
 };
@@ -233,6 +233,9 @@ pub struct GatewayError {
     /// Status code of the RPC layer (3: invalid argument).
     pub code: i32,
     pub message: String,
+    /// One `google.rpc.BadRequest` (`field_violations`: field, description) when an item
+    /// fails validation; one `google.rpc.ErrorInfo` (`reason` `invalid_body`) when the body
+    /// does not parse.
     pub details: Vec<serde_json::Value>,
 }
 
@@ -253,6 +256,33 @@ impl IntoResponse for RunError {
         match self {
             RunError::Api(e) => e.into_response(),
             RunError::Gateway(g) => (StatusCode::BAD_REQUEST, axum::Json(g)).into_response(),
+        }
+    }
+}
+
+/// The body of the run route. A body that does not read as a [`RunRequest`] (malformed
+/// JSON, a wrong type, a missing or unknown field) is a validation failure like the others:
+/// 400 in the gateway envelope, `code` 3, with one `google.rpc.ErrorInfo` detail whose
+/// `reason` is `invalid_body`. A body over the size limit stays 413 in the standard
+/// envelope.
+struct RunBody(RunRequest);
+
+impl<S: Send + Sync> FromRequest<S> for RunBody {
+    type Rejection = RunError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<RunRequest>::from_request(req, state).await {
+            Ok(Json(body)) => Ok(RunBody(body)),
+            Err(e) if e.status == StatusCode::BAD_REQUEST => Err(RunError::Gateway(GatewayError {
+                code: 3,
+                message: e.message,
+                details: vec![json!({
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": e.error,
+                    "domain": "callsmith",
+                })],
+            })),
+            Err(e) => Err(RunError::Api(e)),
         }
     }
 }
@@ -389,7 +419,7 @@ async fn decode(bytes: bytes::Bytes) -> Result<Prompt, String> {
 /// request item.
 #[utoipa::path(post, path = "/v1/adapters/stt/{engine}/run", tag = "stt", request_body = RunRequest,
     params(("engine" = String, Path), ("X-Account-Sid" = Option<String>, Header, description = "Account whose flags and storage apply")), security(("bearer" = [])),
-    responses((status = 200, body = RunResponse), (status = 400, body = GatewayError, description = "Validation failure in the gateway envelope"),
+    responses((status = 200, body = RunResponse), (status = 400, body = GatewayError, description = "Validation failure (the body, an item, its source, language or model) in the gateway envelope"),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 500, body = ErrorBody), (status = 502, body = ErrorBody, description = "The selected node failed"),
         (status = 503, body = ErrorBody, description = "No ready recognition node")))]
@@ -397,7 +427,7 @@ async fn run_engine(
     State(state): State<AppState>,
     auth: Authz<cap::ResourcesRead>,
     Path(engine): Path<String>,
-    Json(body): Json<RunRequest>,
+    RunBody(body): RunBody,
 ) -> Result<Json<RunResponse>, RunError> {
     let account = optional_account(&state, &auth).await?;
     let visible = visible_engines(&state, &auth, account.as_ref()).await?;
