@@ -10,7 +10,7 @@ use callsmith_control::{
         history::{CallHistory, TurnLog},
     },
     objects::CallObjects,
-    store::communications::{CallFinish, Claim, ClaimScope},
+    store::communications::{CallFinish, CallWrite, Claim, ClaimScope},
     testing::TestServer,
 };
 use chrono::Utc;
@@ -139,22 +139,25 @@ async fn history_and_recording(s: TestServer) {
         .put(&objects.recording(), wav.clone(), Some("audio/wav"))
         .await
         .unwrap();
-    assert!(
-        s.store
-            .communication_mark_started(&id, "tok", "+4911", None)
-            .await
-            .unwrap()
-    );
+    let started = CallWrite::Started {
+        sid: id.clone(),
+        token: "tok".into(),
+        from_number: "+4911".into(),
+        trunk: None,
+        at: Utc::now(),
+    };
+    assert!(s.store.communication_apply(started).await.unwrap());
     let mut end = CallFinish::new(CommunicationStatus::Completed);
     end.call_status = Some("answered".into());
     end.history_path = Some(objects.history());
     end.recording_path = Some(objects.recording());
-    assert!(
-        s.store
-            .communication_finish(&id, "tok", &end)
-            .await
-            .unwrap()
-    );
+    let finish = CallWrite::Finish {
+        sid: id.clone(),
+        token: "tok".into(),
+        finish: Box::new(end),
+        at: Utc::now(),
+    };
+    assert!(s.store.communication_apply(finish).await.unwrap());
 
     // The history, typed: what the engine wrote is what the API serves.
     let r = s

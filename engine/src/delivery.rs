@@ -29,7 +29,7 @@ pub async fn enqueue(rt: &Runtime, communication_sid: &str) {
     if urls.is_empty() {
         return;
     }
-    if let Err(e) = crate::call::persist::persist("creating result deliveries", || {
+    if let Err(e) = crate::persist::persist("creating result deliveries", || {
         rt.store.result_deliveries_create(
             &comm.tenant_sid,
             &comm.account_sid,

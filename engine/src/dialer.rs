@@ -20,7 +20,7 @@
 use std::time::{Duration, Instant};
 
 use callsmith_control::schedule::{CallingSchedule, next_allowed};
-use callsmith_control::store::communications::{AgentLimits, Claim, ClaimScope};
+use callsmith_control::store::communications::{AgentLimits, CallWrite, Claim, ClaimScope};
 use chrono::Utc;
 use serde_json::Value;
 use tracing::{info, warn};
@@ -66,9 +66,9 @@ pub async fn run(rt: Runtime) {
         {
             last_reconcile = now;
             match rt.store.communications_reconcile().await {
-                Ok(r) if r.requeued + r.interrupted > 0 => {
+                Ok(r) if r.interrupted + r.maybe_placed > 0 => {
                     info!(
-                        requeued = r.requeued,
+                        maybe_placed = r.maybe_placed,
                         interrupted = r.interrupted,
                         "expired claims reconciled"
                     )
@@ -113,8 +113,7 @@ async fn tick(
     rt: &Runtime,
     lease: chrono::Duration,
 ) -> Result<(), callsmith_control::store::StoreError> {
-    let max_live = rt.settings.dialer.max_live_calls.max(1);
-    let room = |rt: &Runtime| max_live.saturating_sub(rt.live.total()) as i64;
+    let room = |rt: &Runtime| rt.capacity.room() as i64;
     // Scenario test calls: at once.
     if room(rt) > 0 && rt.store.communications_test_due().await? {
         let rows = rt
@@ -144,13 +143,13 @@ async fn tick(
                 )
                 .await?;
             for c in rows {
-                let _ = rt
-                    .store
-                    .communication_fail_unclaimed(
-                        &c.sid,
-                        &rt.settings.claim_token,
-                        "the agent no longer exists",
-                    )
+                rt.journal
+                    .queue(CallWrite::Fail {
+                        sid: c.sid,
+                        token: rt.settings.claim_token.clone(),
+                        error: "the agent no longer exists".into(),
+                        at: Utc::now(),
+                    })
                     .await;
             }
             continue;

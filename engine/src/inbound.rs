@@ -5,7 +5,7 @@
 use callsmith_control::communication::caller;
 use callsmith_control::store::{
     NewCommunication,
-    communications::{COMMUNICATION_PREFIX, Claim},
+    communications::{COMMUNICATION_PREFIX, CallWrite, Claim, inbound_record},
 };
 use callsmith_scenarios::interpreter::CallDirection;
 use callsmith_sip::{IncomingCall, IncomingCalls, LegEvent, LocalMedia};
@@ -24,7 +24,7 @@ use callsmith_control::store::CommunicationRecord;
 use callsmith_media::MediaSession;
 use callsmith_sip::{CallLeg, NegotiatedMedia};
 
-use crate::call::{CallError, Prepared, lifecycle, persist};
+use crate::call::{CallError, Prepared, lifecycle};
 use crate::runtime::Runtime;
 
 /// Serves the inbound call stream until it closes: each call goes through the call
@@ -52,11 +52,14 @@ impl Answer {
 
 /// Writes why an answered-to-be inbound call did not come up.
 async fn fail(rt: &Runtime, comm: &CommunicationRecord, why: &str) {
-    let _ = persist::persist("recording a failed inbound call", || {
-        rt.store
-            .communication_fail_unclaimed(&comm.sid, &rt.settings.claim_token, why)
-    })
-    .await;
+    rt.journal
+        .queue(CallWrite::Fail {
+            sid: comm.sid.clone(),
+            token: rt.settings.claim_token.clone(),
+            error: why.to_string(),
+            at: Utc::now(),
+        })
+        .await;
 }
 
 #[async_trait]
@@ -66,6 +69,8 @@ impl lifecycle::Setup for Answer {
     /// Routes the call to its agent and records the communication (claimed by this node).
     async fn prepare(&mut self, rt: &Runtime) -> Option<(CommunicationRecord, Prepared)> {
         let call = self.call.as_ref()?;
+        // Capacity was checked as the INVITE arrived (503 with Retry-After); a drain that
+        // began since is answered the same way.
         if rt.draining.is_cancelled() {
             self.refuse(503, Some("shutting down".into()));
             return None;
@@ -111,14 +116,22 @@ impl lifecycle::Setup for Answer {
             until: Utc::now() + lease,
         };
         let trunk = call.trunk.clone();
-        let comm = match rt.store.communication_create_inbound(&new, &claim).await {
-            Ok(c) => c,
-            Err(e) => {
-                let refusal = Refusal::from_call_error(e.into(), 500);
-                self.refuse(refusal.code, refusal.reason);
-                return None;
-            }
-        };
+        // The row is written behind the call; a full queue means the database is behind.
+        let at = Utc::now();
+        let comm = inbound_record(&new, &claim, at);
+        if rt
+            .journal
+            .record(CallWrite::CreateInbound {
+                new: Box::new(new),
+                claim,
+                at,
+            })
+            .is_err()
+        {
+            warn!("the call progress queue is full: 503");
+            self.refuse(503, Some("temporarily unavailable".into()));
+            return None;
+        }
         let prep = Prepared {
             program,
             agent: Some(agent),
@@ -171,9 +184,13 @@ impl lifecycle::Setup for Answer {
                 return None;
             }
         };
-        let _ = rt
-            .store
-            .communication_mark_answered(&comm.sid, &rt.settings.claim_token, leg.call_id())
+        rt.journal
+            .queue(CallWrite::Answered {
+                sid: comm.sid.clone(),
+                token: rt.settings.claim_token.clone(),
+                call_id: leg.call_id().to_string(),
+                at: Utc::now(),
+            })
             .await;
         info!(communication = %comm.sid, "inbound call answered");
         Some((leg, media))

@@ -12,8 +12,10 @@ mod config;
 mod delivery;
 mod dialer;
 mod inbound;
+mod journal;
 mod logging;
 mod node;
+mod persist;
 mod runtime;
 
 use std::{path::PathBuf, time::Duration};

@@ -11,7 +11,7 @@ use callsmith_media::{MediaEngine, tts::TtsService};
 use callsmith_sip::SipStack;
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::{Runtime, RuntimeSettings};
+use crate::runtime::{Capacity, Runtime, RuntimeSettings};
 
 /// The running call engine: SIP stack, dialer, inbound and delivery loops.
 pub struct Engine {
@@ -37,8 +37,10 @@ pub async fn start(
         user_agent: cfg.sip.user_agent.clone(),
         ..Default::default()
     };
-    // Unknown numbers are answered 404 by the inbound handler (it knows the number table).
-    let sip = SipStack::start(sip_cfg, |_trunk: &str, _called: &str| true)
+    // The node's capacity admits inbound calls (503 while full); unknown numbers are
+    // answered 404 by the inbound handler (it knows the number table).
+    let capacity = Capacity::new(&services, &cfg.dialer);
+    let sip = SipStack::start(sip_cfg, capacity.clone())
         .await
         // The error names the transport and address that failed.
         .map_err(|e| anyhow::anyhow!("starting the SIP stack: {e}"))?;
@@ -69,7 +71,7 @@ pub async fn start(
     };
     let incoming = sip.take_incoming();
     tracing::info!(udp = ?sip.udp_addr(), tcp = ?sip.tcp_addr(), trunks = sip.trunks().len(), "call engine started");
-    let rt = Runtime::new(services, Arc::new(sip), media, tts, settings);
+    let rt = Runtime::new(services, Arc::new(sip), media, tts, settings, capacity);
     let stop_delivery = CancellationToken::new();
     let mut tasks = vec![
         tokio::spawn(crate::dialer::run(rt.clone())),
@@ -103,6 +105,8 @@ impl Engine {
             rt.live.wait_idle(Duration::from_secs(15)).await;
         }
         renew.abort();
+        // Every call's progress is stored before the process goes.
+        rt.journal.flush().await;
         // Let deliveries of the calls that just ended go out.
         tokio::time::sleep(Duration::from_millis(300)).await;
         self.stop_delivery.cancel();

@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::DialerConfig;
+use crate::journal::Journal;
 
 /// Settings of the runtime that come from `[dialer]` and `[sip]`.
 #[derive(Debug, Clone)]
@@ -83,6 +84,79 @@ impl Drop for LiveGuard {
     }
 }
 
+/// Seconds a caller refused for capacity is told to wait (`Retry-After`).
+pub const RETRY_AFTER_SECS: u32 = 1;
+
+/// Writes a new call makes before it is answered or placed, at most; the journal keeps
+/// this much room per call it admits (see [`Capacity::room`]).
+const WRITES_PER_SETUP: usize = 4;
+
+/// Whether this node takes another call now: the one rule the dialer (how many rows to
+/// claim) and inbound admission (answer or 503) share. A node takes no new call while it
+/// drains, while `dialer.max_live_calls` calls are live, or while its write-behind queue
+/// ([`Journal`]) is nearly full, i.e. the database is behind.
+#[derive(Clone)]
+pub struct Capacity {
+    pub live: Arc<LiveCalls>,
+    pub journal: Journal,
+    /// Cancelled when the process starts draining: no new calls.
+    pub draining: CancellationToken,
+    max_live: usize,
+}
+
+impl Capacity {
+    pub fn new(services: &Services, dialer: &DialerConfig) -> Capacity {
+        Capacity {
+            live: Arc::new(LiveCalls::default()),
+            journal: Journal::start(
+                services.store.clone(),
+                dialer.write_queue,
+                &services.metrics,
+            ),
+            draining: CancellationToken::new(),
+            max_live: dialer.max_live_calls.max(1),
+        }
+    }
+
+    /// New calls this node may start now.
+    pub fn room(&self) -> usize {
+        if self.draining.is_cancelled() {
+            return 0;
+        }
+        let live = self.max_live.saturating_sub(self.live.total());
+        let writes = self.journal.free() / WRITES_PER_SETUP;
+        live.min(writes.saturating_sub(1))
+    }
+
+    /// Why a new call is refused now; None when there is room.
+    pub fn refusal(&self) -> Option<&'static str> {
+        if self.draining.is_cancelled() {
+            Some("shutting down")
+        } else if self.live.total() >= self.max_live {
+            Some("at the live-call limit")
+        } else if self.room() == 0 {
+            Some("the database is behind")
+        } else {
+            None
+        }
+    }
+}
+
+/// Inbound admission: every INVITE to a served number is admitted while there is room.
+/// (Which agent serves the number is decided by `crate::inbound`, which answers 404 for a
+/// number no active agent serves.)
+impl callsmith_sip::CallRouter for Capacity {
+    fn admit(&self, _trunk: &str, _called: &str) -> callsmith_sip::Admission {
+        match self.refusal() {
+            None => callsmith_sip::Admission::Admit,
+            Some(reason) => callsmith_sip::Admission::Busy {
+                retry_after_secs: RETRY_AFTER_SECS,
+                reason: reason.into(),
+            },
+        }
+    }
+}
+
 /// The runtime handle.
 #[derive(Clone)]
 pub struct Runtime {
@@ -94,6 +168,10 @@ pub struct Runtime {
     pub tts: Arc<TtsService>,
     pub settings: Arc<RuntimeSettings>,
     pub live: Arc<LiveCalls>,
+    /// Call progress, written behind the calls (see [`crate::journal`]).
+    pub journal: Journal,
+    /// Whether the node takes another call (live calls, journal room, drain).
+    pub capacity: Capacity,
     /// Cancelled when the process starts draining: no new calls.
     pub draining: CancellationToken,
     /// Cancelled when the drain time is up: live calls hang up.
@@ -189,6 +267,7 @@ impl Runtime {
         media: MediaEngine,
         tts: Arc<TtsService>,
         settings: RuntimeSettings,
+        capacity: Capacity,
     ) -> Runtime {
         let turns = TurnMetrics::new();
         turns.register(&services.metrics);
@@ -199,8 +278,10 @@ impl Runtime {
             media,
             tts,
             settings: Arc::new(settings),
-            live: Arc::new(LiveCalls::default()),
-            draining: CancellationToken::new(),
+            live: capacity.live.clone(),
+            journal: capacity.journal.clone(),
+            draining: capacity.draining.clone(),
+            capacity,
             hangup_all: CancellationToken::new(),
             pool_cursor: Arc::default(),
             turns,

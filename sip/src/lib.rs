@@ -32,6 +32,8 @@ pub use config::{SipConfig, SipTimers};
 pub use leg::{CallLeg, EndInfo, LegController, LegDirection, LegEvent, Party, ReferOutcome};
 pub use logging::redact_number;
 pub use sdp::{LocalMedia, MediaDirection, NegotiatedMedia, SdpCodec};
-pub use stack::{CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack};
+pub use stack::{
+    Admission, CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack,
+};
 pub use status::CallStatus;
 pub use trunk::{DigestCredentials, NumberFormat, SipTransport, TrunkConfig};

@@ -34,18 +34,39 @@ use crate::states::StateRouter;
 use crate::trunk::{self, SipTransport, TrunkConfig};
 use crate::wire;
 
-/// Decides whether an inbound called number exists (the engine's number table).
-/// Unknown numbers are answered 404 without bothering the engine.
-pub trait CallRouter: Send + Sync + 'static {
-    fn is_known_number(&self, trunk: &str, called: &str) -> bool;
+/// Whether an inbound INVITE goes on to the engine, decided before any dialog exists (a
+/// refusal costs one response).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Hand the call to the engine.
+    Admit,
+    /// The called number is not served: 404.
+    UnknownNumber,
+    /// The node takes no more calls now: 503 with `Retry-After` (seconds) and the reason
+    /// in a Warning header.
+    Busy {
+        retry_after_secs: u32,
+        reason: String,
+    },
 }
 
+/// Decides whether an inbound call is taken: the engine's number table (unknown numbers
+/// are answered 404 without bothering the engine) and its capacity (503 while full).
+pub trait CallRouter: Send + Sync + 'static {
+    fn admit(&self, trunk: &str, called: &str) -> Admission;
+}
+
+/// A number filter alone: known numbers are admitted, others are 404.
 impl<F> CallRouter for F
 where
     F: Fn(&str, &str) -> bool + Send + Sync + 'static,
 {
-    fn is_known_number(&self, trunk: &str, called: &str) -> bool {
-        self(trunk, called)
+    fn admit(&self, trunk: &str, called: &str) -> Admission {
+        if self(trunk, called) {
+            Admission::Admit
+        } else {
+            Admission::UnknownNumber
+        }
     }
 }
 
@@ -564,10 +585,26 @@ async fn handle_invite(
             return Ok(());
         }
     };
-    if !inner.router.is_known_number(&trunk.name, &called) {
-        info!(trunk = %trunk.name, called = %redact_number(&called), "unknown called number: 404");
-        tx.reply(StatusCode::NotFound).await?;
-        return Ok(());
+    match inner.router.admit(&trunk.name, &called) {
+        Admission::Admit => {}
+        Admission::UnknownNumber => {
+            info!(trunk = %trunk.name, called = %redact_number(&called), "unknown called number: 404");
+            tx.reply(StatusCode::NotFound).await?;
+            return Ok(());
+        }
+        Admission::Busy {
+            retry_after_secs,
+            reason,
+        } => {
+            debug!(trunk = %trunk.name, %reason, "inbound call refused: 503");
+            let headers = vec![
+                Header::Other("Retry-After".into(), retry_after_secs.to_string()),
+                Header::Other("Warning".into(), format!("399 callsmith \"{reason}\"")),
+            ];
+            tx.reply_with(StatusCode::ServiceUnavailable, headers, None)
+                .await?;
+            return Ok(());
+        }
     }
 
     let session_timer = match req.header_value("Session-Expires") {

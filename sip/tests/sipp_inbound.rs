@@ -295,3 +295,42 @@ async fn too_short_session_expires_gets_422() {
         "SIPp got 422 Session Interval Too Small"
     );
 }
+
+/// A node at capacity refuses before any dialog exists: 503 with Retry-After (SIPp checks
+/// both headers) and nothing reaches the engine.
+#[tokio::test]
+async fn busy_node_gets_503_with_retry_after() {
+    struct Full;
+    impl callsmith_sip::CallRouter for Full {
+        fn admit(&self, _trunk: &str, _called: &str) -> callsmith_sip::Admission {
+            callsmith_sip::Admission::Busy {
+                retry_after_secs: 2,
+                reason: "at capacity".into(),
+            }
+        }
+    }
+    init_tracing();
+    let config = callsmith_sip::SipConfig {
+        udp: Some("127.0.0.1:0".parse().expect("addr")),
+        trunks: vec![trunk_for_loopback()],
+        ..Default::default()
+    };
+    let stack = callsmith_sip::SipStack::start(config, Full)
+        .await
+        .expect("stack starts");
+    let mut calls = stack.take_incoming().unwrap();
+    let mut sipp = Sipp::start(
+        "uac_expect_503.xml",
+        "127.0.0.1",
+        stack.udp_addr(),
+        &["-s", "15550100"],
+    )
+    .await;
+    assert!(sipp.success(T).await, "SIPp got 503 with Retry-After");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), calls.recv())
+            .await
+            .is_err(),
+        "no call reached the engine"
+    );
+}

@@ -23,7 +23,7 @@ use bytes::Bytes;
 use callsmith_control::objects::CallObjects;
 use callsmith_control::store::{
     AgentRecord, CommunicationRecord,
-    communications::{CallFinish, CommunicationStatus},
+    communications::{CallFinish, CallWrite, CommunicationStatus},
 };
 use callsmith_media::{
     MediaEvent, MediaSession, PlayEnd,
@@ -55,7 +55,6 @@ mod history;
 pub mod lifecycle;
 mod listen;
 mod outbound;
-pub mod persist;
 mod play;
 mod port;
 mod prepare;
@@ -93,16 +92,17 @@ async fn wait_end(leg: &mut CallLeg, within: Duration) -> Option<EndInfo> {
     .flatten()
 }
 
-/// Writes the end of a communication and queues its result deliveries.
-/// A database that does not answer is waited for (see [`persist`]), so a call's end is
-/// not lost under load.
+/// Writes the end of a communication (through the journal, waiting until it is stored)
+/// and queues its result deliveries. A database that does not answer is waited for (see
+/// [`crate::persist`]), so a call's end is not lost under load.
 async fn finish(rt: &Runtime, comm: &CommunicationRecord, f: &CallFinish) {
-    let token = &rt.settings.claim_token;
-    match persist::persist("recording the end of a call", || {
-        rt.store.communication_finish(&comm.sid, token, f)
-    })
-    .await
-    {
+    let write = CallWrite::Finish {
+        sid: comm.sid.clone(),
+        token: rt.settings.claim_token.clone(),
+        finish: Box::new(f.clone()),
+        at: Utc::now(),
+    };
+    match rt.journal.commit(write).await {
         Ok(true) => {}
         Ok(false) => warn!(communication = %comm.sid, "claim lost; end of call not recorded"),
         Err(e) => {

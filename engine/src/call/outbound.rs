@@ -55,15 +55,20 @@ impl lifecycle::Setup for Dial {
             Err(CallError::Retryable(e)) => {
                 // Nothing is wrong with the row: give it back for a later attempt.
                 warn!(communication = %comm.sid, error = %e, "communication not dialled now; releasing the claim");
-                let _ = rt.store.communication_release(&comm.sid, token).await;
+                release(rt, &comm).await;
                 return None;
             }
             Err(CallError::Permanent(e)) => {
                 warn!(communication = %comm.sid, error = %e, "communication cannot be dialled");
-                let _ = persist::persist("recording a failed communication", || {
-                    rt.store.communication_fail_unclaimed(&comm.sid, token, &e)
-                })
-                .await;
+                let write = CallWrite::Fail {
+                    sid: comm.sid.clone(),
+                    token: token.clone(),
+                    error: e,
+                    at: Utc::now(),
+                };
+                if let Err(e) = rt.journal.commit(write).await {
+                    warn!(communication = %comm.sid, error = %e, "recording a failed communication failed");
+                }
                 crate::delivery::enqueue(rt, &comm.sid).await;
                 return None;
             }
@@ -72,7 +77,7 @@ impl lifecycle::Setup for Dial {
             && !wait_for_slot(&rt.draining, at).await
         {
             // Draining began before the slot: the call is not placed, the row goes back.
-            let _ = rt.store.communication_release(&comm.sid, token).await;
+            release(rt, &comm).await;
             return None;
         }
         Some((comm, prep))
@@ -84,10 +89,7 @@ impl lifecycle::Setup for Dial {
             Err(e) => {
                 // No media resources now: give the row back for a later attempt.
                 warn!(error = %e, "no media session; releasing the claim");
-                let _ = rt
-                    .store
-                    .communication_release(&comm.sid, &rt.settings.claim_token)
-                    .await;
+                release(rt, comm).await;
                 None
             }
         }
@@ -104,6 +106,17 @@ impl lifecycle::Setup for Dial {
     }
 }
 
+/// Gives a claimed row back before its INVITE, for a later attempt.
+async fn release(rt: &Runtime, comm: &CommunicationRecord) {
+    rt.journal
+        .queue(CallWrite::Release {
+            sid: comm.sid.clone(),
+            token: rt.settings.claim_token.clone(),
+            at: Utc::now(),
+        })
+        .await;
+}
+
 /// Places the call and waits for its answer.
 async fn place(
     rt: &Runtime,
@@ -113,17 +126,17 @@ async fn place(
 ) -> Option<(CallLeg, NegotiatedMedia)> {
     let token = &rt.settings.claim_token;
     let hangup = &prep.hangup;
-    match rt
-        .store
-        .communication_mark_started(&comm.sid, token, &prep.from_number, prep.trunk.as_deref())
-        .await
-    {
-        Ok(true) => {}
-        _ => {
-            warn!(communication = %comm.sid, "claim lost before dialling");
-            return None;
-        }
-    }
+    // From here the row is never redialled (a claim is a commitment to dial; see
+    // `store::communications`): the INVITE goes out without waiting for this write.
+    rt.journal
+        .queue(CallWrite::Started {
+            sid: comm.sid.clone(),
+            token: token.clone(),
+            from_number: prep.from_number.clone(),
+            trunk: prep.trunk.clone(),
+            at: Utc::now(),
+        })
+        .await;
     let local = LocalMedia::g711(rt.settings.media_ip, session.local_port());
     let placed = rt
         .sip
@@ -209,9 +222,13 @@ async fn place(
         finish(rt, comm, &f).await;
         return None;
     };
-    let _ = rt
-        .store
-        .communication_mark_answered(&comm.sid, token, leg.call_id())
+    rt.journal
+        .queue(CallWrite::Answered {
+            sid: comm.sid.clone(),
+            token: token.clone(),
+            call_id: leg.call_id().to_string(),
+            at: Utc::now(),
+        })
         .await;
     Some((leg, media))
 }

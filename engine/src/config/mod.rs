@@ -510,12 +510,18 @@ pub struct DialerConfig {
     /// How often due communications are looked for, ms. Default 200.
     pub poll_interval_ms: u64,
     /// Claim lease, seconds: a claim not renewed for this long is reconciled by any engine
-    /// (never dialled → back to `new`; dialled → `interrupted`). Default 30.
+    /// (`interrupted`, never redialled). Default 30.
     pub lease_secs: u64,
     /// How often expired claims are reconciled, seconds. Default 5.
     pub reconcile_interval_secs: u64,
-    /// Live calls of this process at most (test calls included). Default 200.
+    /// Live calls of this process at most (test calls and inbound calls included): the
+    /// dialer claims no more, and an INVITE beyond it is answered 503 with Retry-After.
+    /// Default 200.
     pub max_live_calls: usize,
+    /// Call progress writes (row created, INVITE sent, answered, ended) queued behind the
+    /// calls at most (see `engine::journal`). While the queue is nearly full the node takes
+    /// no new calls. Default 4096.
+    pub write_queue: usize,
     /// Calls are hung up after this many seconds. Default 3600.
     pub max_call_secs: u64,
     /// On SIGTERM, live calls get this many seconds to finish before they are hung up. Default 30.
@@ -538,6 +544,7 @@ impl Default for DialerConfig {
             lease_secs: 30,
             reconcile_interval_secs: 5,
             max_live_calls: 200,
+            write_queue: 4096,
             max_call_secs: 3600,
             drain_timeout_secs: 30,
             inactive_retry_secs: 60,

@@ -7,8 +7,14 @@
 //! atomic because SQLite serialises writers. Every later write of the call names the token,
 //! so a process that lost its claim (lease expired, another process reconciled it) can
 //! never overwrite the row. While a call is live its owner renews the lease; a row whose
-//! lease expired is reconciled by [`Store::communications_reconcile`]: never dialled
-//! (`started_at` unset) → back to `new`; dialled → `interrupted`, never redialled.
+//! lease expired is reconciled by [`Store::communications_reconcile`]: `interrupted`,
+//! never redialled.
+//!
+//! A claim is a commitment to dial: the calls a process runs write their progress
+//! (INVITE sent, answered, ended) behind the call, in batches ([`writes`]), so a row whose
+//! owner died may have been dialled even when `started_at` is unset. Such a row is
+//! interrupted with an error that says the call may not have been placed; a row goes back
+//! to `new` only when its owner releases it before the INVITE ([`CallWrite::Release`]).
 
 use chrono::{DateTime, Utc};
 
@@ -260,10 +266,11 @@ impl CallFinish {
 /// What [`Store::communications_reconcile`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reconciled {
-    /// Claims that expired before the INVITE: back to `new`.
-    pub requeued: u64,
-    /// Claims that expired with a call placed: `interrupted`.
+    /// Claims that expired with the INVITE recorded as sent: `interrupted`.
     pub interrupted: u64,
+    /// Claims that expired before an INVITE was recorded: `interrupted` too (the owner
+    /// may have sent it and died before recording it), with an error saying so.
+    pub maybe_placed: u64,
 }
 
 /// A bind value for dynamically built statements.
@@ -304,23 +311,6 @@ impl Store {
             .bind(c.scheduled_at).bind(c.due_at).bind(t)
             .execute(p).await.map(|_| ()))
         .map_err(StoreError::from_write)?;
-        self.communication_get(&c.sid)
-            .await?
-            .ok_or(StoreError::NotFound)
-    }
-
-    /// Creates an inbound communication already claimed by `claim` and `in_progress`.
-    pub async fn communication_create_inbound(
-        &self,
-        c: &NewCommunication,
-        claim: &Claim,
-    ) -> StoreResult<CommunicationRecord> {
-        self.communication_create(c).await?;
-        let t = now();
-        on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'in_progress', claim_token = $2, claimed_by = $3, \
-            claimed_until = $4, started_at = $5, answered_at = $5, updated_at = $5 WHERE sid = $1")
-            .bind(&c.sid).bind(&claim.token).bind(&claim.by).bind(claim.until).bind(t)
-            .execute(p).await.map(|_| ()))?;
         self.communication_get(&c.sid)
             .await?
             .ok_or(StoreError::NotFound)
@@ -554,16 +544,6 @@ impl Store {
         )
     }
 
-    /// Gives a claimed row back (not dialled): status `new`, claim cleared.
-    pub async fn communication_release(&self, sid: &str, token: &str) -> StoreResult<bool> {
-        let t = now();
-        Ok(
-            on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'new', claim_token = NULL, claimed_by = NULL, \
-            claimed_until = NULL, updated_at = $3 WHERE sid = $1 AND claim_token = $2 AND started_at IS NULL")
-            .bind(sid).bind(token).bind(t).execute(p).await.map(|r| r.rows_affected() == 1))?,
-        )
-    }
-
     /// Extends the lease of every row `token` holds. Returns the rows renewed.
     pub async fn communication_renew(&self, token: &str, until: DateTime<Utc>) -> StoreResult<u64> {
         Ok(
@@ -573,91 +553,21 @@ impl Store {
         )
     }
 
-    /// Records that the INVITE is about to be sent (from this moment the row is never
-    /// redialled). False when the claim was lost.
-    pub async fn communication_mark_started(
-        &self,
-        sid: &str,
-        token: &str,
-        from_number: &str,
-        trunk: Option<&str>,
-    ) -> StoreResult<bool> {
-        let t = now();
-        Ok(
-            on_db!(self, p => sqlx::query("UPDATE communications SET started_at = $3, from_number = $4, trunk = $5, updated_at = $3 \
-            WHERE sid = $1 AND claim_token = $2 AND communication_status = 'dialing'")
-            .bind(sid).bind(token).bind(t).bind(from_number).bind(trunk)
-            .execute(p).await.map(|r| r.rows_affected() == 1))?,
-        )
-    }
-
-    /// The call was answered: `in_progress`.
-    pub async fn communication_mark_answered(
-        &self,
-        sid: &str,
-        token: &str,
-        call_id: &str,
-    ) -> StoreResult<bool> {
-        let t = now();
-        Ok(
-            on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'in_progress', answered_at = $3, call_id = $4, \
-            updated_at = $3 WHERE sid = $1 AND claim_token = $2")
-            .bind(sid).bind(token).bind(t).bind(call_id)
-            .execute(p).await.map(|r| r.rows_affected() == 1))?,
-        )
-    }
-
-    /// Writes the end of a call and clears the claim. False when the claim was lost.
-    pub async fn communication_finish(
-        &self,
-        sid: &str,
-        token: &str,
-        f: &CallFinish,
-    ) -> StoreResult<bool> {
-        let t = now();
-        let goals = super::to_json_list(&f.goals);
-        Ok(
-            on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = $3, call_status = $4, sip_code = $5, duration = $6, \
-            goals = $7, variables = $8, has_history = $9, history_path = $10, has_recording = $11, recording_path = $12, end_reason = $13, \
-            error = $14, answered_at = COALESCE(answered_at, $15), ended_at = $16, updated_at = $16, claim_token = NULL, claimed_by = NULL, \
-            claimed_until = NULL, consent_granted = $17 WHERE sid = $1 AND claim_token = $2")
-            .bind(sid).bind(token).bind(f.communication_status).bind(&f.call_status).bind(f.sip_code).bind(f.duration)
-            .bind(goals).bind(&f.variables).bind(f.history_path.is_some()).bind(&f.history_path)
-            .bind(f.recording_path.is_some()).bind(&f.recording_path).bind(&f.end_reason).bind(&f.error)
-            .bind(f.answered_at).bind(t).bind(f.consent_granted)
-            .execute(p).await.map(|r| r.rows_affected() == 1))?,
-        )
-    }
-
-    /// Fails a row that is not claimed (or claimed by `token`) without dialling it.
-    pub async fn communication_fail_unclaimed(
-        &self,
-        sid: &str,
-        token: &str,
-        error: &str,
-    ) -> StoreResult<bool> {
-        let t = now();
-        Ok(
-            on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'failed', error = $3, ended_at = $4, updated_at = $4, \
-            claim_token = NULL, claimed_by = NULL, claimed_until = NULL WHERE sid = $1 AND claim_token = $2")
-            .bind(sid).bind(token).bind(error).bind(t)
-            .execute(p).await.map(|r| r.rows_affected() == 1))?,
-        )
-    }
-
     /// Reconciles expired claims (see the module doc).
     pub async fn communications_reconcile(&self) -> StoreResult<Reconciled> {
         let t = now();
-        let requeued = on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'new', claim_token = NULL, claimed_by = NULL, \
-            claimed_until = NULL, updated_at = $1 WHERE communication_status = 'dialing' AND started_at IS NULL AND claimed_until < $1")
+        let maybe_placed = on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'interrupted', \
+            error = 'the engine that claimed the call stopped around its start; it may not have been placed', ended_at = $1, \
+            updated_at = $1, claim_token = NULL, claimed_by = NULL, claimed_until = NULL \
+            WHERE communication_status = 'dialing' AND started_at IS NULL AND claimed_until < $1")
             .bind(t).execute(p).await.map(|r| r.rows_affected()))?;
         let interrupted = on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'interrupted', \
             error = 'the engine running the call stopped', ended_at = $1, updated_at = $1, claim_token = NULL, claimed_by = NULL, claimed_until = NULL \
             WHERE communication_status IN ('dialing', 'in_progress') AND claimed_until < $1")
             .bind(t).execute(p).await.map(|r| r.rows_affected()))?;
         Ok(Reconciled {
-            requeued,
             interrupted,
+            maybe_placed,
         })
     }
 
@@ -684,6 +594,10 @@ impl Store {
         Ok(agent.map(|a| (a, identifier)))
     }
 }
+
+mod writes;
+
+pub use writes::{CallWrite, inbound_record};
 
 #[cfg(test)]
 mod tests;

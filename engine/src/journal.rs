@@ -1,0 +1,202 @@
+//! Call progress written behind the calls: the path that answers or places a call never
+//! waits on the database.
+//!
+//! A call hands its row writes ([`CallWrite`]: inbound row created, INVITE sent, answered,
+//! ended, failed, released) to the journal, a bounded queue with ONE writer task. The
+//! writer takes everything queued when it wakes (up to [`MAX_BATCH`]) and applies it in one
+//! transaction, in queue order, so one call's writes land in the order it made them and a
+//! busy node pays one commit for many calls. While the database does not answer, the batch
+//! is retried ([`crate::persist`]); a batch the database refuses is applied write by
+//! write, so one bad write does not take the others with it.
+//!
+//! The queue is bounded: [`Journal::record`] never waits and fails when the queue is full,
+//! which is the node's signal that it takes no more new calls (inbound answers 503, the
+//! dialer claims nothing) until the database catches up. The end of a call is queued with
+//! [`Journal::commit`], which waits for room and for the write to be stored: a call's end
+//! is never dropped, and the call's live-call guard is held until it is stored, so the
+//! shutdown drain waits for it too.
+//!
+//! What a crash can lose: the writes queued and not yet committed (at most one batch
+//! plus what queued behind it, milliseconds of calls). An inbound call whose row was not
+//! yet stored leaves no row (its call died with the process); an outbound row keeps its
+//! claim and is reconciled as `interrupted`, never redialled (see `store::communications`).
+
+use callsmith_control::Store;
+use callsmith_control::metrics::Metrics;
+use callsmith_control::store::StoreResult;
+use callsmith_control::store::communications::CallWrite;
+use prometheus_client::metrics::{gauge::Gauge, histogram::Histogram};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, warn};
+
+use crate::persist::persist;
+
+/// Writes applied in one transaction at most.
+pub const MAX_BATCH: usize = 512;
+
+/// What the writer is asked to do.
+enum Entry {
+    Write(CallWrite, Option<oneshot::Sender<StoreResult<bool>>>),
+    /// Answered once everything queued before it is stored.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The queue is full: the node is behind on its writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalFull;
+
+/// The write-behind queue of call progress (see the module doc). Cheap to clone.
+#[derive(Clone)]
+pub struct Journal {
+    tx: mpsc::Sender<Entry>,
+}
+
+/// The journal on /metrics.
+#[derive(Clone, Debug)]
+struct JournalMetrics {
+    /// Writes queued behind the calls, as the writer last saw them.
+    queued: Gauge,
+    /// Writes per committed batch.
+    batch: Histogram,
+}
+
+impl Journal {
+    /// Starts the writer over `store` with room for `capacity` queued writes, reporting on
+    /// `metrics`.
+    pub fn start(store: Store, capacity: usize, metrics: &Metrics) -> Journal {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let m = JournalMetrics {
+            queued: Gauge::default(),
+            batch: Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]),
+        };
+        let mut r = metrics.registry();
+        r.register(
+            "callsmith_call_writes_queued",
+            "Call progress writes queued behind the calls (the write-behind journal)",
+            m.queued.clone(),
+        );
+        r.register(
+            "callsmith_call_write_batch",
+            "Call progress writes committed per transaction",
+            m.batch.clone(),
+        );
+        tokio::spawn(writer(store, rx, m));
+        Journal { tx }
+    }
+
+    /// Queues a write without waiting; [`JournalFull`] when there is no room.
+    pub fn record(&self, write: CallWrite) -> Result<(), JournalFull> {
+        self.tx
+            .try_send(Entry::Write(write, None))
+            .map_err(|_| JournalFull)
+    }
+
+    /// Queues a write, waiting only for room (a call's writes after its admission: they
+    /// stay in the call's order, and the queue is full only while the node refuses new
+    /// calls).
+    pub async fn queue(&self, write: CallWrite) {
+        if self.tx.send(Entry::Write(write, None)).await.is_err() {
+            warn!("the call progress writer has stopped; a write is dropped");
+        }
+    }
+
+    /// Queues a write (waiting for room) and waits until it is stored; true when it changed
+    /// its row (false: the claim was lost).
+    pub async fn commit(&self, write: CallWrite) -> StoreResult<bool> {
+        let (done, stored) = oneshot::channel();
+        if self.tx.send(Entry::Write(write, Some(done))).await.is_err() {
+            return Err(writer_gone());
+        }
+        stored.await.unwrap_or_else(|_| Err(writer_gone()))
+    }
+
+    /// Waits until every write queued before this call is stored (or given up on).
+    pub async fn flush(&self) {
+        let (done, flushed) = oneshot::channel();
+        if self.tx.send(Entry::Flush(done)).await.is_ok() {
+            let _ = flushed.await;
+        }
+    }
+
+    /// Writes that fit in the queue now.
+    pub fn free(&self) -> usize {
+        self.tx.capacity()
+    }
+}
+
+fn writer_gone() -> callsmith_control::store::StoreError {
+    callsmith_control::store::StoreError::Db(callsmith_control::store::sqlx::Error::PoolClosed)
+}
+
+async fn writer(store: Store, mut rx: mpsc::Receiver<Entry>, m: JournalMetrics) {
+    let mut batch: Vec<Entry> = Vec::with_capacity(MAX_BATCH);
+    while let Some(first) = rx.recv().await {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(e) => batch.push(e),
+                Err(_) => break,
+            }
+        }
+        m.queued.set((batch.len() + rx.len()) as i64);
+        m.batch.observe(batch.len() as f64);
+        apply(&store, &mut batch).await;
+    }
+}
+
+/// Applies a batch in one transaction and answers its waiters; falls back to one write at
+/// a time when the database refuses the batch.
+async fn apply(store: &Store, batch: &mut Vec<Entry>) {
+    let writes: Vec<CallWrite> = batch
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Write(w, _) => Some(w.clone()),
+            Entry::Flush(_) => None,
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let outcome = persist("storing call progress", || {
+        store.communications_apply(&writes)
+    })
+    .await;
+    debug!(
+        writes = writes.len(),
+        ms = started.elapsed().as_secs_f64() * 1e3,
+        "call progress stored"
+    );
+    let mut changed = match outcome {
+        Ok(changed) => changed.into_iter().map(Ok).collect::<Vec<_>>(),
+        Err(e) => {
+            warn!(error = %e, writes = writes.len(), "a batch of call progress was refused; storing it write by write");
+            let mut one_by_one = Vec::with_capacity(writes.len());
+            for w in &writes {
+                let r = persist("storing call progress", || {
+                    store.communication_apply(w.clone())
+                })
+                .await;
+                if let Err(e) = &r {
+                    warn!(communication = %w.sid(), error = %e, "a call's progress could not be stored");
+                }
+                one_by_one.push(r);
+            }
+            one_by_one
+        }
+    }
+    .into_iter();
+    for entry in batch.drain(..) {
+        match entry {
+            Entry::Write(w, done) => {
+                let r = changed.next().unwrap_or(Ok(false));
+                if let Ok(false) = r {
+                    debug!(communication = %w.sid(), "call progress not applied: the claim is no longer this node's");
+                }
+                if let Some(done) = done {
+                    let _ = done.send(r);
+                }
+            }
+            Entry::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
