@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use std::sync::Arc;
 
-use callsmith_control::store::{AccountRecord, AgentRecord, ScenarioVersionRecord};
+use callsmith_control::store::InboundRoute;
 use callsmith_scenarios::Program;
 
 use std::time::Duration;
@@ -76,11 +76,9 @@ impl lifecycle::Setup for Answer {
             return None;
         }
         let Route {
-            agent,
-            identifier,
-            published,
+            found,
+            version,
             program,
-            account,
         } = match route(rt, &call.to).await {
             Ok(r) => r,
             Err(refusal) => {
@@ -88,7 +86,12 @@ impl lifecycle::Setup for Answer {
                 return None;
             }
         };
-        let timezone = caller::call_timezone(Some(&agent), &account);
+        let agent = &found.agent;
+        let identifier = found.identifier.clone();
+        let timezone = match &found.account {
+            Some(account) => caller::call_timezone(Some(agent), account),
+            None => "UTC".into(),
+        };
         let lease =
             chrono::Duration::from_std(rt.settings.lease).unwrap_or(chrono::Duration::seconds(30));
         let new = NewCommunication {
@@ -97,7 +100,7 @@ impl lifecycle::Setup for Answer {
             account_sid: agent.account_sid.clone(),
             agent_sid: Some(agent.sid.clone()),
             scenario_sid: agent.scenario_sid.clone(),
-            version: published.version,
+            version: Some(version),
             draft_version: None,
             recipient: call.from.clone(),
             from_number: identifier.clone(),
@@ -134,7 +137,7 @@ impl lifecycle::Setup for Answer {
         }
         let prep = Prepared {
             program,
-            agent: Some(agent),
+            agent: Some(agent.clone()),
             from_number: identifier,
             trunk: Some(trunk),
             tz: caller::zone(&timezone),
@@ -199,12 +202,11 @@ impl lifecycle::Setup for Answer {
 
 /// What an inbound call to a number runs.
 struct Route {
-    agent: AgentRecord,
-    /// The number called, as stored.
-    identifier: String,
-    published: ScenarioVersionRecord,
+    /// The agent, number, account and published version, as routed.
+    found: Arc<InboundRoute>,
+    /// The published version's number.
+    version: i64,
     program: Arc<Program>,
-    account: AccountRecord,
 }
 
 /// Why an inbound call is refused, as a SIP final response.
@@ -241,9 +243,9 @@ impl Refusal {
 /// not answer 503.
 async fn route(rt: &Runtime, to: &str) -> Result<Route, Refusal> {
     let not_found = |e: CallError| Refusal::from_call_error(e, 404);
-    let Some((agent_sid, identifier)) = rt
+    let Some(found) = rt
         .store
-        .inbound_agent_for_number(to)
+        .inbound_route(to)
         .await
         .map_err(|e| not_found(e.into()))?
     else {
@@ -253,41 +255,26 @@ async fn route(rt: &Runtime, to: &str) -> Result<Route, Refusal> {
             reason: None,
         });
     };
-    let agent = rt
-        .store
-        .agent_get(&agent_sid)
-        .await
-        .map_err(|e| not_found(e.into()))?
-        .ok_or_else(|| not_found(CallError::permanent("the agent no longer exists")))?;
-    let unpublished = |e: CallError| Refusal {
-        reason: (!e.is_retryable()).then(|| "scenario not published".to_string()),
-        ..Refusal::from_call_error(e, 480)
+    let Some(published) = &found.published else {
+        info!(agent = %found.agent.sid, "the agent's scenario has no published version: 480");
+        return Err(Refusal {
+            code: 480,
+            reason: Some("scenario not published".into()),
+        });
     };
-    let published = rt
-        .store
-        .scenario_latest_published(&agent.scenario_sid)
-        .await
-        .map_err(|e| unpublished(e.into()))?
-        .ok_or_else(|| {
-            unpublished(CallError::permanent(
-                "the agent's scenario has no published version",
-            ))
-        })?;
     let program = rt
-        .program(&published)
+        .program(published)
         .map_err(|e| Refusal::from_call_error(CallError::Permanent(e), 500))?;
-    let account = rt
-        .store
-        .account_get(&agent.account_sid)
-        .await
-        .map_err(|e| not_found(e.into()))?
-        .ok_or_else(|| not_found(CallError::permanent("the agent's account no longer exists")))?;
+    let version = published.version.unwrap_or_default();
+    if found.account.is_none() {
+        return Err(not_found(CallError::permanent(
+            "the agent's account no longer exists",
+        )));
+    }
     Ok(Route {
-        agent,
-        identifier,
-        published,
+        found,
+        version,
         program,
-        account,
     })
 }
 

@@ -36,6 +36,7 @@ mod pools;
 mod profile;
 mod provision;
 mod read_cache;
+mod routing;
 mod scenarios;
 mod sms;
 mod tenants;
@@ -61,6 +62,7 @@ pub use legacy::{
 pub use profile::ProfileRecord;
 pub use provision::create_postgres_database;
 pub use results::ResultDeliveryRecord;
+pub use routing::InboundRoute;
 pub use tenants::{TenantPurger, TenantRecord};
 pub use trunks::TrunkRecord;
 pub use users::{NewUser, UserPatch, UserRecord};

@@ -36,6 +36,7 @@ use parking_lot::Mutex;
 use sqlx::sqlite::SqliteConnection;
 
 use super::keys::AuthLookup;
+use super::routing::InboundRoute;
 use super::users::UserRecord;
 
 /// Entries a cache keeps at most; when full, entries of older generations go first, then all.
@@ -46,6 +47,18 @@ const AUTOCHECKPOINT_PAGES: c_int = 1000;
 
 /// Tables whose changes move the user pages' generation.
 const USER_PAGE_TABLES: &[&str] = &["users"];
+/// Tables an inbound route reads (`Store::inbound_route`): the number, its pool, the
+/// agent, its scenario's versions, its account and tenant. Calls write `communications`
+/// all the time; that table is not among them.
+const ROUTE_TABLES: &[&str] = &[
+    "numbers",
+    "number_pools",
+    "agents",
+    "scenarios",
+    "scenario_versions",
+    "accounts",
+    "tenants",
+];
 /// Tables the credential lookups read (`Store::lookup_*`).
 const CREDENTIAL_TABLES: &[&str] = &[
     "superuser_tokens",
@@ -144,6 +157,9 @@ pub(crate) struct Caches {
     /// Credential lookups by (token kind, secret hash). Only found credentials are kept,
     /// so unknown tokens cannot fill it.
     pub credentials: ReadCache<(u8, String), Option<AuthLookup>>,
+    /// Inbound routes by called number. Only served numbers are kept, so calls to unknown
+    /// numbers cannot fill it.
+    pub inbound_routes: ReadCache<String, Option<Arc<InboundRoute>>>,
 }
 
 impl std::fmt::Debug for Caches {
@@ -151,6 +167,7 @@ impl std::fmt::Debug for Caches {
         f.debug_struct("Caches")
             .field("user_pages", &self.user_pages.entries.lock().len())
             .field("credentials", &self.credentials.entries.lock().len())
+            .field("inbound_routes", &self.inbound_routes.entries.lock().len())
             .finish()
     }
 }
@@ -163,6 +180,7 @@ impl Caches {
             generations: [
                 self.user_pages.generation.clone(),
                 self.credentials.generation.clone(),
+                self.inbound_routes.generation.clone(),
             ],
         });
         let mut handle = conn.lock_handle().await?;
@@ -176,6 +194,9 @@ impl Caches {
             }
             if CREDENTIAL_TABLES.contains(&change.table) {
                 bits |= 2;
+            }
+            if ROUTE_TABLES.contains(&change.table) {
+                bits |= 4;
             }
             if bits != 0 {
                 marks.changed.fetch_or(bits, Ordering::SeqCst);
@@ -198,7 +219,7 @@ impl Caches {
 struct HookState {
     /// Bit i: a table of cache i changed since the connection's last commit.
     changed: AtomicU8,
-    generations: [Arc<AtomicU64>; 2],
+    generations: [Arc<AtomicU64>; 3],
 }
 
 /// SQLite's WAL hook: runs on the connection's thread after each commit.

@@ -21,10 +21,6 @@ impl CallError {
         CallError::Permanent(why.into())
     }
 
-    pub fn is_retryable(&self) -> bool {
-        matches!(self, CallError::Retryable(_))
-    }
-
     pub fn reason(&self) -> &str {
         match self {
             CallError::Retryable(why) | CallError::Permanent(why) => why,
@@ -72,13 +68,13 @@ mod tests {
     #[test]
     fn store_failures_are_retryable_and_missing_things_are_not() {
         let e: CallError = StoreError::Db(sqlx_timeout()).into();
-        assert!(e.is_retryable());
+        assert!(matches!(e, CallError::Retryable(_)));
         let e: CallError = StoreError::NotFound.into();
-        assert!(!e.is_retryable());
+        assert!(matches!(e, CallError::Permanent(_)));
         let e: CallError = CallerIdError::PoolEmpty.into();
-        assert!(!e.is_retryable());
+        assert!(matches!(e, CallError::Permanent(_)));
         assert_eq!(e.reason(), "the agent's number pool has no active number");
         let e: CallError = CallerIdError::Store(StoreError::Db(sqlx_timeout())).into();
-        assert!(e.is_retryable());
+        assert!(matches!(e, CallError::Retryable(_)));
     }
 }

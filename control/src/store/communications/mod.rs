@@ -570,29 +570,6 @@ impl Store {
             maybe_placed,
         })
     }
-
-    /// Inbound routing: the active agent whose gateway is the called number (by its
-    /// identifier, normalised as the SIP layer gives it) or the number's pool. Returns
-    /// (agent sid, number identifier as stored). Matches `+1555…` and `1555…` alike.
-    pub async fn inbound_agent_for_number(
-        &self,
-        called: &str,
-    ) -> StoreResult<Option<(String, String)>> {
-        let digits = called.trim_start_matches('+').to_string();
-        let plus = format!("+{digits}");
-        let row: Option<(String, String, Option<String>, String)> = on_db!(self, p => sqlx::query_as(
-            "SELECT sid, account_sid, pool_sid, identifier FROM numbers WHERE status = 'active' AND identifier IN ($1, $2) ORDER BY created_at ASC LIMIT 1")
-            .bind(&digits).bind(&plus).fetch_optional(p).await)?;
-        let Some((number_sid, account_sid, pool_sid, identifier)) = row else {
-            return Ok(None);
-        };
-        let pool = pool_sid.unwrap_or_default();
-        let agent: Option<String> = on_db!(self, p => sqlx::query_scalar(
-            "SELECT sid FROM agents WHERE account_sid = $1 AND status = 'active' AND archive_time IS NULL \
-             AND (number_sid = $2 OR (number_pool_sid IS NOT NULL AND number_pool_sid = $3)) ORDER BY created_at ASC LIMIT 1")
-            .bind(&account_sid).bind(&number_sid).bind(&pool).fetch_optional(p).await)?;
-        Ok(agent.map(|a| (a, identifier)))
-    }
 }
 
 mod writes;
