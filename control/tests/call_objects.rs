@@ -155,6 +155,7 @@ async fn history_and_recording(s: TestServer) {
         sid: id.clone(),
         token: "tok".into(),
         finish: Box::new(end),
+        deliveries: None,
         at: Utc::now(),
     };
     assert!(s.store.communication_apply(finish).await.unwrap());

@@ -7,7 +7,7 @@ use callsmith_control::{
     communication::CommunicationStatus,
     store::{
         NewCommunication,
-        communications::{CallFinish, CallWrite, Claim, ClaimScope, inbound_record},
+        communications::{CallFinish, CallWrite, Claim, ClaimScope, Deliveries, inbound_record},
     },
     testing::TestServer,
 };
@@ -112,6 +112,12 @@ async fn an_inbound_call_stored_in_one_batch(s: TestServer) {
             sid: sid.clone(),
             token: "tok".into(),
             finish: Box::new(end),
+            deliveries: Some(Box::new(Deliveries {
+                tenant_sid: f.tenant_sid.clone(),
+                account_sid: f.account_sid.clone(),
+                agent_sid: "agt_x".into(),
+                urls: vec!["https://a.example/r".into(), "https://b.example/r".into()],
+            })),
             at: ended,
         },
     ];
@@ -131,6 +137,17 @@ async fn an_inbound_call_stored_in_one_batch(s: TestServer) {
     assert_eq!(row.answered_at.map(ms), Some(ms(answered)));
     assert_eq!(row.ended_at.map(ms), Some(ms(ended)));
     assert_eq!(row.claim_token, None, "the end clears the claim");
+    // The end's result deliveries were queued with it.
+    let (queued, total) = s
+        .store
+        .result_delivery_list(&f.account_sid, None, 10, 0)
+        .await
+        .unwrap();
+    assert_eq!(total, 2);
+    let mut urls: Vec<&str> = queued.iter().map(|d| d.url.as_str()).collect();
+    urls.sort();
+    assert_eq!(urls, ["https://a.example/r", "https://b.example/r"]);
+    assert!(queued.iter().all(|d| d.communication_sid == sid));
 
     // A write under a claim this process no longer holds changes nothing and says so.
     let late = CallWrite::Answered {

@@ -8,40 +8,32 @@ use std::time::Duration;
 
 use callsmith_control::communication::Communication;
 use callsmith_control::outbound::OutboundRequest;
-use callsmith_control::store::{ResultDeliveryRecord, results::AttemptOutcome};
+use callsmith_control::store::communications::Deliveries;
+use callsmith_control::store::{
+    AgentRecord, CommunicationRecord, ResultDeliveryRecord, results::AttemptOutcome,
+};
 use serde_json::{Value, json};
 use tracing::{debug, warn};
 
 use crate::runtime::Runtime;
 
-/// Creates the deliveries of a finished communication (nothing for test calls without agent).
-pub async fn enqueue(rt: &Runtime, communication_sid: &str) {
-    let Ok(Some(comm)) = rt.store.communication_get(communication_sid).await else {
-        return;
-    };
-    let Some(agent_sid) = &comm.agent_sid else {
-        return;
-    };
-    let Ok(Some(agent)) = rt.store.agent_get(agent_sid).await else {
-        return;
-    };
+/// The result deliveries of a communication that ended: one per target of its agent;
+/// None for a call without an agent (a scenario test call) or an agent without targets.
+/// Queued with the call's end, in the same transaction (`CallWrite::Finish`).
+pub fn deliveries(
+    comm: &CommunicationRecord,
+    agent: Option<&AgentRecord>,
+) -> Option<Box<Deliveries>> {
+    let agent = agent?;
     let urls = targets(&agent.communication_result);
-    if urls.is_empty() {
-        return;
-    }
-    if let Err(e) = crate::persist::persist("creating result deliveries", || {
-        rt.store.result_deliveries_create(
-            &comm.tenant_sid,
-            &comm.account_sid,
-            &comm.sid,
-            agent_sid,
-            &urls,
-        )
+    (!urls.is_empty()).then(|| {
+        Box::new(Deliveries {
+            tenant_sid: comm.tenant_sid.clone(),
+            account_sid: comm.account_sid.clone(),
+            agent_sid: agent.sid.clone(),
+            urls,
+        })
     })
-    .await
-    {
-        warn!(communication = %comm.sid, error = %e, "creating result deliveries failed");
-    }
 }
 
 /// Target URLs of an agent's `communication_result` JSON (`{"targets": [{"url"}]}`).

@@ -148,6 +148,7 @@ async fn tick(
                         sid: c.sid,
                         token: rt.settings.claim_token.clone(),
                         error: "the agent no longer exists".into(),
+                        deliveries: None,
                         at: Utc::now(),
                     })
                     .await;

@@ -57,6 +57,7 @@ async fn fail(rt: &Runtime, comm: &CommunicationRecord, why: &str) {
             sid: comm.sid.clone(),
             token: rt.settings.claim_token.clone(),
             error: why.to_string(),
+            deliveries: None,
             at: Utc::now(),
         })
         .await;

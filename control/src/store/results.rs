@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Backend, Store, StoreError, StoreResult, now, on_db, store_row};
+use super::{Backend, Store, StoreResult, now, on_db, store_row};
 
 /// Prefix of result delivery sids.
 pub const RESULT_DELIVERY_PREFIX: &str = "rdl";
@@ -72,33 +72,6 @@ pub enum AttemptOutcome {
 }
 
 impl Store {
-    /// One `new` delivery per distinct target URL (idempotent per communication and URL).
-    pub async fn result_deliveries_create(
-        &self,
-        tenant_sid: &str,
-        account_sid: &str,
-        communication_sid: &str,
-        agent_sid: &str,
-        urls: &[String],
-    ) -> StoreResult<u64> {
-        let t = now();
-        let mut created = 0;
-        for url in urls {
-            let sid = crate::ids::new_sid(RESULT_DELIVERY_PREFIX);
-            let r = on_db!(self, p => sqlx::query("INSERT INTO result_deliveries (sid, tenant_sid, account_sid, communication_sid, agent_sid, url, \
-                status, attempts, next_attempt_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'new', 0, $7, $7, $7)")
-                .bind(&sid).bind(tenant_sid).bind(account_sid).bind(communication_sid).bind(agent_sid).bind(url).bind(t)
-                .execute(p).await.map(|_| ()))
-            .map_err(StoreError::from_write);
-            match r {
-                Ok(()) => created += 1,
-                Err(StoreError::Unique) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(created)
-    }
-
     /// Claims up to `limit` due deliveries (`new` and due, or `delivering` with an expired lease).
     pub async fn result_delivery_claim_due(
         &self,

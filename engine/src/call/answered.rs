@@ -230,7 +230,7 @@ impl AnsweredCall {
                     .map(String::as_str),
             ),
         };
-        finish(&rt, &comm, &f).await;
+        finish(&rt, &comm, port.agent.as_ref(), &f).await;
         info!(communication = %comm.sid, goals = ?f.goals, duration = f.duration, "call ended");
     }
 }

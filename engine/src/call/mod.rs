@@ -92,14 +92,21 @@ async fn wait_end(leg: &mut CallLeg, within: Duration) -> Option<EndInfo> {
     .flatten()
 }
 
-/// Writes the end of a communication (through the journal, waiting until it is stored)
-/// and queues its result deliveries. A database that does not answer is waited for (see
-/// [`crate::persist`]), so a call's end is not lost under load.
-async fn finish(rt: &Runtime, comm: &CommunicationRecord, f: &CallFinish) {
+/// Writes the end of a communication and queues its result deliveries (to `agent`'s
+/// targets) in the same transaction, through the journal, waiting until it is stored. A
+/// database that does not answer is waited for (see [`crate::persist`]), so a call's end is
+/// not lost under load.
+async fn finish(
+    rt: &Runtime,
+    comm: &CommunicationRecord,
+    agent: Option<&AgentRecord>,
+    f: &CallFinish,
+) {
     let write = CallWrite::Finish {
         sid: comm.sid.clone(),
         token: rt.settings.claim_token.clone(),
         finish: Box::new(f.clone()),
+        deliveries: crate::delivery::deliveries(comm, agent),
         at: Utc::now(),
     };
     match rt.journal.commit(write).await {
@@ -109,5 +116,4 @@ async fn finish(rt: &Runtime, comm: &CommunicationRecord, f: &CallFinish) {
             warn!(communication = %comm.sid, error = %e, "recording the end of a call failed")
         }
     }
-    crate::delivery::enqueue(rt, &comm.sid).await;
 }

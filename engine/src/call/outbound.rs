@@ -60,16 +60,21 @@ impl lifecycle::Setup for Dial {
             }
             Err(CallError::Permanent(e)) => {
                 warn!(communication = %comm.sid, error = %e, "communication cannot be dialled");
+                // The agent (when it still exists) is read again for its result targets.
+                let agent = match &comm.agent_sid {
+                    Some(a) => rt.store.agent_get(a).await.ok().flatten(),
+                    None => None,
+                };
                 let write = CallWrite::Fail {
                     sid: comm.sid.clone(),
                     token: token.clone(),
                     error: e,
+                    deliveries: crate::delivery::deliveries(&comm, agent.as_ref()),
                     at: Utc::now(),
                 };
                 if let Err(e) = rt.journal.commit(write).await {
                     warn!(communication = %comm.sid, error = %e, "recording a failed communication failed");
                 }
-                crate::delivery::enqueue(rt, &comm.sid).await;
                 return None;
             }
         };
@@ -160,7 +165,7 @@ async fn place(
                 variables: "{}".into(),
                 ..CallFinish::new(CommunicationStatus::Completed)
             };
-            finish(rt, comm, &f).await;
+            finish(rt, comm, prep.agent.as_ref(), &f).await;
             return None;
         }
     };
@@ -191,7 +196,7 @@ async fn place(
                     error: failed.then(|| end.reason.clone()),
                     ..CallFinish::new(CommunicationStatus::Completed)
                 };
-                finish(rt, comm, &f).await;
+                finish(rt, comm, prep.agent.as_ref(), &f).await;
                 return None;
             }
             Some(_) => {}
@@ -219,7 +224,7 @@ async fn place(
             ),
             ..CallFinish::new(CommunicationStatus::Completed)
         };
-        finish(rt, comm, &f).await;
+        finish(rt, comm, prep.agent.as_ref(), &f).await;
         return None;
     };
     rt.journal

@@ -574,7 +574,7 @@ impl Store {
 
 mod writes;
 
-pub use writes::{CallWrite, inbound_record};
+pub use writes::{CallWrite, Deliveries, inbound_record};
 
 #[cfg(test)]
 mod tests;

@@ -36,18 +36,22 @@ pub enum CallWrite {
         call_id: String,
         at: DateTime<Utc>,
     },
-    /// How the call ended; clears the claim.
+    /// How the call ended; clears the claim and queues its result deliveries in the same
+    /// transaction.
     Finish {
         sid: String,
         token: String,
         finish: Box<CallFinish>,
+        deliveries: Option<Box<Deliveries>>,
         at: DateTime<Utc>,
     },
-    /// The row fails without a call (`failed`, with the reason); clears the claim.
+    /// The row fails without a call (`failed`, with the reason); clears the claim and
+    /// queues its result deliveries.
     Fail {
         sid: String,
         token: String,
         error: String,
+        deliveries: Option<Box<Deliveries>>,
         at: DateTime<Utc>,
     },
     /// The row goes back to `new`, unclaimed, for a later attempt: only before its INVITE.
@@ -56,6 +60,16 @@ pub enum CallWrite {
         token: String,
         at: DateTime<Utc>,
     },
+}
+
+/// The result deliveries of an ended call: one per target URL of its agent
+/// (`result_deliveries`, sent by the engine's delivery loop).
+#[derive(Debug, Clone)]
+pub struct Deliveries {
+    pub tenant_sid: String,
+    pub account_sid: String,
+    pub agent_sid: String,
+    pub urls: Vec<String>,
 }
 
 impl CallWrite {
@@ -121,6 +135,23 @@ pub fn inbound_record(
     }
 }
 
+/// Queues the result deliveries of communication `sid` on an open transaction (a target
+/// already queued for it is left as it is).
+macro_rules! insert_deliveries {
+    ($tx:ident, $sid:expr, $d:expr, $at:expr) => {
+        for url in &$d.urls {
+            sqlx::query(
+                "INSERT INTO result_deliveries (sid, tenant_sid, account_sid, communication_sid, agent_sid, url, \
+                 status, attempts, next_attempt_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'new', 0, $7, $7, $7) \
+                 ON CONFLICT (communication_sid, url) DO NOTHING",
+            )
+            .bind(crate::ids::new_sid(crate::store::results::RESULT_DELIVERY_PREFIX))
+            .bind(&$d.tenant_sid).bind(&$d.account_sid).bind($sid).bind(&$d.agent_sid).bind(url).bind(*$at)
+            .execute(&mut *$tx).await?;
+        }
+    };
+}
+
 /// Applies one write on an open transaction; true when it changed its row (false: the
 /// claim was lost, or a release came after the INVITE).
 macro_rules! apply_write {
@@ -151,7 +182,8 @@ macro_rules! apply_write {
             )
             .bind(sid).bind(token).bind(*at).bind(call_id)
             .execute(&mut *$tx).await?.rows_affected() == 1,
-            CallWrite::Finish { sid, token, finish: f, at } => sqlx::query(
+            CallWrite::Finish { sid, token, finish: f, deliveries, at } => {
+                let changed = sqlx::query(
                 "UPDATE communications SET communication_status = $3, call_status = $4, sip_code = $5, duration = $6, \
                  goals = $7, variables = $8, has_history = $9, history_path = $10, has_recording = $11, recording_path = $12, \
                  end_reason = $13, error = $14, answered_at = COALESCE(answered_at, $15), ended_at = $16, updated_at = $16, \
@@ -162,13 +194,24 @@ macro_rules! apply_write {
             .bind(crate::store::to_json_list(&f.goals)).bind(&f.variables).bind(f.history_path.is_some())
             .bind(&f.history_path).bind(f.recording_path.is_some()).bind(&f.recording_path).bind(&f.end_reason)
             .bind(&f.error).bind(f.answered_at).bind(*at).bind(f.consent_granted)
-            .execute(&mut *$tx).await?.rows_affected() == 1,
-            CallWrite::Fail { sid, token, error, at } => sqlx::query(
-                "UPDATE communications SET communication_status = 'failed', error = $3, ended_at = $4, updated_at = $4, \
-                 claim_token = NULL, claimed_by = NULL, claimed_until = NULL WHERE sid = $1 AND claim_token = $2",
-            )
-            .bind(sid).bind(token).bind(error).bind(*at)
-            .execute(&mut *$tx).await?.rows_affected() == 1,
+            .execute(&mut *$tx).await?.rows_affected() == 1;
+                if changed && let Some(d) = deliveries {
+                    insert_deliveries!($tx, sid, d, at);
+                }
+                changed
+            }
+            CallWrite::Fail { sid, token, error, deliveries, at } => {
+                let changed = sqlx::query(
+                    "UPDATE communications SET communication_status = 'failed', error = $3, ended_at = $4, updated_at = $4, \
+                     claim_token = NULL, claimed_by = NULL, claimed_until = NULL WHERE sid = $1 AND claim_token = $2",
+                )
+                .bind(sid).bind(token).bind(error).bind(*at)
+                .execute(&mut *$tx).await?.rows_affected() == 1;
+                if changed && let Some(d) = deliveries {
+                    insert_deliveries!($tx, sid, d, at);
+                }
+                changed
+            }
             CallWrite::Release { sid, token, at } => sqlx::query(
                 "UPDATE communications SET communication_status = 'new', claim_token = NULL, claimed_by = NULL, \
                  claimed_until = NULL, updated_at = $3 WHERE sid = $1 AND claim_token = $2 AND started_at IS NULL",
