@@ -121,7 +121,7 @@ async fn tick(
             .communication_claim_due(&claim(rt, lease), &ClaimScope::TestCalls, room(rt))
             .await?;
         for c in rows {
-            tokio::spawn(crate::call::run_outbound(rt.clone(), c, None));
+            tokio::spawn(crate::call::run_outbound(rt.clone(), c, None, None));
         }
     }
     // Start slots missed by at most one poll interval may still be taken, and those of the
@@ -193,7 +193,12 @@ async fn tick(
             .communication_claim_agent(&claim(rt, lease), &agent.sid, &limits, room(rt))
             .await?;
         for c in rows {
-            tokio::spawn(crate::call::run_outbound(rt.clone(), c.row, c.start_at));
+            tokio::spawn(crate::call::run_outbound(
+                rt.clone(),
+                c.row,
+                c.start_at,
+                Some(agent.clone()),
+            ));
         }
     }
     Ok(())

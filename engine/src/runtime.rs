@@ -189,13 +189,18 @@ const MAX_PROGRAMS: usize = 256;
 
 /// Indexed scenario programs by version record, each with the text it was parsed from.
 #[derive(Debug, Default)]
-pub struct Programs(Mutex<HashMap<String, (String, Arc<Program>)>>);
+pub struct Programs {
+    by_record: Mutex<HashMap<String, (String, Arc<Program>)>>,
+    /// Published versions by (scenario sid, version number): a published version's text
+    /// never changes, so an outbound call to it needs no read.
+    published: Mutex<HashMap<(String, i64), Arc<Program>>>,
+}
 
 impl Programs {
     /// The program of `record`, parsed and indexed now unless this record's current text
     /// was before.
     pub fn get(&self, record: &ScenarioVersionRecord) -> Result<Arc<Program>, String> {
-        if let Some((text, parsed)) = self.0.lock().get(&record.sid)
+        if let Some((text, parsed)) = self.by_record.lock().get(&record.sid)
             && *text == record.snapshot
         {
             return Ok(parsed.clone());
@@ -203,7 +208,7 @@ impl Programs {
         let parsed = Arc::new(Program::new(
             Snapshot::from_owned(record.snapshot_value()).map_err(|e| format!("scenario: {e}"))?,
         ));
-        let mut kept = self.0.lock();
+        let mut kept = self.by_record.lock();
         if kept.len() >= MAX_PROGRAMS && !kept.contains_key(&record.sid) {
             kept.clear();
         }
@@ -211,7 +216,22 @@ impl Programs {
             record.sid.clone(),
             (record.snapshot.clone(), parsed.clone()),
         );
+        if let Some(v) = record.version {
+            let mut published = self.published.lock();
+            if published.len() >= MAX_PROGRAMS {
+                published.clear();
+            }
+            published.insert((record.scenario_sid.clone(), v), parsed.clone());
+        }
         Ok(parsed)
+    }
+
+    /// The program of a published version seen before.
+    pub fn published(&self, scenario_sid: &str, version: i64) -> Option<Arc<Program>> {
+        self.published
+            .lock()
+            .get(&(scenario_sid.to_string(), version))
+            .cloned()
     }
 }
 
@@ -297,6 +317,11 @@ impl Runtime {
     /// again.
     pub fn program(&self, record: &ScenarioVersionRecord) -> Result<Arc<Program>, String> {
         self.programs.get(record)
+    }
+
+    /// The program of published version `version` of a scenario, if a call ran it before.
+    pub fn published_program(&self, scenario_sid: &str, version: i64) -> Option<Arc<Program>> {
+        self.programs.published(scenario_sid, version)
     }
 
     pub fn objects(&self) -> &Arc<Objects> {

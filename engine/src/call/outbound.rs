@@ -20,17 +20,20 @@ pub(super) async fn wait_for_slot(draining: &CancellationToken, at: DateTime<Utc
 /// Runs a claimed outbound communication to its end through the call lifecycle. Never
 /// panics on bad data: every failure ends as a `failed` row with the reason, or releases
 /// the claim when trying later can help. `start_at` is the call's cps start slot, which
-/// the dialer claims up to one poll ahead.
+/// the dialer claims up to one poll ahead; `agent` the row's agent as the dialer just read
+/// it (None: read when the call is prepared).
 pub fn run_outbound(
     rt: Runtime,
     comm: CommunicationRecord,
     start_at: Option<DateTime<Utc>>,
+    agent: Option<AgentRecord>,
 ) -> impl std::future::Future<Output = ()> + Send {
     lifecycle::run(
         rt,
         Dial {
             comm: Some(comm),
             start_at,
+            agent,
         },
     )
 }
@@ -41,6 +44,8 @@ pub(super) struct Dial {
     /// The claimed row, until `prepare` hands it on.
     comm: Option<CommunicationRecord>,
     start_at: Option<DateTime<Utc>>,
+    /// The row's agent, when the dialer passed it.
+    agent: Option<AgentRecord>,
 }
 
 #[async_trait]
@@ -50,7 +55,7 @@ impl lifecycle::Setup for Dial {
     async fn prepare(&mut self, rt: &Runtime) -> Option<(CommunicationRecord, Prepared)> {
         let comm = self.comm.take()?;
         let token = &rt.settings.claim_token;
-        let prep = match prepare(rt, &comm).await {
+        let prep = match prepare(rt, &comm, self.agent.take()).await {
             Ok(p) => p,
             Err(CallError::Retryable(e)) => {
                 // Nothing is wrong with the row: give it back for a later attempt.

@@ -20,34 +20,49 @@ pub struct Prepared {
 }
 
 /// Loads the scenario version, the agent, the from-number and the trunk of a claimed row.
-pub async fn prepare(rt: &Runtime, comm: &CommunicationRecord) -> Result<Prepared, CallError> {
+/// `agent` is the row's agent when the caller has just read it (the dialer has); a
+/// published version a call ran before is not read again (its text never changes).
+pub async fn prepare(
+    rt: &Runtime,
+    comm: &CommunicationRecord,
+    agent: Option<AgentRecord>,
+) -> Result<Prepared, CallError> {
     let store = &rt.store;
-    let agent = match &comm.agent_sid {
-        Some(a) => Some(
+    let agent = match (&comm.agent_sid, agent) {
+        (Some(a), Some(known)) if known.sid == *a => Some(known),
+        (Some(a), _) => Some(
             store
                 .agent_get(a)
                 .await?
                 .ok_or(CallError::permanent("the agent no longer exists"))?,
         ),
-        None => None,
+        (None, _) => None,
     };
-    let record = match (comm.version, comm.draft_version) {
-        (Some(v), _) => {
-            store
-                .scenario_version_by_axis(&comm.scenario_sid, v, false)
-                .await
+    let known = comm
+        .version
+        .and_then(|v| rt.published_program(&comm.scenario_sid, v));
+    let program = match known {
+        Some(p) => p,
+        None => {
+            let record = match (comm.version, comm.draft_version) {
+                (Some(v), _) => {
+                    store
+                        .scenario_version_by_axis(&comm.scenario_sid, v, false)
+                        .await
+                }
+                (None, Some(d)) => {
+                    store
+                        .scenario_version_by_axis(&comm.scenario_sid, d, true)
+                        .await
+                }
+                (None, None) => return Err(CallError::permanent("no scenario version recorded")),
+            }?
+            .ok_or(CallError::permanent(
+                "the scenario version no longer exists",
+            ))?;
+            rt.program(&record).map_err(CallError::Permanent)?
         }
-        (None, Some(d)) => {
-            store
-                .scenario_version_by_axis(&comm.scenario_sid, d, true)
-                .await
-        }
-        (None, None) => return Err(CallError::permanent("no scenario version recorded")),
-    }?
-    .ok_or(CallError::permanent(
-        "the scenario version no longer exists",
-    ))?;
-    let program = rt.program(&record).map_err(CallError::Permanent)?;
+    };
     // The row carries the agent's own number (or the test call's); a pool number is
     // picked now, rotating over the pool.
     let from = if comm.from_number.is_empty() {
