@@ -103,6 +103,9 @@ struct StreamState {
     finished: bool,
     /// Everything pushed, when the source keeps a copy (to cache a streamed synthesis).
     history: Option<Vec<i16>>,
+    /// Sources that play the same audio from its start ([`StreamingAudio::follow`]):
+    /// everything pushed here is pushed to them, and they finish with this one.
+    followers: Vec<Arc<StreamingAudio>>,
 }
 
 /// What a player got from a growing source this tick.
@@ -138,6 +141,7 @@ impl StreamingAudio {
                 samples: VecDeque::with_capacity(max_buffered.min(INITIAL_CAPACITY)),
                 finished: false,
                 history,
+                followers: Vec::new(),
             }),
             max_buffered: max_buffered.max(FRAME_SAMPLES),
         })
@@ -148,11 +152,32 @@ impl StreamingAudio {
         self.inner.lock().history.take().unwrap_or_default()
     }
 
+    /// Another source of the same audio from its start, for another player, buffering at
+    /// most `max_buffered` samples: it gets what was pushed so far (this source must keep
+    /// its history, see `new_with_history`), then everything pushed here, and finishes
+    /// with this source.
+    pub fn follow(&self, max_buffered: usize) -> Arc<StreamingAudio> {
+        let mut s = self.inner.lock();
+        let f = StreamingAudio::new(max_buffered);
+        if let Some(h) = &s.history {
+            f.push(h);
+        }
+        if s.finished {
+            f.finish();
+        } else {
+            s.followers.push(f.clone());
+        }
+        f
+    }
+
     /// Appends 8 kHz samples.
     pub fn push(&self, pcm: &[i16]) {
         let mut s = self.inner.lock();
         if s.finished {
             return;
+        }
+        for f in &s.followers {
+            f.push(pcm);
         }
         if let Some(h) = s.history.as_mut() {
             h.extend_from_slice(pcm);
@@ -166,7 +191,11 @@ impl StreamingAudio {
 
     /// Marks the end of the source; the player completes once it has drained.
     pub fn finish(&self) {
-        self.inner.lock().finished = true;
+        let mut s = self.inner.lock();
+        s.finished = true;
+        for f in s.followers.drain(..) {
+            f.finish();
+        }
     }
 
     /// True once `finish` was called.

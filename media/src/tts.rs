@@ -448,6 +448,10 @@ impl WavStreamDecoder {
     }
 }
 
+/// Samples a player of a streamed synthesis may buffer (a synthesis runs ahead of
+/// real time; it is bounded by its text).
+const STREAM_BUFFER: usize = usize::MAX / 2;
+
 /// Cached syntheses by key, with insertion order for eviction.
 type SynthCache = (HashMap<String, Arc<Prompt>>, VecDeque<String>);
 
@@ -456,6 +460,10 @@ pub struct TtsService {
     engines: HashMap<String, Arc<dyn TtsEngine>>,
     cache: Mutex<SynthCache>,
     capacity: usize,
+    /// Streamed syntheses under way, by cache key: a call that asks for the same prompt
+    /// meanwhile follows that stream instead of starting its own synthesis (500 calls a
+    /// second asking for one uncached greeting start one engine process, not 500).
+    in_flight: Mutex<HashMap<String, Arc<StreamingAudio>>>,
 }
 
 impl TtsService {
@@ -465,6 +473,7 @@ impl TtsService {
             engines: HashMap::new(),
             cache: Mutex::new((HashMap::new(), VecDeque::new())),
             capacity: capacity.max(1),
+            in_flight: Mutex::new(HashMap::new()),
         }
     }
 
@@ -525,29 +534,51 @@ impl TtsService {
 
     /// Something to play now: the cached prompt, or a growing source fed as
     /// synthesis proceeds (the finished audio is cached for next time).
+    /// A synthesis of the same request under way is followed, not started again.
     pub fn playable(self: &Arc<Self>, req: &TtsRequest) -> Result<Playable, TtsError> {
         if let Some(p) = self.cached(req) {
             return Ok(Playable::Prompt(p));
         }
         let engine = self.engine(&req.engine)?;
-        let stream = StreamingAudio::new_with_history(usize::MAX / 2);
-        let (svc, req, out) = (self.clone(), req.clone(), stream.clone());
+        let key = req.cache_key();
+        let stream = {
+            let mut in_flight = self.in_flight.lock();
+            if let Some(primary) = in_flight.get(&key) {
+                return Ok(Playable::Stream(primary.follow(STREAM_BUFFER)));
+            }
+            // Checked again under the lock: a synthesis may have finished meanwhile.
+            if let Some(p) = self.cached(req) {
+                return Ok(Playable::Prompt(p));
+            }
+            // Nobody plays the primary itself (every player follows it): it keeps its
+            // history and one frame.
+            let primary = StreamingAudio::new_with_history(0);
+            in_flight.insert(key.clone(), primary.clone());
+            primary
+        };
+        let player = stream.follow(STREAM_BUFFER);
+        let (svc, req, out) = (self.clone(), req.clone(), stream);
         tokio::spawn(async move {
             let result = engine.synthesize_into(&req, &out).await;
-            out.finish();
-            match result {
-                Ok(()) => {
-                    let pcm = out.take_history();
-                    if !pcm.is_empty() {
-                        svc.store(req.cache_key(), Arc::new(Prompt::from_pcm(pcm)));
-                    }
+            {
+                // Under the in-flight lock: a request sees the synthesis either in flight
+                // (with its whole history) or cached, never neither.
+                let mut in_flight = svc.in_flight.lock();
+                let pcm = out.take_history();
+                if result.is_ok() && !pcm.is_empty() {
+                    svc.store(key.clone(), Arc::new(Prompt::from_pcm(pcm)));
                 }
+                in_flight.remove(&key);
+                out.finish();
+            }
+            match result {
+                Ok(()) => {}
                 Err(e) => {
                     tracing::warn!(engine = %req.engine, error = %e, "streamed synthesis failed")
                 }
             }
         });
-        Ok(Playable::Stream(stream))
+        Ok(Playable::Stream(player))
     }
 }
 
@@ -658,6 +689,76 @@ fn decode_b64_text(s: &str) -> Result<String, NormalizeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pushes 0, 1, 2, … in three chunks with pauses, counting its runs.
+    struct Slow {
+        runs: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl TtsEngine for Slow {
+        async fn synthesize(&self, _req: &TtsRequest) -> Result<Prompt, TtsError> {
+            unreachable!("streams only")
+        }
+        async fn synthesize_into(
+            &self,
+            _req: &TtsRequest,
+            out: &StreamingAudio,
+        ) -> Result<(), TtsError> {
+            self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            for chunk in 0..3i16 {
+                let pcm: Vec<i16> = (chunk * 160..(chunk + 1) * 160).collect();
+                out.push(&pcm);
+                tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            }
+            Ok(())
+        }
+    }
+
+    fn drain(s: &StreamingAudio) -> Vec<i16> {
+        let mut all = Vec::new();
+        let mut frame = [0i16; crate::prompt::FRAME_SAMPLES];
+        while s.take_frame(&mut frame) == crate::prompt::StreamFrame::Frame {
+            all.extend_from_slice(&frame);
+        }
+        all
+    }
+
+    #[tokio::test]
+    async fn one_synthesis_serves_every_call_that_asks_meanwhile() {
+        let slow = Arc::new(Slow {
+            runs: Default::default(),
+        });
+        let mut svc = TtsService::new(8);
+        svc.register("slow", slow.clone());
+        let svc = Arc::new(svc);
+        let req = TtsRequest {
+            engine: "slow".into(),
+            voice: String::new(),
+            language: String::new(),
+            model: String::new(),
+            speed: 1.0,
+            text: "hello".into(),
+        };
+        let Playable::Stream(first) = svc.playable(&req).unwrap() else {
+            panic!("not cached yet")
+        };
+        // A second call arrives mid-synthesis: it follows from the start.
+        tokio::time::sleep(std::time::Duration::from_millis(45)).await;
+        let Playable::Stream(second) = svc.playable(&req).unwrap() else {
+            panic!("still in flight")
+        };
+        while !(first.is_finished() && second.is_finished()) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let expected: Vec<i16> = (0..480).collect();
+        assert_eq!(drain(&first), expected);
+        assert_eq!(drain(&second), expected, "the follower heard it all");
+        assert_eq!(slow.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Once done, it is cached: a third call needs no synthesis.
+        assert!(matches!(svc.playable(&req).unwrap(), Playable::Prompt(_)));
+        assert_eq!(slow.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
