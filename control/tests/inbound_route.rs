@@ -1,9 +1,35 @@
-//! The inbound route of a called number (agent, number, published version, account) on
-//! SQLite, where it is kept in memory, and on PostgreSQL, where it is read each time: every
-//! change made through the API shows in the next call's route.
+//! The inbound route of a called number (agent, number, published version, account),
+//! kept in memory: every change made through the API shows in the next call's route, at
+//! once on SQLite (commit hooks) and as soon as PostgreSQL delivers the change notification
+//! (milliseconds; allowed two seconds here).
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use callsmith_control::store::{Backend, InboundRoute};
 use callsmith_control::{both_backends, testing::TestServer};
 use serde_json::json;
+
+/// The route of `called` once it satisfies `ok`: at once on SQLite, within the delivery
+/// of the change notification on PostgreSQL.
+async fn route_when(
+    s: &TestServer,
+    called: &str,
+    ok: impl Fn(Option<&Arc<InboundRoute>>) -> bool,
+) -> Option<Arc<InboundRoute>> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let r = s.store.inbound_route(called).await.unwrap();
+        if ok(r.as_ref()) {
+            return r;
+        }
+        assert!(
+            s.store.backend() == Backend::Postgres && tokio::time::Instant::now() < deadline,
+            "the route of {called} did not follow the change: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
 
 fn snapshot(goal: &str) -> String {
     json!({"name": goal, "constructor": {"bricks": {
@@ -60,14 +86,22 @@ async fn a_route_follows_every_change(s: TestServer) {
         .scenario_publish(&sid, &f.account_sid, &one, "h1")
         .await
         .unwrap();
-    let route = s.store.inbound_route("+4930555001").await.unwrap().unwrap();
+    let route = route_when(&s, "+4930555001", |r| {
+        r.is_some_and(|r| r.published.is_some())
+    })
+    .await
+    .unwrap();
     assert_eq!(route.published.as_ref().and_then(|v| v.version), Some(1));
     let two = snapshot("two");
     s.store
         .scenario_publish(&sid, &f.account_sid, &two, "h2")
         .await
         .unwrap();
-    let route = s.store.inbound_route("4930555001").await.unwrap().unwrap();
+    let route = route_when(&s, "4930555001", |r| {
+        r.is_some_and(|r| r.published.as_ref().and_then(|v| v.version) == Some(2))
+    })
+    .await
+    .unwrap();
     assert_eq!(route.published.as_ref().and_then(|v| v.version), Some(2));
     assert_eq!(
         route.published.as_ref().map(|v| v.snapshot.as_str()),
@@ -82,11 +116,7 @@ async fn a_route_follows_every_change(s: TestServer) {
             .send()
             .await
             .expect(200);
-        assert_eq!(
-            s.store.inbound_route("4930555001").await.unwrap().is_some(),
-            served,
-            "agent {status}"
-        );
+        route_when(&s, "4930555001", |r| r.is_some() == served).await;
     }
     // The number is retired: not served.
     s.patch(&format!("/v1/number/{}", number.str("id")))
@@ -95,7 +125,7 @@ async fn a_route_follows_every_change(s: TestServer) {
         .send()
         .await
         .expect(200);
-    assert!(s.store.inbound_route("4930555001").await.unwrap().is_none());
+    route_when(&s, "4930555001", |r| r.is_none()).await;
 }
 
 both_backends!(a_route_follows_every_change);

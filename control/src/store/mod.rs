@@ -97,6 +97,9 @@ pub struct Store {
     pub(crate) pool: Pool,
     /// Reads kept until a table they depend on changes (SQLite only; see `read_cache`).
     pub(crate) caches: Option<std::sync::Arc<read_cache::Caches>>,
+    /// Inbound routes kept on PostgreSQL while a notification listener reports every
+    /// change of the tables they read (see `routing`).
+    pub(crate) pg_routes: Option<std::sync::Arc<routing::PgRouteCache>>,
     pub(crate) purgers: std::sync::Arc<parking_lot::RwLock<Vec<std::sync::Arc<dyn TenantPurger>>>>,
 }
 
@@ -285,9 +288,14 @@ impl Store {
                 caches = None;
             }
         }
+        let pg_routes = match &pool {
+            Pool::Postgres(p) => Some(routing::PgRouteCache::start(p.clone())),
+            Pool::Sqlite(_) => None,
+        };
         Ok(Store {
             pool,
             caches,
+            pg_routes,
             purgers: Default::default(),
         })
     }
@@ -296,6 +304,7 @@ impl Store {
     /// measuring what a cache miss costs.
     pub fn without_read_cache(mut self) -> Store {
         self.caches = None;
+        self.pg_routes = None;
         self
     }
 

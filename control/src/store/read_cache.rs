@@ -98,6 +98,11 @@ impl<K, V> Default for ReadCache<K, V> {
 }
 
 impl<K: Eq + Hash, V: Clone> ReadCache<K, V> {
+    /// Serves nothing read so far (a change the hooks cannot see was announced).
+    pub fn invalidate(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// The generation to note before reading from the database.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)

@@ -1,12 +1,105 @@
 //! Inbound routing: which agent answers a call to one of our numbers, and what it runs.
 //!
-//! Read on every inbound call, changed rarely: on SQLite the whole route is kept in memory
-//! until a table it reads changes (`read_cache`), so answering a call costs no query; on
-//! PostgreSQL, which several engines share, it is read each time.
+//! Read on every inbound call, changed rarely, so the whole route is kept in memory until a
+//! table it reads changes, and answering a call costs no query:
+//! - on SQLite the store's commit hooks see every change (`read_cache`);
+//! - on PostgreSQL, which several engines share, a trigger on each of those tables sends a
+//!   notification on the channel [`ROUTES_CHANNEL`] at commit (migration 0340), and a
+//!   listener of each store drops what it kept when one arrives. A change made by any
+//!   engine therefore reaches every engine's routes within the notification's delivery
+//!   (milliseconds). While the listener is not connected (at start, after a lost
+//!   connection) nothing is kept and every route is read.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
+use sqlx::postgres::{PgListener, PgPool};
+
+use super::read_cache::ReadCache;
 use super::{AccountRecord, AgentRecord, ScenarioVersionRecord, Store, StoreResult, on_db};
+
+/// The PostgreSQL notification channel of route changes.
+pub const ROUTES_CHANNEL: &str = "callsmith_routes";
+
+/// Inbound routes kept on PostgreSQL (see the module doc).
+#[derive(Default)]
+pub(crate) struct PgRouteCache {
+    routes: ReadCache<String, Option<Arc<InboundRoute>>>,
+    /// The listener is connected and listening: what is kept can be trusted.
+    listening: AtomicBool,
+}
+
+impl std::fmt::Debug for PgRouteCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgRouteCache")
+            .field("listening", &self.listening.load(Ordering::SeqCst))
+            .finish()
+    }
+}
+
+impl PgRouteCache {
+    /// A cache and its listener task (which ends when the last store handle is dropped).
+    pub(crate) fn start(pool: PgPool) -> Arc<PgRouteCache> {
+        let cache = Arc::new(PgRouteCache::default());
+        tokio::spawn(listen(pool, Arc::downgrade(&cache)));
+        cache
+    }
+
+    fn routes(&self) -> Option<&ReadCache<String, Option<Arc<InboundRoute>>>> {
+        self.listening
+            .load(Ordering::SeqCst)
+            .then_some(&self.routes)
+    }
+
+    fn stop_trusting(&self) {
+        self.listening.store(false, Ordering::SeqCst);
+        self.routes.invalidate();
+    }
+}
+
+/// Listens on [`ROUTES_CHANNEL`], dropping the kept routes on every notification and on
+/// every lost connection (notifications may have been missed); reconnects after a pause.
+async fn listen(pool: PgPool, cache: Weak<PgRouteCache>) {
+    const RETRY: Duration = Duration::from_secs(1);
+    const CHECK: Duration = Duration::from_secs(5);
+    loop {
+        let Some(c) = cache.upgrade() else { return };
+        c.stop_trusting();
+        drop(c);
+        let mut listener = match PgListener::connect_with(&pool).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(error = %e, "route change listener: no connection; retrying");
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+        };
+        if let Err(e) = listener.listen(ROUTES_CHANNEL).await {
+            tracing::debug!(error = %e, "route change listener: LISTEN failed; retrying");
+            tokio::time::sleep(RETRY).await;
+            continue;
+        }
+        match cache.upgrade() {
+            Some(c) => {
+                c.routes.invalidate();
+                c.listening.store(true, Ordering::SeqCst);
+            }
+            None => return,
+        }
+        loop {
+            let next = tokio::time::timeout(CHECK, listener.try_recv()).await;
+            let Some(c) = cache.upgrade() else { return };
+            match next {
+                // Nothing for a while: the store is still in use, keep listening.
+                Err(_) => {}
+                Ok(Ok(Some(_))) => c.routes.invalidate(),
+                // The connection was lost: start over.
+                Ok(Ok(None)) | Ok(Err(_)) => break,
+            }
+        }
+    }
+}
 
 /// What a call to a served number runs, as stored when it was read.
 #[derive(Debug, Clone)]
@@ -26,10 +119,14 @@ impl Store {
     /// `1555…` alike); None when no active agent serves the number.
     pub async fn inbound_route(&self, called: &str) -> StoreResult<Option<Arc<InboundRoute>>> {
         let digits = called.trim_start_matches('+').to_string();
-        match &self.caches {
-            Some(caches) => {
-                caches
-                    .inbound_routes
+        let kept = match (&self.caches, &self.pg_routes) {
+            (Some(caches), _) => Some(&caches.inbound_routes),
+            (None, Some(pg)) => pg.routes(),
+            (None, None) => None,
+        };
+        match kept {
+            Some(routes) => {
+                routes
                     .read_through(
                         digits.clone(),
                         Option::is_some,
