@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use callsmith_control::{Services, Store, objects::Objects, store::ScenarioVersionRecord};
@@ -102,6 +102,47 @@ pub struct Capacity {
     /// Cancelled when the process starts draining: no new calls.
     pub draining: CancellationToken,
     max_live: usize,
+    /// How late the runtime runs its timers (see [`LoopLag`]).
+    pub lag: Arc<LoopLag>,
+    max_lag_us: u64,
+}
+
+/// How late this process runs a timer, recently: the sign that its CPU is saturated (every
+/// call's signalling and media waits behind the others). A probe sleeps [`LoopLag::TICK`]
+/// again and again; its lateness, decayed by a quarter per tick, is the figure, so a burst
+/// of lateness counts for about a tenth of a second after it ends.
+#[derive(Debug, Default)]
+pub struct LoopLag {
+    lag_us: AtomicU64,
+}
+
+impl LoopLag {
+    pub const TICK: Duration = Duration::from_millis(10);
+
+    /// The recent lateness, µs.
+    pub fn recent_us(&self) -> u64 {
+        self.lag_us.load(Ordering::Relaxed)
+    }
+
+    /// Takes in one tick's lateness.
+    pub fn observe(&self, late: Duration) {
+        let late = late.as_micros().min(u64::MAX as u128) as u64;
+        let decayed = self.recent_us() * 3 / 4;
+        self.lag_us.store(late.max(decayed), Ordering::Relaxed);
+    }
+
+    /// Probes the runtime for as long as `lag` is in use.
+    fn start(lag: &Arc<LoopLag>) {
+        let lag = Arc::downgrade(lag);
+        tokio::spawn(async move {
+            loop {
+                let asked = tokio::time::Instant::now() + LoopLag::TICK;
+                tokio::time::sleep_until(asked).await;
+                let Some(lag) = lag.upgrade() else { return };
+                lag.observe(tokio::time::Instant::now().saturating_duration_since(asked));
+            }
+        });
+    }
 }
 
 impl Capacity {
@@ -115,17 +156,28 @@ impl Capacity {
             ),
             draining: CancellationToken::new(),
             max_live: dialer.max_live_calls.max(1),
+            lag: {
+                let lag = Arc::new(LoopLag::default());
+                LoopLag::start(&lag);
+                lag
+            },
+            max_lag_us: dialer.max_timer_lag_ms.saturating_mul(1000),
         }
     }
 
     /// New calls this node may start now.
     pub fn room(&self) -> usize {
-        if self.draining.is_cancelled() {
+        if self.draining.is_cancelled() || self.overloaded() {
             return 0;
         }
         let live = self.max_live.saturating_sub(self.live.total());
         let writes = self.journal.free() / WRITES_PER_SETUP;
         live.min(writes.saturating_sub(1))
+    }
+
+    /// The process runs its timers later than `dialer.max_timer_lag_ms` (0: never).
+    fn overloaded(&self) -> bool {
+        self.max_lag_us > 0 && self.lag.recent_us() > self.max_lag_us
     }
 
     /// Why a new call is refused now; None when there is room.
@@ -134,6 +186,8 @@ impl Capacity {
             Some("shutting down")
         } else if self.live.total() >= self.max_live {
             Some("at the live-call limit")
+        } else if self.overloaded() {
+            Some("overloaded")
         } else if self.room() == 0 {
             Some("the database is behind")
         } else {
@@ -349,6 +403,50 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timer_lag_is_the_recent_worst_and_fades() {
+        let lag = LoopLag::default();
+        lag.observe(Duration::from_millis(2));
+        assert_eq!(lag.recent_us(), 2_000);
+        // A stall counts at once...
+        lag.observe(Duration::from_millis(400));
+        assert_eq!(lag.recent_us(), 400_000);
+        // ...and fades by a quarter per punctual tick: under 100 ms after 5 ticks.
+        for _ in 0..5 {
+            lag.observe(Duration::ZERO);
+        }
+        assert!(lag.recent_us() < 100_000, "{}", lag.recent_us());
+        assert!(lag.recent_us() > 0);
+    }
+
+    #[tokio::test]
+    async fn a_saturated_process_takes_no_new_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect("sqlite::memory:", 1).await.unwrap();
+        let mut settings = callsmith_control::Settings::default();
+        settings.objects.local_dir = dir.path().to_path_buf();
+        let services = Services::new(store, &settings).unwrap();
+        let dialer = DialerConfig {
+            max_timer_lag_ms: 100,
+            ..Default::default()
+        };
+        let cap = Capacity::new(&services, &dialer);
+        assert_eq!(cap.refusal(), None);
+        assert!(cap.room() > 0);
+        cap.lag.observe(Duration::from_millis(250));
+        assert_eq!(cap.refusal(), Some("overloaded"));
+        assert_eq!(cap.room(), 0, "the dialer claims nothing either");
+        let off = Capacity::new(
+            &services,
+            &DialerConfig {
+                max_timer_lag_ms: 0,
+                ..Default::default()
+            },
+        );
+        off.lag.observe(Duration::from_secs(1));
+        assert_eq!(off.refusal(), None, "0 turns the check off");
+    }
 
     fn record(sid: &str, text: &str) -> ScenarioVersionRecord {
         ScenarioVersionRecord {

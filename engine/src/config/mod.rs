@@ -522,6 +522,10 @@ pub struct DialerConfig {
     /// calls at most (see `engine::journal`). While the queue is nearly full the node takes
     /// no new calls. Default 4096.
     pub write_queue: usize,
+    /// New calls are refused (inbound 503, the dialer claims none) while the process runs
+    /// its timers later than this, ms: its CPU is saturated, and more calls would make
+    /// every call late. 0 turns the check off. Default 100.
+    pub max_timer_lag_ms: u64,
     /// Calls are hung up after this many seconds. Default 3600.
     pub max_call_secs: u64,
     /// On SIGTERM, live calls get this many seconds to finish before they are hung up. Default 30.
@@ -545,6 +549,7 @@ impl Default for DialerConfig {
             reconcile_interval_secs: 5,
             max_live_calls: 200,
             write_queue: 4096,
+            max_timer_lag_ms: 100,
             max_call_secs: 3600,
             drain_timeout_secs: 30,
             inactive_retry_secs: 60,
