@@ -38,7 +38,7 @@
 //! - **setup p50 / p99**: INVITE sent → 200 received. Inbound: the caller's `-trace_rtt`
 //!   for both targets. Outbound callsmith: the engine's own record of every call
 //!   (`started_at` = INVITE sent → `answered_at` = 200 handled, from the communication
-//!   rows, µs resolution), since the callee cannot see when the engine decided to call;
+//!   rows, µs resolution), since the callee cannot time the engine's INVITE → 200;
 //!   outbound SIPp: its UAC's `-trace_rtt`. SIPp's clock is coarse: on this machine its
 //!   times step by 4 ms (the kernel tick), so a SIPp p50 of 0 means under 4 ms. For
 //!   inbound calls the engine's own record is printed too (a note: `started_at`, set
@@ -53,11 +53,17 @@
 //!   every inbound call of the engine is stored as ended; outbound, from the moment the
 //!   calls were dispatched for until every communication ended. A SIPp under test is
 //!   measured from its start until it exited (its CPU times read while it is a zombie).
+//!   The PostgreSQL server's CPU is not counted.
 //! - **highest clean rate** per target: the highest rate whose step had no failed call
 //!   and, for the dialer, an achieved cps within 5 % of the asked one. With
 //!   `--find-ceiling` a target stops climbing at its first step that is not clean.
 //! - **peak RSS** and **RSS per live call** = (peak RSS − RSS before the load) / the most
 //!   calls the peer SIPp had open in any second (`CurrentCall`).
+//!
+//! Notes under each table say what the engine itself recorded: its rows (calls stored and
+//! answered), the saved call histories (prompts played, RTP packets sent and received per
+//! call, errors), the start rate fitted over every start, how long the dispatch took, and
+//! the warnings and errors of its log.
 //!
 //! SVG plots (setup p99 and CPU per call against rate, callsmith against SIPp) go to
 //! `bench/reports/call_rate_<tag>_<direction>_{setup,cpu}.svg`. The engine logs at
