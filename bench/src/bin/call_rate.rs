@@ -62,8 +62,8 @@
 //!
 //! Notes under each table say what the engine itself recorded: its rows (calls stored and
 //! answered), the saved call histories (prompts played, RTP packets sent and received per
-//! call, errors), the start rate fitted over every start, how long the dispatch took, and
-//! the warnings and errors of its log.
+//! call, errors), the start rate fitted over every start and the longest pause between
+//! two starts, how long the dispatch took, and the warnings and errors of its log.
 //!
 //! SVG plots (setup p99 and CPU per call against rate, callsmith against SIPp) go to
 //! `bench/reports/call_rate_<tag>_<direction>_{setup,cpu}.svg`. The engine logs at
@@ -1108,6 +1108,19 @@ async fn outbound_load(
         .enumerate()
         .filter_map(|(i, s)| Some((secs(first?, *s), i as f64)))
         .collect();
+    // The longest pause between two starts: a dialer poll that ran late (slots older
+    // than one poll interval are not started any more, so the run stretches).
+    if let Some((at, gap)) = fit_points
+        .windows(2)
+        .map(|w| (w[0].0, w[1].0 - w[0].0))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+    {
+        step.notes.push(format!(
+            "longest pause between two starts: {:.0} ms, {at:.2} s after the first start (slot interval {:.1} ms)",
+            gap * 1000.0,
+            1000.0 / f64::from(step.rate)
+        ));
+    }
     if let Some(fit) = callsmith_bench::slope(&fit_points) {
         step.notes.push(format!(
             "starts per second, least-squares fit over all starts: {fit:.2} ({:+.2} % off)",
