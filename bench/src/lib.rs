@@ -1,5 +1,7 @@
-//! Helpers shared by the load generators in `src/bin/`: percentiles, a line fit and
-//! hand-written SVG plots.
+//! Helpers shared by the load generators in `src/bin/`: percentiles, a line fit,
+//! hand-written SVG plots, `/proc/<pid>/stat` samples and SIPp's statistics files.
+
+use std::path::Path;
 
 /// The `q`-quantile (0–1) of sorted values, nearest rank; None when empty.
 pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
@@ -170,6 +172,150 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// Clock ticks per second of `/proc/<pid>/stat` times (USER_HZ, 100 on Linux).
+pub const CLK_TCK: f64 = 100.0;
+
+/// One reading of `/proc/<pid>/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Process state (`R`, `S`, … ; `Z` once it exited and was not yet reaped: its CPU
+    /// times are then final).
+    pub state: char,
+    /// utime + stime, clock ticks.
+    pub cpu_ticks: u64,
+    /// Resident set, KiB.
+    pub rss_kib: u64,
+}
+
+/// Parses the text of `/proc/<pid>/stat`.
+pub fn parse_proc_stat(stat: &str) -> Option<ProcStat> {
+    // Fields after the command name (which may contain spaces) start at state (field 3).
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    let rss_pages: u64 = f.get(21)?.parse().ok()?;
+    Some(ProcStat {
+        state: f.first()?.chars().next()?,
+        cpu_ticks: utime + stime,
+        rss_kib: rss_pages * 4,
+    })
+}
+
+/// `/proc/<pid>/stat` of a process; None once it is gone.
+pub fn proc_stat(pid: u32) -> Option<ProcStat> {
+    parse_proc_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// What one SIPp run counted: the last row of its `-trace_stat` file (cumulative
+/// counters) and the most calls it had open in any row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SippStat {
+    /// Rows read (one per `-fd` period, plus the rows written at the start and the end).
+    pub rows: usize,
+    pub outgoing: u64,
+    pub incoming: u64,
+    pub successful: u64,
+    pub failed: u64,
+    /// Messages SIPp sent again because no answer came in time (`Retransmissions(C)`).
+    pub retransmissions: u64,
+    /// The largest `CurrentCall` of any row.
+    pub peak_current: u64,
+}
+
+/// Parses a SIPp `-trace_stat` CSV (`;`-separated, header row first).
+pub fn parse_sipp_stat(text: &str) -> Option<SippStat> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header: Vec<&str> = lines.next()?.split(';').collect();
+    let col = |name: &str| header.iter().position(|h| h.trim() == name);
+    let (out, inc, ok, failed, retrans, current) = (
+        col("OutgoingCall(C)")?,
+        col("IncomingCall(C)")?,
+        col("SuccessfulCall(C)")?,
+        col("FailedCall(C)")?,
+        col("Retransmissions(C)")?,
+        col("CurrentCall")?,
+    );
+    let mut stat = SippStat::default();
+    for line in lines {
+        let f: Vec<&str> = line.split(';').collect();
+        let get = |i: usize| f.get(i).and_then(|v| v.trim().parse::<u64>().ok());
+        let (Some(o), Some(i), Some(s), Some(x), Some(r), Some(c)) = (
+            get(out),
+            get(inc),
+            get(ok),
+            get(failed),
+            get(retrans),
+            get(current),
+        ) else {
+            continue;
+        };
+        stat.rows += 1;
+        stat.outgoing = o;
+        stat.incoming = i;
+        stat.successful = s;
+        stat.failed = x;
+        stat.retransmissions = r;
+        stat.peak_current = stat.peak_current.max(c);
+    }
+    (stat.rows > 0).then_some(stat)
+}
+
+/// Response times (ms) of timer `rtd` from a SIPp `-trace_rtt` CSV
+/// (`Date_ms;response_time_ms;rtd_no`), in file order.
+pub fn parse_sipp_rtts(text: &str, rtd: u32) -> Vec<f64> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut f = l.split(';');
+            let _date = f.next()?;
+            let v = f.next()?.trim().parse::<f64>().ok()?;
+            let n = f.next()?.trim().parse::<u32>().ok()?;
+            (n == rtd).then_some(v)
+        })
+        .collect()
+}
+
+/// The statistics SIPp wrote into `dir` for `scenario` (the scenario file's name without
+/// `.xml`): its `-trace_stat` file `<scenario>_<pid>_.csv`.
+pub fn read_sipp_stat(dir: &Path, scenario: &str) -> Option<SippStat> {
+    sipp_files(dir, scenario, "_.csv")
+        .iter()
+        .find_map(|p| parse_sipp_stat(&std::fs::read_to_string(p).ok()?))
+}
+
+/// Response times (ms) of timer `rtd` that SIPp wrote into `dir` for `scenario`
+/// (`<scenario>_<pid>_rtt.csv`), sorted.
+pub fn read_sipp_rtts(dir: &Path, scenario: &str, rtd: u32) -> Vec<f64> {
+    let mut out: Vec<f64> = sipp_files(dir, scenario, "_rtt.csv")
+        .iter()
+        .flat_map(|p| parse_sipp_rtts(&std::fs::read_to_string(p).unwrap_or_default(), rtd))
+        .collect();
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+fn sipp_files(dir: &Path, scenario: &str, suffix: &str) -> Vec<std::path::PathBuf> {
+    let prefix = format!("{scenario}_");
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let Some(rest) = name.strip_prefix(&prefix) else {
+                continue;
+            };
+            // `<pid>` then the suffix: `_rtt.csv` must not pass for `_.csv`.
+            if rest
+                .strip_suffix(suffix)
+                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+            {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,5 +361,66 @@ mod tests {
             }],
         );
         assert!(s.starts_with("<svg") && s.contains("<path d=\"M") && s.contains("cpl 4"));
+    }
+    #[test]
+    fn proc_stat_reads_state_cpu_and_rss() {
+        let line = "4242 (sipp (x)) Z 1 2 3 4 5 6 7 8 9 10 120 30 0 0 20 0 9 0 100 123456 250 0";
+        let s = parse_proc_stat(line).unwrap();
+        assert_eq!(
+            s,
+            ProcStat {
+                state: 'Z',
+                cpu_ticks: 150,
+                rss_kib: 1000
+            }
+        );
+        assert_eq!(parse_proc_stat("garbage"), None);
+    }
+
+    #[test]
+    fn sipp_stat_takes_the_last_row_and_the_peak_of_current_calls() {
+        let text = "StartTime;CurrentCall;IncomingCall(C);OutgoingCall(C);SuccessfulCall(C);FailedCall(C);Retransmissions(C);\n\
+                    t0;0;0;0;0;0;0;\n\
+                    t1;40;0;50;10;0;2;\n\
+                    t2;0;0;100;97;3;5;\n";
+        let s = parse_sipp_stat(text).unwrap();
+        assert_eq!(
+            s,
+            SippStat {
+                rows: 3,
+                outgoing: 100,
+                incoming: 0,
+                successful: 97,
+                failed: 3,
+                retransmissions: 5,
+                peak_current: 40
+            }
+        );
+        assert_eq!(parse_sipp_stat("StartTime;CurrentCall\n"), None);
+    }
+
+    #[test]
+    fn sipp_rtts_filter_by_timer() {
+        let text = "Date_ms;response_time_ms;rtd_no\n52.001;3;1\n53.5;7;2\n60;1;1\n";
+        assert_eq!(parse_sipp_rtts(text, 1), vec![3.0, 1.0]);
+        assert_eq!(parse_sipp_rtts(text, 2), vec![7.0]);
+    }
+
+    #[test]
+    fn sipp_files_are_told_apart_by_suffix() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("uac_77_.csv"),
+            "CurrentCall;IncomingCall(C);OutgoingCall(C);SuccessfulCall(C);FailedCall(C);Retransmissions(C)\n1;0;4;4;0;0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("uac_77_rtt.csv"),
+            "Date_ms;response_time_ms;rtd_no\n1;5;1\n2;2;1\n",
+        )
+        .unwrap();
+        assert_eq!(read_sipp_stat(dir.path(), "uac").unwrap().outgoing, 4);
+        assert_eq!(read_sipp_rtts(dir.path(), "uac", 1), vec![2.0, 5.0]);
+        assert!(read_sipp_stat(dir.path(), "uas").is_none());
     }
 }

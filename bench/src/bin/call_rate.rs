@@ -1,0 +1,1662 @@
+//! Call rate through the real `callsmith` binary against SIPp, side by side with SIPp
+//! doing the same job, on loopback.
+//!
+//! ```text
+//! eval "$(bash scripts/test-deps.sh)"     # PostgreSQL only (CALLSMITH_TEST_PG_ADMIN_URL)
+//! cargo build --release -p callsmith-bench --bin call_rate -p callsmith-engine
+//! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith \
+//!   $CARGO_TARGET_DIR/release/call_rate --direction both --database both \
+//!   --rates 100,200,300,500 --seconds 10 --find-ceiling
+//! ```
+//!
+//! Per rate and direction, every target runs alone, one after the other, each against a
+//! fresh process (a new engine with a new database, a new SIPp):
+//!
+//! - **inbound**: a SIPp UAC (`sipp/rate_uac_caller.xml`) calls at `-r RATE` for
+//!   `--seconds` (`-m RATE×seconds`), streams a µ-law tone (`rtp_stream`) from its `-mp`
+//!   port and hangs up with BYE after `--hold-ms`. Target `callsmith`: the engine answers
+//!   with an agent whose published scenario asks "Press one to confirm." (TTS) and listens
+//!   for DTMF for 12 s, so the caller always hangs up first. Reference `sipp`: SIPp's own
+//!   UAS (`sipp/rate_uas_prompt.xml`) answers, streams a prompt file and answers the BYE.
+//! - **outbound**: the engine's dialer places RATE×seconds communications (dispatched
+//!   through `POST /v1/communication/-/dispatch` for one moment ahead, agent cps = RATE)
+//!   to a SIPp UAS (`sipp/rate_uas_callee.xml`) that answers, streams a tone and hangs up
+//!   with BYE after `--hold-ms`. Reference `sipp`: SIPp's own UAC
+//!   (`sipp/rate_uac_prompt.xml`) at `-r RATE` against the same UAS, streaming a prompt.
+//!   Rates above 1000 are not run for callsmith: the control API caps an agent's cps there.
+//!
+//! What is printed per rate (a markdown table at the end), for the process under test
+//! (the engine, or the SIPp doing its job):
+//!
+//! - **attempted / failed**: calls the load generator placed (inbound: the UAC's
+//!   `OutgoingCall(C)`; outbound callsmith: communications dispatched) and calls that did
+//!   not complete: SIPp's `FailedCall(C)` of either SIPp, and for outbound callsmith also
+//!   the communications that did not end `completed` with `call_status` `answered` (the
+//!   larger of the two counts).
+//! - **retrans**: `Retransmissions(C)` of the peer SIPp, the one that plays the same role
+//!   against both targets (inbound: the caller; outbound: the callee).
+//! - **setup p50 / p99**: INVITE sent → 200 received. Inbound: the caller's `-trace_rtt`
+//!   for both targets. Outbound callsmith: the engine's own record of every call
+//!   (`started_at` = INVITE sent → `answered_at` = 200 handled, from the communication
+//!   rows, µs resolution), since the callee cannot time the engine's INVITE → 200;
+//!   outbound SIPp: its UAC's `-trace_rtt`. SIPp's clock is coarse: on this machine its
+//!   times step by 4 ms (the kernel tick), so a SIPp p50 of 0 means under 4 ms. For
+//!   inbound calls the engine's own record is printed too (a note: `started_at`, set
+//!   once the INVITE is routed → `answered_at`, µs resolution).
+//! - **callee INVITE→ACK** (outbound only): the same callee timing both targets (INVITE
+//!   received → ACK received; `start_rtd`/`rtd` in the callee's scenario, SIPp's clock).
+//! - **achieved cps** (outbound callsmith): (starts − 1) / (last start − first start) from
+//!   `started_at`, and how far off RATE it is.
+//! - **CPU per call**: utime + stime of the process under test (`/proc/<pid>/stat`) over
+//!   the load, divided by the calls attempted; for callsmith also net of its idle CPU
+//!   (2 s measured before the load). The window: inbound, from the caller's start until
+//!   every inbound call of the engine is stored as ended; outbound, from the moment the
+//!   calls were dispatched for until every communication ended. A SIPp under test is
+//!   measured from its start until it exited (its CPU times read while it is a zombie).
+//!   The PostgreSQL server's CPU is not counted.
+//! - **highest clean rate** per target: the highest rate whose step had no failed call
+//!   and, for the dialer, an achieved cps within 5 % of the asked one. With
+//!   `--find-ceiling` a target stops climbing at its first step that is not clean.
+//! - **peak RSS** and **RSS per live call** = (peak RSS − RSS before the load) / the most
+//!   calls the peer SIPp had open in any second (`CurrentCall`).
+//!
+//! Notes under each table say what the engine itself recorded: its rows (calls stored and
+//! answered), the saved call histories (prompts played, RTP packets sent and received per
+//! call, errors), the start rate fitted over every start and the longest pause between
+//! two starts, how long the dispatch took, and the warnings and errors of its log.
+//!
+//! SVG plots (setup p99 and CPU per call against rate, callsmith against SIPp) go to
+//! `bench/reports/call_rate_<tag>_<direction>_{setup,cpu}.svg`. The engine logs at
+//! `info` unless `CALLSMITH_E2E_LOG` says otherwise; a step whose engine logged warnings
+//! or errors leaves its log in the temp dir and prints the path.
+//!
+//! Engine set-up: RTP ports 10000–31999 (11000 pairs; one pair per call), `[dialer]
+//! max_live_calls` as many calls as the open-file limit allows (two sockets each, at most
+//! 10000). SIPp media ports (`-mp`, and `-mp`+2) come from 6000–9999, its control ports
+//! (`-cp`) and SIP ports are free ephemeral ports. Bounded: each step by its own time
+//! budget, the whole run by `--timeout-secs`; every child is killed when the bench ends,
+//! by a timeout or by SIGINT/SIGTERM.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use callsmith_bench::{
+    CLK_TCK, Limit, ProcStat, Series, SippStat, percentile, proc_stat, read_sipp_rtts,
+    read_sipp_stat, svg_plot,
+};
+use callsmith_control::communication::CommunicationStatus;
+use callsmith_control::store::CommunicationRecord;
+use callsmith_control::store::communications::CommunicationFilter;
+use callsmith_e2e::{
+    AgentSpec, Engine, EngineOptions, Tenancy, create_agent, create_scenario, free_udp_port,
+    provision, reply_scenario, store_of, ulaw_tone, workspace,
+};
+use chrono::{DateTime, Utc};
+use clap::{Parser, ValueEnum};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+/// The number the inbound calls dial (and the outbound calls come from).
+const NUMBER: &str = "+4930100900";
+/// The engine's RTP ports: below Linux's ephemeral range (32768–60999), where the SIP and
+/// control ports of the SIPp processes come from.
+const RTP_PORTS: (u16, u16) = (10000, 31999);
+/// The control API's cap on an agent's cps (`control/src/api/v1/agents.rs`).
+const MAX_AGENT_CPS: u32 = 1000;
+/// Rates tried above the given ones by `--find-ceiling`.
+const CEILING_LADDER: [u32; 9] = [500, 700, 1000, 1500, 2000, 3000, 4000, 5000, 7000];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DirectionArg {
+    Inbound,
+    Outbound,
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DatabaseArg {
+    Sqlite,
+    Postgres,
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Dir {
+    Inbound,
+    Outbound,
+}
+
+impl Dir {
+    fn name(self) -> &'static str {
+        match self {
+            Dir::Inbound => "inbound",
+            Dir::Outbound => "outbound",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Db {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Target {
+    Callsmith(Db),
+    Sipp,
+}
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::Callsmith(Db::Sqlite) => "callsmith/sqlite",
+            Target::Callsmith(Db::Postgres) => "callsmith/postgres",
+            Target::Sipp => "sipp",
+        }
+    }
+    fn color(self) -> &'static str {
+        match self {
+            Target::Callsmith(Db::Sqlite) => "#1f77b4",
+            Target::Callsmith(Db::Postgres) => "#2ca02c",
+            Target::Sipp => "#d62728",
+        }
+    }
+}
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    about = "Call rate: SIPp against the callsmith binary (inbound and outbound), side by side with SIPp against SIPp"
+)]
+struct Args {
+    /// Which side places the calls: SIPp calls the engine (inbound), the engine's dialer
+    /// calls SIPp (outbound), or both.
+    #[arg(long, value_enum, default_value_t = DirectionArg::Both)]
+    direction: DirectionArg,
+    /// The engine's database (PostgreSQL: a fresh database per step through
+    /// CALLSMITH_TEST_PG_ADMIN_URL).
+    #[arg(long, value_enum, default_value_t = DatabaseArg::Sqlite)]
+    database: DatabaseArg,
+    /// Call rates (calls per second) to run, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "100,200,300,500")]
+    rates: Vec<u32>,
+    /// Seconds of call arrivals per step (the step places rate × seconds calls).
+    #[arg(long, default_value_t = 10)]
+    seconds: u32,
+    /// How long each call stays up after the answer, ms (the side that hangs up waits
+    /// this long before its BYE).
+    #[arg(long, default_value_t = 2000)]
+    hold_ms: u64,
+    /// After the given rates keep stepping up (500, 700, 1000, 1500, 2000, 3000, …) until a
+    /// step of a target is not clean (failed calls, or a dialer more than 5 % short of
+    /// the asked cps); the highest clean rate is printed per target.
+    #[arg(long)]
+    find_ceiling: bool,
+    /// The highest rate --find-ceiling tries.
+    #[arg(long, default_value_t = 3000)]
+    ceiling_max: u32,
+    /// Skip SIPp's own UAS/UAC (the reference).
+    #[arg(long)]
+    no_reference: bool,
+    /// Warm-up calls before each measured callsmith step (fills the TTS cache, opens the
+    /// database connections).
+    #[arg(long, default_value_t = 2)]
+    warmup: u64,
+    /// More keys for the engine's `[dialer]` section, e.g. `write_queue = 20000`.
+    #[arg(long, default_value = "")]
+    dialer_toml: String,
+    /// Give up after this many seconds in all (every child is killed).
+    #[arg(long, default_value_t = 3600)]
+    timeout_secs: u64,
+    /// Where the SVG plots go (default: bench/reports of the workspace).
+    #[arg(long)]
+    report_dir: Option<PathBuf>,
+    /// Name of this run in the plot file names.
+    #[arg(long, default_value = "run")]
+    tag: String,
+}
+
+/// The measured figures of one target at one rate.
+#[derive(Debug, Clone)]
+struct Step {
+    dir: Dir,
+    target: Target,
+    rate: u32,
+    /// 1-minute load average when the step started.
+    load: f64,
+    attempted: u64,
+    failed: u64,
+    retrans: u64,
+    /// INVITE → 200, ms.
+    setup: Vec<f64>,
+    /// Outbound: INVITE received → ACK received at the callee, ms.
+    callee_setup: Vec<f64>,
+    /// Outbound callsmith: starts per second from the communication rows.
+    achieved_cps: Option<f64>,
+    cpu_secs: f64,
+    /// CPU of the idle process over the same wall time (callsmith only).
+    idle_cpu_secs: Option<f64>,
+    wall_secs: f64,
+    rss_before_kib: u64,
+    rss_peak_kib: u64,
+    peak_live: u64,
+    notes: Vec<String>,
+    error: Option<String>,
+}
+
+impl Step {
+    fn new(dir: Dir, target: Target, rate: u32) -> Step {
+        Step {
+            dir,
+            target,
+            rate,
+            load: loadavg(),
+            attempted: 0,
+            failed: 0,
+            retrans: 0,
+            setup: Vec::new(),
+            callee_setup: Vec::new(),
+            achieved_cps: None,
+            cpu_secs: 0.0,
+            idle_cpu_secs: None,
+            wall_secs: 0.0,
+            rss_before_kib: 0,
+            rss_peak_kib: 0,
+            peak_live: 0,
+            notes: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// No call failed, and a dialer kept within 5 % of the asked rate (one that falls
+    /// further behind did not place the step's calls at that rate).
+    fn clean(&self) -> bool {
+        self.error.is_none()
+            && self.failed == 0
+            && self.attempted > 0
+            && self
+                .achieved_cps
+                .is_none_or(|a| a >= 0.95 * f64::from(self.rate))
+    }
+
+    fn pct(&self, q: f64) -> f64 {
+        percentile(&self.setup, q)
+    }
+
+    fn cpu_ms_per_call(&self) -> f64 {
+        self.cpu_secs * 1000.0 / self.attempted.max(1) as f64
+    }
+
+    fn cpu_ms_per_call_net(&self) -> Option<f64> {
+        self.idle_cpu_secs
+            .map(|idle| (self.cpu_secs - idle).max(0.0) * 1000.0 / self.attempted.max(1) as f64)
+    }
+
+    fn rss_per_live_kib(&self) -> f64 {
+        self.rss_peak_kib.saturating_sub(self.rss_before_kib) as f64 / self.peak_live.max(1) as f64
+    }
+}
+
+fn loadavg() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// The soft limit of open files of this process (children inherit it).
+fn open_files_limit() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Max open files"))?
+                .split_whitespace()
+                .nth(3)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(1024)
+}
+
+/// Live calls one engine may hold: two sockets per call within the open-file limit, and
+/// within the RTP port range.
+fn max_live_calls() -> u64 {
+    let pairs = u64::from(RTP_PORTS.1 - RTP_PORTS.0 + 1) / 2;
+    (open_files_limit().saturating_sub(1000) / 2)
+        .min(10_000)
+        .min(pairs - 500)
+        .max(100)
+}
+
+/// `/proc/<pid>/stat` every 100 ms until the process is gone or a zombie.
+struct Sampler {
+    samples: Arc<Mutex<Vec<ProcStat>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Sampler {
+    fn start(pid: u32) -> Sampler {
+        let samples: Arc<Mutex<Vec<ProcStat>>> = Arc::default();
+        let s2 = samples.clone();
+        let task = tokio::spawn(async move {
+            while let Some(s) = proc_stat(pid) {
+                s2.lock().expect("samples").push(s);
+                if s.state == 'Z' {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        Sampler { samples, task }
+    }
+
+    fn last(&self) -> Option<ProcStat> {
+        self.samples.lock().expect("samples").last().copied()
+    }
+
+    fn first(&self) -> Option<ProcStat> {
+        self.samples.lock().expect("samples").first().copied()
+    }
+
+    fn peak_rss(&self) -> u64 {
+        self.samples
+            .lock()
+            .expect("samples")
+            .iter()
+            .map(|s| s.rss_kib)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Waits until the process exited (its last reading is final) or `within` passed.
+    async fn wait_exit(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if self.task.is_finished() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+}
+
+/// A SIPp media port pair (`-mp` and `-mp`+2, which SIPp also binds) free right now, in
+/// 6000–9999 (apart from the engine's RTP ports and the ephemeral range).
+fn media_port() -> Result<u16> {
+    static NEXT: AtomicU16 = AtomicU16::new(6000);
+    for _ in 0..1000 {
+        let p = NEXT.fetch_add(4, Ordering::Relaxed);
+        if p > 9990 {
+            NEXT.store(6000, Ordering::Relaxed);
+            continue;
+        }
+        let free = |port: u16| UdpSocket::bind(("127.0.0.1", port)).is_ok();
+        if free(p) && free(p + 1) && free(p + 2) && free(p + 3) {
+            return Ok(p);
+        }
+    }
+    bail!("no free SIPp media port in 6000-9999")
+}
+
+/// What a SIPp run is asked to do.
+struct SippJob<'a> {
+    /// Scenario file in bench/sipp, without `.xml`.
+    scenario: &'static str,
+    port: u16,
+    target: Option<SocketAddr>,
+    calls: u64,
+    /// Call rate of a UAC.
+    rate: Option<u32>,
+    /// `-d`: what a bare `<pause/>` waits.
+    hold_ms: Option<u64>,
+    /// `-s`: the request-URI user of a UAC.
+    service: Option<&'a str>,
+    /// `-timeout`: SIPp stops (failing) after this long.
+    budget_secs: u64,
+}
+
+/// A SIPp process (killed on drop) and its working directory with its statistics.
+struct Sipp {
+    child: Child,
+    pid: u32,
+    scenario: &'static str,
+    dir: tempfile::TempDir,
+}
+
+/// The audio the scenarios stream, in every SIPp's working directory: what the caller
+/// says (a 440 Hz tone), what the callee says (520 Hz) for the hold time, and the prompt
+/// SIPp plays in the engine's place (660 Hz, 1.6 s, about the length of the engine's
+/// "Press one to confirm.").
+fn write_audio(dir: &Path, hold_ms: u64) {
+    let hold = hold_ms as f32 / 1000.0;
+    ulaw_tone(dir, "caller.ulaw", 440.0, hold);
+    ulaw_tone(dir, "callee.ulaw", 520.0, hold);
+    ulaw_tone(dir, "prompt.ulaw", 660.0, 1.6);
+}
+
+impl Sipp {
+    fn spawn(job: &SippJob<'_>, hold_ms_audio: u64) -> Result<Sipp> {
+        let dir = tempfile::tempdir()?;
+        write_audio(dir.path(), hold_ms_audio);
+        let scenario = workspace()
+            .join("bench")
+            .join("sipp")
+            .join(format!("{}.xml", job.scenario));
+        let mut cmd = Command::new("sipp");
+        cmd.arg("-sf").arg(&scenario);
+        cmd.args(["-nostdin", "-i", "127.0.0.1", "-mi", "127.0.0.1"])
+            .args(["-p", &job.port.to_string()])
+            .args(["-cp", &free_udp_port().to_string()])
+            .args(["-mp", &media_port()?.to_string()])
+            .args(["-m", &job.calls.to_string()])
+            .args(["-aa", "-trace_err", "-trace_stat", "-fd", "1"])
+            .args(["-trace_rtt", "-rtt_freq", "1"])
+            .args(["-recv_timeout", "15000"])
+            .args([
+                "-timeout",
+                &format!("{}s", job.budget_secs),
+                "-timeout_error",
+            ]);
+        if let Some(r) = job.rate {
+            let limit = (u64::from(r) * (job.hold_ms.unwrap_or(0) / 1000 + 20)).max(100);
+            cmd.args(["-r", &r.to_string(), "-rp", "1000"])
+                .args(["-l", &limit.to_string()]);
+        }
+        if let Some(d) = job.hold_ms {
+            cmd.args(["-d", &d.to_string()]);
+        }
+        if let Some(s) = job.service {
+            cmd.args(["-s", s]);
+        }
+        if let Some(t) = job.target {
+            cmd.arg(t.to_string());
+        }
+        let child = cmd
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .context("spawn sipp (install sip-tester)")?;
+        let pid = child.id().context("sipp pid")?;
+        Ok(Sipp {
+            child,
+            pid,
+            scenario: job.scenario,
+            dir,
+        })
+    }
+
+    /// Waits for SIPp to exit; Some(true) when every call succeeded, None on timeout.
+    async fn wait(&mut self, within: Duration) -> Option<bool> {
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(Ok(s)) => Some(s.success()),
+            _ => None,
+        }
+    }
+
+    async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    fn stat(&self) -> SippStat {
+        read_sipp_stat(self.dir.path(), self.scenario).unwrap_or_default()
+    }
+
+    /// Response times of timer 1, sorted.
+    fn rtts(&self) -> Vec<f64> {
+        read_sipp_rtts(self.dir.path(), self.scenario, 1)
+    }
+}
+
+/// The engine's scenario: `reply_scenario("dtmf")` (question "Press one to confirm." by
+/// TTS, listening 12 s for DTMF) with an inbound entry as well.
+fn rate_scenario() -> Value {
+    let mut s = reply_scenario("dtmf");
+    s["constructor"]["bricks"]["inbound_call"] = json!({"v1": [{"id": "in", "description": "",
+        "properties": {}, "outputs": [{"type": "next", "description": "", "next": "ask"}]}]});
+    s
+}
+
+/// Counts of an account's communications, by status.
+async fn count_status(
+    store: &callsmith_control::Store,
+    account: &str,
+    base: &CommunicationFilter,
+    status: CommunicationStatus,
+) -> Result<i64> {
+    let f = CommunicationFilter {
+        communication_status: Some(status),
+        ..base.clone()
+    };
+    Ok(store.communication_list(account, &f, 1, 0).await?.1)
+}
+
+/// Communications not ended yet (new, queued, dialing or in progress).
+async fn count_open(
+    store: &callsmith_control::Store,
+    account: &str,
+    f: &CommunicationFilter,
+) -> Result<i64> {
+    let mut n = 0;
+    for s in [
+        CommunicationStatus::New,
+        CommunicationStatus::Queued,
+        CommunicationStatus::Dialing,
+        CommunicationStatus::InProgress,
+    ] {
+        n += count_status(store, account, f, s).await?;
+    }
+    Ok(n)
+}
+
+/// Every communication matching `f`.
+async fn all_rows(
+    store: &callsmith_control::Store,
+    account: &str,
+    f: &CommunicationFilter,
+) -> Result<Vec<CommunicationRecord>> {
+    let mut out = Vec::new();
+    loop {
+        let (rows, total) = store
+            .communication_list(account, f, 5000, out.len() as i64)
+            .await?;
+        let n = rows.len();
+        out.extend(rows);
+        if n == 0 || out.len() as i64 >= total {
+            return Ok(out);
+        }
+    }
+}
+
+/// Waits until no communication matching `f` is open (or `within` passed); false on timeout.
+async fn wait_all_ended(
+    store: &callsmith_control::Store,
+    account: &str,
+    f: &CommunicationFilter,
+    within: Duration,
+) -> Result<bool> {
+    let deadline = Instant::now() + within;
+    loop {
+        if count_open(store, account, f).await? == 0 {
+            return Ok(true);
+        }
+        if Instant::now() > deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn secs(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
+    (b - a).num_microseconds().unwrap_or(0) as f64 / 1e6
+}
+
+/// What the saved call histories of `rows` say about the bot's work: prompts played and
+/// RTP both ways (per call on average), and errors the calls recorded.
+fn history_summary(e: &Engine, account: &str, rows: &[CommunicationRecord]) -> String {
+    let (mut calls, mut sent, mut received, mut lost, mut errors) = (0u64, 0u64, 0u64, 0i64, 0u64);
+    let mut prompts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut played_ms = 0u64;
+    for r in rows.iter().filter(|r| r.has_history) {
+        let path = e
+            .data_dir
+            .join("objects")
+            .join("calls")
+            .join(account)
+            .join(&r.sid)
+            .join("history.json");
+        let Some(h) = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        else {
+            continue;
+        };
+        calls += 1;
+        let m = &h["media"];
+        sent += m["packets_sent"].as_u64().unwrap_or(0);
+        received += m["packets_received"].as_u64().unwrap_or(0);
+        lost += m["packets_lost"].as_i64().unwrap_or(0);
+        errors += h["errors"].as_array().map_or(0, |a| a.len() as u64);
+        for p in h["prompts"].as_array().into_iter().flatten() {
+            *prompts
+                .entry(p["outcome"].as_str().unwrap_or("?").to_string())
+                .or_default() += 1;
+            played_ms += p["played_ms"].as_u64().unwrap_or(0);
+        }
+    }
+    let n = calls.max(1) as f64;
+    format!(
+        "histories of {calls} calls: prompts {prompts:?}, {:.0} ms of prompt played per call; RTP per call {:.0} sent, {:.0} received, {lost} lost in all; {errors} errors recorded",
+        played_ms as f64 / n,
+        sent as f64 / n,
+        received as f64 / n
+    )
+}
+
+/// Warning and error lines of an engine log, counted by message (the text after the
+/// level and target, up to the first `key=value` field).
+fn log_findings(log: &str) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for line in log.lines() {
+        let mut words = line.split_whitespace();
+        let _time = words.next();
+        let Some(level) = words.next() else { continue };
+        if level != "WARN" && level != "ERROR" {
+            continue;
+        }
+        let rest: Vec<&str> = words.take_while(|w| !w.contains('=')).collect();
+        let msg = format!("{level} {}", rest.join(" "));
+        *out.entry(msg).or_default() += 1;
+    }
+    out
+}
+
+/// A scratch PostgreSQL database (dropped by [`drop_database`]).
+async fn new_database() -> Result<String> {
+    let admin = std::env::var("CALLSMITH_TEST_PG_ADMIN_URL").context(
+        "CALLSMITH_TEST_PG_ADMIN_URL is not set: run `eval \"$(bash scripts/test-deps.sh)\"` or pass --database sqlite",
+    )?;
+    Ok(callsmith_control::store::create_postgres_database(&admin, "cscr_").await?)
+}
+
+/// Drops a database made by [`new_database`] (best effort, with psql; databases left
+/// behind are dropped by the next `create_postgres_database` two hours later).
+async fn drop_database(url: &str) {
+    let (Ok(admin), Some(name)) = (
+        std::env::var("CALLSMITH_TEST_PG_ADMIN_URL"),
+        url.rsplit('/')
+            .next()
+            .map(|n| n.split('?').next().unwrap_or(n)),
+    ) else {
+        return;
+    };
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return;
+    }
+    let run = Command::new("psql")
+        .arg(&admin)
+        .args([
+            "-q",
+            "-c",
+            &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .status();
+    let _ = tokio::time::timeout(Duration::from_secs(20), run).await;
+}
+
+/// The time budget of one step's load: arrivals, the hold, and room for slow set-ups.
+fn budget_secs(args: &Args) -> u64 {
+    u64::from(args.seconds) + args.hold_ms / 1000 + 60
+}
+
+/// One step of the callsmith binary: a fresh engine (and database), warm-up, 2 s idle,
+/// then the load.
+async fn callsmith_step(args: &Args, dir: Dir, db: Db, rate: u32) -> Result<Step> {
+    let db_url = match db {
+        Db::Sqlite => None,
+        Db::Postgres => Some(new_database().await?),
+    };
+    let r = callsmith_step_on(args, dir, db, rate, db_url.as_deref()).await;
+    if let Some(url) = &db_url {
+        drop_database(url).await;
+    }
+    r
+}
+
+async fn callsmith_step_on(
+    args: &Args,
+    dir: Dir,
+    db: Db,
+    rate: u32,
+    db_url: Option<&str>,
+) -> Result<Step> {
+    let mut step = Step::new(dir, Target::Callsmith(db), rate);
+    let total = u64::from(rate) * u64::from(args.seconds);
+    let budget = budget_secs(args);
+    let max_live = max_live_calls();
+    // The callee (outbound) listens here; for inbound calls the trunk only matches the
+    // caller's address (127.0.0.1).
+    let gw_port = free_udp_port();
+    let gateway = SocketAddr::from(([127, 0, 0, 1], gw_port));
+    let mut e = Engine::start(EngineOptions {
+        database_url: db_url.map(String::from),
+        trunks: vec![("carrier".into(), gateway)],
+        dialer_toml: format!("max_live_calls = {max_live}\n{}\n", args.dialer_toml),
+        rtp_ports: Some(RTP_PORTS),
+        ..Default::default()
+    })
+    .await;
+    let pid = e
+        .child
+        .as_ref()
+        .and_then(|c| c.id())
+        .context("engine pid")?;
+    let t: Tenancy = provision(&e, "rate", "carrier", NUMBER).await;
+    let store = store_of(&e, db_url).await;
+    let scn = create_scenario(&store, &t, &rate_scenario(), true).await;
+    let spec = |cps: u32, cpl: u64| AgentSpec {
+        cps: i64::from(cps),
+        cpl: cpl as i64,
+        ..AgentSpec::new(scn.clone(), t.number_id.clone())
+    };
+    // The inbound route (and the outbound warm-up) use this agent, without limits.
+    let open_agent = create_agent(&store, &t, &spec(0, 0)).await;
+
+    let result = match dir {
+        Dir::Inbound => {
+            inbound_load(args, &e, &store, &t, pid, rate, total, budget, &mut step).await
+        }
+        Dir::Outbound => {
+            let load_agent = create_agent(&store, &t, &spec(rate, max_live)).await;
+            outbound_load(
+                args,
+                &e,
+                &store,
+                &t,
+                pid,
+                gw_port,
+                (&open_agent, &load_agent),
+                total,
+                budget,
+                &mut step,
+            )
+            .await
+        }
+    };
+    if let Err(err) = result {
+        step.error = Some(format!("{err:#}"));
+    }
+
+    // What the engine logged.
+    let log = e.log();
+    let findings = log_findings(&log);
+    if !findings.is_empty() {
+        let path = std::env::temp_dir().join(format!(
+            "call_rate_{}_{}_{}_{rate}.log",
+            std::process::id(),
+            dir.name(),
+            match db {
+                Db::Sqlite => "sqlite",
+                Db::Postgres => "postgres",
+            }
+        ));
+        let _ = std::fs::write(&path, &log);
+        let mut found: Vec<(String, usize)> = findings.into_iter().collect();
+        found.sort_by_key(|f| std::cmp::Reverse(f.1));
+        for (msg, n) in found.iter().take(6) {
+            step.notes.push(format!("engine log: {n} × {msg}"));
+        }
+        step.notes
+            .push(format!("engine log kept at {}", path.display()));
+    }
+    let pool = log.matches("pool timed out").count();
+    if pool > 0 {
+        step.notes
+            .push(format!("engine log: `pool timed out` {pool} times"));
+    }
+    e.kill().await;
+    Ok(step)
+}
+
+/// CPU of the idle engine over 2 s, as a fraction of a core.
+async fn idle_core(pid: u32) -> Result<f64> {
+    let a = proc_stat(pid).context("engine /proc")?;
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let b = proc_stat(pid).context("engine /proc")?;
+    Ok((b.cpu_ticks - a.cpu_ticks) as f64 / CLK_TCK / t0.elapsed().as_secs_f64())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn inbound_load(
+    args: &Args,
+    e: &Engine,
+    store: &callsmith_control::Store,
+    t: &Tenancy,
+    pid: u32,
+    rate: u32,
+    total: u64,
+    budget: u64,
+    step: &mut Step,
+) -> Result<()> {
+    let inbound = CommunicationFilter {
+        direction: Some("inbound".into()),
+        ..Default::default()
+    };
+    let caller = |calls: u64, rate: u32| SippJob {
+        scenario: "rate_uac_caller",
+        port: free_udp_port(),
+        target: Some(e.sip_addr),
+        calls,
+        rate: Some(rate),
+        hold_ms: Some(args.hold_ms),
+        service: Some(NUMBER),
+        budget_secs: budget,
+    };
+    if args.warmup > 0 {
+        let mut warm = Sipp::spawn(&caller(args.warmup, 10), args.hold_ms)?;
+        if warm.wait(Duration::from_secs(60)).await != Some(true) {
+            bail!("warm-up calls failed\n{}", e.log());
+        }
+        if !wait_all_ended(store, &t.account, &inbound, Duration::from_secs(30)).await? {
+            bail!("warm-up calls did not end in the engine");
+        }
+    }
+    let idle = idle_core(pid).await?;
+    let warm_rows = all_rows(store, &t.account, &inbound).await?;
+
+    let sampler = Sampler::start(pid);
+    let before = proc_stat(pid).context("engine /proc")?;
+    let t0 = Instant::now();
+    let mut uac = Sipp::spawn(&caller(total, rate), args.hold_ms)?;
+    let exited = uac.wait(Duration::from_secs(budget + 30)).await;
+    if exited.is_none() {
+        uac.kill().await;
+        step.notes
+            .push("the caller SIPp did not finish in time".into());
+    }
+    let ended = wait_all_ended(store, &t.account, &inbound, Duration::from_secs(60)).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = proc_stat(pid).context("engine /proc")?;
+    let wall = t0.elapsed().as_secs_f64();
+    sampler_peak(&sampler, step);
+    drop(sampler);
+
+    let st = uac.stat();
+    step.attempted = st.outgoing;
+    step.failed = st.failed;
+    step.retrans = st.retransmissions;
+    step.peak_live = st.peak_current;
+    step.setup = uac.rtts();
+    step.cpu_secs = (after.cpu_ticks - before.cpu_ticks) as f64 / CLK_TCK;
+    step.idle_cpu_secs = Some(idle * wall);
+    step.wall_secs = wall;
+    step.rss_before_kib = before.rss_kib;
+    step.rss_peak_kib = step.rss_peak_kib.max(after.rss_kib);
+    if st.outgoing < total {
+        step.failed += total - st.outgoing;
+        step.notes.push(format!(
+            "the caller placed {} of {total} calls",
+            st.outgoing
+        ));
+        step.attempted = total;
+    }
+    if !ended {
+        step.notes
+            .push("inbound calls still open in the engine 60 s after the caller ended".into());
+    }
+    // The engine's own record of the load.
+    let answered = |rows: &[CommunicationRecord]| {
+        rows.iter()
+            .filter(|r| {
+                r.communication_status == CommunicationStatus::Completed
+                    && r.call_status.as_deref() == Some("answered")
+            })
+            .count() as i64
+    };
+    let rows = all_rows(store, &t.account, &inbound).await?;
+    let stored = rows.len() as i64 - warm_rows.len() as i64;
+    let answered = answered(&rows) - answered(&warm_rows);
+    step.notes.push(format!(
+        "engine rows: {stored} inbound calls stored, {answered} completed/answered (idle engine {:.1} % of a core)",
+        idle * 100.0
+    ));
+    let warm: BTreeSet<&str> = warm_rows.iter().map(|r| r.sid.as_str()).collect();
+    let load_rows: Vec<CommunicationRecord> = rows
+        .iter()
+        .filter(|r| !warm.contains(r.sid.as_str()))
+        .cloned()
+        .collect();
+    let mut engine_setup: Vec<f64> = load_rows
+        .iter()
+        .filter_map(|r| Some(secs(r.started_at?, r.answered_at?) * 1000.0))
+        .collect();
+    engine_setup.sort_by(f64::total_cmp);
+    if !engine_setup.is_empty() {
+        step.notes.push(format!(
+            "the engine's own record (`started_at`, the row made once the INVITE is routed → `answered_at`): p50 {:.2} / p99 {:.2} ms",
+            percentile(&engine_setup, 50.0),
+            percentile(&engine_setup, 99.0)
+        ));
+    }
+    step.notes.push(history_summary(e, &t.account, &load_rows));
+    Ok(())
+}
+
+/// Takes the peak RSS of the sampler's readings into the step.
+fn sampler_peak(sampler: &Sampler, step: &mut Step) {
+    step.rss_peak_kib = step.rss_peak_kib.max(sampler.peak_rss());
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn outbound_load(
+    args: &Args,
+    e: &Engine,
+    store: &callsmith_control::Store,
+    t: &Tenancy,
+    pid: u32,
+    gw_port: u16,
+    (warm_agent, agent): (&str, &str),
+    total: u64,
+    budget: u64,
+    step: &mut Step,
+) -> Result<()> {
+    let callee = |calls: u64| SippJob {
+        scenario: "rate_uas_callee",
+        port: gw_port,
+        target: None,
+        calls,
+        rate: None,
+        hold_ms: Some(args.hold_ms),
+        service: None,
+        budget_secs: budget + 60,
+    };
+    if args.warmup > 0 {
+        let mut warm = Sipp::spawn(&callee(args.warmup), args.hold_ms)?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let f = CommunicationFilter {
+            agent_sid: Some(warm_agent.to_string()),
+            ..Default::default()
+        };
+        for i in 0..args.warmup {
+            e.dispatch(
+                t,
+                json!({"recipient": format!("+1666{i:07}"), "agent_sid": warm_agent}),
+            )
+            .await;
+        }
+        if !wait_all_ended(store, &t.account, &f, Duration::from_secs(60)).await? {
+            bail!("warm-up calls did not end\n{}", e.log());
+        }
+        if warm.wait(Duration::from_secs(20)).await != Some(true) {
+            bail!("the warm-up callee failed\n{}", e.log());
+        }
+    }
+    let mut uas = Sipp::spawn(&callee(total), args.hold_ms)?;
+    let idle = idle_core(pid).await?;
+
+    // Dispatch every communication for one moment ahead (with room for the requests at
+    // about 400/s), so dialling starts after the requests are done.
+    let at = Utc::now() + chrono::Duration::milliseconds(2000 + (total as i64 * 1000) / 400);
+    let at_s = at.to_rfc3339();
+    let dispatch_t0 = Instant::now();
+    let refused = futures::stream::iter(0..total)
+        .map(|i| {
+            let body = json!({"recipient": format!("+1555{i:07}"), "agent_sid": agent, "scheduled_at": at_s});
+            async move {
+                e.post("/v1/communication/-/dispatch", Some(&t.account), body)
+                    .await
+                    .0
+            }
+        })
+        .buffer_unordered(8)
+        .filter(|s| std::future::ready(*s != 201))
+        .count()
+        .await;
+    if refused > 0 {
+        bail!("{refused} of {total} dispatch requests were refused");
+    }
+    step.notes.push(format!(
+        "{total} communications dispatched in {:.1} s",
+        dispatch_t0.elapsed().as_secs_f64()
+    ));
+    let lead = secs(Utc::now(), at);
+    if lead < 0.2 {
+        step.notes.push(format!(
+            "dispatch overran the first start by {:.1} s (its requests count in the CPU)",
+            -lead
+        ));
+    } else {
+        tokio::time::sleep(Duration::from_secs_f64(lead - 0.1)).await;
+    }
+    let sampler = Sampler::start(pid);
+    let before = proc_stat(pid).context("engine /proc")?;
+    let t0 = Instant::now();
+    let f = CommunicationFilter {
+        agent_sid: Some(agent.to_string()),
+        ..Default::default()
+    };
+    let ended = wait_all_ended(store, &t.account, &f, Duration::from_secs(budget)).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = proc_stat(pid).context("engine /proc")?;
+    let wall = t0.elapsed().as_secs_f64();
+    sampler_peak(&sampler, step);
+    if uas
+        .wait(Duration::from_secs(args.hold_ms / 1000 + 15))
+        .await
+        .is_none()
+    {
+        uas.kill().await;
+        step.notes
+            .push("the callee SIPp did not see every call end".into());
+    }
+    let st = uas.stat();
+    step.retrans = st.retransmissions;
+    step.peak_live = st.peak_current;
+    step.callee_setup = uas.rtts();
+    step.cpu_secs = (after.cpu_ticks - before.cpu_ticks) as f64 / CLK_TCK;
+    step.idle_cpu_secs = Some(idle * wall);
+    step.wall_secs = wall;
+    step.rss_before_kib = before.rss_kib;
+    step.rss_peak_kib = step.rss_peak_kib.max(after.rss_kib);
+    if !ended {
+        step.notes
+            .push(format!("communications still open after {budget} s"));
+    }
+
+    let rows = all_rows(store, &t.account, &f).await?;
+    step.attempted = total;
+    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &rows {
+        let k = format!(
+            "{}/{}",
+            r.communication_status,
+            r.call_status.as_deref().unwrap_or("-")
+        );
+        *outcomes.entry(k).or_default() += 1;
+    }
+    let answered = outcomes.get("completed/answered").copied().unwrap_or(0) as u64;
+    let row_failures = total.saturating_sub(answered);
+    step.failed = row_failures.max(st.failed);
+    if row_failures > 0 || st.failed > 0 {
+        step.notes.push(format!(
+            "outcomes {outcomes:?}; the callee counted {} failed calls",
+            st.failed
+        ));
+    }
+    let mut starts: Vec<DateTime<Utc>> = rows.iter().filter_map(|r| r.started_at).collect();
+    starts.sort();
+    if let (Some(first), Some(last)) = (starts.first(), starts.last())
+        && starts.len() > 1
+    {
+        step.achieved_cps = Some((starts.len() - 1) as f64 / secs(*first, *last).max(1e-9));
+    }
+    let mut setup: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| Some(secs(r.started_at?, r.answered_at?) * 1000.0))
+        .collect();
+    setup.sort_by(f64::total_cmp);
+    step.setup = setup;
+    // Starts per second fitted over every start: unlike first → last above, one early or
+    // late start at either end barely moves it.
+    let first = starts.first().copied();
+    let fit_points: Vec<(f64, f64)> = starts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some((secs(first?, *s), i as f64)))
+        .collect();
+    // The longest pause between two starts: a dialer poll that ran late (slots older
+    // than one poll interval are not started any more, so the run stretches).
+    if let Some((at, gap)) = fit_points
+        .windows(2)
+        .map(|w| (w[0].0, w[1].0 - w[0].0))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+    {
+        step.notes.push(format!(
+            "longest pause between two starts: {:.0} ms, {at:.2} s after the first start (slot interval {:.1} ms)",
+            gap * 1000.0,
+            1000.0 / f64::from(step.rate)
+        ));
+    }
+    if let Some(fit) = callsmith_bench::slope(&fit_points) {
+        step.notes.push(format!(
+            "starts per second, least-squares fit over all starts: {fit:.2} ({:+.2} % off)",
+            (fit - f64::from(step.rate)) / f64::from(step.rate) * 100.0
+        ));
+    }
+    step.notes.push(format!(
+        "idle engine {:.1} % of a core; {}",
+        idle * 100.0,
+        history_summary(e, &t.account, &rows)
+    ));
+    Ok(())
+}
+
+/// One step of SIPp against SIPp: the same peer as against the engine, and SIPp's own
+/// UAS (inbound) or UAC (outbound) in the engine's place, measured alone.
+async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
+    let mut step = Step::new(dir, Target::Sipp, rate);
+    let total = u64::from(rate) * u64::from(args.seconds);
+    let budget = budget_secs(args);
+    let uas_port = free_udp_port();
+    let uas_addr = SocketAddr::from(([127, 0, 0, 1], uas_port));
+    match dir {
+        Dir::Inbound => {
+            let mut uas = Sipp::spawn(
+                &SippJob {
+                    scenario: "rate_uas_prompt",
+                    port: uas_port,
+                    target: None,
+                    calls: total,
+                    rate: None,
+                    hold_ms: None,
+                    service: None,
+                    budget_secs: budget + 30,
+                },
+                args.hold_ms,
+            )?;
+            let sampler = Sampler::start(uas.pid);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let before = sampler.last().or(sampler.first()).context("sipp /proc")?;
+            let t0 = Instant::now();
+            let mut uac = Sipp::spawn(
+                &SippJob {
+                    scenario: "rate_uac_caller",
+                    port: free_udp_port(),
+                    target: Some(uas_addr),
+                    calls: total,
+                    rate: Some(rate),
+                    hold_ms: Some(args.hold_ms),
+                    service: Some(NUMBER),
+                    budget_secs: budget,
+                },
+                args.hold_ms,
+            )?;
+            if uac.wait(Duration::from_secs(budget + 30)).await.is_none() {
+                uac.kill().await;
+                step.notes
+                    .push("the caller SIPp did not finish in time".into());
+            }
+            if !sampler.wait_exit(Duration::from_secs(10)).await {
+                step.notes
+                    .push("SIPp's UAS did not exit (calls missing): measured while running".into());
+            }
+            let after = sampler.last().context("sipp /proc")?;
+            let wall = t0.elapsed().as_secs_f64();
+            let peak = sampler.peak_rss();
+            drop(sampler);
+            uas.kill().await;
+            let _ = uas.wait(Duration::from_secs(5)).await;
+            let (c, s) = (uac.stat(), uas.stat());
+            step.attempted = c.outgoing.max(total);
+            step.failed = c.failed.max(s.failed) + total.saturating_sub(c.outgoing);
+            step.retrans = c.retransmissions;
+            step.peak_live = c.peak_current;
+            step.setup = uac.rtts();
+            step.cpu_secs = (after.cpu_ticks - before.cpu_ticks) as f64 / CLK_TCK;
+            step.wall_secs = wall;
+            step.rss_before_kib = before.rss_kib;
+            step.rss_peak_kib = peak;
+        }
+        Dir::Outbound => {
+            let mut uas = Sipp::spawn(
+                &SippJob {
+                    scenario: "rate_uas_callee",
+                    port: uas_port,
+                    target: None,
+                    calls: total,
+                    rate: None,
+                    hold_ms: Some(args.hold_ms),
+                    service: None,
+                    budget_secs: budget + 30,
+                },
+                args.hold_ms,
+            )?;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let t0 = Instant::now();
+            let uac = Sipp::spawn(
+                &SippJob {
+                    scenario: "rate_uac_prompt",
+                    port: free_udp_port(),
+                    target: Some(uas_addr),
+                    calls: total,
+                    rate: Some(rate),
+                    hold_ms: None,
+                    service: Some("+15550000000"),
+                    budget_secs: budget,
+                },
+                args.hold_ms,
+            )?;
+            let mut uac = uac;
+            let sampler = Sampler::start(uac.pid);
+            let before = sampler_first(&sampler).await.context("sipp /proc")?;
+            if !sampler.wait_exit(Duration::from_secs(budget + 30)).await {
+                step.notes.push("SIPp's UAC did not finish in time".into());
+            }
+            let after = sampler.last().context("sipp /proc")?;
+            let wall = t0.elapsed().as_secs_f64();
+            let peak = sampler.peak_rss();
+            drop(sampler);
+            if uac.wait(Duration::from_secs(5)).await.is_none() {
+                uac.kill().await;
+            }
+            if uas.wait(Duration::from_secs(10)).await.is_none() {
+                uas.kill().await;
+            }
+            let (c, s) = (uac.stat(), uas.stat());
+            step.attempted = c.outgoing.max(total);
+            step.failed = c.failed.max(s.failed) + total.saturating_sub(c.outgoing);
+            step.retrans = s.retransmissions;
+            step.peak_live = s.peak_current;
+            step.setup = uac.rtts();
+            step.callee_setup = uas.rtts();
+            step.cpu_secs = (after.cpu_ticks - before.cpu_ticks) as f64 / CLK_TCK;
+            step.wall_secs = wall;
+            // SIPp's UAC starts calling at once: its RSS before the load is its first
+            // reading, a few milliseconds in.
+            step.rss_before_kib = before.rss_kib;
+            step.rss_peak_kib = peak;
+        }
+    }
+    Ok(step)
+}
+
+/// The first reading of a sampler (waits up to a second for it).
+async fn sampler_first(s: &Sampler) -> Option<ProcStat> {
+    for _ in 0..100 {
+        if let Some(f) = s.first() {
+            return Some(f);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
+}
+
+fn fmt_ms(v: f64) -> String {
+    if v.is_nan() {
+        "–".into()
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn summary_line(s: &Step) -> String {
+    let mut out = format!(
+        "{:>8} {:>5} cps {:<18} {:>6} calls {:>5} failed {:>5} retrans  setup p50 {} p99 {} ms  CPU {:.3} ms/call  RSS {:.1} MiB (peak live {}, {:.1} KiB each)  load {:.2}",
+        s.dir.name(),
+        s.rate,
+        s.target.name(),
+        s.attempted,
+        s.failed,
+        s.retrans,
+        fmt_ms(s.pct(50.0)),
+        fmt_ms(s.pct(99.0)),
+        s.cpu_ms_per_call(),
+        s.rss_peak_kib as f64 / 1024.0,
+        s.peak_live,
+        s.rss_per_live_kib(),
+        s.load
+    );
+    if let Some(a) = s.achieved_cps {
+        out.push_str(&format!("  achieved {a:.2} cps"));
+    }
+    if let Some(e) = &s.error {
+        out.push_str(&format!("  ERROR: {e}"));
+    }
+    out
+}
+
+fn print_tables(args: &Args, steps: &[Step]) {
+    let dirs: BTreeSet<Dir> = steps.iter().map(|s| s.dir).collect();
+    for dir in dirs {
+        let mine: Vec<&Step> = steps.iter().filter(|s| s.dir == dir).collect();
+        println!(
+            "\n### {} ({} s of arrivals per rate, calls held {} ms)\n",
+            dir.name(),
+            args.seconds,
+            args.hold_ms
+        );
+        let outbound = dir == Dir::Outbound;
+        print!("| rate | target | attempted | failed | retrans | setup p50 / p99 ms |");
+        if outbound {
+            print!(" callee INVITE→ACK p50 / p99 ms | achieved cps (off) |");
+        }
+        println!(
+            " CPU ms/call (net) | CPU % of a core | peak RSS MiB | peak live | RSS KiB/live call | load |"
+        );
+        print!("|---|---|---|---|---|---|");
+        if outbound {
+            print!("---|---|");
+        }
+        println!("---|---|---|---|---|---|");
+        for s in &mine {
+            let net = s
+                .cpu_ms_per_call_net()
+                .map(|n| format!(" ({n:.3})"))
+                .unwrap_or_default();
+            print!(
+                "| {} | {} | {} | {} | {} | {} / {} |",
+                s.rate,
+                s.target.name(),
+                s.attempted,
+                if s.error.is_some() {
+                    format!("{} (error)", s.failed)
+                } else {
+                    s.failed.to_string()
+                },
+                s.retrans,
+                fmt_ms(s.pct(50.0)),
+                fmt_ms(s.pct(99.0))
+            );
+            if outbound {
+                let achieved = s
+                    .achieved_cps
+                    .map(|a| {
+                        format!(
+                            "{a:.2} ({:+.2} %)",
+                            (a - f64::from(s.rate)) / f64::from(s.rate) * 100.0
+                        )
+                    })
+                    .unwrap_or_else(|| "–".into());
+                print!(
+                    " {} / {} | {achieved} |",
+                    fmt_ms(percentile(&s.callee_setup, 50.0)),
+                    fmt_ms(percentile(&s.callee_setup, 99.0))
+                );
+            }
+            println!(
+                " {:.3}{net} | {:.1} | {:.1} | {} | {:.1} | {:.2} |",
+                s.cpu_ms_per_call(),
+                s.cpu_secs / s.wall_secs.max(1e-9) * 100.0,
+                s.rss_peak_kib as f64 / 1024.0,
+                s.peak_live,
+                s.rss_per_live_kib(),
+                s.load
+            );
+        }
+        println!();
+        let targets: BTreeSet<Target> = mine.iter().map(|s| s.target).collect();
+        for t in targets {
+            let best = mine
+                .iter()
+                .filter(|s| s.target == t && s.clean())
+                .map(|s| s.rate)
+                .max();
+            let first_bad = mine
+                .iter()
+                .filter(|s| s.target == t && !s.clean())
+                .map(|s| s.rate)
+                .min();
+            println!(
+                "- {} {}: highest clean rate {}{}",
+                dir.name(),
+                t.name(),
+                best.map(|b| format!("{b} cps"))
+                    .unwrap_or_else(|| "none".into()),
+                first_bad
+                    .map(|b| format!(" (first rate that was not: {b} cps)"))
+                    .unwrap_or_default()
+            );
+        }
+        let notes: Vec<String> = mine
+            .iter()
+            .flat_map(|s| {
+                s.notes
+                    .iter()
+                    .map(move |n| format!("- {} cps {}: {n}", s.rate, s.target.name()))
+            })
+            .collect();
+        if !notes.is_empty() {
+            println!("\nNotes:\n{}", notes.join("\n"));
+        }
+    }
+}
+
+fn write_plots(args: &Args, steps: &[Step]) -> Result<Vec<PathBuf>> {
+    let report_dir = args
+        .report_dir
+        .clone()
+        .unwrap_or_else(|| workspace().join("bench").join("reports"));
+    std::fs::create_dir_all(&report_dir)?;
+    let mut written = Vec::new();
+    let dirs: BTreeSet<Dir> = steps.iter().map(|s| s.dir).collect();
+    for dir in dirs {
+        let mine: Vec<&Step> = steps.iter().filter(|s| s.dir == dir).collect();
+        let targets: BTreeSet<Target> = mine.iter().map(|s| s.target).collect();
+        let series = |f: &dyn Fn(&Step) -> f64| -> Vec<Series> {
+            targets
+                .iter()
+                .map(|t| Series {
+                    name: t.name().into(),
+                    color: t.color().into(),
+                    points: mine
+                        .iter()
+                        .filter(|s| s.target == *t && s.error.is_none())
+                        .map(|s| (f64::from(s.rate), f(s)))
+                        .filter(|p| p.1.is_finite())
+                        .collect(),
+                    line: true,
+                })
+                .collect()
+        };
+        let plots = [
+            (
+                "setup",
+                format!(
+                    "Call setup p99 against call rate ({}, INVITE → 200)",
+                    dir.name()
+                ),
+                "setup p99, ms",
+                series(&|s| s.pct(99.0)),
+            ),
+            (
+                "cpu",
+                format!(
+                    "CPU per call against call rate ({}, process under test)",
+                    dir.name()
+                ),
+                "CPU ms per call",
+                series(&|s| s.cpu_ms_per_call()),
+            ),
+        ];
+        for (name, title, y, series) in plots {
+            let svg = svg_plot(&title, "calls per second", y, &series, &[] as &[Limit]);
+            let path = report_dir.join(format!("call_rate_{}_{}_{name}.svg", args.tag, dir.name()));
+            std::fs::write(&path, svg)?;
+            written.push(path);
+        }
+    }
+    Ok(written)
+}
+
+/// The rates to run: the given ones, then (with --find-ceiling) the ladder above them.
+fn ladder(args: &Args) -> Vec<u32> {
+    let mut rates: Vec<u32> = args.rates.iter().copied().filter(|r| *r > 0).collect();
+    rates.sort_unstable();
+    rates.dedup();
+    if args.find_ceiling {
+        let top = rates.last().copied().unwrap_or(0);
+        rates.extend(
+            CEILING_LADDER
+                .iter()
+                .copied()
+                .filter(|r| *r > top && *r <= args.ceiling_max),
+        );
+    }
+    rates
+}
+
+async fn run(args: Args, results: Arc<Mutex<Vec<Step>>>) -> Result<()> {
+    let dirs: Vec<Dir> = match args.direction {
+        DirectionArg::Inbound => vec![Dir::Inbound],
+        DirectionArg::Outbound => vec![Dir::Outbound],
+        DirectionArg::Both => vec![Dir::Inbound, Dir::Outbound],
+    };
+    let mut targets: Vec<Target> = match args.database {
+        DatabaseArg::Sqlite => vec![Target::Callsmith(Db::Sqlite)],
+        DatabaseArg::Postgres => vec![Target::Callsmith(Db::Postgres)],
+        DatabaseArg::Both => vec![
+            Target::Callsmith(Db::Sqlite),
+            Target::Callsmith(Db::Postgres),
+        ],
+    };
+    if !args.no_reference {
+        targets.push(Target::Sipp);
+    }
+    let rates = ladder(&args);
+    eprintln!(
+        "call_rate: binary {}, rates {rates:?}, {} s per rate, hold {} ms, engine max_live_calls {}, RTP ports {}-{}, engine log {}",
+        callsmith_e2e::binary().display(),
+        args.seconds,
+        args.hold_ms,
+        max_live_calls(),
+        RTP_PORTS.0,
+        RTP_PORTS.1,
+        std::env::var("CALLSMITH_E2E_LOG").unwrap_or_default()
+    );
+    let mut stopped: BTreeSet<(Dir, Target)> = BTreeSet::new();
+    for rate in rates {
+        for &dir in &dirs {
+            for &target in &targets {
+                if stopped.contains(&(dir, target)) {
+                    continue;
+                }
+                if dir == Dir::Outbound
+                    && matches!(target, Target::Callsmith(_))
+                    && rate > MAX_AGENT_CPS
+                {
+                    eprintln!(
+                        "outbound {rate} cps {}: skipped (an agent's cps is at most {MAX_AGENT_CPS})",
+                        target.name()
+                    );
+                    continue;
+                }
+                let step_args = args.clone();
+                let limit = Duration::from_secs(budget_secs(&args) * 2 + 120);
+                let task = AbortOnDrop(tokio::spawn(async move {
+                    match target {
+                        Target::Callsmith(db) => callsmith_step(&step_args, dir, db, rate).await,
+                        Target::Sipp => sipp_step(&step_args, dir, rate).await,
+                    }
+                }));
+                let step = match tokio::time::timeout(limit, task.wait()).await {
+                    Ok(Ok(Ok(s))) => s,
+                    Ok(Ok(Err(e))) => failed_step(dir, target, rate, &args, format!("{e:#}")),
+                    Ok(Err(e)) => failed_step(dir, target, rate, &args, e),
+                    Err(_) => failed_step(
+                        dir,
+                        target,
+                        rate,
+                        &args,
+                        format!("the step took longer than {} s", limit.as_secs()),
+                    ),
+                };
+                eprintln!("{}", summary_line(&step));
+                for n in &step.notes {
+                    eprintln!("    {n}");
+                }
+                if !step.clean() && args.find_ceiling {
+                    stopped.insert((dir, target));
+                }
+                results.lock().expect("results").push(step);
+                // Lingering transactions (2xx retransmission windows, Timer K) drain.
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn failed_step(dir: Dir, target: Target, rate: u32, args: &Args, error: String) -> Step {
+    let mut s = Step::new(dir, target, rate);
+    s.attempted = u64::from(rate) * u64::from(args.seconds);
+    s.failed = s.attempted;
+    // A panic message from the harness carries the whole engine log: keep its start.
+    let mut e: String = error.chars().take(2000).collect();
+    if e.len() < error.len() {
+        e.push_str(" …");
+    }
+    s.error = Some(e);
+    s
+}
+
+/// A spawned step: aborted (its children killed on drop) when the bench stops waiting.
+struct AbortOnDrop(tokio::task::JoinHandle<Result<Step>>);
+
+impl AbortOnDrop {
+    async fn wait(mut self) -> Result<Result<Step>, String> {
+        (&mut self.0).await.map_err(|e| {
+            if e.is_panic() {
+                let p = e.into_panic();
+                p.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .map(|m| format!("panicked: {m}"))
+                    .unwrap_or_else(|| "panicked".into())
+            } else {
+                "cancelled".into()
+            }
+        })
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if args.rates.is_empty() || args.seconds == 0 || args.hold_ms < 100 {
+        bail!("--rates needs at least one rate; --seconds at least 1; --hold-ms at least 100");
+    }
+    if std::env::var_os("CALLSMITH_E2E_LOG").is_none() {
+        // SAFETY: no other thread exists yet (the runtime is built below).
+        unsafe { std::env::set_var("CALLSMITH_E2E_LOG", "info") };
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let results: Arc<Mutex<Vec<Step>>> = Arc::default();
+    let outcome = rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = run(args.clone(), results.clone()) => r,
+            _ = tokio::time::sleep(Duration::from_secs(args.timeout_secs)) => {
+                Err(anyhow::anyhow!("stopped after --timeout-secs {}", args.timeout_secs))
+            }
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted (SIGINT)")),
+            _ = term.recv() => Err(anyhow::anyhow!("terminated (SIGTERM)")),
+        }
+    });
+    // Dropping the runtime drops every step still running: their engines and SIPps are
+    // killed (kill_on_drop).
+    drop(rt);
+    let steps = results.lock().expect("results").clone();
+    println!(
+        "\ncall_rate: {} (load average now {:.2}, {} cores)",
+        std::env::args().collect::<Vec<_>>().join(" "),
+        loadavg(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    print_tables(&args, &steps);
+    if !steps.is_empty() {
+        let plots = write_plots(&args, &steps)?;
+        println!(
+            "\nplots: {}",
+            plots
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    outcome
+}
