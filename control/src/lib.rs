@@ -5,6 +5,7 @@
 //! [`bootstrap::ensure_superuser`], [`api::AppState::new`] and [`api::router`].
 
 pub mod adapters;
+pub mod agent_settings;
 pub mod api;
 pub mod audio_ref;
 pub mod auth;

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use callsmith_control::agent_settings::CommunicationResult;
 use callsmith_control::communication::Communication;
 use callsmith_control::outbound::OutboundRequest;
 use callsmith_control::store::communications::Deliveries;
@@ -25,7 +26,7 @@ pub fn deliveries(
     agent: Option<&AgentRecord>,
 ) -> Option<Box<Deliveries>> {
     let agent = agent?;
-    let urls = targets(&agent.communication_result);
+    let urls = CommunicationResult::urls_of(&agent.communication_result);
     (!urls.is_empty()).then(|| {
         Box::new(Deliveries {
             tenant_sid: comm.tenant_sid.clone(),
@@ -34,25 +35,6 @@ pub fn deliveries(
             urls,
         })
     })
-}
-
-/// Target URLs of an agent's `communication_result` JSON (`{"targets": [{"url"}]}`).
-pub fn targets(communication_result: &str) -> Vec<String> {
-    let v: Value = serde_json::from_str(communication_result).unwrap_or(Value::Null);
-    let mut out: Vec<String> = v
-        .get("targets")
-        .and_then(|t| t.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t.get("url").and_then(|u| u.as_str()))
-                .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out.dedup();
-    out
 }
 
 /// Delay before attempt `attempts + 1`: base · 2^attempts, at most one hour.
@@ -170,14 +152,5 @@ mod tests {
         assert_eq!(backoff(b, 0), Duration::from_secs(1));
         assert_eq!(backoff(b, 3), Duration::from_secs(8));
         assert_eq!(backoff(b, 30), Duration::from_secs(3600));
-    }
-
-    #[test]
-    fn targets_are_http_urls_deduplicated() {
-        let t = targets(
-            r#"{"targets":[{"url":"http://a/x"},{"url":"ftp://b"},{"url":"http://a/x"},{"nourl":1}]}"#,
-        );
-        assert_eq!(t, vec!["http://a/x".to_string()]);
-        assert!(targets("not json").is_empty());
     }
 }

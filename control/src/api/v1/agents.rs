@@ -21,6 +21,8 @@ use crate::{
     store::{AccountRecord, AgentConfig, AgentFilter, AgentRecord},
 };
 
+pub use crate::agent_settings::{AgentSms, CommunicationResult, Limits, Schedule};
+
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_agent, list_agents))
@@ -43,83 +45,6 @@ impl GatewayType {
             GatewayType::Number => "number",
             GatewayType::NumberPool => "number_pool",
         }
-    }
-}
-
-/// When the agent may start calls (docs/agents.md): `always` or `weekly`.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Schedule {
-    /// `always` (args: excluded_dates) or `weekly` (args: mon..sun windows
-    /// `[["HH:MM","HH:MM"]]` in the agent's timezone, excluded_dates).
-    pub strategy: String,
-    /// Always an object: omitted or null reads as `{}`.
-    #[serde(default = "no_args", deserialize_with = "args_object")]
-    #[schema(value_type = Object)]
-    pub args: serde_json::Value,
-}
-
-fn no_args() -> serde_json::Value {
-    serde_json::json!({})
-}
-
-/// `args` as sent, with null read as `{}` (any other non-object is left for the
-/// schedule check to reject).
-fn args_object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<serde_json::Value, D::Error> {
-    let v = serde_json::Value::deserialize(d)?;
-    Ok(if v.is_null() { no_args() } else { v })
-}
-
-/// Call limits of one agent.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Limits {
-    /// New calls this agent starts per second, 1–1000.
-    pub cps: i64,
-    /// Calls of this agent live at once (calls per line), 1–100000.
-    pub cpl: i64,
-}
-
-/// One result delivery target.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Target {
-    /// Absolute http(s) URL the communication result is POSTed to.
-    pub url: String,
-}
-
-/// Where results go.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq, Default)]
-#[serde(deny_unknown_fields)]
-pub struct CommunicationResult {
-    #[serde(default)]
-    pub targets: Vec<Target>,
-}
-
-/// How the agent's scenarios send SMS. The sender is always a value registered on the
-/// provider: `alpha` (use_alpha=true) or `number` (use_alpha=false). The empty settings
-/// (`provider_sid` empty, `use_alpha` false, `alpha` and `number` empty) mean the agent
-/// sends no SMS.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct AgentSms {
-    /// `smp_` id of a provider of the account; empty when the agent sends no SMS.
-    pub provider_sid: String,
-    #[serde(default)]
-    pub use_alpha: bool,
-    #[serde(default)]
-    pub alpha: String,
-    #[serde(default)]
-    pub number: String,
-}
-
-impl AgentSms {
-    /// The empty settings: no SMS.
-    fn is_unset(&self) -> bool {
-        self.provider_sid.trim().is_empty()
-            && !self.use_alpha
-            && self.alpha.trim().is_empty()
-            && self.number.trim().is_empty()
     }
 }
 
