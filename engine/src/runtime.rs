@@ -12,7 +12,9 @@ use callsmith_media::{MediaEngine, stt::SttPool, tts::TtsService};
 use callsmith_scenarios::{Program, Snapshot};
 use callsmith_sip::SipStack;
 use parking_lot::Mutex;
-use prometheus_client::metrics::{counter::Counter, family::Family, histogram::Histogram};
+use prometheus_client::metrics::{
+    counter::Counter, family::Family, gauge::Gauge, histogram::Histogram,
+};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -46,6 +48,8 @@ pub struct RuntimeSettings {
 pub struct LiveCalls {
     count: AtomicUsize,
     changed: Notify,
+    /// The count on /metrics (`callsmith_live_calls`).
+    gauge: Gauge,
 }
 
 /// Decrements the live count when the call task ends, however it ends.
@@ -57,6 +61,7 @@ impl LiveCalls {
     /// Counts a call from its start (a claimed row, an INVITE received) to its end.
     pub fn enter(self: &Arc<Self>) -> LiveGuard {
         self.count.fetch_add(1, Ordering::SeqCst);
+        self.gauge.inc();
         LiveGuard { live: self.clone() }
     }
     pub fn total(&self) -> usize {
@@ -80,6 +85,7 @@ impl LiveCalls {
 impl Drop for LiveGuard {
     fn drop(&mut self) {
         self.live.count.fetch_sub(1, Ordering::SeqCst);
+        self.live.gauge.dec();
         self.live.changed.notify_waiters();
     }
 }
@@ -147,8 +153,14 @@ impl LoopLag {
 
 impl Capacity {
     pub fn new(services: &Services, dialer: &DialerConfig) -> Capacity {
+        let live = Arc::new(LiveCalls::default());
+        services.metrics.registry().register(
+            "callsmith_live_calls",
+            "Calls of this process from their first step (a claimed row, an INVITE admitted) to their end being stored",
+            live.gauge.clone(),
+        );
         Capacity {
-            live: Arc::new(LiveCalls::default()),
+            live,
             journal: Journal::start(
                 services.store.clone(),
                 dialer.write_queue,
