@@ -280,6 +280,46 @@ impl TestServer {
     pub async fn fixture(&self) -> Fixture {
         self.fixture_named("a").await
     }
+
+    /// A scenario of `f`'s account with `snapshot` as its draft (content hash `h0`),
+    /// written through the store; returns its sid.
+    pub async fn draft_scenario(&self, f: &Fixture, snapshot: &str) -> String {
+        let sid = crate::ids::new_sid(crate::ids::prefix::SCENARIO);
+        let draft = crate::ids::new_sid(crate::ids::prefix::SCENARIO_VERSION);
+        self.store
+            .scenario_create(
+                &sid,
+                &f.tenant_sid,
+                &f.account_sid,
+                "t",
+                "",
+                &draft,
+                snapshot,
+                "h0",
+            )
+            .await
+            .expect("scenario created");
+        sid
+    }
+
+    /// [`TestServer::draft_scenario`], published as version 1.
+    pub async fn published_scenario(&self, f: &Fixture, snapshot: &str) -> String {
+        let sid = self.draft_scenario(f, snapshot).await;
+        self.store
+            .scenario_publish(&sid, &f.account_sid, snapshot, "h0")
+            .await
+            .expect("scenario published");
+        sid
+    }
+}
+
+/// The smallest scenario snapshot: start the call, end it; `name` is its name.
+pub fn minimal_snapshot(name: &str) -> String {
+    json!({"name": name, "constructor": {"bricks": {
+        "start_call": {"v1": [{"id": "s", "description": "", "properties": {}, "outputs": [{"type": "next", "description": "", "next": "e"}]}]},
+        "end": {"v1": [{"id": "e", "description": "", "properties": {}, "outputs": []}]}
+    }}})
+    .to_string()
 }
 
 /// Ids and credentials made by [`TestServer::fixture_named`].

@@ -11,18 +11,10 @@ use callsmith_control::{
     },
     objects::CallObjects,
     store::communications::{CallFinish, CallWrite, Claim, ClaimScope},
-    testing::TestServer,
+    testing::{TestServer, minimal_snapshot},
 };
 use chrono::Utc;
 use serde_json::json;
-
-fn snapshot() -> String {
-    json!({"name": "t", "constructor": {"bricks": {
-        "start_call": {"v1": [{"id": "s", "description": "", "properties": {}, "outputs": [{"type": "next", "description": "", "next": "e"}]}]},
-        "end": {"v1": [{"id": "e", "description": "", "properties": {}, "outputs": []}]}
-    }}})
-    .to_string()
-}
 
 /// A history as the engine writes it.
 fn history(id: &str) -> CallHistory {
@@ -60,25 +52,7 @@ fn history(id: &str) -> CallHistory {
 
 async fn history_and_recording(s: TestServer) {
     let f = s.fixture().await;
-    let sid = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO);
-    let draft = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO_VERSION);
-    s.store
-        .scenario_create(
-            &sid,
-            &f.tenant_sid,
-            &f.account_sid,
-            "t",
-            "",
-            &draft,
-            &snapshot(),
-            "h0",
-        )
-        .await
-        .unwrap();
-    s.store
-        .scenario_publish(&sid, &f.account_sid, &snapshot(), "h0")
-        .await
-        .unwrap();
+    let sid = s.published_scenario(&f, &minimal_snapshot("t")).await;
     let tok = &f.admin_session;
     let r = s
         .post("/v1/number")

@@ -9,41 +9,14 @@ use callsmith_control::{
         NewCommunication,
         communications::{CallFinish, CallWrite, Claim, ClaimScope, Deliveries, inbound_record},
     },
-    testing::TestServer,
+    testing::{TestServer, minimal_snapshot},
 };
 use chrono::{Duration, DurationRound, Utc};
 use serde_json::json;
 
-fn snapshot() -> String {
-    json!({"name": "t", "constructor": {"bricks": {
-        "start_call": {"v1": [{"id": "s", "description": "", "properties": {}, "outputs": [{"type": "next", "description": "", "next": "e"}]}]},
-        "end": {"v1": [{"id": "e", "description": "", "properties": {}, "outputs": []}]}
-    }}})
-    .to_string()
-}
-
 /// A published scenario of the fixture's account; returns its sid.
 async fn scenario(s: &TestServer, f: &callsmith_control::testing::Fixture) -> String {
-    let sid = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO);
-    let draft = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO_VERSION);
-    s.store
-        .scenario_create(
-            &sid,
-            &f.tenant_sid,
-            &f.account_sid,
-            "t",
-            "",
-            &draft,
-            &snapshot(),
-            "h0",
-        )
-        .await
-        .unwrap();
-    s.store
-        .scenario_publish(&sid, &f.account_sid, &snapshot(), "h0")
-        .await
-        .unwrap();
-    sid
+    s.published_scenario(f, &minimal_snapshot("t")).await
 }
 
 fn inbound(f: &callsmith_control::testing::Fixture, scenario: &str) -> NewCommunication {

@@ -5,40 +5,13 @@
 use callsmith_control::{
     both_backends,
     communication::caller::{self, CallerId},
-    testing::{Fixture, TestServer},
+    testing::{Fixture, TestServer, minimal_snapshot},
 };
 use reqwest::Method;
 use serde_json::{Value, json};
 
-fn snapshot() -> Value {
-    json!({"name": "t", "constructor": {"bricks": {
-        "start_call": {"v1": [{"id": "s", "description": "", "properties": {}, "outputs": [{"type": "next", "description": "", "next": "e"}]}]},
-        "end": {"v1": [{"id": "e", "description": "", "properties": {}, "outputs": []}]}
-    }}})
-}
-
 async fn published_scenario(s: &TestServer, f: &Fixture) -> String {
-    let sid = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO);
-    let draft = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO_VERSION);
-    let snap = snapshot().to_string();
-    s.store
-        .scenario_create(
-            &sid,
-            &f.tenant_sid,
-            &f.account_sid,
-            "t",
-            "",
-            &draft,
-            &snap,
-            "h0",
-        )
-        .await
-        .unwrap();
-    s.store
-        .scenario_publish(&sid, &f.account_sid, &snap, "h0")
-        .await
-        .unwrap();
-    sid
+    s.published_scenario(f, &minimal_snapshot("t")).await
 }
 
 async fn made(s: &TestServer, f: &Fixture, path: &str, body: Value) -> String {

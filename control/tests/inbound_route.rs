@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use callsmith_control::store::{Backend, InboundRoute};
-use callsmith_control::{both_backends, testing::TestServer};
+use callsmith_control::{
+    both_backends,
+    testing::{TestServer, minimal_snapshot},
+};
 use serde_json::json;
 
 /// The route of `called` once it satisfies `ok`: at once on SQLite, within the delivery
@@ -31,33 +34,11 @@ async fn route_when(
     }
 }
 
-fn snapshot(goal: &str) -> String {
-    json!({"name": goal, "constructor": {"bricks": {
-        "start_call": {"v1": [{"id": "s", "description": "", "properties": {}, "outputs": [{"type": "next", "description": "", "next": "e"}]}]},
-        "end": {"v1": [{"id": "e", "description": "", "properties": {}, "outputs": []}]}
-    }}})
-    .to_string()
-}
-
 async fn a_route_follows_every_change(s: TestServer) {
     let f = s.fixture().await;
     let tok = &f.admin_session;
-    let sid = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO);
-    let draft = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO_VERSION);
-    let one = snapshot("one");
-    s.store
-        .scenario_create(
-            &sid,
-            &f.tenant_sid,
-            &f.account_sid,
-            "t",
-            "",
-            &draft,
-            &one,
-            "h1",
-        )
-        .await
-        .unwrap();
+    let one = minimal_snapshot("one");
+    let sid = s.draft_scenario(&f, &one).await;
     let number = s
         .post("/v1/number")
         .bearer(tok)
@@ -92,7 +73,7 @@ async fn a_route_follows_every_change(s: TestServer) {
     .await
     .unwrap();
     assert_eq!(route.published.as_ref().and_then(|v| v.version), Some(1));
-    let two = snapshot("two");
+    let two = minimal_snapshot("two");
     s.store
         .scenario_publish(&sid, &f.account_sid, &two, "h2")
         .await

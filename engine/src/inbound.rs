@@ -80,6 +80,7 @@ impl lifecycle::Setup for Answer {
             found,
             version,
             program,
+            timezone,
         } = match route(rt, &call.to).await {
             Ok(r) => r,
             Err(refusal) => {
@@ -89,10 +90,6 @@ impl lifecycle::Setup for Answer {
         };
         let agent = &found.agent;
         let identifier = found.identifier.clone();
-        let timezone = match &found.account {
-            Some(account) => caller::call_timezone(Some(agent), account),
-            None => "UTC".into(),
-        };
         let lease =
             chrono::Duration::from_std(rt.settings.lease).unwrap_or(chrono::Duration::seconds(30));
         let new = NewCommunication {
@@ -208,6 +205,8 @@ struct Route {
     /// The published version's number.
     version: i64,
     program: Arc<Program>,
+    /// The time zone the call runs in (the agent's, else its account's).
+    timezone: String,
 }
 
 /// Why an inbound call is refused, as a SIP final response.
@@ -267,15 +266,17 @@ async fn route(rt: &Runtime, to: &str) -> Result<Route, Refusal> {
         .program(published)
         .map_err(|e| Refusal::from_call_error(CallError::Permanent(e), 500))?;
     let version = published.version.unwrap_or_default();
-    if found.account.is_none() {
+    let Some(account) = &found.account else {
         return Err(not_found(CallError::permanent(
             "the agent's account no longer exists",
         )));
-    }
+    };
+    let timezone = caller::call_timezone(Some(&found.agent), account);
     Ok(Route {
         found,
         version,
         program,
+        timezone,
     })
 }
 

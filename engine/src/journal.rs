@@ -147,13 +147,18 @@ async fn writer(store: Store, mut rx: mpsc::Receiver<Entry>, m: JournalMetrics) 
 /// Applies a batch in one transaction and answers its waiters; falls back to one write at
 /// a time when the database refuses the batch.
 async fn apply(store: &Store, batch: &mut Vec<Entry>) {
-    let writes: Vec<CallWrite> = batch
-        .iter()
-        .filter_map(|e| match e {
-            Entry::Write(w, _) => Some(w.clone()),
-            Entry::Flush(_) => None,
-        })
-        .collect();
+    let mut writes = Vec::with_capacity(batch.len());
+    let mut waiters = Vec::with_capacity(batch.len());
+    let mut flushes = Vec::new();
+    for entry in batch.drain(..) {
+        match entry {
+            Entry::Write(w, done) => {
+                writes.push(w);
+                waiters.push(done);
+            }
+            Entry::Flush(done) => flushes.push(done),
+        }
+    }
     let started = std::time::Instant::now();
     let outcome = persist("storing call progress", || {
         store.communications_apply(&writes)
@@ -164,16 +169,17 @@ async fn apply(store: &Store, batch: &mut Vec<Entry>) {
         ms = started.elapsed().as_secs_f64() * 1e3,
         "call progress stored"
     );
-    let mut changed = match outcome {
-        Ok(changed) => changed.into_iter().map(Ok).collect::<Vec<_>>(),
+    let results: Vec<StoreResult<bool>> = match outcome {
+        Ok(changed) => changed.into_iter().map(Ok).collect(),
         Err(e) => {
             warn!(error = %e, writes = writes.len(), "a batch of call progress was refused; storing it write by write");
             let mut one_by_one = Vec::with_capacity(writes.len());
             for w in &writes {
                 let r = persist("storing call progress", || {
-                    store.communication_apply(w.clone())
+                    store.communications_apply(std::slice::from_ref(w))
                 })
-                .await;
+                .await
+                .map(|changed| changed.first().copied().unwrap_or(false));
                 if let Err(e) = &r {
                     warn!(communication = %w.sid(), error = %e, "a call's progress could not be stored");
                 }
@@ -181,22 +187,19 @@ async fn apply(store: &Store, batch: &mut Vec<Entry>) {
             }
             one_by_one
         }
-    }
-    .into_iter();
-    for entry in batch.drain(..) {
-        match entry {
-            Entry::Write(w, done) => {
-                let r = changed.next().unwrap_or(Ok(false));
-                if let Ok(false) = r {
-                    debug!(communication = %w.sid(), "call progress not applied: the claim is no longer this node's");
-                }
-                if let Some(done) = done {
-                    let _ = done.send(r);
-                }
-            }
-            Entry::Flush(done) => {
-                let _ = done.send(());
-            }
+    };
+    let mut results = results.into_iter();
+    for (w, done) in writes.iter().zip(waiters) {
+        let r = results.next().unwrap_or(Ok(false));
+        if let Ok(false) = r {
+            debug!(communication = %w.sid(), "call progress not applied: the claim is no longer this node's");
         }
+        if let Some(done) = done {
+            let _ = done.send(r);
+        }
+    }
+    // Everything queued before a flush was in this batch or an earlier one.
+    for done in flushes {
+        let _ = done.send(());
     }
 }
