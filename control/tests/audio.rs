@@ -9,6 +9,7 @@ use std::{
 
 use callsmith_control::{
     both_backends,
+    objects::CallObjects,
     testing::{Fixture, TestServer},
 };
 use reqwest::{
@@ -461,9 +462,9 @@ async fn hard_tenant_delete_purges_objects(s: TestServer) {
     let dir = storage_dir(&s);
     // Call artefacts (history, recording, speech turns) live under calls/<account>/.
     for acc in [&a.account_sid, &b.account_sid] {
-        let call_dir = dir.join("calls").join(acc).join("com_test");
-        std::fs::create_dir_all(&call_dir).unwrap();
-        std::fs::write(call_dir.join("history.json"), b"{}").unwrap();
+        let history = dir.join(CallObjects::new(acc, "com_test").history());
+        std::fs::create_dir_all(history.parent().unwrap()).unwrap();
+        std::fs::write(history, b"{}").unwrap();
     }
     assert_eq!(files_under(&dir).len(), 5);
     s.su(

@@ -154,6 +154,7 @@ fn main() -> anyhow::Result<()> {
         Config::load(cli.config.as_deref(), Config::env()).context("loading configuration")?;
     logging::init(&cfg.log);
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cfg.runtime_threads())
         .enable_all()
         .build()?;
     rt.block_on(async move {

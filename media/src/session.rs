@@ -188,6 +188,15 @@ impl MediaSession {
         Ok(PlayHandle { rx })
     }
 
+    /// Whether someone listens for the caller's speech: while on, the session detects it
+    /// and sends [`MediaEvent::SpeechStarted`] / [`MediaEvent::SpeechStopped`]. Detection
+    /// also runs while an interruptible prompt plays, whose barge-in it decides. Off at
+    /// first: detection is the costliest work per caller frame, and a call that only plays
+    /// prompts and takes keys needs none.
+    pub fn watch_speech(&self, on: bool) -> Result<(), MediaError> {
+        self.send(Command::WatchSpeech { id: self.id, on })
+    }
+
     /// Stops the current prompt and clears the queue (handles resolve `Stopped`).
     pub fn stop_playout(&self) -> Result<(), MediaError> {
         self.send(Command::StopPlayout(self.id))

@@ -103,6 +103,11 @@ pub(crate) enum Command {
         done: oneshot::Sender<Playout>,
     },
     StopPlayout(u64),
+    /// Run speech detection (see `MediaSession::watch_speech`).
+    WatchSpeech {
+        id: u64,
+        on: bool,
+    },
     SendDtmf {
         id: u64,
         digits: Vec<char>,
@@ -214,6 +219,9 @@ struct Session {
     dtmf_gap: u32,
     // Caller-side processing
     vad: Option<SpeechDetector>,
+    /// Someone listens for speech: the detector runs (it also runs while an interruptible
+    /// prompt plays, for barge-in). It is the costliest work per caller frame.
+    speech_watched: bool,
     taps: Vec<Tap>,
     recorder: Option<RecorderTap>,
     // Timing
@@ -264,6 +272,7 @@ impl Session {
             dtmf_gen: None,
             dtmf_gap: 0,
             vad,
+            speech_watched: false,
             taps: Vec::new(),
             recorder: None,
             epoch_ns: now,
@@ -474,6 +483,11 @@ fn handle_command(cmd: Command, slots: &mut [Vec<Session>], now: u64) {
                 }
             }
         }
+        Command::WatchSpeech { id, on } => {
+            if let Some(s) = find(slots, id) {
+                s.speech_watched = on;
+            }
+        }
         Command::StopPlayout(id) => {
             if let Some(s) = find(slots, id) {
                 s.finish_all(PlayEnd::Stopped);
@@ -514,8 +528,9 @@ fn tick_session(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &Pacin
     caller_frame(s, sc);
     let at_ms = s.at_ms();
 
-    // VAD and barge-in.
-    if let Some(vad) = s.vad.as_mut() {
+    // VAD and barge-in, while anything depends on them.
+    let barge_in = s.current.as_ref().is_some_and(|p| p.interruptible);
+    if let Some(vad) = s.vad.as_mut().filter(|_| s.speech_watched || barge_in) {
         match vad.push(&sc.caller) {
             Some(SpeechTransition::Started) => {
                 if s.current.as_ref().is_some_and(|p| p.interruptible) {

@@ -148,6 +148,7 @@ async fn speech_events_and_stop_playout() {
         .unwrap();
     bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
         .unwrap();
+    bot.watch_speech(true).unwrap();
     let long = bot.play(tone(300.0, 5000, 6000.0), false).unwrap();
     let queued = bot.play(tone(300.0, 5000, 6000.0), false).unwrap();
     caller
@@ -174,6 +175,49 @@ async fn speech_events_and_stop_playout() {
     bot.stop_playout().unwrap();
     assert_eq!(long.wait().await.end, PlayEnd::Stopped);
     assert_eq!(queued.wait().await.end, PlayEnd::Stopped);
+}
+
+#[tokio::test]
+async fn speech_is_detected_only_while_someone_listens() {
+    let engine = engine();
+    let caller = engine.open_session(None).unwrap();
+    let mut bot = engine.open_session(None).unwrap();
+    caller
+        .set_remote(bot.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    let speech = flite("Hello there, how are you today").await;
+    // Nobody listens and the bot's prompt cannot be interrupted: no detection.
+    let prompt = bot.play(tone(300.0, 10_000, 6000.0), false).unwrap();
+    caller.play(speech.clone(), false).unwrap().wait().await;
+    let mut events = Vec::new();
+    while let Ok(Some(ev)) =
+        tokio::time::timeout(Duration::from_millis(600), bot.next_event()).await
+    {
+        events.push(ev);
+    }
+    assert!(
+        !events.iter().any(|e| matches!(
+            e,
+            MediaEvent::SpeechStarted { .. } | MediaEvent::SpeechStopped { .. }
+        )),
+        "{events:?}"
+    );
+    // Once someone listens, the same speech is detected.
+    bot.watch_speech(true).unwrap();
+    caller.play(speech, false).unwrap().wait().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    let mut started = false;
+    while let Ok(Some(ev)) = tokio::time::timeout_at(deadline, bot.next_event()).await {
+        if matches!(ev, MediaEvent::SpeechStarted { .. }) {
+            started = true;
+            break;
+        }
+    }
+    assert!(started, "speech start once watched");
+    bot.stop_playout().unwrap();
+    assert_eq!(prompt.wait().await.end, PlayEnd::Stopped);
 }
 
 #[tokio::test]

@@ -337,12 +337,12 @@ impl Engine {
     }
 
     fn history_path(&self, account: &str, id: &str) -> PathBuf {
-        self.data_dir
-            .join("objects")
-            .join("calls")
-            .join(account)
-            .join(id)
-            .join("history.json")
+        self.object_path(&callsmith_control::objects::CallObjects::new(account, id).history())
+    }
+
+    /// Where the engine's local object store keeps the object at `path`.
+    pub fn object_path(&self, path: &str) -> PathBuf {
+        self.data_dir.join("objects").join(path)
     }
 
     /// The saved history JSON of a communication (local object storage under the data dir).

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! eval "$(bash scripts/test-deps.sh)"     # PostgreSQL only (CALLSMITH_TEST_PG_ADMIN_URL)
-//! cargo build --release -p callsmith-bench --bin call_rate -p callsmith-engine
+//! cargo build --release -p callsmith-bench -p callsmith-engine --bin call_rate --bin callsmith
 //! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith \
 //!   $CARGO_TARGET_DIR/release/call_rate --direction both --database both \
 //!   --rates 100,200,300,500 --seconds 10 --find-ceiling
@@ -90,6 +90,7 @@ use callsmith_bench::{
     read_sipp_stat, svg_plot,
 };
 use callsmith_control::communication::CommunicationStatus;
+use callsmith_control::objects::CallObjects;
 use callsmith_control::store::CommunicationRecord;
 use callsmith_control::store::communications::CommunicationFilter;
 use callsmith_e2e::{
@@ -614,13 +615,7 @@ fn history_summary(e: &Engine, account: &str, rows: &[CommunicationRecord]) -> S
     let mut prompts: BTreeMap<String, u64> = BTreeMap::new();
     let mut played_ms = 0u64;
     for r in rows.iter().filter(|r| r.has_history) {
-        let path = e
-            .data_dir
-            .join("objects")
-            .join("calls")
-            .join(account)
-            .join(&r.sid)
-            .join("history.json");
+        let path = e.object_path(&CallObjects::new(account, &r.sid).history());
         let Some(h) = std::fs::read(&path)
             .ok()
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())

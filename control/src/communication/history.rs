@@ -1,4 +1,4 @@
-//! The saved call history (`calls/<account>/<communication>/history.json`): one typed
+//! The saved call history (`calls/<account>/<communication>.history.json`): one typed
 //! document, written by the engine at the end of an answered call, served by
 //! `GET /v1/communication/{id}/history` and read by the tests with the same types. Unknown
 //! fields are refused when it is read, so what the engine writes, what the OpenAPI
@@ -98,7 +98,8 @@ pub struct TurnLog {
     pub index: usize,
     pub started_ms: u64,
     pub ended_ms: u64,
-    /// VAD onset of caller speech.
+    /// VAD onset of caller speech, in a turn that takes speech (a keys-only turn runs no
+    /// speech detection and leaves it unset).
     pub speech_started_ms: Option<u64>,
     pub first_partial_ms: Option<u64>,
     pub final_ms: Option<u64>,

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | an uploaded audio file | `audio/<account_sid>/<aud_sid>.wav` |
 //! | a call's recording | `calls/<account_sid>/<communication_sid>/recording.wav` |
-//! | a call's saved history | `calls/<account_sid>/<communication_sid>/history.json` |
+//! | a call's saved history | `calls/<account_sid>/<communication_sid>.history.json` |
 //! | the caller audio of listen turn n | `calls/<account_sid>/<communication_sid>/speech/<n>.wav` |
 //!
 //! The account sid is always the second segment, which is what [`owner_of`] reads. A
@@ -57,8 +57,11 @@ impl CallObjects {
         format!("{}/recording.wav", self.prefix)
     }
 
+    /// Beside the call's folder rather than in it: every answered call saves a history,
+    /// and a file needs no folder of its own made first (on a local store a new folder
+    /// is a second inode per call).
     pub fn history(&self) -> String {
-        format!("{}/history.json", self.prefix)
+        format!("{}.history.json", self.prefix)
     }
 
     /// The caller audio of listen turn `index` (from 1).
@@ -89,6 +92,7 @@ mod tests {
             assert_eq!(owner_of(&p), Some("acc_1"), "{p}");
         }
         assert_eq!(c.speech_turn(3), "calls/acc_1/com_2/speech/3.wav");
+        assert_eq!(c.history(), "calls/acc_1/com_2.history.json");
         assert_eq!(owner_of(&audio_file("acc_1", "aud_x")), Some("acc_1"));
     }
 

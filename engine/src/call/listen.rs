@@ -75,6 +75,9 @@ impl LivePort {
             .as_ref()
             .map(|s| s.engine.clone())
             .unwrap_or_default();
+        // Speech is detected while a turn takes it (a turn that takes only keys needs no
+        // detector); the turn's end turns detection off again.
+        let _ = self.session.watch_speech(spec.speech.is_some());
         // The caller's audio is kept only to store a speech turn's recording.
         let mut audio = if spec.speech.is_some() {
             self.session.tap_caller_audio(3000).ok()
@@ -189,6 +192,7 @@ impl LivePort {
         }
         drop(stt);
         drop(audio);
+        let _ = self.session.watch_speech(false);
         turn.ended_ms = self.ms();
         match &heard {
             Heard::Speech { transcript, .. } => {

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 pub const TOP_LEVEL_KEYS: &[&str] = &[
     "data_dir",
     "bootstrap_superuser_token",
+    "worker_threads",
     "http",
     "database",
     "auth",
@@ -54,6 +55,11 @@ pub struct Config {
     /// `CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN`. Unset: a token is generated on first start
     /// and written to `<data_dir>/superuser.token` (mode 0600).
     pub bootstrap_superuser_token: Option<String>,
+    /// Threads of the async runtime (SIP signalling, scenarios, the database client, the
+    /// control API). Unset: the cores left after `media.workers`, at least 1. On a small
+    /// machine one runtime thread beside the media worker costs less per call than one per
+    /// core: the threads stop waking each other to steal work.
+    pub worker_threads: Option<usize>,
     /// HTTP server of the control API.
     pub http: HttpConfig,
     /// Database.
@@ -347,11 +353,24 @@ pub struct LogConfig {
     pub filter: String,
 }
 
+impl Config {
+    /// Threads of the async runtime: `worker_threads`, or the cores the media workers leave.
+    pub fn runtime_threads(&self) -> usize {
+        self.worker_threads
+            .unwrap_or_else(|| {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                cores.saturating_sub(self.media.workers.max(1))
+            })
+            .max(1)
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
             data_dir: PathBuf::from("data"),
             bootstrap_superuser_token: None,
+            worker_threads: None,
             http: HttpConfig::default(),
             database: DatabaseConfig::default(),
             auth: AuthConfig::default(),

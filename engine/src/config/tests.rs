@@ -314,3 +314,22 @@ fn unknown_keys_are_refused_beside_every_number_format_kind() {
         });
     }
 }
+
+#[test]
+fn runtime_threads_leave_the_media_workers_their_cores() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut c = Config::default();
+    assert_eq!(c.runtime_threads(), cores.saturating_sub(1).max(1));
+    c.media.workers = cores + 4;
+    assert_eq!(c.runtime_threads(), 1, "never fewer than one");
+    c.worker_threads = Some(3);
+    assert_eq!(c.runtime_threads(), 3);
+    c.worker_threads = Some(0);
+    assert_eq!(c.runtime_threads(), 1, "0 means at least one");
+    figment::Jail::expect_with(|jail| {
+        jail.set_env("CALLSMITH_WORKER_THREADS", "2");
+        let c = Config::load(None, Config::env()).map_err(|e| e.to_string())?;
+        assert_eq!(c.worker_threads, Some(2));
+        Ok(())
+    });
+}
