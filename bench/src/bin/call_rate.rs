@@ -59,6 +59,15 @@
 //!   `--find-ceiling` a target stops climbing at its first step that is not clean.
 //! - **peak RSS** and **RSS per live call** = (peak RSS − RSS before the load) / the most
 //!   calls the peer SIPp had open in any second (`CurrentCall`).
+//! - **the plateau** (inbound, when `--seconds` exceeds the hold by more than 2 s): with
+//!   calls arriving at RATE and held `--hold-ms`, RATE × hold calls are up from hold + 1 s
+//!   after the first arrival until the last one, while as many start and end per second.
+//!   Over that window: the CPU of the process under test (% of a core, and per live call),
+//!   its ratio to SIPp's UAS at the same rate, and RSS per live call. `--rates 30,100
+//!   --seconds 22 --hold-ms 10000` holds 300 and 1000 live calls. SIPp's UAS repeats its
+//!   prompt until the BYE, so both send a packet every 20 ms for the whole call; the
+//!   engine also reads, decodes and listens to the caller's 50 packets a second, which
+//!   SIPp leaves unread.
 //!
 //! Notes under each table say what the engine itself recorded: its rows (calls stored and
 //! answered), the saved call histories (prompts played, RTP packets sent and received per
@@ -247,8 +256,51 @@ struct Step {
     rss_before_kib: u64,
     rss_peak_kib: u64,
     peak_live: u64,
+    /// Inbound, calls held longer than a second past the ramp: the plateau (see
+    /// [`Plateau`]).
+    plateau: Option<Plateau>,
     notes: Vec<String>,
     error: Option<String>,
+}
+
+/// The process while the live calls stand still: with calls held `hold` and arriving for
+/// `seconds > hold + 2 s`, from `hold + 1 s` after the first arrival until the last one,
+/// `rate × hold` calls are up and as many start and end per second as at any other time.
+/// This is the steady load of a node holding that many calls (set-up and teardown
+/// included, as on a real node), the figure a capacity plan divides by.
+#[derive(Debug, Clone, Copy)]
+struct Plateau {
+    /// Calls up during the window (`rate × hold`).
+    live: u64,
+    /// CPU over the window, fraction of one core.
+    core: f64,
+    /// Highest RSS read in the window.
+    rss_kib: u64,
+    secs: f64,
+}
+
+impl Plateau {
+    fn measure(args: &Args, rate: u32, sampler: &Sampler, t0: Instant) -> Option<Plateau> {
+        let hold = Duration::from_millis(args.hold_ms);
+        let arrivals = Duration::from_secs(u64::from(args.seconds));
+        let from = t0 + hold + Duration::from_secs(1);
+        let to = t0 + arrivals;
+        if to <= from + Duration::from_secs(1) {
+            return None;
+        }
+        let (secs, cpu, rss_kib) = sampler.window(from, to)?;
+        Some(Plateau {
+            live: u64::from(rate) * args.hold_ms / 1000,
+            core: cpu / secs,
+            rss_kib,
+            secs,
+        })
+    }
+
+    /// Percent of one core per live call.
+    fn pct_core_per_call(&self) -> f64 {
+        self.core * 100.0 / self.live.max(1) as f64
+    }
 }
 
 impl Step {
@@ -270,6 +322,7 @@ impl Step {
             rss_before_kib: 0,
             rss_peak_kib: 0,
             peak_live: 0,
+            plateau: None,
             notes: Vec::new(),
             error: None,
         }
@@ -338,7 +391,7 @@ fn max_live_calls() -> u64 {
 
 /// `/proc/<pid>/stat` every 100 ms until the process is gone or a zombie.
 struct Sampler {
-    samples: Arc<Mutex<Vec<ProcStat>>>,
+    samples: Arc<Mutex<Vec<(Instant, ProcStat)>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -350,11 +403,11 @@ impl Drop for Sampler {
 
 impl Sampler {
     fn start(pid: u32) -> Sampler {
-        let samples: Arc<Mutex<Vec<ProcStat>>> = Arc::default();
+        let samples: Arc<Mutex<Vec<(Instant, ProcStat)>>> = Arc::default();
         let s2 = samples.clone();
         let task = tokio::spawn(async move {
             while let Some(s) = proc_stat(pid) {
-                s2.lock().expect("samples").push(s);
+                s2.lock().expect("samples").push((Instant::now(), s));
                 if s.state == 'Z' {
                     return;
                 }
@@ -365,11 +418,11 @@ impl Sampler {
     }
 
     fn last(&self) -> Option<ProcStat> {
-        self.samples.lock().expect("samples").last().copied()
+        self.samples.lock().expect("samples").last().map(|s| s.1)
     }
 
     fn first(&self) -> Option<ProcStat> {
-        self.samples.lock().expect("samples").first().copied()
+        self.samples.lock().expect("samples").first().map(|s| s.1)
     }
 
     fn peak_rss(&self) -> u64 {
@@ -377,9 +430,28 @@ impl Sampler {
             .lock()
             .expect("samples")
             .iter()
-            .map(|s| s.rss_kib)
+            .map(|s| s.1.rss_kib)
             .max()
             .unwrap_or(0)
+    }
+
+    /// The process over `[from, to]`: seconds between the first and last reading inside,
+    /// CPU seconds spent between them, and the highest RSS read.
+    fn window(&self, from: Instant, to: Instant) -> Option<(f64, f64, u64)> {
+        let samples = self.samples.lock().expect("samples");
+        let inside: Vec<&(Instant, ProcStat)> = samples
+            .iter()
+            .filter(|s| s.0 >= from && s.0 <= to)
+            .collect();
+        let (a, b) = (inside.first()?, inside.last()?);
+        let secs = b.0.duration_since(a.0).as_secs_f64();
+        (secs > 1.0).then(|| {
+            (
+                secs,
+                (b.1.cpu_ticks - a.1.cpu_ticks) as f64 / CLK_TCK,
+                inside.iter().map(|s| s.1.rss_kib).max().unwrap_or(0),
+            )
+        })
     }
 
     /// Waits until the process exited (its last reading is final) or `within` passed.
@@ -441,7 +513,8 @@ struct Sipp {
 /// The audio the scenarios stream, in every SIPp's working directory: what the caller
 /// says (a 440 Hz tone), what the callee says (520 Hz) for the hold time, and the prompt
 /// SIPp plays in the engine's place (660 Hz, 1.6 s, about the length of the engine's
-/// "Press one to confirm.").
+/// "Press one to confirm."). SIPp repeats the prompt until the call ends: the engine sends
+/// a packet every 20 ms for the whole call (the prompt, then silence), and so does SIPp.
 fn write_audio(dir: &Path, hold_ms: u64) {
     let hold = hold_ms as f32 / 1000.0;
     ulaw_tone(dir, "caller.ulaw", 440.0, hold);
@@ -882,6 +955,7 @@ async fn inbound_load(
         step.notes
             .push("the caller SIPp did not finish in time".into());
     }
+    step.plateau = Plateau::measure(args, rate, &sampler, t0);
     let ended = wait_all_ended(store, &t.account, &inbound, Duration::from_secs(60)).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = proc_stat(pid).context("engine /proc")?;
@@ -1184,6 +1258,7 @@ async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
                 step.notes
                     .push("the caller SIPp did not finish in time".into());
             }
+            step.plateau = Plateau::measure(args, rate, &sampler, t0);
             if !sampler.wait_exit(Duration::from_secs(10)).await {
                 step.notes
                     .push("SIPp's UAS did not exit (calls missing): measured while running".into());
@@ -1309,6 +1384,15 @@ fn summary_line(s: &Step) -> String {
     if let Some(a) = s.achieved_cps {
         out.push_str(&format!("  achieved {a:.2} cps"));
     }
+    if let Some(p) = &s.plateau {
+        out.push_str(&format!(
+            "  plateau {} live: {:.1} % of a core, {:.4} % per live call, {:.1} KiB RSS per live call",
+            p.live,
+            p.core * 100.0,
+            p.pct_core_per_call(),
+            p.rss_kib.saturating_sub(s.rss_before_kib) as f64 / p.live.max(1) as f64
+        ));
+    }
     if let Some(e) = &s.error {
         out.push_str(&format!("  ERROR: {e}"));
     }
@@ -1407,6 +1491,7 @@ fn print_tables(args: &Args, steps: &[Step]) {
                     .unwrap_or_default()
             );
         }
+        print_plateaus(&mine);
         let notes: Vec<String> = mine
             .iter()
             .flat_map(|s| {
@@ -1419,6 +1504,42 @@ fn print_tables(args: &Args, steps: &[Step]) {
             println!("\nNotes:\n{}", notes.join("\n"));
         }
     }
+}
+
+/// The steady load per live call (see [`Plateau`]), each target beside SIPp at the same
+/// rate.
+fn print_plateaus(steps: &[&Step]) {
+    let with: Vec<&&Step> = steps.iter().filter(|s| s.plateau.is_some()).collect();
+    if with.is_empty() {
+        return;
+    }
+    println!("\nWhile the live calls stand still (arrivals and ends at the rate, calls held):\n");
+    println!(
+        "| rate | target | live calls | window s | CPU % of a core | % of a core per live call | × SIPp | RSS KiB per live call |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for s in with {
+        let Some(p) = s.plateau else { continue };
+        let sipp = steps
+            .iter()
+            .find(|o| o.target == Target::Sipp && o.rate == s.rate)
+            .and_then(|o| o.plateau);
+        let ratio = sipp
+            .filter(|r| r.core > 0.0)
+            .map(|r| format!("{:.2}", p.pct_core_per_call() / r.pct_core_per_call()))
+            .unwrap_or_else(|| "–".into());
+        println!(
+            "| {} | {} | {} | {:.1} | {:.1} | {:.4} | {ratio} | {:.1} |",
+            s.rate,
+            s.target.name(),
+            p.live,
+            p.secs,
+            p.core * 100.0,
+            p.pct_core_per_call(),
+            p.rss_kib.saturating_sub(s.rss_before_kib) as f64 / p.live.max(1) as f64
+        );
+    }
+    println!();
 }
 
 fn write_plots(args: &Args, steps: &[Step]) -> Result<Vec<PathBuf>> {
