@@ -111,6 +111,43 @@ pub struct Capacity {
     /// How late the runtime runs its timers (see [`LoopLag`]).
     pub lag: Arc<LoopLag>,
     max_lag_us: u64,
+    /// `dialer.max_inbound_cps` (None: no limit).
+    inbound_rate: Option<Arc<parking_lot::Mutex<StartRate>>>,
+}
+
+/// A token bucket of call starts: `per_sec` tokens a second, holding a tenth of a
+/// second's worth (at least one). Sans-IO: the caller says what time it is.
+#[derive(Debug, Clone)]
+pub struct StartRate {
+    per_sec: f64,
+    burst: f64,
+    tokens: f64,
+    at: std::time::Instant,
+}
+
+impl StartRate {
+    pub fn new(per_sec: u32, now: std::time::Instant) -> StartRate {
+        let burst = (f64::from(per_sec) / 10.0).max(1.0);
+        StartRate {
+            per_sec: f64::from(per_sec),
+            burst,
+            tokens: burst,
+            at: now,
+        }
+    }
+
+    /// Takes one start if the rate allows it at `now`.
+    pub fn take(&mut self, now: std::time::Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.at = self.at.max(now);
+        self.tokens = (self.tokens + elapsed * self.per_sec).min(self.burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// How late this process runs a timer, recently: the sign that its CPU is saturated (every
@@ -174,6 +211,12 @@ impl Capacity {
                 lag
             },
             max_lag_us: dialer.max_timer_lag_ms.saturating_mul(1000),
+            inbound_rate: (dialer.max_inbound_cps > 0).then(|| {
+                Arc::new(parking_lot::Mutex::new(StartRate::new(
+                    dialer.max_inbound_cps,
+                    std::time::Instant::now(),
+                )))
+            }),
         }
     }
 
@@ -213,12 +256,19 @@ impl Capacity {
 /// number no active agent serves.)
 impl callsmith_sip::CallRouter for Capacity {
     fn admit(&self, _trunk: &str, _called: &str) -> callsmith_sip::Admission {
-        match self.refusal() {
-            None => callsmith_sip::Admission::Admit,
-            Some(reason) => callsmith_sip::Admission::Busy {
-                retry_after_secs: RETRY_AFTER_SECS,
-                reason: reason.into(),
-            },
+        let over_rate = || {
+            self.inbound_rate
+                .as_ref()
+                .is_some_and(|r| !r.lock().take(std::time::Instant::now()))
+        };
+        let reason = match self.refusal() {
+            Some(reason) => reason,
+            None if over_rate() => "over the node's inbound call rate",
+            None => return callsmith_sip::Admission::Admit,
+        };
+        callsmith_sip::Admission::Busy {
+            retry_after_secs: RETRY_AFTER_SECS,
+            reason: reason.into(),
         }
     }
 }
@@ -458,6 +508,62 @@ mod tests {
         );
         off.lag.observe(Duration::from_secs(1));
         assert_eq!(off.refusal(), None, "0 turns the check off");
+    }
+
+    #[test]
+    fn start_rate_allows_its_rate_and_a_tenth_of_a_second_at_once() {
+        let t0 = std::time::Instant::now();
+        let mut r = StartRate::new(100, t0);
+        // A tenth of a second's worth at once, then nothing more at that instant.
+        assert_eq!((0..20).filter(|_| r.take(t0)).count(), 10);
+        // Then one per 10 ms.
+        assert!(!r.take(t0 + Duration::from_millis(5)));
+        assert!(r.take(t0 + Duration::from_millis(11)));
+        // Over a second at the rate: about the rate, never more than rate + burst.
+        let mut taken = 0;
+        for ms in 0..1000 {
+            if r.take(t0 + Duration::from_millis(1000 + ms)) {
+                taken += 1;
+            }
+        }
+        assert!((95..=110).contains(&taken), "{taken}");
+        // A clock that steps back takes nothing extra.
+        assert!(!r.take(t0));
+        // A slow rate still lets a call through now and then.
+        let mut slow = StartRate::new(1, t0);
+        assert!(slow.take(t0));
+        assert!(!slow.take(t0 + Duration::from_millis(500)));
+        assert!(slow.take(t0 + Duration::from_millis(1001)));
+    }
+
+    #[tokio::test]
+    async fn inbound_calls_above_the_node_rate_are_refused_at_once() {
+        use callsmith_sip::{Admission, CallRouter};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect("sqlite::memory:", 1).await.unwrap();
+        let mut settings = callsmith_control::Settings::default();
+        settings.objects.local_dir = dir.path().to_path_buf();
+        let services = Services::new(store, &settings).unwrap();
+        let cap = Capacity::new(
+            &services,
+            &DialerConfig {
+                max_inbound_cps: 20,
+                ..Default::default()
+            },
+        );
+        assert_eq!(cap.admit("carrier", "+4930100900"), Admission::Admit);
+        assert_eq!(cap.admit("carrier", "+4930100900"), Admission::Admit);
+        assert_eq!(
+            cap.admit("carrier", "+4930100900"),
+            Admission::Busy {
+                retry_after_secs: RETRY_AFTER_SECS,
+                reason: "over the node's inbound call rate".into()
+            }
+        );
+        // The dialer's room is not the inbound rate's business.
+        assert!(cap.room() > 0);
+        let open = Capacity::new(&services, &DialerConfig::default());
+        assert!((0..100).all(|_| open.admit("carrier", "+4930100900") == Admission::Admit));
     }
 
     fn record(sid: &str, text: &str) -> ScenarioVersionRecord {

@@ -545,6 +545,12 @@ pub struct DialerConfig {
     /// its timers later than this, ms: its CPU is saturated, and more calls would make
     /// every call late. 0 turns the check off. Default 100.
     pub max_timer_lag_ms: u64,
+    /// New inbound calls this node admits per second (a token bucket holding a tenth of a
+    /// second's worth); INVITEs above it are answered 503 with Retry-After at once, before
+    /// any work is spent on them, so the calls admitted stay clean. 0: no limit (the
+    /// timer-lag check alone). Default 0; `bench/src/bin/call_rate.rs` measures what a
+    /// machine takes.
+    pub max_inbound_cps: u32,
     /// Calls are hung up after this many seconds. Default 3600.
     pub max_call_secs: u64,
     /// On SIGTERM, live calls get this many seconds to finish before they are hung up. Default 30.
@@ -569,6 +575,7 @@ impl Default for DialerConfig {
             max_live_calls: 200,
             write_queue: 4096,
             max_timer_lag_ms: 100,
+            max_inbound_cps: 0,
             max_call_secs: 3600,
             drain_timeout_secs: 30,
             inactive_retry_secs: 60,
