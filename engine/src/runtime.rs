@@ -482,13 +482,19 @@ mod tests {
         assert!(lag.recent_us() > 0);
     }
 
-    #[tokio::test]
-    async fn a_saturated_process_takes_no_new_call() {
+    /// Domain services on an in-memory database, objects in a temporary folder (kept
+    /// while the guard lives).
+    async fn services() -> (Services, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::connect("sqlite::memory:", 1).await.unwrap();
         let mut settings = callsmith_control::Settings::default();
         settings.objects.local_dir = dir.path().to_path_buf();
-        let services = Services::new(store, &settings).unwrap();
+        (Services::new(store, &settings).unwrap(), dir)
+    }
+
+    #[tokio::test]
+    async fn a_saturated_process_takes_no_new_call() {
+        let (services, _dir) = services().await;
         let dialer = DialerConfig {
             max_timer_lag_ms: 100,
             ..Default::default()
@@ -539,11 +545,7 @@ mod tests {
     #[tokio::test]
     async fn inbound_calls_above_the_node_rate_are_refused_at_once() {
         use callsmith_sip::{Admission, CallRouter};
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::connect("sqlite::memory:", 1).await.unwrap();
-        let mut settings = callsmith_control::Settings::default();
-        settings.objects.local_dir = dir.path().to_path_buf();
-        let services = Services::new(store, &settings).unwrap();
+        let (services, _dir) = services().await;
         let cap = Capacity::new(
             &services,
             &DialerConfig {

@@ -12,7 +12,7 @@ use callsmith_media::prompt::{Prompt, PromptCache};
 use callsmith_media::recording::RecordingTarget;
 use callsmith_media::rtp::write_rtp;
 use callsmith_media::tts::{HttpTts, TtsEngine, TtsRequest, TtsService};
-use callsmith_media::{Bridge, MediaEvent, PlayEnd};
+use callsmith_media::{Bridge, MediaEngine, MediaEvent, MediaSession, PlayEnd};
 use common::*;
 use object_store::ObjectStore;
 
@@ -23,6 +23,18 @@ fn tone(freq: f32, ms: u32, amp: f32) -> Arc<Prompt> {
             .map(|i| ((i as f32 * 2.0 * std::f32::consts::PI * freq / 8000.0).sin() * amp) as i16)
             .collect(),
     ))
+}
+
+/// Two sessions of `engine` sending to each other (PCMU): the caller and the bot.
+fn connected(engine: &MediaEngine) -> (MediaSession, MediaSession) {
+    let caller = engine.open_session(None).unwrap();
+    let bot = engine.open_session(None).unwrap();
+    caller
+        .set_remote(bot.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    (caller, bot)
 }
 
 async fn flite(text: &str) -> Arc<Prompt> {
@@ -141,13 +153,7 @@ async fn caller_speech_interrupts_an_interruptible_prompt() {
 #[tokio::test]
 async fn speech_events_and_stop_playout() {
     let engine = engine();
-    let caller = engine.open_session(None).unwrap();
-    let mut bot = engine.open_session(None).unwrap();
-    caller
-        .set_remote(bot.local_addr(), Codec::Pcmu, None)
-        .unwrap();
-    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
-        .unwrap();
+    let (caller, mut bot) = connected(&engine);
     bot.watch_speech(true).unwrap();
     let long = bot.play(tone(300.0, 5000, 6000.0), false).unwrap();
     let queued = bot.play(tone(300.0, 5000, 6000.0), false).unwrap();
@@ -180,13 +186,7 @@ async fn speech_events_and_stop_playout() {
 #[tokio::test]
 async fn speech_is_detected_only_while_someone_listens() {
     let engine = engine();
-    let caller = engine.open_session(None).unwrap();
-    let mut bot = engine.open_session(None).unwrap();
-    caller
-        .set_remote(bot.local_addr(), Codec::Pcmu, None)
-        .unwrap();
-    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
-        .unwrap();
+    let (caller, mut bot) = connected(&engine);
     let speech = flite("Hello there, how are you today").await;
     // Nobody listens and the bot's prompt cannot be interrupted: no detection.
     let prompt = bot.play(tone(300.0, 10_000, 6000.0), false).unwrap();
@@ -223,13 +223,7 @@ async fn speech_is_detected_only_while_someone_listens() {
 #[tokio::test]
 async fn recording_holds_both_parties() {
     let engine = engine();
-    let caller = engine.open_session(None).unwrap();
-    let bot = engine.open_session(None).unwrap();
-    caller
-        .set_remote(bot.local_addr(), Codec::Pcmu, None)
-        .unwrap();
-    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
-        .unwrap();
+    let (caller, bot) = connected(&engine);
     let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
     bot.start_recording(RecordingTarget {
         store: store.clone(),
@@ -537,13 +531,7 @@ async fn answering_machine_waits_for_the_beep() {
     let greeting_ms = greeting.duration_ms();
     let mut runs = Vec::new();
     for with_beep in [true, false] {
-        let caller = engine.open_session(None).unwrap();
-        let bot = engine.open_session(None).unwrap();
-        caller
-            .set_remote(bot.local_addr(), Codec::Pcmu, None)
-            .unwrap();
-        bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
-            .unwrap();
+        let (caller, bot) = connected(&engine);
         let cfg = AmdConfig {
             beep_wait_ms: 10_000,
             ..AmdConfig::default()
@@ -581,13 +569,7 @@ async fn answering_machine_waits_for_the_beep() {
 async fn answering_machine_heuristics() {
     let engine = engine();
     // A long greeting is a machine.
-    let caller = engine.open_session(None).unwrap();
-    let bot = engine.open_session(None).unwrap();
-    caller
-        .set_remote(bot.local_addr(), Codec::Pcmu, None)
-        .unwrap();
-    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
-        .unwrap();
+    let (caller, bot) = connected(&engine);
     let greeting = flite("Hello, you have reached the voicemail of John Smith. I am not available right now, please leave a message").await;
     let verdict = tokio::spawn({
         let cfg = AmdConfig::default();
@@ -602,13 +584,7 @@ async fn answering_machine_heuristics() {
     assert_eq!(v, AmdDecision::Machine);
 
     // A short "hello?" then silence is a person.
-    let caller = engine.open_session(None).unwrap();
-    let bot = engine.open_session(None).unwrap();
-    caller
-        .set_remote(bot.local_addr(), Codec::Pcmu, None)
-        .unwrap();
-    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
-        .unwrap();
+    let (caller, bot) = connected(&engine);
     let hello = flite("Hello?").await;
     let verdict = tokio::spawn(async move {
         bot.detect_answering_machine(AmdConfig::default())
@@ -624,13 +600,7 @@ async fn answering_machine_heuristics() {
     assert_eq!(v, AmdDecision::Human);
 
     // A beep.
-    let caller = engine.open_session(None).unwrap();
-    let bot = engine.open_session(None).unwrap();
-    caller
-        .set_remote(bot.local_addr(), Codec::Pcmu, None)
-        .unwrap();
-    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
-        .unwrap();
+    let (caller, bot) = connected(&engine);
     let verdict = tokio::spawn(async move {
         bot.detect_answering_machine(AmdConfig::default())
             .await
