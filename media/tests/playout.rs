@@ -12,7 +12,7 @@ use callsmith_media::prompt::{Prompt, PromptCache};
 use callsmith_media::recording::RecordingTarget;
 use callsmith_media::rtp::write_rtp;
 use callsmith_media::tts::{HttpTts, TtsEngine, TtsRequest, TtsService};
-use callsmith_media::{Bridge, MediaEngine, MediaEvent, MediaSession, PlayEnd};
+use callsmith_media::{Bridge, MediaEvent, PlayEnd};
 use common::*;
 use object_store::ObjectStore;
 
@@ -23,18 +23,6 @@ fn tone(freq: f32, ms: u32, amp: f32) -> Arc<Prompt> {
             .map(|i| ((i as f32 * 2.0 * std::f32::consts::PI * freq / 8000.0).sin() * amp) as i16)
             .collect(),
     ))
-}
-
-/// Two sessions of `engine` sending to each other (PCMU): the caller and the bot.
-fn connected(engine: &MediaEngine) -> (MediaSession, MediaSession) {
-    let caller = engine.open_session(None).unwrap();
-    let bot = engine.open_session(None).unwrap();
-    caller
-        .set_remote(bot.local_addr(), Codec::Pcmu, None)
-        .unwrap();
-    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
-        .unwrap();
-    (caller, bot)
 }
 
 async fn flite(text: &str) -> Arc<Prompt> {

@@ -204,13 +204,6 @@ async fn speech_round_trips_through_the_recognition_node() {
     let pool3 = SttPool::new(vec![doomed.vosk("doomed"), node.vosk("survivor")]);
     let first = pool3.pick().await.unwrap();
     assert_eq!(first.name, "doomed");
-    let caller = engine.open_session(None).unwrap();
-    let bot = engine.open_session(None).unwrap();
-    caller
-        .set_remote(bot.local_addr(), Codec::Pcmu, None)
-        .unwrap();
-    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
-        .unwrap();
     let (atx, arx) = tokio::sync::mpsc::channel(64);
     let mut stream =
         callsmith_media::stt::start_stream(pool3.clone(), first, SttParams::default(), arx);

@@ -8,8 +8,20 @@ use std::time::{Duration, Instant};
 
 use callsmith_media::g711::Codec;
 use callsmith_media::rtp::RtpPacket;
-use callsmith_media::{MediaConfig, MediaEngine};
+use callsmith_media::{MediaConfig, MediaEngine, MediaSession};
 use tokio::net::UdpSocket;
+
+/// Two sessions of `engine` sending to each other (PCMU): the caller and the bot.
+pub fn connected(engine: &MediaEngine) -> (MediaSession, MediaSession) {
+    let caller = engine.open_session(None).unwrap();
+    let bot = engine.open_session(None).unwrap();
+    caller
+        .set_remote(bot.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    bot.set_remote(caller.local_addr(), Codec::Pcmu, None)
+        .unwrap();
+    (caller, bot)
+}
 
 pub fn engine() -> MediaEngine {
     engine_with(|_| {})
