@@ -367,3 +367,70 @@ fn every_schema_reference_resolves() {
         "CommunicationStatus: {status}"
     );
 }
+
+/// Every page parameter of the v1 lists documents the bounds `PageParams` enforces, so a
+/// client (or a generator such as schemathesis) never sends a documented value that is
+/// refused.
+#[test]
+fn page_parameters_document_their_bounds() {
+    let doc = serde_json::to_value(callsmith_control::api::openapi()).unwrap();
+    let mut seen = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        if !path.starts_with("/v1/") {
+            continue;
+        }
+        for (method, op) in item.as_object().unwrap() {
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                // The legacy campaign family pages with its own text parameters.
+                if p["in"] != "query" || p["schema"]["type"] == "string" {
+                    continue;
+                }
+                let schema = &p["schema"];
+                let (min, max) = (schema["minimum"].as_i64(), schema["maximum"].as_i64());
+                match p["name"].as_str() {
+                    Some("limit") => {
+                        seen += 1;
+                        assert_eq!(
+                            (min, max),
+                            (Some(0), Some(callsmith_control::api::page::MAX_LIMIT)),
+                            "{method} {path} limit: {schema}"
+                        );
+                    }
+                    Some("offset") => {
+                        seen += 1;
+                        assert_eq!(min, Some(0), "{method} {path} offset: {schema}");
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    assert!(seen >= 30, "page parameters found: {seen}");
+}
+
+/// The audio hand-out parameters document what `mode` and `expires_in` accept.
+#[test]
+fn audio_delivery_parameters_document_their_values() {
+    let doc = serde_json::to_value(callsmith_control::api::openapi()).unwrap();
+    for path in [
+        "/v1/communication/{id}/recording",
+        "/v1/communication/{id}/speech-recording",
+    ] {
+        let params = doc["paths"][path]["get"]["parameters"].as_array().unwrap();
+        let schema = |name: &str| {
+            params
+                .iter()
+                .find(|p| p["name"] == name)
+                .map(|p| p["schema"].clone())
+                .unwrap_or_else(|| panic!("{path}: no {name}"))
+        };
+        assert_eq!(schema("mode")["pattern"], "^(proxy|url)$", "{path}");
+        let ttl = schema("expires_in");
+        assert_eq!(ttl["minimum"], 1, "{path}: {ttl}");
+        assert_eq!(
+            ttl["maximum"].as_u64(),
+            Some(callsmith_control::objects::MAX_LINK_TTL_SECS),
+            "{path}: {ttl}"
+        );
+    }
+}

@@ -266,8 +266,10 @@ async fn upload_audio(
 #[serde(deny_unknown_fields)]
 pub struct AudioListQuery {
     /// Page size, 0..=500, default 100.
+    #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
     /// Rows to skip, default 0.
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 

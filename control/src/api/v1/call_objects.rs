@@ -113,9 +113,11 @@ async fn history(
 pub struct RecordingQuery {
     /// `proxy` (default): stream the audio; `url`: return a signed link.
     #[serde(default)]
+    #[param(pattern = "^(proxy|url)$")]
     pub mode: Option<String>,
     /// Link lifetime in seconds (url mode): default 3600, at most 604800.
     #[serde(default)]
+    #[param(minimum = 1, maximum = 604800)]
     pub expires_in: Option<u64>,
 }
 
@@ -154,9 +156,11 @@ pub struct SpeechRecordingQuery {
     pub path: String,
     /// `proxy` (default): stream the audio; `url`: return a signed link.
     #[serde(default)]
+    #[param(pattern = "^(proxy|url)$")]
     pub mode: Option<String>,
     /// Link lifetime in seconds (url mode): default 3600, at most 604800.
     #[serde(default)]
+    #[param(minimum = 1, maximum = 604800)]
     pub expires_in: Option<u64>,
 }
 

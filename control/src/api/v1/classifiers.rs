@@ -211,7 +211,9 @@ async fn get_classifier(
 #[serde(deny_unknown_fields)]
 pub struct VersionListQuery {
     /// Page size, at most 500 (default 100).
+    #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 

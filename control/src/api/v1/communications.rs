@@ -276,8 +276,10 @@ pub struct CommunicationQuery {
     #[serde(default)]
     pub created_to: Option<DateTime<Utc>>,
     #[serde(default)]
+    #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
     #[serde(default)]
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 

@@ -235,8 +235,10 @@ pub struct DictionaryListQuery {
     /// Only dictionaries of this exact language tag (case-insensitive).
     pub language: Option<String>,
     /// Page size, 0..=500, default 100.
+    #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
     /// Rows to skip, default 0.
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 

@@ -62,9 +62,11 @@ async fn current(state: &AppState, tenant_sid: &str, name: &str) -> ApiResult<Fl
 pub struct FlagRuleListQuery {
     /// Page size, 0..=500, default 100.
     #[serde(default)]
+    #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
     /// Rows to skip, default 0.
     #[serde(default)]
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 

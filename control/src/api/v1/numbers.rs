@@ -120,8 +120,10 @@ pub enum NumberOrderBy {
 #[into_params(parameter_in = Query)]
 pub struct NumberListQuery {
     #[serde(default)]
+    #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
     #[serde(default)]
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
     /// Only numbers of this account. A superuser or tenant key that sends no
     /// X-Account-Sid may name the account here instead (same scope rules).

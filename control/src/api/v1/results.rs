@@ -71,8 +71,10 @@ impl From<&ResultDeliveryRecord> for ResultDelivery {
 pub struct ResultQuery {
     /// Page size, at most 500, default 100.
     #[serde(default)]
+    #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
     #[serde(default)]
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
     /// Only deliveries in this status.
     #[serde(default)]

@@ -160,8 +160,10 @@ pub struct ScenarioListQuery {
     #[serde(default)]
     pub order: Option<SortOrder>,
     #[serde(default)]
+    #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
     #[serde(default)]
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 
@@ -185,8 +187,10 @@ pub struct VersionListQuery {
     #[serde(default)]
     pub axis: Option<AxisFilter>,
     #[serde(default)]
+    #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
     #[serde(default)]
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 

@@ -135,8 +135,10 @@ pub struct SmsProviderListQuery {
     #[serde(default)]
     pub status: Option<Status>,
     #[serde(default)]
+    #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
     #[serde(default)]
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 

@@ -59,8 +59,10 @@ pub struct UserListQuery {
     #[serde(default)]
     pub order: Option<SortOrder>,
     #[serde(default)]
+    #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
     #[serde(default)]
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 

@@ -245,8 +245,10 @@ pub struct ListQuery {
     pub show_deleted: Option<bool>,
     /// Page size, 0..=500, default 100.
     #[serde(default)]
+    #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
     /// Rows to skip, default 0.
     #[serde(default)]
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
