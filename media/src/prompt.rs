@@ -265,7 +265,17 @@ pub fn decode_mono(
     {
         return Ok(r);
     }
-    decode_symphonia(bytes, extension_hint)
+    // symphonia parses untrusted uploads and panics on some malformed input (a
+    // WAVE_FORMAT_EXTENSIBLE header with 32 or more channels overflows a shift in its channel
+    // mask code). Everything it touches is local to this call, so a panic is a decode error.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        decode_symphonia(bytes, extension_hint)
+    }))
+    .unwrap_or_else(|_| {
+        Err(PromptError::Decode(
+            "malformed audio: the decoder panicked".into(),
+        ))
+    })
 }
 
 fn decode_wav_hound(bytes: &[u8]) -> Result<(Vec<f32>, u32), PromptError> {
@@ -367,6 +377,11 @@ fn decode_symphonia(
     Ok((out, rate))
 }
 
+/// Source sample rates [`resample_to_8k`] accepts. The rate comes from the file's header: the
+/// FFT resampler's plan is sized by `rate / gcd(rate, 8000)` (a header claiming ~1 GHz plans
+/// for ever), and a tiny rate multiplies the output length by `8000 / rate`.
+pub const SOURCE_RATES: std::ops::RangeInclusive<u32> = 1_000..=384_000;
+
 /// Resamples mono f32 to 8 kHz i16.
 pub fn resample_to_8k(samples: &[f32], rate: u32) -> Result<Vec<i16>, PromptError> {
     use rubato::{FftFixedInOut, Resampler};
@@ -374,9 +389,32 @@ pub fn resample_to_8k(samples: &[f32], rate: u32) -> Result<Vec<i16>, PromptErro
     if rate == SAMPLE_RATE {
         return Ok(samples.iter().map(|v| to_i16(*v)).collect());
     }
-    if rate == 0 {
-        return Err(PromptError::Resample("sample rate 0".into()));
+    if !SOURCE_RATES.contains(&rate) {
+        return Err(PromptError::Resample(format!(
+            "sample rate {rate} Hz outside {}..={} Hz",
+            SOURCE_RATES.start(),
+            SOURCE_RATES.end()
+        )));
     }
+    // A float WAV may carry any bit pattern: rubato's FFT panics on a spectrum holding NaN or
+    // infinity (huge finite samples overflow to infinity there). Out-of-range samples are
+    // clipped to full scale, as the i16 conversion does anyway; NaN and infinity become 0.
+    let clipped: Vec<f32>;
+    let samples = if samples.iter().all(|v| v.abs() <= 1.0) {
+        samples
+    } else {
+        clipped = samples
+            .iter()
+            .map(|v| {
+                if v.is_finite() {
+                    v.clamp(-1.0, 1.0)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        &clipped
+    };
     let rerr = |e: &dyn std::fmt::Display| PromptError::Resample(e.to_string());
     let mut rs = FftFixedInOut::<f32>::new(rate as usize, SAMPLE_RATE as usize, 1024, 1)
         .map_err(|e| rerr(&e))?;
@@ -549,5 +587,30 @@ mod tests {
     fn extension_is_found() {
         assert_eq!(extension_of("http://x/a/b.mp3?sig=1"), Some("mp3"));
         assert_eq!(extension_of("/tmp/x.flac"), Some("flac"));
+    }
+
+    #[test]
+    fn header_rates_outside_the_supported_range_are_refused() {
+        let tone = vec![0.1f32; 64];
+        // A header claiming ~1 GHz would plan an FFT of that size; 1 Hz would multiply the
+        // output 8000 times.
+        for rate in [0, 1, 999, 384_001, 1_056_975_633] {
+            assert!(matches!(
+                resample_to_8k(&tone, rate),
+                Err(PromptError::Resample(_))
+            ));
+        }
+        assert!(resample_to_8k(&tone, 384_000).is_ok());
+        assert!(resample_to_8k(&tone, 1_000).is_ok());
+    }
+
+    #[test]
+    fn non_finite_and_huge_samples_resample_without_panicking() {
+        let mut s = vec![0.25f32; 2048];
+        s[10] = f32::NAN;
+        s[20] = f32::INFINITY;
+        s[30] = -1.7e33;
+        let out = resample_to_8k(&s, 48_000).unwrap();
+        assert_eq!(out.len(), 2048 * 8000 / 48_000);
     }
 }

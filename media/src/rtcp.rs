@@ -172,7 +172,10 @@ pub struct ReceiverStats {
     started: bool,
     base_seq: u32,
     max_seq: u16,
-    cycles: u32,
+    /// Sequence-number wraps seen, times 2^16. 64-bit: a sender jumping its sequence number
+    /// by just under `MAX_DROPOUT` wraps it every 22 packets, so 32 bits overflow after about
+    /// 1.4 million packets.
+    cycles: u64,
     received: u64,
     expected_prior: u64,
     received_prior: u64,
@@ -198,7 +201,7 @@ impl ReceiverStats {
             let delta = seq.wrapping_sub(self.max_seq);
             if delta < MAX_DROPOUT {
                 if seq < self.max_seq {
-                    self.cycles += RTP_SEQ_MOD;
+                    self.cycles += u64::from(RTP_SEQ_MOD);
                 }
                 self.max_seq = seq;
             }
@@ -221,9 +224,13 @@ impl ReceiverStats {
         self.last_sr_at_ms = Some(now_ms);
     }
 
-    /// Extended highest sequence number received.
+    /// Extended highest sequence number received, modulo 2^32 as it is on the wire.
     pub fn extended_max(&self) -> u32 {
-        self.cycles + self.max_seq as u32
+        self.extended_max_u64() as u32
+    }
+
+    fn extended_max_u64(&self) -> u64 {
+        self.cycles + u64::from(self.max_seq)
     }
 
     /// Packets expected so far.
@@ -231,7 +238,7 @@ impl ReceiverStats {
         if !self.started {
             return 0;
         }
-        (self.extended_max() as u64 + 1).saturating_sub(self.base_seq as u64)
+        (self.extended_max_u64() + 1).saturating_sub(self.base_seq as u64)
     }
 
     /// Packets received (including duplicates).
@@ -389,5 +396,20 @@ mod tests {
         }
         let j = s.jitter();
         assert!((75..=80).contains(&j), "jitter {j}");
+    }
+
+    #[test]
+    fn many_sequence_cycles_do_not_overflow() {
+        // Jumps of 2999 wrap the sequence number every 22 packets: 65 536 wraps overflowed a
+        // 32-bit cycle count.
+        let mut s = ReceiverStats::default();
+        let mut seq = 0u16;
+        for i in 0..1_500_000u32 {
+            s.on_packet(seq, i.wrapping_mul(160), i.wrapping_mul(160));
+            seq = seq.wrapping_add(2999);
+        }
+        assert_eq!(s.received(), 1_500_000);
+        assert!(s.expected() > u64::from(u32::MAX));
+        let _ = s.report_block(1, 0);
     }
 }

@@ -338,9 +338,45 @@ pub fn json_to_var(v: &Value) -> String {
     value_text(v)
 }
 
+/// Deepest nesting of brackets and parentheses a JSONPath may have. serde_json_path's
+/// parser backtracks exponentially in the nesting depth of filter selectors (each level of
+/// `$.a[?@.b[?@.c…` doubles the parse time: about a second at 16 levels in a debug build), so
+/// deeper paths are refused before they reach it. Real mapping paths nest two or three levels.
+pub const MAX_JSON_PATH_DEPTH: usize = 8;
+
+/// Parses a JSONPath (RFC 9535), refusing paths nested deeper than [`MAX_JSON_PATH_DEPTH`].
+pub fn parse_json_path(path: &str) -> Result<serde_json_path::JsonPath, String> {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in path.chars() {
+        match quote {
+            Some(_) if escaped => escaped = false,
+            Some(_) if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '\'' | '"' => quote = Some(c),
+                '[' | '(' => {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+                ']' | ')' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    if max > MAX_JSON_PATH_DEPTH {
+        return Err(format!(
+            "nested deeper than {MAX_JSON_PATH_DEPTH} brackets or parentheses"
+        ));
+    }
+    serde_json_path::JsonPath::parse(path).map_err(|e| e.to_string())
+}
+
 /// Applies a JSONPath to a document: the first node, as variable text.
 pub fn json_path_first(path: &str, doc: &Value) -> Option<String> {
-    let p = serde_json_path::JsonPath::parse(path).ok()?;
+    let p = parse_json_path(path).ok()?;
     p.query(doc).first().map(json_to_var)
 }
 
@@ -568,7 +604,7 @@ pub fn validate_mapping(
                     .property(format!("{at}.path")),
             );
         } else if matches!(source, "" | "body")
-            && let Err(e) = serde_json_path::JsonPath::parse(path_s)
+            && let Err(e) = parse_json_path(path_s)
         {
             out.push(
                 ScenarioError::new(
@@ -635,5 +671,27 @@ pub fn parse_properties(v: &Value) -> Result<WebhookProps, Vec<ScenarioError>> {
         Ok(props)
     } else {
         Err(errs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deeply_nested_json_paths_are_refused_before_parsing() {
+        // Each level of nested filters doubles serde_json_path's parse time.
+        let deep = format!("$.a{}", "[?@.b".repeat(40));
+        assert!(
+            parse_json_path(&deep)
+                .unwrap_err()
+                .contains("nested deeper")
+        );
+        assert!(json_path_first(&deep, &serde_json::json!({})).is_none());
+        let ok = "$.orders[?@.items[?@.price > 1]].id";
+        assert!(parse_json_path(ok).is_ok());
+        // Brackets inside string literals do not count.
+        let quoted = format!("$['{}']", "[(".repeat(20));
+        assert!(parse_json_path(&quoted).is_ok());
     }
 }

@@ -1,0 +1,119 @@
+//! Bounded fuzzing of the SIP-side parsers fed with network bytes: the wire check every
+//! datagram goes through (`wire::inspect`: rsipstack's `SipMessage::try_from` plus our
+//! `validate_request`) and SDP parsing with offer/answer negotiation.
+//!
+//! Each target replays `tests/fuzz_corpus/<target>/` and then mutations of it for at most
+//! ~3 s or its iteration cap, whichever comes first (see `tests/fuzz/harness.rs`).
+//! `CALLSMITH_FUZZ_SEED=<u64>|random` sets the seed (printed on every run; the default is
+//! fixed per target); `CALLSMITH_FUZZ_SECS=<secs>` sets the time budget and lifts the cap:
+//! `CALLSMITH_FUZZ_SECS=600 cargo test -p callsmith-sip --test fuzz -- --nocapture`.
+
+#[path = "../../tests/fuzz/harness.rs"]
+mod harness;
+
+use callsmith_sip::sdp::{
+    LOOPBACK, LocalMedia, SessionDescription, answer_offer, negotiated_from_answer,
+};
+use callsmith_sip::wire::{Verdict, inspect, validate_request};
+use rsipstack::sip::SipMessage;
+
+#[test]
+fn fuzz_sip_message() {
+    harness::run(
+        "sip_message",
+        &harness::corpus_dir("sip_message"),
+        Vec::new(),
+        50_000,
+        |bytes| {
+            let verdict = inspect(bytes);
+            match &verdict {
+                Verdict::Request { method } => {
+                    if method.is_empty() {
+                        return Err("accepted request without a method".into());
+                    }
+                    // The accepted request is the one `validate_request` passes.
+                    match SipMessage::try_from(bytes) {
+                        Ok(SipMessage::Request(req)) => validate_request(&req)
+                            .map_err(|r| format!("accepted, then refused on re-parse: {r:?}"))?,
+                        other => return Err(format!("accepted, then re-parsed as {other:?}")),
+                    }
+                }
+                Verdict::Response { code } if !(100..=699).contains(code) => {
+                    return Err(format!("response code {code} passed"));
+                }
+                Verdict::Refused(r) if r.code != 400 && r.code != 505 => {
+                    return Err(format!("refusal with code {}", r.code));
+                }
+                _ => {}
+            }
+            // The decision is a pure function of the bytes.
+            let again = inspect(bytes);
+            if again != verdict {
+                return Err(format!("verdict changed: {verdict:?} then {again:?}"));
+            }
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn fuzz_sdp() {
+    let local = LocalMedia::g711(LOOPBACK, 40_000);
+    harness::run(
+        "sdp",
+        &harness::corpus_dir("sdp"),
+        Vec::new(),
+        100_000,
+        |bytes| {
+            // SIP bodies are bytes; the stack reads them as (lossy) UTF-8 text.
+            let text = String::from_utf8_lossy(bytes);
+            let Ok(sd) = SessionDescription::parse(&text) else {
+                return Ok(());
+            };
+            let _ = sd.audio();
+            let usable = sd.usable_audio().is_ok();
+            let as_answer = negotiated_from_answer(&sd, &local);
+            match answer_offer(&sd, &local, 7, 8) {
+                Ok((body, negotiated)) => {
+                    if !usable {
+                        return Err("answered an offer without usable audio".into());
+                    }
+                    // Our own answer parses back and negotiates the same codec and type.
+                    let parsed = SessionDescription::parse(&body)
+                        .map_err(|e| format!("our answer does not parse: {e:?}\n{body}"))?;
+                    let back = negotiated_from_answer(&parsed, &local)
+                        .map_err(|e| format!("our answer does not negotiate: {e:?}\n{body}"))?;
+                    if (back.codec, back.payload_type)
+                        != (negotiated.codec, negotiated.payload_type)
+                    {
+                        return Err(format!(
+                            "answer negotiates {:?}/{} but was built for {:?}/{}\n{body}",
+                            back.codec,
+                            back.payload_type,
+                            negotiated.codec,
+                            negotiated.payload_type
+                        ));
+                    }
+                    if back.remote_rtp.port() != local.port {
+                        return Err(format!("answer port {}", back.remote_rtp.port()));
+                    }
+                    if as_answer.is_err() {
+                        return Err(format!(
+                            "offer answered but not readable as an answer: {as_answer:?}"
+                        ));
+                    }
+                }
+                Err(_) => {
+                    if usable && as_answer.is_ok() {
+                        // Both read the same stream: a codec and address found by one are found
+                        // by the other.
+                        return Err(format!(
+                            "answer_offer failed where negotiated_from_answer gave {as_answer:?}"
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        },
+    );
+}
