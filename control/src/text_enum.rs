@@ -26,7 +26,10 @@ impl std::error::Error for UnknownName {}
 
 /// Defines a text vocabulary: `text_enum!("what it is", #[meta] pub enum Name { Variant = "name", … })`.
 macro_rules! text_enum {
-    ($what:literal, $(#[$m:meta])* $vis:vis enum $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+    // `$text` is a `tt`, not a `literal`: utoipa's derive does not see a `literal`
+    // fragment in `#[serde(rename = …)]` (it arrives wrapped in an invisible group) and
+    // would document the Rust variant names instead of the names on the wire.
+    ($what:literal, $(#[$m:meta])* $vis:vis enum $name:ident { $($(#[$vm:meta])* $variant:ident = $text:tt),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ::serde::Serialize, ::serde::Deserialize, ::utoipa::ToSchema)]
         $vis enum $name {

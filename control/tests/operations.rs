@@ -359,12 +359,32 @@ fn every_schema_reference_resolves() {
         "{} references resolve to nothing: {dangling:#?}",
         dangling.len()
     );
-    // The communication status is one named enum, used by the resource and the list filter.
-    let status = &doc["components"]["schemas"]["CommunicationStatus"]["enum"];
+    // The communication status is one named enum, used by the resource and the list filter,
+    // and it lists the names on the wire (not the Rust variants).
+    let names = |schema: &str| -> Vec<String> {
+        doc["components"]["schemas"][schema]["enum"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{schema} has no enum"))
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    use callsmith_control::communication::CommunicationStatus;
+    use callsmith_control::store::results::DeliveryStatus;
     assert_eq!(
-        status.as_array().map(Vec::len),
-        Some(8),
-        "CommunicationStatus: {status}"
+        names("CommunicationStatus"),
+        CommunicationStatus::ALL
+            .iter()
+            .map(|s| s.as_str().to_string())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(names("CommunicationStatus")[3], "in_progress");
+    assert_eq!(
+        names("DeliveryStatus"),
+        DeliveryStatus::ALL
+            .iter()
+            .map(|s| s.as_str().to_string())
+            .collect::<Vec<_>>()
     );
 }
 
@@ -433,4 +453,17 @@ fn audio_delivery_parameters_document_their_values() {
             "{path}: {ttl}"
         );
     }
+    let audio = &doc["paths"]["/v1/audio/{id}/signed-link"]["get"]["parameters"];
+    let ttl = audio
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "ttl")
+        .map(|p| &p["schema"])
+        .expect("ttl");
+    assert_eq!(ttl["minimum"], 1, "{ttl}");
+    assert_eq!(
+        ttl["maximum"].as_u64(),
+        Some(callsmith_control::objects::MAX_LINK_TTL_SECS)
+    );
 }

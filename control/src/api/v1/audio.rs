@@ -413,6 +413,7 @@ async fn audio_content(
 #[serde(deny_unknown_fields)]
 pub struct SignedLinkQuery {
     /// Link lifetime in seconds: default 3600, at most 604800.
+    #[param(minimum = 1, maximum = 604800)]
     pub ttl: Option<u64>,
 }
 
