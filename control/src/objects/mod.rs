@@ -584,14 +584,15 @@ impl crate::store::TenantPurger for ObjectsPurger {
     }
 }
 
-/// Validates a requested link lifetime: default 3600 s, 1..=604800 s.
-pub fn link_ttl(requested: Option<u64>) -> Result<Duration, String> {
+/// Validates a requested link lifetime: default 3600 s, 1..=604800 s. `param` names the
+/// query parameter it came in, for the refusal.
+pub fn link_ttl(param: &str, requested: Option<u64>) -> Result<Duration, String> {
     match requested {
         None => Ok(Duration::from_secs(DEFAULT_LINK_TTL_SECS)),
-        Some(0) => Err("ttl: must be at least 1 second".into()),
-        Some(t) if t > MAX_LINK_TTL_SECS => {
-            Err(format!("ttl: must be at most {MAX_LINK_TTL_SECS} seconds"))
-        }
+        Some(0) => Err(format!("{param}: must be at least 1 second")),
+        Some(t) if t > MAX_LINK_TTL_SECS => Err(format!(
+            "{param}: must be at most {MAX_LINK_TTL_SECS} seconds"
+        )),
         Some(t) => Ok(Duration::from_secs(t)),
     }
 }

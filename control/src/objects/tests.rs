@@ -163,13 +163,17 @@ fn key_file_is_generated_once_and_private() {
 
 #[test]
 fn ttl_bounds_and_owner() {
-    assert_eq!(link_ttl(None).unwrap(), Duration::from_secs(3600));
+    assert_eq!(link_ttl("ttl", None).unwrap(), Duration::from_secs(3600));
     assert_eq!(
-        link_ttl(Some(604_800)).unwrap(),
+        link_ttl("ttl", Some(604_800)).unwrap(),
         Duration::from_secs(604_800)
     );
-    assert!(link_ttl(Some(604_801)).is_err());
-    assert!(link_ttl(Some(0)).is_err());
+    assert!(link_ttl("ttl", Some(604_801)).is_err());
+    assert!(
+        link_ttl("expires_in", Some(0))
+            .unwrap_err()
+            .starts_with("expires_in:")
+    );
     assert_eq!(owner_of("audio/acc_1/x.wav"), Some("acc_1"));
     assert_eq!(owner_of("audio/acc_1"), None);
 }

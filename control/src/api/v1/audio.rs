@@ -427,7 +427,7 @@ async fn audio_signed_link(
     Path(id): Path<String>,
     Query(q): Query<SignedLinkQuery>,
 ) -> ApiResult<Json<SignedLink>> {
-    let ttl = link_ttl(q.ttl).map_err(|m| ApiError::bad_request("invalid_query", m))?;
+    let ttl = link_ttl("ttl", q.ttl).map_err(|m| ApiError::bad_request("invalid_query", m))?;
     let r = scoped_audio(&state, &auth, &id).await?;
     let link = state
         .objects

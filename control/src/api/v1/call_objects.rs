@@ -18,7 +18,7 @@ use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Path, Query},
     auth::{Authz, cap},
     communication::history::CallHistory,
-    objects::{CallObjects, DEFAULT_LINK_TTL_SECS, MAX_LINK_TTL_SECS, guess_content_type},
+    objects::{CallObjects, guess_content_type, link_ttl},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -44,15 +44,10 @@ fn delivery(mode: Option<&str>, expires_in: Option<u64>) -> ApiResult<Delivery> 
             return Err(ApiError::bad_request("invalid_query", "mode: proxy or url"));
         }
     };
-    let ttl = expires_in.unwrap_or(DEFAULT_LINK_TTL_SECS);
-    if ttl == 0 || ttl > MAX_LINK_TTL_SECS {
-        return Err(ApiError::bad_request(
-            "invalid_query",
-            format!("expires_in: 1 to {MAX_LINK_TTL_SECS} seconds"),
-        ));
-    }
+    let ttl = link_ttl("expires_in", expires_in)
+        .map_err(|m| ApiError::bad_request("invalid_query", m))?;
     Ok(if url_mode {
-        Delivery::Link(Duration::from_secs(ttl))
+        Delivery::Link(ttl)
     } else {
         Delivery::Proxy
     })
