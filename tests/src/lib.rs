@@ -227,6 +227,11 @@ impl Engine {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    /// The engine's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(|c| c.id())
+    }
+
     /// SIGKILL, and wait for the process to be gone.
     pub async fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -237,13 +242,13 @@ impl Engine {
 
     /// SIGTERM; returns the exit status once the process exited (None on timeout).
     pub async fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
-        let c = self.child.as_mut()?;
-        if let Some(pid) = c.id() {
+        if let Some(pid) = self.pid() {
             let _ = std::process::Command::new("kill")
                 .arg("-TERM")
                 .arg(pid.to_string())
                 .status();
         }
+        let c = self.child.as_mut()?;
         let r = tokio::time::timeout(within, c.wait()).await.ok()?.ok();
         self.child = None;
         r

@@ -169,11 +169,7 @@ async fn main() -> Result<()> {
         ..Default::default()
     })
     .await;
-    let pid = e
-        .child
-        .as_ref()
-        .and_then(|c| c.id())
-        .context("engine pid")?;
+    let pid = e.pid().context("engine pid")?;
     let t = provision(&e, "load", "carrier", "+4930100900").await;
     let store = store_of(&e, None).await;
     let scn = create_scenario(&store, &t, &reply_scenario(mode), true).await;

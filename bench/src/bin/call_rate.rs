@@ -339,6 +339,16 @@ impl Step {
                 .is_none_or(|a| a >= 0.95 * f64::from(self.rate))
     }
 
+    /// What the engine spent between two readings `wall` seconds apart, beside its idle
+    /// cost over the same time (`idle`: a fraction of a core).
+    fn engine_usage(&mut self, before: &ProcStat, after: &ProcStat, idle: f64, wall: f64) {
+        self.cpu_secs = (after.cpu_ticks - before.cpu_ticks) as f64 / CLK_TCK;
+        self.idle_cpu_secs = Some(idle * wall);
+        self.wall_secs = wall;
+        self.rss_before_kib = before.rss_kib;
+        self.rss_peak_kib = self.rss_peak_kib.max(after.rss_kib);
+    }
+
     fn pct(&self, q: f64) -> f64 {
         percentile(&self.setup, q)
     }
@@ -826,11 +836,7 @@ async fn callsmith_step_on(
         ..Default::default()
     })
     .await;
-    let pid = e
-        .child
-        .as_ref()
-        .and_then(|c| c.id())
-        .context("engine pid")?;
+    let pid = e.pid().context("engine pid")?;
     let t: Tenancy = provision(&e, "rate", "carrier", NUMBER).await;
     let store = store_of(&e, db_url).await;
     let scn = create_scenario(&store, &t, &rate_scenario(), true).await;
@@ -969,11 +975,7 @@ async fn inbound_load(
     step.retrans = st.retransmissions;
     step.peak_live = st.peak_current;
     step.setup = uac.rtts();
-    step.cpu_secs = (after.cpu_ticks - before.cpu_ticks) as f64 / CLK_TCK;
-    step.idle_cpu_secs = Some(idle * wall);
-    step.wall_secs = wall;
-    step.rss_before_kib = before.rss_kib;
-    step.rss_peak_kib = step.rss_peak_kib.max(after.rss_kib);
+    step.engine_usage(&before, &after, idle, wall);
     if st.outgoing < total {
         step.failed += total - st.outgoing;
         step.notes.push(format!(
@@ -1135,11 +1137,7 @@ async fn outbound_load(
     step.retrans = st.retransmissions;
     step.peak_live = st.peak_current;
     step.callee_setup = uas.rtts();
-    step.cpu_secs = (after.cpu_ticks - before.cpu_ticks) as f64 / CLK_TCK;
-    step.idle_cpu_secs = Some(idle * wall);
-    step.wall_secs = wall;
-    step.rss_before_kib = before.rss_kib;
-    step.rss_peak_kib = step.rss_peak_kib.max(after.rss_kib);
+    step.engine_usage(&before, &after, idle, wall);
     if !ended {
         step.notes
             .push(format!("communications still open after {budget} s"));
