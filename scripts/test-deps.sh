@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs (idempotently) and starts what the test suite needs on a fresh
 # Debian machine: SIP peers, speech engines, PostgreSQL, the STT venv, an
-# S3-compatible server (moto) for the object-storage tests, openssl for test certificates.
+# S3-compatible server (moto) for the object-storage tests, schemathesis for the OpenAPI
+# conformance test, openssl for test certificates.
 # Prints `export` lines for the environment the tests read; `eval` them:
 #   eval "$(scripts/test-deps.sh)"
 # Everything it says goes to stderr except those export lines.
@@ -66,7 +67,20 @@ if [ ! -x "$S3_VENV/bin/moto_server" ]; then
   "$S3_VENV/bin/pip" install -q --disable-pip-version-check 'moto[server]' >&2
 fi
 
+# --- schemathesis for the OpenAPI conformance test ----------------------------
+ST_VENV="$CACHE/st-venv"
+ST_VERSION=4.32.5
+if [ ! -x "$ST_VENV/bin/python" ]; then
+  log "creating venv $ST_VENV"
+  "$PY" -m venv "$ST_VENV" >&2
+fi
+if [ "$("$ST_VENV/bin/st" --version 2>/dev/null | awk '{print $NF}')" != "$ST_VERSION" ]; then
+  log "pip installing schemathesis==$ST_VERSION"
+  "$ST_VENV/bin/pip" install -q --disable-pip-version-check "schemathesis==$ST_VERSION" >&2
+fi
+
 echo "export CALLSMITH_TEST_PG_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/callsmith_test"
 echo "export CALLSMITH_TEST_PG_ADMIN_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/postgres"
 echo "export CALLSMITH_STT_PYTHON=$VENV/bin/python"
 echo "export CALLSMITH_TEST_MOTO_SERVER=$S3_VENV/bin/moto_server"
+echo "export CALLSMITH_SCHEMATHESIS=$ST_VENV/bin/st"

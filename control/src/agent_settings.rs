@@ -34,8 +34,10 @@ fn args_object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<serde_json::Val
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     /// New calls this agent starts per second, 1–1000.
+    #[schema(minimum = 1, maximum = 1000)]
     pub cps: i64,
     /// Calls of this agent live at once (calls per line), 1–100000.
+    #[schema(minimum = 1, maximum = 100000)]
     pub cpl: i64,
 }
 

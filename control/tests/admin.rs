@@ -652,6 +652,17 @@ async fn feature_flag_rules_and_evaluation(s: TestServer) {
     assert_eq!(flags(&f.admin_session).await["global_llm"], true);
     assert_eq!(flags(&b_session).await["global_llm"], false);
 
+    for bad in ["", " ", "acc_", "ten_01a2", "usr_01a2"] {
+        let r = patch(json!({"account_sids": [b_acc, bad]})).await;
+        r.expect_error(400, "invalid_body");
+        assert!(
+            r.body["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("not an account sid")),
+            "{bad:?}: {}",
+            r.body
+        );
+    }
     let r = patch(json!({"regions": [], "account_sids": [b_acc]})).await;
     assert_eq!(
         r.body["regions"],

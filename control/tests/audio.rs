@@ -243,10 +243,28 @@ async fn upload_get_list_serve_delete(s: TestServer) {
 
 async fn upload_rejects_bad_bodies(s: TestServer) {
     let f = s.fixture().await;
+    // A well-formed multipart body with no part at all.
+    s.post("/v1/audio")
+        .bearer(&f.account_key)
+        .map(|b| {
+            b.header("content-type", "multipart/form-data; boundary=XyZ")
+                .body("--XyZ--\r\n")
+        })
+        .send()
+        .await
+        .expect_error(400, "file_required");
     let form = Form::new().text("note", "no file here");
     upload(&s, &f.account_key, form)
         .await
-        .expect_error(400, "file_required");
+        .expect_error(400, "unknown_part");
+    // A part beside the file refuses the upload whole: nothing is listed afterwards.
+    let form = file_part(b"RIFF".to_vec(), Some("audio/wav"), Some("a.wav")).text("note", "x");
+    upload(&s, &f.account_key, form)
+        .await
+        .expect_error(400, "unknown_part");
+    let listed = s.get("/v1/audio").bearer(&f.account_key).send().await;
+    listed.expect(200);
+    assert_eq!(listed.body["total"], 0, "nothing stored: {}", listed.body);
     upload(
         &s,
         &f.account_key,

@@ -12,6 +12,7 @@ use axum::{
 };
 use http::{StatusCode, request::Parts};
 use serde::{Serialize, de::DeserializeOwned};
+use serde_json::value::RawValue;
 
 use super::error::ApiError;
 
@@ -21,7 +22,8 @@ pub const MAX_JSON_BODY_BYTES: usize = 2 * 1024 * 1024;
 
 /// JSON body extractor and responder. Malformed JSON, a wrong type, a missing field or an
 /// unknown field (with `deny_unknown_fields`) is 400 `invalid_body`; a body over
-/// [`MAX_JSON_BODY_BYTES`] is 413 `payload_too_large`.
+/// [`MAX_JSON_BODY_BYTES`] is 413 `payload_too_large`. A number with a zero fraction
+/// (`5.0`) is an integer, as JSON Schema counts it: an integer field takes it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Json<T>(pub T);
 
@@ -33,11 +35,44 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
+        let axum::Json(raw) = axum::Json::<Box<RawValue>>::from_request(req, state)
+            .await
+            .map_err(json_rejection)?;
+        match axum::Json::<T>::from_bytes(raw.get().as_bytes()) {
             Ok(axum::Json(v)) => Ok(Json(v)),
-            Err(rejection) => Err(json_rejection(rejection)),
+            Err(rejection) => match integral_floats_as_integers(raw.get()) {
+                // The error after the integral floats are read as integers is the one
+                // left to report (a `5.0` may only have hidden an unknown field).
+                Some(v) => serde_path_to_error::deserialize::<_, T>(v)
+                    .map(Json)
+                    .map_err(|e| {
+                        ApiError::bad_request("invalid_body", format!("invalid body: {e}"))
+                    }),
+                None => Err(json_rejection(rejection)),
+            },
         }
     }
+}
+
+/// The body with every number that has a zero fraction and fits an i64 written as an
+/// integer, or None when it has no such number.
+fn integral_floats_as_integers(text: &str) -> Option<serde_json::Value> {
+    fn walk(v: &mut serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Number(n) if n.is_f64() => match n.as_f64() {
+                Some(f) if f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64 => {
+                    *v = serde_json::Value::from(f as i64);
+                    true
+                }
+                _ => false,
+            },
+            serde_json::Value::Array(items) => items.iter_mut().fold(false, |c, i| walk(i) | c),
+            serde_json::Value::Object(map) => map.values_mut().fold(false, |c, i| walk(i) | c),
+            _ => false,
+        }
+    }
+    let mut v: serde_json::Value = serde_json::from_str(text).ok()?;
+    walk(&mut v).then_some(v)
 }
 
 fn json_rejection(r: JsonRejection) -> ApiError {
@@ -131,4 +166,62 @@ fn path_rejection(r: PathRejection) -> ApiError {
         "invalid_path",
         format!("invalid path parameter: {}", inner_message(&r.body_text())),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Limits {
+        cps: i64,
+        ratio: f64,
+    }
+
+    async fn read(body: &str) -> Result<Limits, ApiError> {
+        let req = Request::builder()
+            .method("POST")
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(body.to_string()))
+            .expect("request");
+        Json::<Limits>::from_request(req, &())
+            .await
+            .map(|Json(v)| v)
+    }
+
+    #[tokio::test]
+    async fn an_integral_float_is_an_integer() {
+        assert_eq!(
+            read(r#"{"cps": 5.0, "ratio": 2}"#).await.expect("5.0 is 5"),
+            Limits { cps: 5, ratio: 2.0 }
+        );
+        assert_eq!(
+            read(r#"{"cps": -7e2, "ratio": 0.5}"#)
+                .await
+                .expect("-7e2 is -700"),
+            Limits {
+                cps: -700,
+                ratio: 0.5
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_fraction_or_a_wrong_body_keeps_its_error() {
+        for (body, names) in [
+            (r#"{"cps": 5.5, "ratio": 1}"#, "cps"),
+            (r#"{"cps": 1e300, "ratio": 1}"#, "cps"),
+            (r#"{"cps": 5.0, "ratio": 1, "other": 1}"#, "other"),
+            (r#"{"cps": "5", "ratio": 1}"#, "cps"),
+        ] {
+            let e = read(body).await.expect_err(body);
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{body}");
+            assert_eq!(e.error, "invalid_body", "{body}");
+            assert!(e.message.contains(names), "{body}: {}", e.message);
+        }
+        let e = read(r#"{"cps": 5.0,"#).await.expect_err("malformed");
+        assert!(e.message.starts_with("malformed JSON"), "{}", e.message);
+    }
 }

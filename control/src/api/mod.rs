@@ -12,6 +12,7 @@
 //!    [`PageParams`] / [`Page`], and add store methods in `store/<group>.rs` plus
 //!    migrations `01NN_<group>.sql` under both `migrations/sqlite` and `migrations/postgres`.
 
+pub mod comma_list;
 pub mod error;
 pub mod extract;
 pub mod legacy;
@@ -20,6 +21,7 @@ mod ops;
 pub mod page;
 mod server;
 pub mod v1;
+pub mod vocab;
 
 use std::sync::Arc;
 
@@ -96,7 +98,7 @@ impl AppState {
 #[openapi(
     info(title = "callsmith control API", description = "Administration, authentication and account resources of callsmith."),
     modifiers(&SecurityAddon),
-    components(schemas(ErrorBody)),
+    components(schemas(ErrorBody, vocab::FlagName)),
     tags(
         (name = "operations", description = "Health, readiness, metrics and this document"),
         (name = "auth", description = "Login, sessions, password handling and magic links"),

@@ -52,7 +52,7 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError>
 
 /// Prometheus metrics in the text exposition format.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, content_type = "text/plain", body = String)))]
+    responses((status = 200, content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String)))]
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(

@@ -1,6 +1,7 @@
 //! Legacy campaigns (`/v1/campaign`): the legacy view of agents.
 
 use super::*;
+use crate::api::comma_list;
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -208,6 +209,9 @@ pub struct CampaignListQuery {
     pub pool_sid: Option<String>,
     /// Comma-separated fields searched by filter_query (any of them matching):
     /// sid, description, scenario_sid, number, pool_sid. Default: all of them.
+    #[param(
+        pattern = "^ *(?:sid|description|scenario_sid|number|pool_sid)? *(?:, *(?:sid|description|scenario_sid|number|pool_sid)? *)*$"
+    )]
     pub filter_or: Option<String>,
     /// Substring searched for in the filter_or fields, case-insensitive in every script.
     pub filter_query: Option<String>,
@@ -315,28 +319,13 @@ fn campaign_query(q: CampaignListQuery) -> Result<(CampaignFilter, i64, i64), Le
             )));
         }
     };
-    let mut search_fields = Vec::new();
-    for f in q
-        .filter_or
-        .as_deref()
-        .unwrap_or("")
-        .split(',')
-        .map(str::trim)
-        .filter(|f| !f.is_empty())
-    {
-        let field = CampaignField::ALL
-            .iter()
-            .find(|(n, _)| *n == f)
-            .map(|(_, c)| *c)
-            .ok_or_else(|| {
-                LegacyError::invalid(format!(
-                    "filter_or: unknown field {f:?} (accepted: sid, description, scenario_sid, number, pool_sid)"
-                ))
-            })?;
-        if !search_fields.contains(&field) {
-            search_fields.push(field);
-        }
-    }
+    let mut search_fields = comma_list::parse(q.filter_or.as_deref(), &CampaignField::ALL)
+        .map_err(|part| {
+            LegacyError::invalid(format!(
+                "filter_or: unknown field {part:?} (accepted: {})",
+                comma_list::names(&CampaignField::ALL)
+            ))
+        })?;
     if search_fields.is_empty() {
         search_fields = CampaignField::ALL.iter().map(|(_, c)| *c).collect();
     }

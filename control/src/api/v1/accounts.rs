@@ -35,9 +35,11 @@ pub struct CreateAccount {
     pub external_id: Option<String>,
     /// ISO 3166-1 alpha-2 (any case; stored lowercase).
     #[serde(default)]
+    #[schema(value_type = Option<crate::api::vocab::AccountCountry>)]
     pub country: Option<String>,
     /// Region code: af, ap, eu, me, na, sa.
     #[serde(default)]
+    #[schema(value_type = Option<crate::api::vocab::AccountRegion>)]
     pub region: Option<String>,
     /// IANA time zone, default UTC.
     #[serde(default)]
@@ -55,7 +57,9 @@ pub struct PatchAccount {
     pub name: Option<String>,
     pub email: Option<String>,
     pub external_id: Option<String>,
+    #[schema(value_type = Option<crate::api::vocab::AccountCountry>)]
     pub country: Option<String>,
+    #[schema(value_type = Option<crate::api::vocab::AccountRegion>)]
     pub region: Option<String>,
     pub timezone: Option<String>,
     pub phone: Option<String>,

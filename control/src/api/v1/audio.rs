@@ -35,8 +35,6 @@ use crate::{
 };
 
 pub use crate::audio_ref::MAX_AUDIO_BYTES;
-/// Bytes of non-`file` parts tolerated in an upload body.
-const MAX_OTHER_PART_BYTES: u64 = 64 * 1024;
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -94,12 +92,14 @@ fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Multipart body of POST /v1/audio (documentation only).
-#[derive(ToSchema)]
+/// Multipart body of POST /v1/audio (documentation only): one part, `file`; any other
+/// part is refused, as unknown fields of a JSON body are.
+#[derive(serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct AudioUpload {
     /// The audio bytes; the part's Content-Type is kept (audio/wav when absent).
-    #[schema(value_type = String, format = Binary)]
+    #[schema(value_type = String, format = Binary, min_length = 1)]
     file: Vec<u8>,
 }
 
@@ -153,9 +153,8 @@ async fn upload_audio(
     let sid = new_sid(prefix::AUDIO);
     let path = crate::objects::audio_file(&account.sid, &sid);
     let mut stored: Option<(String, String, u64)> = None;
-    let mut other_bytes: u64 = 0;
     loop {
-        let mut field = match mp.next_field().await {
+        let field = match mp.next_field().await {
             Ok(Some(f)) => f,
             Ok(None) => break,
             Err(e) => {
@@ -201,30 +200,18 @@ async fn upload_audio(
                 Err(e) => return Err(ApiError::internal(e)),
             }
         } else {
-            loop {
-                match field.chunk().await {
-                    Ok(Some(c)) => {
-                        other_bytes += c.len() as u64;
-                        if other_bytes > MAX_OTHER_PART_BYTES {
-                            if stored.is_some() {
-                                let _ = state.objects.delete(&path).await;
-                            }
-                            drain(&mut mp).await;
-                            return Err(too_large());
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        if stored.is_some() {
-                            let _ = state.objects.delete(&path).await;
-                        }
-                        return Err(ApiError::bad_request(
-                            "invalid_body",
-                            format!("multipart body: {}", e.body_text()),
-                        ));
-                    }
-                }
+            if stored.is_some() {
+                let _ = state.objects.delete(&path).await;
             }
+            let what = match field.name() {
+                Some("file") => "a second part named file".to_string(),
+                Some(name) => format!("part {name:?}"),
+                None => "a part without a name".to_string(),
+            };
+            return Err(ApiError::bad_request(
+                "unknown_part",
+                format!("multipart body: {what}; the only part is file"),
+            ));
         }
     }
     let Some((content_type, filename, size)) = stored else {

@@ -149,7 +149,7 @@ fn classifier_uuid(id: &str) -> AdapterResult<Uuid> {
 /// Record training content as the next version of a classifier (201, training queued),
 /// or resolve content identical to a held version (200, nothing trained).
 #[utoipa::path(put, path = "/v1/adapters/ids/classifier/{id}", tag = "classifiers", request_body = ClassifierContent,
-    params(("id" = String, Path, description = "Classifier id (UUID)"),
+    params(("id" = uuid::Uuid, Path, description = "Classifier id (UUID)"),
         ("X-Account-Sid" = Option<String>, Header, description = "Target account; required for principals broader than one account")),
     security(("bearer" = [])),
     responses((status = 200, body = ClassifierVersion, description = "Identical content: the held version"),
@@ -179,7 +179,7 @@ async fn put_classifier(
 
 /// The classifier: newest version and the version served for version 0.
 #[utoipa::path(get, path = "/v1/adapters/ids/classifier/{id}", tag = "classifiers",
-    params(("id" = String, Path, description = "Classifier id (UUID)"), ("X-Account-Sid" = Option<String>, Header, description = "Target account")),
+    params(("id" = uuid::Uuid, Path, description = "Classifier id (UUID)"), ("X-Account-Sid" = Option<String>, Header, description = "Target account")),
     security(("bearer" = [])),
     responses((status = 200, body = ClassifierInfo), (status = 400, body = AdapterErrorBody), (status = 401, body = AdapterErrorBody),
         (status = 403, body = AdapterErrorBody), (status = 404, body = AdapterErrorBody), (status = 500, body = AdapterErrorBody)))]
@@ -219,7 +219,7 @@ pub struct VersionListQuery {
 
 /// The versions of a classifier, version 0 first (entries without training reasons).
 #[utoipa::path(get, path = "/v1/adapters/ids/classifier/{id}/version", tag = "classifiers",
-    params(("id" = String, Path, description = "Classifier id (UUID)"), VersionListQuery, ("X-Account-Sid" = Option<String>, Header, description = "Target account")),
+    params(("id" = uuid::Uuid, Path, description = "Classifier id (UUID)"), VersionListQuery, ("X-Account-Sid" = Option<String>, Header, description = "Target account")),
     security(("bearer" = [])),
     responses((status = 200, body = Page<ClassifierVersionEntry>), (status = 400, body = AdapterErrorBody), (status = 401, body = AdapterErrorBody),
         (status = 403, body = AdapterErrorBody), (status = 404, body = AdapterErrorBody), (status = 500, body = AdapterErrorBody)))]
@@ -248,7 +248,7 @@ async fn list_versions(
 
 /// One version, with how its last training run ended.
 #[utoipa::path(get, path = "/v1/adapters/ids/classifier/{id}/version/{version}", tag = "classifiers",
-    params(("id" = String, Path, description = "Classifier id (UUID)"), ("version" = i64, Path, description = "Version number"),
+    params(("id" = uuid::Uuid, Path, description = "Classifier id (UUID)"), ("version" = i64, Path, description = "Version number"),
         ("X-Account-Sid" = Option<String>, Header, description = "Target account")),
     security(("bearer" = [])),
     responses((status = 200, body = ClassifierVersion), (status = 400, body = AdapterErrorBody), (status = 401, body = AdapterErrorBody),
@@ -278,6 +278,7 @@ pub struct PredictRequest {
     /// As in a question brick: 0 (the default) means the newest ready version; any
     /// other number pins that version.
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub version: i64,
 }
 
@@ -300,7 +301,7 @@ pub struct PredictResponse {
 /// Classify an utterance. 409 `classifier_not_ready` while the requested version (or,
 /// for version 0, every version) has not finished training.
 #[utoipa::path(post, path = "/v1/adapters/ids/classifier/{id}/predict", tag = "classifiers", request_body = PredictRequest,
-    params(("id" = String, Path, description = "Classifier id (UUID)"), ("X-Account-Sid" = Option<String>, Header, description = "Target account")),
+    params(("id" = uuid::Uuid, Path, description = "Classifier id (UUID)"), ("X-Account-Sid" = Option<String>, Header, description = "Target account")),
     security(("bearer" = [])),
     responses((status = 200, body = PredictResponse), (status = 400, body = AdapterErrorBody), (status = 401, body = AdapterErrorBody),
         (status = 403, body = AdapterErrorBody), (status = 404, body = AdapterErrorBody), (status = 409, body = AdapterErrorBody),

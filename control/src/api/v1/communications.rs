@@ -268,6 +268,7 @@ pub struct CommunicationQuery {
     pub communication_status: Option<String>,
     /// `outbound` or `inbound`.
     #[serde(default)]
+    #[param(pattern = "^(outbound|inbound)$")]
     pub direction: Option<String>,
     /// Created at or after this time.
     #[serde(default)]

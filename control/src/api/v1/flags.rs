@@ -10,6 +10,7 @@ use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::{Authz, cap},
     flags,
+    ids::{has_prefix, prefix},
     store::FlagRuleRecord,
 };
 
@@ -24,12 +25,16 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchFlagRule {
+    /// Account sids (`acc_…`).
+    #[schema(value_type = Option<Vec<crate::api::vocab::AccountSid>>)]
     pub account_sids: Option<Vec<String>>,
     /// ISO 3166-1 alpha-2 codes, lowercase.
+    #[schema(value_type = Option<Vec<crate::api::vocab::CountryCode>>)]
     pub countries: Option<Vec<String>>,
     pub enabled: Option<bool>,
     pub invert: Option<bool>,
     /// Region codes: af, ap, eu, me, na, sa.
+    #[schema(value_type = Option<Vec<crate::api::vocab::RegionCode>>)]
     pub regions: Option<Vec<String>>,
 }
 
@@ -105,7 +110,7 @@ async fn list_rules(
 
 /// The rule of one declared flag for a tenant.
 #[utoipa::path(get, path = "/v1/internal/tenant/{sid}/feature-flag/{name}", tag = "feature-flags",
-    params(("sid" = String, Path), ("name" = String, Path)), security(("bearer" = [])),
+    params(("sid" = String, Path), ("name" = crate::api::vocab::FlagName, Path)), security(("bearer" = [])),
     responses((status = 200, body = FeatureFlagRule), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn get_rule(
@@ -123,7 +128,7 @@ async fn get_rule(
 /// Partially update the rule of a declared flag for a tenant. An undeclared flag, an
 /// unknown country or an unknown region is 400.
 #[utoipa::path(patch, path = "/v1/internal/tenant/{sid}/feature-flag/{name}", tag = "feature-flags",
-    params(("sid" = String, Path), ("name" = String, Path)), request_body = PatchFlagRule, security(("bearer" = [])),
+    params(("sid" = String, Path), ("name" = crate::api::vocab::FlagName, Path)), request_body = PatchFlagRule, security(("bearer" = [])),
     responses((status = 200, body = FeatureFlagRule), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
 async fn patch_rule(
@@ -158,10 +163,10 @@ async fn patch_rule(
         rule.regions = dedup(regions);
     }
     if let Some(a) = b.account_sids {
-        if a.iter().any(|s| s.trim().is_empty()) {
+        if let Some(s) = a.iter().find(|s| !has_prefix(s, prefix::ACCOUNT)) {
             return Err(ApiError::bad_request(
                 "invalid_body",
-                "account_sids: empty sid",
+                format!("account_sids: {s:?} is not an account sid (acc_…)"),
             ));
         }
         rule.account_sids = dedup(a);

@@ -17,7 +17,9 @@ use super::{
     views::Status,
 };
 use crate::{
-    api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
+    api::{
+        ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query, comma_list,
+    },
     auth::{Authz, Caller, cap},
     ids::{new_sid, prefix},
     store::{
@@ -140,6 +142,7 @@ pub struct NumberListQuery {
     /// Comma-separated fields OR-searched for `filter_query`: `identifier`, `name`
     /// (substring, case-insensitive in every script). Default both when `filter_query` is set.
     #[serde(default)]
+    #[param(pattern = "^ *(?:identifier|name)? *(?:, *(?:identifier|name)? *)*$")]
     pub filter_or: Option<String>,
     /// Search term for `filter_or`.
     #[serde(default)]
@@ -153,8 +156,14 @@ pub struct NumberListQuery {
     /// Comma-separated relations to resolve into `included`: `pool` (→ `included.pools`
     /// keyed by pool id). Any other name is 400.
     #[serde(default)]
+    #[param(pattern = "^ *(?:pool)? *(?:, *(?:pool)? *)*$")]
     pub include: Option<String>,
 }
+
+/// Relations `include` resolves.
+const INCLUDES: &[(&str, &str)] = &[("pool", "pool")];
+/// Fields `filter_or` searches (name, column).
+const SEARCH_FIELDS: &[(&str, &str)] = &[("identifier", "identifier"), ("name", "name")];
 
 const IDENTIFIER_MAX_DIGITS: usize = 32;
 
@@ -291,30 +300,17 @@ async fn list_numbers(
     Query(q): Query<NumberListQuery>,
 ) -> ApiResult<Json<Page<Number>>> {
     let page = PageParams::new(q.limit, q.offset)?;
-    let include = parse_include(q.include.as_deref(), &["pool"])?;
-    let mut search_fields: Vec<&'static str> = Vec::new();
-    for f in q
-        .filter_or
-        .as_deref()
-        .unwrap_or("")
-        .split(',')
-        .map(str::trim)
-        .filter(|f| !f.is_empty())
-    {
-        let col = match f {
-            "identifier" => "identifier",
-            "name" => "name",
-            other => {
-                return Err(ApiError::bad_request(
-                    "invalid_query",
-                    format!("filter_or: unknown field {other:?} (accepted: identifier, name)"),
-                ));
-            }
-        };
-        if !search_fields.contains(&col) {
-            search_fields.push(col);
-        }
-    }
+    let include = parse_include(q.include.as_deref(), INCLUDES)?;
+    let mut search_fields =
+        comma_list::parse(q.filter_or.as_deref(), SEARCH_FIELDS).map_err(|part| {
+            ApiError::bad_request(
+                "invalid_query",
+                format!(
+                    "filter_or: unknown field {part:?} (accepted: {})",
+                    comma_list::names(SEARCH_FIELDS)
+                ),
+            )
+        })?;
     if search_fields.is_empty() {
         search_fields = vec!["identifier", "name"];
     }

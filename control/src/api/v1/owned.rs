@@ -5,7 +5,7 @@
 use serde::{Deserialize, Deserializer};
 
 use crate::{
-    api::{ApiError, ApiResult, AppState},
+    api::{ApiError, ApiResult, AppState, comma_list},
     auth::Caller,
 };
 
@@ -55,28 +55,15 @@ where
 /// name is 400 `invalid_include`.
 pub(crate) fn parse_include(
     raw: Option<&str>,
-    accepted: &[&'static str],
+    accepted: &[(&'static str, &'static str)],
 ) -> ApiResult<Vec<&'static str>> {
-    let mut out = Vec::new();
-    for part in raw
-        .unwrap_or("")
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-    {
-        match accepted.iter().find(|a| **a == part) {
-            Some(a) if !out.contains(a) => out.push(*a),
-            Some(_) => {}
-            None => {
-                return Err(ApiError::bad_request(
-                    "invalid_include",
-                    format!(
-                        "include: unknown relation {part:?} (accepted: {})",
-                        accepted.join(", ")
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(out)
+    comma_list::parse(raw, accepted).map_err(|part| {
+        ApiError::bad_request(
+            "invalid_include",
+            format!(
+                "include: unknown relation {part:?} (accepted: {})",
+                comma_list::names(accepted)
+            ),
+        )
+    })
 }

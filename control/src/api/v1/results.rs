@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::communications::communications_map;
+use super::{communications::communications_map, owned::parse_include};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Query},
     auth::{Authz, cap},
@@ -82,8 +82,12 @@ pub struct ResultQuery {
     pub status: Option<String>,
     /// Comma-separated relations to resolve; accepted: communication.
     #[serde(default)]
+    #[param(pattern = "^ *(?:communication)? *(?:, *(?:communication)? *)*$")]
     pub include: Option<String>,
 }
+
+/// Relations `include` resolves.
+const INCLUDES: &[(&str, &str)] = &[("communication", "communication")];
 
 /// List result deliveries, newest first.
 #[utoipa::path(get, path = "/v1/communication-result", tag = "communications",
@@ -108,19 +112,7 @@ async fn list_results(
                 format!("status: one of {}", DeliveryStatus::names()),
             )
         })?;
-    let mut want_communications = false;
-    for name in q.include.as_deref().unwrap_or("").split(',').map(str::trim) {
-        match name {
-            "" => {}
-            "communication" => want_communications = true,
-            other => {
-                return Err(ApiError::bad_request(
-                    "invalid_include",
-                    format!("include: unknown relation {other:?} (accepted: communication)"),
-                ));
-            }
-        }
-    }
+    let want_communications = !parse_include(q.include.as_deref(), INCLUDES)?.is_empty();
     let account = auth.account_scope(&state).await?;
     let (rows, total) = state
         .store

@@ -148,7 +148,9 @@ async fn list_models(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunRequest {
+    /// At least one item.
     #[serde(default)]
+    #[schema(min_items = 1, required = true)]
     pub requests: Vec<RunItem>,
     /// Benchmark flag of the engine run (accepted; the local nodes ignore it).
     #[serde(default)]
@@ -161,6 +163,7 @@ pub struct RunRequest {
 pub struct RunItem {
     /// Only `source` is supported.
     #[serde(default, rename = "type")]
+    #[schema(pattern = "^source$")]
     pub kind: String,
     #[serde(default)]
     pub params: RunParams,
