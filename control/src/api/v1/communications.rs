@@ -15,7 +15,7 @@ use crate::{
     auth::{Authz, cap},
     ids::new_sid,
     store::{
-        AccountRecord, CommunicationRecord, NewCommunication, StoreError,
+        AccountRecord, AgentRecord, CommunicationRecord, NewCommunication, StoreError,
         communications::{COMMUNICATION_PREFIX, CommunicationFilter, CommunicationStatus},
     },
 };
@@ -67,8 +67,11 @@ fn non_empty(v: &Option<String>) -> Option<&str> {
     v.as_deref().filter(|s| !s.trim().is_empty())
 }
 
-/// `+` and digits (spaces, dashes, dots and parentheses allowed), 3..=32 digits.
-fn check_recipient(r: &str) -> ApiResult<String> {
+/// A number to call, as `field` of a request: `+` and digits (spaces, dashes, dots and
+/// parentheses allowed and dropped), 3..=32 digits; 422 `invalid_recipient` naming `field`
+/// otherwise. Returns the number without the separators. Dispatch recipients and legacy
+/// contact phones are checked with it.
+pub(crate) fn check_recipient(field: &str, r: &str) -> ApiResult<String> {
     let trimmed: String = r
         .chars()
         .filter(|c| !matches!(c, ' ' | '-' | '.' | '(' | ')'))
@@ -79,86 +82,62 @@ fn check_recipient(r: &str) -> ApiResult<String> {
     } else {
         Err(ApiError::unprocessable(
             "invalid_recipient",
-            "recipient: a phone number (digits, optional leading +)",
+            format!("{field}: a phone number (digits, optional leading +)"),
         ))
     }
 }
 
-/// 422 `no_from_number` for a call with no number to call from; a store failure stays 500.
-fn no_from_number(e: CallerIdError) -> ApiError {
-    match e {
-        CallerIdError::Store(e) => e.into(),
-        e => ApiError::unprocessable("no_from_number", e.to_string()),
+/// The initial variables of an agent call, as `field` of a request: absent, null or a flat
+/// object of strings, numbers and booleans (rule 6); 422 `data_not_flat` naming the key
+/// otherwise. Dispatch `data` and legacy contact variables are checked with it.
+pub(crate) fn flat_data(
+    field: &str,
+    v: Option<&Value>,
+) -> ApiResult<serde_json::Map<String, Value>> {
+    match v {
+        None | Some(Value::Null) => Ok(serde_json::Map::new()),
+        Some(Value::Object(m)) => {
+            if let Some((k, _)) = m.iter().find(|(_, v)| v.is_object() || v.is_array()) {
+                return Err(ApiError::unprocessable(
+                    "data_not_flat",
+                    format!("{field}.{k}: values must be strings, numbers or booleans"),
+                ));
+            }
+            Ok(m.clone())
+        }
+        Some(_) => Err(ApiError::unprocessable(
+            "data_not_flat",
+            format!("{field}: must be a flat object of scalars"),
+        )),
     }
 }
 
-/// Create a communication: an agent call (`agent_sid`) or a scenario test call (`scenario_sid`).
-#[utoipa::path(post, path = "/v1/communication/-/dispatch", tag = "communications", request_body = DispatchBody,
-    params(("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
-    security(("bearer" = [])),
-    responses((status = 201, body = Communication), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 422, body = ErrorBody), (status = 500, body = ErrorBody)))]
-async fn dispatch(
-    State(state): State<AppState>,
-    auth: Authz<cap::ResourcesWrite>,
-    Json(b): Json<DispatchBody>,
-) -> ApiResult<(StatusCode, Json<Communication>)> {
-    let account = auth.account_scope(&state).await?;
-    let (agent_sid, scenario_sid) = match (non_empty(&b.agent_sid), non_empty(&b.scenario_sid)) {
-        (Some(a), None) => (Some(a.to_string()), None),
-        (None, Some(s)) => (None, Some(s.to_string())),
-        _ => {
-            return Err(ApiError::unprocessable(
-                "exactly_one_of",
-                "exactly one of agent_sid and scenario_sid is required",
-            ));
-        }
-    };
-    let recipient = check_recipient(&b.recipient)?;
-    let t = crate::store::now();
-    let due_at = b.scheduled_at.map_or(t, |s| s.max(t));
-    let mut new = NewCommunication {
-        sid: new_sid(COMMUNICATION_PREFIX),
-        tenant_sid: account.tenant_sid.clone(),
-        account_sid: account.sid.clone(),
-        agent_sid: None,
-        scenario_sid: String::new(),
-        version: None,
-        draft_version: None,
-        recipient,
-        from_number: String::new(),
-        trunk: None,
-        direction: "outbound".into(),
-        is_test: false,
-        data: "{}".into(),
-        strategy_sid: None,
-        timezone: caller::call_timezone(None, &account),
-        scheduled_at: b.scheduled_at,
-        due_at,
-    };
-    if let Some(agent_sid) = agent_sid {
-        // Rule 6: data is a flat map of scalars.
-        let data = match &b.data {
-            None | Some(Value::Null) => serde_json::Map::new(),
-            Some(Value::Object(m)) => {
-                if let Some((k, _)) = m.iter().find(|(_, v)| v.is_object() || v.is_array()) {
-                    return Err(ApiError::unprocessable(
-                        "data_not_flat",
-                        format!("data.{k}: values must be strings, numbers or booleans"),
-                    ));
-                }
-                m.clone()
-            }
-            Some(_) => {
-                return Err(ApiError::unprocessable(
-                    "data_not_flat",
-                    "data: must be a flat object of scalars",
-                ));
-            }
-        };
+/// An agent of an account made ready to dial: its scenario's newest published version and
+/// its caller id (rule 7: the agent's number; a pool number is picked, rotating, at dial
+/// time), looked up once. POST /v1/communication/-/dispatch creates its agent call with
+/// [`AgentDispatch::communication`], and so does a legacy attempt for each contact.
+pub(crate) struct AgentDispatch {
+    pub(crate) agent: AgentRecord,
+    tenant_sid: String,
+    account_sid: String,
+    version: Option<i64>,
+    from_number: String,
+    trunk: Option<String>,
+    timezone: String,
+}
+
+impl AgentDispatch {
+    /// 422 `unknown_agent` unless `agent_sid` is an agent of `account`,
+    /// `scenario_not_published` when its scenario has no published version,
+    /// `no_from_number` when it has no number to call from.
+    pub(crate) async fn prepare(
+        state: &AppState,
+        account: &AccountRecord,
+        agent_sid: &str,
+    ) -> ApiResult<AgentDispatch> {
         let agent = state
             .store
-            .agent_get(&agent_sid)
+            .agent_get(agent_sid)
             .await?
             .filter(|a| a.account_sid == account.sid)
             .ok_or_else(|| {
@@ -174,84 +153,189 @@ async fn dispatch(
                     "the agent's scenario has no published version",
                 )
             })?;
-        // Rule 7: the agent's number; a pool number is picked (rotating) at dial time.
-        match caller::agent_caller(&state.store, &agent).await {
-            Ok(AgentCaller::Number(c)) => {
-                new.from_number = c.number;
-                new.trunk = c.trunk;
-            }
-            Ok(AgentCaller::Pool(_)) => {}
+        let (from_number, trunk) = match caller::agent_caller(&state.store, &agent).await {
+            Ok(AgentCaller::Number(c)) => (c.number, c.trunk),
+            Ok(AgentCaller::Pool(_)) => (String::new(), None),
             Err(e) => return Err(no_from_number(e)),
-        }
-        new.agent_sid = Some(agent.sid.clone());
-        new.scenario_sid = agent.scenario_sid.clone();
-        new.version = published.version;
-        new.is_test = agent.is_test;
-        new.data = serde_json::to_string(&data).map_err(ApiError::internal)?;
-        new.strategy_sid = b.strategy_sid.clone().filter(|s| !s.is_empty());
-        new.timezone = caller::call_timezone(Some(&agent), &account);
-    } else if let Some(scenario_sid) = scenario_sid {
-        // Rules 3 and 5: a test call, dispatched at once; strategy, schedule and data ignored.
-        let scenario = state
-            .store
-            .scenario_get(&scenario_sid)
-            .await?
-            .filter(|s| s.account_sid == account.sid)
-            .ok_or_else(|| {
-                ApiError::unprocessable(
-                    "unknown_scenario",
-                    "scenario_sid: no such scenario in this account",
-                )
-            })?;
-        let record = if b.draft.unwrap_or(false) {
-            // A draft was never validated by a publish: it is validated here, with the
-            // same checks, before it is frozen and called.
-            let draft = state
-                .store
-                .scenario_version_by_axis(&scenario.sid, 0, true)
-                .await?
-                .ok_or_else(|| ApiError::unprocessable("no_draft", "the scenario has no draft"))?;
-            let errors =
-                super::scenarios::check_snapshot(&state, &account.sid, &draft.snapshot_value())
-                    .await?;
-            if !errors.is_empty() {
-                return Err(super::scenarios::invalid_scenario(errors));
-            }
-            match state.store.freeze_draft(&scenario.sid).await {
-                Ok(r) => r,
-                Err(StoreError::NotFound) => {
-                    return Err(ApiError::unprocessable(
-                        "no_draft",
-                        "the scenario has no draft",
-                    ));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        } else {
-            state
-                .store
-                .scenario_latest_published(&scenario.sid)
-                .await?
-                .ok_or_else(|| {
-                    ApiError::unprocessable(
-                        "scenario_not_published",
-                        "the scenario has no published version (dispatch with draft=true to test the draft)",
-                    )
-                })?
         };
-        // Rule 7: a free account number.
-        let number = caller::test_call_caller(&state.store, &account.sid)
-            .await
-            .map_err(no_from_number)?;
-        new.scenario_sid = scenario.sid.clone();
-        new.version = record.version;
-        new.draft_version = record.draft_version;
-        new.from_number = number.number;
-        new.trunk = number.trunk;
-        new.is_test = true;
+        Ok(AgentDispatch {
+            tenant_sid: account.tenant_sid.clone(),
+            account_sid: account.sid.clone(),
+            version: published.version,
+            from_number,
+            trunk,
+            timezone: caller::call_timezone(Some(&agent), account),
+            agent,
+        })
     }
+
+    /// The row of one call to `recipient` (checked with [`check_recipient`]) with `data`
+    /// (checked with [`flat_data`]) as its initial variables, due at `scheduled_at` or now.
+    pub(crate) fn communication(
+        &self,
+        recipient: String,
+        data: &serde_json::Map<String, Value>,
+        scheduled_at: Option<DateTime<Utc>>,
+        strategy_sid: Option<String>,
+    ) -> ApiResult<NewCommunication> {
+        Ok(NewCommunication {
+            sid: new_sid(COMMUNICATION_PREFIX),
+            tenant_sid: self.tenant_sid.clone(),
+            account_sid: self.account_sid.clone(),
+            agent_sid: Some(self.agent.sid.clone()),
+            scenario_sid: self.agent.scenario_sid.clone(),
+            version: self.version,
+            draft_version: None,
+            recipient,
+            from_number: self.from_number.clone(),
+            trunk: self.trunk.clone(),
+            direction: "outbound".into(),
+            is_test: self.agent.is_test,
+            data: serde_json::to_string(data).map_err(ApiError::internal)?,
+            strategy_sid: strategy_sid.filter(|s| !s.is_empty()),
+            timezone: self.timezone.clone(),
+            scheduled_at,
+            due_at: due_at(scheduled_at),
+        })
+    }
+}
+
+/// 422 `no_from_number` for a call with no number to call from; a store failure stays 500.
+fn no_from_number(e: CallerIdError) -> ApiError {
+    match e {
+        CallerIdError::Store(e) => e.into(),
+        e => ApiError::unprocessable("no_from_number", e.to_string()),
+    }
+}
+
+/// What a dispatch calls through (rule 1: exactly one of them).
+enum Target<'a> {
+    Agent(&'a str),
+    Scenario(&'a str),
+}
+
+/// When a call scheduled at `scheduled_at` (or now) is due: never in the past.
+fn due_at(scheduled_at: Option<DateTime<Utc>>) -> DateTime<Utc> {
+    let t = crate::store::now();
+    scheduled_at.map_or(t, |s| s.max(t))
+}
+
+/// Create a communication: an agent call (`agent_sid`) or a scenario test call (`scenario_sid`).
+#[utoipa::path(post, path = "/v1/communication/-/dispatch", tag = "communications", request_body = DispatchBody,
+    params(("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 201, body = Communication), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 422, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn dispatch(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesWrite>,
+    Json(b): Json<DispatchBody>,
+) -> ApiResult<(StatusCode, Json<Communication>)> {
+    let account = auth.account_scope(&state).await?;
+    let target = match (non_empty(&b.agent_sid), non_empty(&b.scenario_sid)) {
+        (Some(a), None) => Target::Agent(a),
+        (None, Some(s)) => Target::Scenario(s),
+        _ => {
+            return Err(ApiError::unprocessable(
+                "exactly_one_of",
+                "exactly one of agent_sid and scenario_sid is required",
+            ));
+        }
+    };
+    let recipient = check_recipient("recipient", &b.recipient)?;
+    let new = match target {
+        Target::Agent(agent_sid) => {
+            let data = flat_data("data", b.data.as_ref())?;
+            AgentDispatch::prepare(&state, &account, agent_sid)
+                .await?
+                .communication(recipient, &data, b.scheduled_at, b.strategy_sid.clone())?
+        }
+        Target::Scenario(scenario_sid) => {
+            test_call(&state, &account, scenario_sid, &b, recipient).await?
+        }
+    };
     let rec = state.store.communication_create(&new).await?;
     Ok((StatusCode::CREATED, Json(Communication::from(&rec))))
+}
+
+/// A scenario test call (rules 3 and 5): dispatched at once; strategy, schedule and data
+/// ignored.
+async fn test_call(
+    state: &AppState,
+    account: &AccountRecord,
+    scenario_sid: &str,
+    b: &DispatchBody,
+    recipient: String,
+) -> ApiResult<NewCommunication> {
+    let scenario = state
+        .store
+        .scenario_get(scenario_sid)
+        .await?
+        .filter(|s| s.account_sid == account.sid)
+        .ok_or_else(|| {
+            ApiError::unprocessable(
+                "unknown_scenario",
+                "scenario_sid: no such scenario in this account",
+            )
+        })?;
+    let record = if b.draft.unwrap_or(false) {
+        // A draft was never validated by a publish: it is validated here, with the
+        // same checks, before it is frozen and called.
+        let draft = state
+            .store
+            .scenario_version_by_axis(&scenario.sid, 0, true)
+            .await?
+            .ok_or_else(|| ApiError::unprocessable("no_draft", "the scenario has no draft"))?;
+        let errors =
+            super::scenarios::check_snapshot(state, &account.sid, &draft.snapshot_value()).await?;
+        if !errors.is_empty() {
+            return Err(super::scenarios::invalid_scenario(errors));
+        }
+        match state.store.freeze_draft(&scenario.sid).await {
+            Ok(r) => r,
+            Err(StoreError::NotFound) => {
+                return Err(ApiError::unprocessable(
+                    "no_draft",
+                    "the scenario has no draft",
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        state
+            .store
+            .scenario_latest_published(&scenario.sid)
+            .await?
+            .ok_or_else(|| {
+                ApiError::unprocessable(
+                    "scenario_not_published",
+                    "the scenario has no published version (dispatch with draft=true to test the draft)",
+                )
+            })?
+    };
+    // Rule 7: a free account number.
+    let number = caller::test_call_caller(&state.store, &account.sid)
+        .await
+        .map_err(no_from_number)?;
+    Ok(NewCommunication {
+        sid: new_sid(COMMUNICATION_PREFIX),
+        tenant_sid: account.tenant_sid.clone(),
+        account_sid: account.sid.clone(),
+        agent_sid: None,
+        scenario_sid: scenario.sid.clone(),
+        version: record.version,
+        draft_version: record.draft_version,
+        recipient,
+        from_number: number.number,
+        trunk: number.trunk,
+        direction: "outbound".into(),
+        is_test: true,
+        data: "{}".into(),
+        strategy_sid: None,
+        timezone: caller::call_timezone(None, account),
+        scheduled_at: b.scheduled_at,
+        due_at: due_at(b.scheduled_at),
+    })
 }
 
 /// Query of GET /v1/communication.

@@ -15,7 +15,7 @@ mod owned;
 mod pools;
 mod profile;
 mod results;
-mod scenarios;
+pub(crate) mod scenarios;
 mod sms;
 mod stt;
 mod tenants;

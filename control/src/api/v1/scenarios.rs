@@ -22,7 +22,9 @@ use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::{Authz, Caller, cap},
     ids::{new_sid, prefix},
-    store::{AgentRef, ScenarioRecord, ScenarioVersionRecord, StoreError, VersionAxis},
+    store::{
+        AccountRecord, AgentRef, ScenarioRecord, ScenarioVersionRecord, StoreError, VersionAxis,
+    },
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -250,6 +252,17 @@ async fn create_scenario(
     Json(b): Json<CreateScenario>,
 ) -> ApiResult<(StatusCode, Json<Scenario>)> {
     let account = auth.account_scope(&state).await?;
+    let s = create_in_account(&state, &account, b).await?;
+    Ok((StatusCode::CREATED, Json(Scenario::from(&s))))
+}
+
+/// Creates a scenario with `b`'s content as its draft in `account` (the name checked).
+/// Shared by POST /v1/scenario and the legacy POST /v1/scenarios.
+pub(crate) async fn create_in_account(
+    state: &AppState,
+    account: &AccountRecord,
+    b: CreateScenario,
+) -> ApiResult<ScenarioRecord> {
     let name = NameRule::NAME.check("name", &b.name)?;
     let constructor = b.constructor.unwrap_or_else(|| {
         let mut m = serde_json::Map::new();
@@ -258,7 +271,7 @@ async fn create_scenario(
     });
     let (_, text, hash) = snapshot_of(&name, constructor);
     let sid = new_sid(prefix::SCENARIO);
-    let s = state
+    Ok(state
         .store
         .scenario_create(
             &sid,
@@ -270,8 +283,7 @@ async fn create_scenario(
             &text,
             &hash,
         )
-        .await?;
-    Ok((StatusCode::CREATED, Json(Scenario::from(&s))))
+        .await?)
 }
 
 /// List the scenarios of the account in scope.
@@ -411,25 +423,36 @@ async fn publish_scenario(
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<ScenarioVersion>)> {
     let s = visible_scenario(&state, &auth, &id).await?;
-    let draft = state
-        .store
-        .scenario_version_by_axis(&s.sid, 0, true)
-        .await?
-        .ok_or_else(|| ApiError::not_found("scenario"))?;
-    let errors = check_snapshot(&state, &s.account_sid, &draft.snapshot_value()).await?;
-    if !errors.is_empty() {
-        return Err(invalid_scenario(errors));
-    }
-    let (v, created) = state
-        .store
-        .scenario_publish(&s.sid, &s.account_sid, &draft.snapshot, &draft.content_hash)
-        .await?;
+    let (v, created) = publish_draft(&state, &s).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
     Ok((status, Json(ScenarioVersion::from(&v))))
+}
+
+/// Validates the draft of `s` and records it as the next published version; `true` when
+/// a version was recorded, `false` when the draft equals the newest one (returned). 422
+/// `scenario_invalid` with the SCN1xx entries when the draft is invalid. Shared by
+/// POST /v1/scenario/{id}/publish and the legacy POST /v1/scenarios.
+pub(crate) async fn publish_draft(
+    state: &AppState,
+    s: &ScenarioRecord,
+) -> ApiResult<(ScenarioVersionRecord, bool)> {
+    let draft = state
+        .store
+        .scenario_version_by_axis(&s.sid, 0, true)
+        .await?
+        .ok_or_else(|| ApiError::not_found("scenario"))?;
+    let errors = check_snapshot(state, &s.account_sid, &draft.snapshot_value()).await?;
+    if !errors.is_empty() {
+        return Err(invalid_scenario(errors));
+    }
+    Ok(state
+        .store
+        .scenario_publish(&s.sid, &s.account_sid, &draft.snapshot, &draft.content_hash)
+        .await?)
 }
 
 /// Validate the draft without publishing.

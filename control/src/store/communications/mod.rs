@@ -88,7 +88,7 @@ impl CommunicationRecord {
     }
 }
 
-const COLS: &str = "sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, recipient, \
+pub(crate) const COLS: &str = "sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, recipient, \
     from_number, trunk, direction, communication_status, call_status, sip_code, duration, goals, variables, is_test, \
     consent_granted, has_recording, has_history, history_path, recording_path, data, strategy_sid, timezone, \
     end_reason, error, call_id, scheduled_at, due_at, claim_token, claimed_by, claimed_until, started_at, \
@@ -295,22 +295,33 @@ macro_rules! bind_all {
     }};
 }
 
-impl Store {
-    pub async fn communication_create(
-        &self,
-        c: &NewCommunication,
-    ) -> StoreResult<CommunicationRecord> {
-        let t = now();
-        on_db!(self, p => sqlx::query("INSERT INTO communications (sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, \
+/// Inserts a [`NewCommunication`] as a `new` row created at `$t`, on any executor of
+/// either backend (a pool, or a transaction that writes more rows with it).
+macro_rules! insert_communication {
+    ($exec:expr, $c:expr, $t:expr) => {{
+        let c: &$crate::store::NewCommunication = $c;
+        sqlx::query("INSERT INTO communications (sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, \
             recipient, from_number, trunk, direction, communication_status, duration, goals, variables, is_test, consent_granted, has_recording, \
             has_history, data, strategy_sid, timezone, scheduled_at, due_at, created_at, updated_at) \
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'new', 0, '[]', '{}', $12, FALSE, FALSE, FALSE, $13, $14, $15, $16, $17, $18, $18)")
             .bind(&c.sid).bind(&c.tenant_sid).bind(&c.account_sid).bind(&c.agent_sid).bind(&c.scenario_sid)
             .bind(c.version).bind(c.draft_version).bind(&c.recipient).bind(&c.from_number).bind(&c.trunk)
             .bind(&c.direction).bind(c.is_test).bind(&c.data).bind(&c.strategy_sid).bind(&c.timezone)
-            .bind(c.scheduled_at).bind(c.due_at).bind(t)
-            .execute(p).await.map(|_| ()))
-        .map_err(StoreError::from_write)?;
+            .bind(c.scheduled_at).bind(c.due_at).bind($t)
+            .execute($exec)
+            .await
+            .map(|_| ())
+    }};
+}
+pub(crate) use insert_communication;
+
+impl Store {
+    pub async fn communication_create(
+        &self,
+        c: &NewCommunication,
+    ) -> StoreResult<CommunicationRecord> {
+        let t = now();
+        on_db!(self, p => insert_communication!(p, c, t)).map_err(StoreError::from_write)?;
         self.communication_get(&c.sid)
             .await?
             .ok_or(StoreError::NotFound)
