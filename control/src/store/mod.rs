@@ -31,6 +31,7 @@ mod flags;
 mod fold;
 mod keys;
 mod legacy;
+pub mod legacy_flow;
 mod numbers;
 mod pools;
 mod profile;
@@ -58,6 +59,9 @@ pub use flags::FlagRuleRecord;
 pub use keys::{ApiKeyRecord, AuthLookup, SessionLookup, TokenPurpose};
 pub use legacy::{
     CampaignField, CampaignFilter, CampaignOrder, LegacyCampaignRecord, LegacyProfileRecord,
+};
+pub use legacy_flow::{
+    AttemptCall, LegacyAttemptRecord, LegacyContactRecord, NewAttempt, NewContact,
 };
 pub use profile::ProfileRecord;
 pub use provision::create_postgres_database;

@@ -1,0 +1,303 @@
+//! Legacy campaign flow: contacts of a campaign, attempts (launches) and the calls an
+//! attempt made. A campaign is an agent (see `legacy`); an attempt's calls are ordinary
+//! communications, written with the same statement as every other
+//! ([`super::communications::insert_communication`]) and linked to their attempt and
+//! contact in `legacy_attempt_calls` (migration 0350).
+
+use chrono::{DateTime, Utc};
+
+use super::{
+    CommunicationRecord, FromPrefixed, NewCommunication, Store, StoreError, StoreResult,
+    communications::{COLS as COMMUNICATION_COLS, insert_communication},
+    filter::Where,
+    now, on_db, prefixed_columns, store_row,
+};
+
+/// Prefix of contact sids.
+pub const CONTACT_PREFIX: &str = "cnt";
+/// Prefix of attempt sids.
+pub const ATTEMPT_PREFIX: &str = "att";
+
+store_row! {
+    /// A contact of a campaign, with the attempt that dialled it (if one did).
+    #[derive(Debug, Clone)]
+    pub struct LegacyContactRecord {
+        pub sid: String,
+        pub account_sid: String,
+        pub campaign_sid: String,
+        pub phone: String,
+        /// JSON object text: the contact's variables (a flat map of scalars).
+        pub variables: String,
+        /// The attempt that dialled the contact; "" before one did.
+        pub attempt_sid: String,
+        /// The communication that attempt made; "" before.
+        pub communication_sid: String,
+        pub creation_time: DateTime<Utc>,
+    }
+}
+
+/// A contact to add.
+#[derive(Debug, Clone)]
+pub struct NewContact {
+    pub sid: String,
+    pub phone: String,
+    /// JSON object text.
+    pub variables: String,
+}
+
+const CONTACT_SELECT: &str = "SELECT c.sid, c.account_sid, c.campaign_sid, c.phone, c.variables, \
+    COALESCE(l.attempt_sid, '') AS attempt_sid, COALESCE(l.communication_sid, '') AS communication_sid, c.creation_time \
+    FROM legacy_contacts c LEFT JOIN legacy_attempt_calls l ON l.contact_sid = c.sid";
+
+store_row! {
+    /// An attempt with the counts its status is derived from.
+    #[derive(Debug, Clone)]
+    pub struct LegacyAttemptRecord {
+        pub sid: String,
+        pub account_sid: String,
+        pub campaign_sid: String,
+        /// When its calls are due (the creation time for an instant attempt).
+        pub scheduled_at: DateTime<Utc>,
+        pub delayed: bool,
+        pub canceled_at: Option<DateTime<Utc>>,
+        pub creation_time: DateTime<Utc>,
+        pub update_time: DateTime<Utc>,
+        /// Calls the attempt made (one per contact).
+        pub contact_count: i64,
+        /// Those of its calls not yet final (`new`, `queued`, `dialing`, `in_progress`).
+        pub open_count: i64,
+    }
+}
+
+/// An attempt to create.
+#[derive(Debug, Clone)]
+pub struct NewAttempt {
+    pub sid: String,
+    pub tenant_sid: String,
+    pub account_sid: String,
+    pub campaign_sid: String,
+    pub scheduled_at: DateTime<Utc>,
+    pub delayed: bool,
+}
+
+const ATTEMPT_SELECT: &str = "SELECT a.sid, a.account_sid, a.campaign_sid, a.scheduled_at, a.delayed, a.canceled_at, \
+    a.creation_time, a.update_time, \
+    (SELECT COUNT(*) FROM legacy_attempt_calls l WHERE l.attempt_sid = a.sid) AS contact_count, \
+    (SELECT COUNT(*) FROM legacy_attempt_calls l JOIN communications m ON m.sid = l.communication_sid \
+     WHERE l.attempt_sid = a.sid AND m.communication_status IN ('new', 'queued', 'dialing', 'in_progress')) AS open_count \
+    FROM legacy_attempts a";
+
+/// One call of an attempt: the contact it dialled and its communication.
+#[derive(Debug, Clone)]
+pub struct AttemptCall {
+    pub contact_sid: String,
+    pub communication: CommunicationRecord,
+}
+
+impl Store {
+    /// Adds contacts to a campaign of `account_sid`, all or none; returns them as stored.
+    pub async fn legacy_contacts_add(
+        &self,
+        tenant_sid: &str,
+        account_sid: &str,
+        campaign_sid: &str,
+        contacts: &[NewContact],
+    ) -> StoreResult<Vec<LegacyContactRecord>> {
+        let t = now();
+        on_db!(self, p => async {
+            let mut tx = p.begin().await?;
+            for c in contacts {
+                sqlx::query("INSERT INTO legacy_contacts (sid, tenant_sid, account_sid, campaign_sid, phone, variables, creation_time) \
+                    VALUES ($1, $2, $3, $4, $5, $6, $7)")
+                    .bind(&c.sid).bind(tenant_sid).bind(account_sid).bind(campaign_sid).bind(&c.phone).bind(&c.variables).bind(t)
+                    .execute(&mut *tx).await?;
+            }
+            tx.commit().await
+        }.await)
+        .map_err(StoreError::from_write)?;
+        Ok(contacts
+            .iter()
+            .map(|c| LegacyContactRecord {
+                sid: c.sid.clone(),
+                account_sid: account_sid.to_string(),
+                campaign_sid: campaign_sid.to_string(),
+                phone: c.phone.clone(),
+                variables: c.variables.clone(),
+                attempt_sid: String::new(),
+                communication_sid: String::new(),
+                creation_time: t,
+            })
+            .collect())
+    }
+
+    /// A page of a campaign's contacts, oldest first; `phone` filters exactly.
+    pub async fn legacy_contact_list(
+        &self,
+        account_sid: &str,
+        campaign_sid: &str,
+        phone: Option<&String>,
+        limit: i64,
+        offset: i64,
+    ) -> StoreResult<Vec<LegacyContactRecord>> {
+        let mut w = Where::new("c.account_sid", account_sid);
+        w.eq("c.campaign_sid", Some(&campaign_sid.to_string()));
+        w.eq("c.phone", phone);
+        w.page(
+            self,
+            CONTACT_SELECT,
+            "c.creation_time ASC, c.sid ASC",
+            limit,
+            offset,
+        )
+        .await
+    }
+
+    /// The contacts of a campaign no attempt has dialled, oldest first.
+    pub async fn legacy_contacts_undialled(
+        &self,
+        account_sid: &str,
+        campaign_sid: &str,
+    ) -> StoreResult<Vec<LegacyContactRecord>> {
+        let sql = format!(
+            "{CONTACT_SELECT} WHERE c.account_sid = $1 AND c.campaign_sid = $2 AND l.contact_sid IS NULL \
+             ORDER BY c.creation_time ASC, c.sid ASC"
+        );
+        Ok(
+            on_db!(self, p => sqlx::query_as::<_, LegacyContactRecord>(sqlx::AssertSqlSafe(sql)).bind(account_sid).bind(campaign_sid).fetch_all(p).await)?,
+        )
+    }
+
+    /// Deletes a contact of a campaign of `account_sid` (NotFound for any other).
+    pub async fn legacy_contact_delete(
+        &self,
+        account_sid: &str,
+        campaign_sid: &str,
+        sid: &str,
+    ) -> StoreResult<()> {
+        let n = on_db!(self, p => sqlx::query("DELETE FROM legacy_contacts WHERE sid = $1 AND campaign_sid = $2 AND account_sid = $3")
+            .bind(sid).bind(campaign_sid).bind(account_sid).execute(p).await.map(|r| r.rows_affected()))?;
+        if n == 0 {
+            Err(StoreError::NotFound)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Creates an attempt with its calls in one transaction: each communication is
+    /// inserted and linked to the attempt and to its contact. `Unique` when another
+    /// attempt took one of the contacts first (nothing is written then).
+    pub async fn legacy_attempt_create(
+        &self,
+        a: &NewAttempt,
+        calls: &[(String, NewCommunication)],
+    ) -> StoreResult<()> {
+        let t = now();
+        on_db!(self, p => async {
+            let mut tx = p.begin().await?;
+            sqlx::query("INSERT INTO legacy_attempts (sid, tenant_sid, account_sid, campaign_sid, scheduled_at, delayed, creation_time, update_time) \
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $7)")
+                .bind(&a.sid).bind(&a.tenant_sid).bind(&a.account_sid).bind(&a.campaign_sid).bind(a.scheduled_at).bind(a.delayed).bind(t)
+                .execute(&mut *tx).await?;
+            for (contact_sid, c) in calls {
+                insert_communication!(&mut *tx, c, t)?;
+                sqlx::query("INSERT INTO legacy_attempt_calls (communication_sid, tenant_sid, account_sid, attempt_sid, contact_sid) \
+                    VALUES ($1, $2, $3, $4, $5)")
+                    .bind(&c.sid).bind(&a.tenant_sid).bind(&a.account_sid).bind(&a.sid).bind(contact_sid)
+                    .execute(&mut *tx).await?;
+            }
+            tx.commit().await
+        }.await)
+        .map_err(StoreError::from_write)
+    }
+
+    /// An attempt of a campaign of `account_sid` (None for any other).
+    pub async fn legacy_attempt_get(
+        &self,
+        account_sid: &str,
+        campaign_sid: &str,
+        sid: &str,
+    ) -> StoreResult<Option<LegacyAttemptRecord>> {
+        let sql = format!(
+            "{ATTEMPT_SELECT} WHERE a.sid = $1 AND a.campaign_sid = $2 AND a.account_sid = $3"
+        );
+        Ok(
+            on_db!(self, p => sqlx::query_as::<_, LegacyAttemptRecord>(sqlx::AssertSqlSafe(sql)).bind(sid).bind(campaign_sid).bind(account_sid).fetch_optional(p).await)?,
+        )
+    }
+
+    /// A page of a campaign's attempts, newest first.
+    pub async fn legacy_attempt_list(
+        &self,
+        account_sid: &str,
+        campaign_sid: &str,
+        limit: i64,
+        offset: i64,
+    ) -> StoreResult<Vec<LegacyAttemptRecord>> {
+        let mut w = Where::new("a.account_sid", account_sid);
+        w.eq("a.campaign_sid", Some(&campaign_sid.to_string()));
+        w.page(
+            self,
+            ATTEMPT_SELECT,
+            "a.creation_time DESC, a.sid DESC",
+            limit,
+            offset,
+        )
+        .await
+    }
+
+    /// Cancels an attempt of `account_sid`: marks it canceled and, in the same
+    /// transaction, ends every call of it not yet claimed by a dialer (`new`, `queued`)
+    /// as `canceled`. Returns the calls canceled; `Conflict` when the attempt was
+    /// canceled already, `NotFound` when it is not the account's.
+    pub async fn legacy_attempt_cancel(&self, account_sid: &str, sid: &str) -> StoreResult<u64> {
+        let t = now();
+        on_db!(self, p => async {
+            let mut tx = p.begin().await?;
+            let exists: Option<Option<DateTime<Utc>>> = sqlx::query_scalar(
+                "SELECT canceled_at FROM legacy_attempts WHERE sid = $1 AND account_sid = $2")
+                .bind(sid).bind(account_sid).fetch_optional(&mut *tx).await?;
+            match exists {
+                None => return Err(StoreError::NotFound),
+                Some(Some(_)) => return Err(StoreError::Conflict("attempt already canceled".into())),
+                Some(None) => {}
+            }
+            let n = sqlx::query("UPDATE legacy_attempts SET canceled_at = $3, update_time = $3 \
+                WHERE sid = $1 AND account_sid = $2 AND canceled_at IS NULL")
+                .bind(sid).bind(account_sid).bind(t).execute(&mut *tx).await?.rows_affected();
+            if n == 0 {
+                return Err(StoreError::Conflict("attempt already canceled".into()));
+            }
+            let canceled = sqlx::query("UPDATE communications SET communication_status = 'canceled', ended_at = $2, updated_at = $2 \
+                WHERE communication_status IN ('new', 'queued') \
+                AND sid IN (SELECT communication_sid FROM legacy_attempt_calls WHERE attempt_sid = $1)")
+                .bind(sid).bind(t).execute(&mut *tx).await?.rows_affected();
+            tx.commit().await?;
+            Ok(canceled)
+        }.await)
+    }
+
+    /// The calls of an attempt of `account_sid`, oldest first.
+    pub async fn legacy_attempt_calls(
+        &self,
+        account_sid: &str,
+        attempt_sid: &str,
+    ) -> StoreResult<Vec<AttemptCall>> {
+        let sql = format!(
+            "SELECT l.contact_sid, {} FROM legacy_attempt_calls l JOIN communications m ON m.sid = l.communication_sid \
+             WHERE l.attempt_sid = $1 AND l.account_sid = $2 ORDER BY m.created_at ASC, m.sid ASC",
+            prefixed_columns("m", COMMUNICATION_COLS, "m_")
+        );
+        Ok(on_db!(self, p => {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(attempt_sid).bind(account_sid).fetch_all(p).await?;
+            rows.iter()
+                .map(|r| {
+                    use sqlx::Row;
+                    Ok(AttemptCall {
+                        contact_sid: r.try_get("contact_sid")?,
+                        communication: CommunicationRecord::from_prefixed(r, "m_")?,
+                    })
+                })
+                .collect::<Result<Vec<_>, sqlx::Error>>()
+        })?)
+    }
+}
