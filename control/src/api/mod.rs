@@ -108,7 +108,7 @@ impl AppState {
         (name = "accounts", description = "Accounts and account API keys (administrative)"),
         (name = "trunks", description = "SIP trunks of a tenant (administrative)"),
         (name = "feature-flags", description = "Per-tenant feature-flag rules (administrative)"),
-        (name = "legacy", description = "Legacy campaign family: Profile, Account and Campaign groups (HTTP Basic account_sid:account_token, RPC-style status errors)"),
+        (name = "legacy", description = "Legacy campaign family: Profile, Account, Scenario, Campaign, Contact and Attempt groups, attempt statistics and reports (HTTP Basic account_sid:account_token, RPC-style status errors)"),
         (name = "classifiers", description = "Versioned intent classifiers: training and prediction"),
         (name = "llm", description = "LLM chat streams against OpenAI-compatible providers"),
     )

@@ -217,32 +217,6 @@ pub struct CampaignListQuery {
     pub filter_query: Option<String>,
 }
 
-/// The structured value when given (non-empty), else the flat one.
-fn pick(structured: Option<String>, flat: Option<String>) -> Option<String> {
-    let set = |v: Option<String>| v.filter(|s| !s.is_empty());
-    set(structured).or_else(|| set(flat))
-}
-
-fn int_param(name: &str, v: Option<String>) -> Result<Option<i64>, LegacyError> {
-    v.map(|v| {
-        v.trim()
-            .parse::<i64>()
-            .map_err(|_| LegacyError::invalid(format!("{name}: not an integer: {v:?}")))
-    })
-    .transpose()
-}
-
-fn bool_param(name: &str, v: Option<String>) -> Result<Option<bool>, LegacyError> {
-    v.map(|v| match v.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" => Ok(true),
-        "false" | "0" => Ok(false),
-        _ => Err(LegacyError::invalid(format!(
-            "{name}: expected true or false, got {v:?}"
-        ))),
-    })
-    .transpose()
-}
-
 /// Campaign orders by number and by name.
 const ORDERS: [(i64, &str, CampaignOrder); 4] = [
     (0, "CREATION_TIME_DESC", CampaignOrder::CreationTimeDesc),
@@ -267,37 +241,9 @@ fn order_param(name: &str, v: Option<String>) -> Result<CampaignOrder, LegacyErr
         })
 }
 
-/// Default and largest page of a campaign list (as v1 lists).
-const DEFAULT_LIMIT: i64 = 100;
-const MAX_LIMIT: i64 = 500;
-
 /// The list query resolved into a filter and a page; 400 for a malformed value.
 fn campaign_query(q: CampaignListQuery) -> Result<(CampaignFilter, i64, i64), LegacyError> {
-    let limit_name = if q.options_limit.as_deref().is_some_and(|v| !v.is_empty()) {
-        "options.limit"
-    } else {
-        "limit"
-    };
-    let limit = match int_param(limit_name, pick(q.options_limit, q.limit))? {
-        None | Some(0) => DEFAULT_LIMIT,
-        Some(n) if !(1..=MAX_LIMIT).contains(&n) => {
-            return Err(LegacyError::invalid(format!(
-                "{limit_name}: 0 to {MAX_LIMIT} (0 or absent means {DEFAULT_LIMIT})"
-            )));
-        }
-        Some(n) => n,
-    };
-    let offset_name = if q.options_offset.as_deref().is_some_and(|v| !v.is_empty()) {
-        "options.offset"
-    } else {
-        "offset"
-    };
-    let offset = int_param(offset_name, pick(q.options_offset, q.offset))?.unwrap_or(0);
-    if offset < 0 {
-        return Err(LegacyError::invalid(format!(
-            "{offset_name}: must not be negative"
-        )));
-    }
+    let (limit, offset) = page(q.options_limit, q.limit, q.options_offset, q.offset)?;
     let order_name = if q.options_order_by.as_deref().is_some_and(|v| !v.is_empty()) {
         "options.order_by"
     } else {
@@ -354,8 +300,7 @@ async fn list_campaigns(
     who: LegacyAccount,
     q: Result<axum::extract::Query<CampaignListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<axum::Json<Vec<Campaign>>, LegacyError> {
-    let axum::extract::Query(q) = q.map_err(|e| LegacyError::invalid(e.body_text()))?;
-    let (filter, limit, offset) = campaign_query(q)?;
+    let (filter, limit, offset) = campaign_query(query(q)?)?;
     let rows = state
         .store
         .legacy_campaign_list(&who.account_sid, &filter, limit, offset)
@@ -373,11 +318,7 @@ async fn delete_campaign(
     who: LegacyAccount,
     axum::extract::Path(campaign_id): axum::extract::Path<String>,
 ) -> Result<axum::Json<serde_json::Value>, LegacyError> {
-    let c = state
-        .store
-        .legacy_campaign_get(&who.account_sid, &campaign_id)
-        .await?
-        .ok_or_else(|| LegacyError::not_found("campaign"))?;
+    let c = campaign_of(&state, &who, &campaign_id).await?;
     state
         .store
         .agent_delete(&c.sid)

@@ -1,7 +1,8 @@
 //! Legacy campaign family over HTTP Basic (`account_sid:account_token`) with an RPC-style
 //! status object as the error body: the Profile group (`/profile…`), the account record
-//! (`GET /v1/accounts/{sid}`) and campaigns (`/v1/campaign`). Account tokens are issued by
-//! `POST /v1/internal/account/{sid}/legacy-token`.
+//! (`GET /v1/accounts/{sid}`), scenarios (`/v1/scenarios`), campaigns (`/v1/campaign`), and
+//! under a campaign its contacts, attempts, attempt statistics and reports. Account tokens
+//! are issued by `POST /v1/internal/account/{sid}/legacy-token`.
 //!
 //! A legacy campaign is the legacy view of an agent: the same row and sid, so a campaign
 //! created here is an agent on the v1 routes and every agent is a campaign here. The
@@ -37,24 +38,43 @@ use crate::{
 };
 
 mod accounts;
+mod attempts;
 mod campaigns;
+mod contacts;
+mod csv;
 mod profile;
+mod reports;
+mod scenarios;
 
 // The legacy family's request and response shapes (documented in the OpenAPI document).
 pub use accounts::{LegacyAccountRecord, LegacyToken};
+pub use attempts::{Attempt, AttemptListQuery, AttemptStatus, CreateAttempt};
 pub use campaigns::{Campaign, CampaignListQuery, CreateCampaign};
+pub use contacts::{Contact, ContactInput, ContactListQuery};
 pub use profile::{LegacyProfile, ProfileInput};
+pub use reports::{
+    AttemptStatistics, CommunicationReportRow, ContactReportRow, Percentiles, ReportQuery,
+};
+pub use scenarios::{CreateLegacyScenario, LegacyScenario, ScenarioListQuery};
 
 /// The legacy route groups, one router per module.
 pub(super) fn groups() -> Vec<OpenApiRouter<AppState>> {
-    vec![profile::routes(), accounts::routes(), campaigns::routes()]
+    vec![
+        profile::routes(),
+        accounts::routes(),
+        campaigns::routes(),
+        scenarios::routes(),
+        contacts::routes(),
+        attempts::routes(),
+        reports::routes(),
+    ]
 }
 
 /// RPC-style status object: the legacy family's error body.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RpcStatus {
-    /// RPC status code (3 invalid argument, 5 not found, 7 permission denied, 10 aborted,
-    /// 13 internal, 16 unauthenticated).
+    /// RPC status code (3 invalid argument, 5 not found, 7 permission denied, 9 failed
+    /// precondition, 10 aborted, 13 internal, 16 unauthenticated).
     pub code: i32,
     pub message: String,
     /// Empty, or one `google.rpc.ErrorInfo` (`@type`, `reason`: the stable
@@ -85,6 +105,15 @@ impl LegacyError {
     fn invalid(m: impl Into<String>) -> Self {
         LegacyError::new(StatusCode::BAD_REQUEST, 3, m)
     }
+    /// 400 FAILED_PRECONDITION: the request is well formed but the resource is not in a
+    /// state that allows it (nothing to dial, an archived campaign).
+    fn failed_precondition(m: impl Into<String>) -> Self {
+        LegacyError::new(StatusCode::BAD_REQUEST, 9, m)
+    }
+    /// 409 ABORTED: the request conflicts with the resource's current state.
+    fn aborted(m: impl Into<String>) -> Self {
+        LegacyError::new(StatusCode::CONFLICT, 10, m)
+    }
     fn not_found(what: &str) -> Self {
         LegacyError::new(StatusCode::NOT_FOUND, 5, format!("{what} not found"))
     }
@@ -94,6 +123,11 @@ impl LegacyError {
             16,
             "invalid account_sid or account_token",
         )
+    }
+    /// The same error with its message rewritten by `f`.
+    fn with_message(mut self, f: impl FnOnce(&str) -> String) -> Self {
+        self.message = f(&self.message);
+        self
     }
     fn internal() -> Self {
         LegacyError::new(StatusCode::INTERNAL_SERVER_ERROR, 13, "internal error")
@@ -115,7 +149,8 @@ impl From<StoreError> for LegacyError {
 /// A v1 rule violation seen through the legacy family, with the status mapping RPC
 /// gateways use: 400 and 422 → 400 INVALID_ARGUMENT, 401 → UNAUTHENTICATED, 403 →
 /// PERMISSION_DENIED, 404 → NOT_FOUND, 409 → ABORTED, anything else → 500 INTERNAL. The v1
-/// use-case code travels as the ErrorInfo reason.
+/// use-case code travels as the ErrorInfo reason; scenario validation entries
+/// (`data.errors.scenario`) are listed in the message as `CODE message` pairs.
 impl From<ApiError> for LegacyError {
     fn from(e: ApiError) -> Self {
         let (status, code) = match e.status.as_u16() {
@@ -129,10 +164,29 @@ impl From<ApiError> for LegacyError {
                 return LegacyError::internal();
             }
         };
+        let entries: Vec<String> = e
+            .data
+            .as_ref()
+            .and_then(|d| d["errors"]["scenario"].as_array())
+            .into_iter()
+            .flatten()
+            .map(|x| {
+                format!(
+                    "{} {}",
+                    x["code"].as_str().unwrap_or_default(),
+                    x["message"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        let message = if entries.is_empty() {
+            e.message
+        } else {
+            format!("{}: {}", e.message, entries.join("; "))
+        };
         LegacyError {
             status,
             code,
-            message: e.message,
+            message,
             reason: Some(e.error.into_owned()),
         }
     }
@@ -221,4 +275,98 @@ fn body<T>(
 ) -> Result<T, LegacyError> {
     r.map(|axum::Json(b)| b)
         .map_err(|e| LegacyError::invalid(e.body_text()))
+}
+
+// --- Query conventions shared by the legacy lists ------------------------------------------
+
+/// The structured value when given (non-empty), else the flat one.
+pub(super) fn pick(structured: Option<String>, flat: Option<String>) -> Option<String> {
+    let set = |v: Option<String>| v.filter(|s| !s.is_empty());
+    set(structured).or_else(|| set(flat))
+}
+
+/// An int64 parameter in its text form; 400 naming `name` otherwise.
+pub(super) fn int_param(name: &str, v: Option<String>) -> Result<Option<i64>, LegacyError> {
+    v.map(|v| {
+        v.trim()
+            .parse::<i64>()
+            .map_err(|_| LegacyError::invalid(format!("{name}: not an integer: {v:?}")))
+    })
+    .transpose()
+}
+
+/// A boolean parameter (`true`/`1`, `false`/`0`); 400 naming `name` otherwise.
+pub(super) fn bool_param(name: &str, v: Option<String>) -> Result<Option<bool>, LegacyError> {
+    v.map(|v| match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(LegacyError::invalid(format!(
+            "{name}: expected true or false, got {v:?}"
+        ))),
+    })
+    .transpose()
+}
+
+/// Default and largest page of a legacy list (as v1 lists).
+pub(super) const DEFAULT_LIMIT: i64 = 100;
+pub(super) const MAX_LIMIT: i64 = 500;
+
+/// The page of a legacy list from its `options.limit`/`limit` and `options.offset`/`offset`
+/// parameters (structured form first): limit absent or 0 → 100, else 1..=500; offset ≥ 0,
+/// default 0. 400 naming the parameter otherwise.
+pub(super) fn page(
+    options_limit: Option<String>,
+    limit: Option<String>,
+    options_offset: Option<String>,
+    offset: Option<String>,
+) -> Result<(i64, i64), LegacyError> {
+    let limit_name = if options_limit.as_deref().is_some_and(|v| !v.is_empty()) {
+        "options.limit"
+    } else {
+        "limit"
+    };
+    let limit = match int_param(limit_name, pick(options_limit, limit))? {
+        None | Some(0) => DEFAULT_LIMIT,
+        Some(n) if !(1..=MAX_LIMIT).contains(&n) => {
+            return Err(LegacyError::invalid(format!(
+                "{limit_name}: 0 to {MAX_LIMIT} (0 or absent means {DEFAULT_LIMIT})"
+            )));
+        }
+        Some(n) => n,
+    };
+    let offset_name = if options_offset.as_deref().is_some_and(|v| !v.is_empty()) {
+        "options.offset"
+    } else {
+        "offset"
+    };
+    let offset = int_param(offset_name, pick(options_offset, offset))?.unwrap_or(0);
+    if offset < 0 {
+        return Err(LegacyError::invalid(format!(
+            "{offset_name}: must not be negative"
+        )));
+    }
+    Ok((limit, offset))
+}
+
+/// A query string, or 400 INVALID_ARGUMENT naming the problem (unknown or repeated
+/// parameter, malformed value).
+fn query<T>(
+    q: Result<axum::extract::Query<T>, axum::extract::rejection::QueryRejection>,
+) -> Result<T, LegacyError> {
+    q.map(|axum::extract::Query(q)| q)
+        .map_err(|e| LegacyError::invalid(e.body_text()))
+}
+
+/// The campaign `sid` of the authenticated account; 404 for an unknown sid or another
+/// account's campaign (the ownership check of every route under a campaign).
+async fn campaign_of(
+    state: &AppState,
+    who: &LegacyAccount,
+    sid: &str,
+) -> Result<LegacyCampaignRecord, LegacyError> {
+    state
+        .store
+        .legacy_campaign_get(&who.account_sid, sid)
+        .await?
+        .ok_or_else(|| LegacyError::not_found("campaign"))
 }

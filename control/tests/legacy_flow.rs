@@ -1,0 +1,1084 @@
+//! The legacy campaign flow over HTTP Basic, on SQLite and PostgreSQL: scenarios, contacts
+//! (one, a JSON array, a CSV import), attempts (instant, delayed, canceled), attempt
+//! statistics and the communication and contact reports (JSON and CSV); every error path
+//! answers the RPC status object, and no account reaches another's campaign, contact or
+//! attempt.
+
+use base64::Engine;
+use callsmith_control::{
+    both_backends,
+    store::{Pool, sqlx},
+    testing::{Fixture, TestResponse, TestServer, minimal_snapshot},
+};
+use chrono::{DateTime, Duration, Utc};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+fn basic(user: &str, pass: &str) -> String {
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"))
+    )
+}
+
+/// An account fixture plus its legacy Basic credential.
+struct Legacy {
+    f: Fixture,
+    auth: String,
+}
+
+async fn legacy(s: &TestServer, tag: &str) -> Legacy {
+    let f = s.fixture_named(tag).await;
+    let r = s
+        .su(
+            Method::POST,
+            &format!("/v1/internal/account/{}/legacy-token", f.account_sid),
+        )
+        .send()
+        .await;
+    r.expect(201);
+    let auth = basic(&f.account_sid, &r.str("account_token"));
+    Legacy { f, auth }
+}
+
+async fn get(s: &TestServer, l: &Legacy, path: &str) -> TestResponse {
+    s.get(path).header("authorization", &l.auth).send().await
+}
+
+async fn post(s: &TestServer, l: &Legacy, path: &str, body: Value) -> TestResponse {
+    s.post(path)
+        .header("authorization", &l.auth)
+        .json(&body)
+        .send()
+        .await
+}
+
+async fn delete(s: &TestServer, l: &Legacy, path: &str) -> TestResponse {
+    s.delete(path).header("authorization", &l.auth).send().await
+}
+
+async fn import(s: &TestServer, l: &Legacy, campaign: &str, csv: &[u8]) -> TestResponse {
+    let body = csv.to_vec();
+    s.post(&format!("/v1/campaign/{campaign}/contact/import"))
+        .header("authorization", &l.auth)
+        .header("content-type", "text/csv")
+        .map(|r| r.body(body))
+        .send()
+        .await
+}
+
+/// Asserts a legacy error: status, RPC code, a message and a details array; returns the
+/// message.
+#[track_caller]
+fn rpc_error(r: &TestResponse, status: u16, code: i64) -> String {
+    r.expect(status);
+    assert_eq!(r.body["code"], code, "{}", r.text);
+    assert!(r.body["details"].is_array(), "{}", r.text);
+    let m = r.body["message"].as_str().unwrap_or_default().to_string();
+    assert!(!m.is_empty(), "{}", r.text);
+    m
+}
+
+fn arr(r: &TestResponse) -> &Vec<Value> {
+    r.body
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {}", r.text))
+}
+
+fn field(r: &TestResponse, name: &str) -> Vec<String> {
+    arr(r)
+        .iter()
+        .map(|c| c[name].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn constructor() -> Value {
+    let snapshot: Value = serde_json::from_str(&minimal_snapshot("x")).unwrap();
+    snapshot["constructor"].clone()
+}
+
+/// A scenario published on the legacy route, a number and a campaign dialling from it.
+async fn campaign(s: &TestServer, l: &Legacy, number: &str) -> String {
+    let r = post(
+        s,
+        l,
+        "/v1/scenarios",
+        json!({"name": "Bot", "constructor": constructor()}),
+    )
+    .await;
+    r.expect(200);
+    let scenario = r.str("sid");
+    s.post("/v1/number")
+        .bearer(&l.f.admin_session)
+        .json(&json!({"identifier": number}))
+        .send()
+        .await
+        .expect(201);
+    let r = post(
+        s,
+        l,
+        "/v1/campaign",
+        json!({"scenario_sid": scenario, "number": number}),
+    )
+    .await;
+    r.expect(200);
+    r.str("sid")
+}
+
+/// Runs one statement with `binds` (text) on the test database.
+async fn sql(s: &TestServer, statement: &str, binds: &[&str]) {
+    let statement = sqlx::AssertSqlSafe(statement.to_string());
+    match s.store.pool() {
+        Pool::Sqlite(p) => {
+            let mut q = sqlx::query(statement);
+            for b in binds {
+                q = q.bind(b.to_string());
+            }
+            q.execute(p).await.unwrap();
+        }
+        Pool::Postgres(p) => {
+            let mut q = sqlx::query(statement);
+            for b in binds {
+                q = q.bind(b.to_string());
+            }
+            q.execute(p).await.unwrap();
+        }
+    }
+}
+
+/// What a finished (or progressing) call wrote to its communication.
+struct Call<'a> {
+    status: &'a str,
+    call_status: Option<&'a str>,
+    sip_code: Option<i64>,
+    started: Option<DateTime<Utc>>,
+    answered: Option<DateTime<Utc>>,
+    ended: Option<DateTime<Utc>>,
+    duration: i64,
+    goals: &'a str,
+    variables: &'a str,
+    error: Option<&'a str>,
+}
+
+impl Default for Call<'_> {
+    fn default() -> Self {
+        Call {
+            status: "completed",
+            call_status: None,
+            sip_code: None,
+            started: None,
+            answered: None,
+            ended: None,
+            duration: 0,
+            goals: "[]",
+            variables: "{}",
+            error: None,
+        }
+    }
+}
+
+/// Writes `c` to the communication `sid` as the engine would have.
+async fn write_call(s: &TestServer, sid: &str, c: Call<'_>) {
+    macro_rules! run {
+        ($p:expr) => {
+            sqlx::query(
+                "UPDATE communications SET communication_status = $2, call_status = $3, sip_code = $4, started_at = $5, \
+                 answered_at = $6, ended_at = $7, duration = $8, goals = $9, variables = $10, error = $11 WHERE sid = $1",
+            )
+            .bind(sid)
+            .bind(c.status)
+            .bind(c.call_status)
+            .bind(c.sip_code)
+            .bind(c.started)
+            .bind(c.answered)
+            .bind(c.ended)
+            .bind(c.duration)
+            .bind(c.goals)
+            .bind(c.variables)
+            .bind(c.error)
+            .execute($p)
+            .await
+            .unwrap()
+            .rows_affected()
+        };
+    }
+    let n = match s.store.pool() {
+        Pool::Sqlite(p) => run!(p),
+        Pool::Postgres(p) => run!(p),
+    };
+    assert_eq!(n, 1, "no communication {sid}");
+}
+
+async fn scenarios(s: TestServer) {
+    let a = legacy(&s, "a").await;
+    let b = legacy(&s, "b").await;
+    let r = post(
+        &s,
+        &a,
+        "/v1/scenarios",
+        json!({"name": " Greeter ", "description": "says hi", "constructor": constructor()}),
+    )
+    .await;
+    r.expect(200);
+    let sid = r.str("sid");
+    assert!(sid.starts_with("scn_"));
+    assert_eq!(r.body["account_sid"], a.f.account_sid.as_str());
+    assert_eq!(r.body["name"], "Greeter");
+    assert_eq!(r.body["description"], "says hi");
+    assert_eq!(r.body["version"], 1);
+    assert!(r.body["creation_time"].is_string() && r.body["update_time"].is_string());
+    // The same scenario on the v1 routes, published.
+    let v1 = s
+        .get(&format!("/v1/scenario/{sid}"))
+        .bearer(&a.f.admin_session)
+        .send()
+        .await;
+    v1.expect(200);
+    assert_eq!(v1.body["latest_version"], 1);
+    // A v1 scenario without a publish is listed with version 0.
+    let draft = s
+        .post("/v1/scenario")
+        .bearer(&a.f.admin_session)
+        .json(&json!({"name": "Draft only"}))
+        .send()
+        .await;
+    draft.expect(201);
+    let draft = draft.str("id");
+    let list = get(&s, &a, "/v1/scenarios").await;
+    list.expect(200);
+    assert_eq!(field(&list, "sid"), [draft.clone(), sid.clone()]);
+    assert_eq!(arr(&list)[0]["version"], 0);
+    assert_eq!(
+        field(
+            &get(&s, &a, "/v1/scenarios?filter_query=greet").await,
+            "sid"
+        ),
+        [sid.as_str()]
+    );
+    assert_eq!(
+        field(
+            &get(&s, &a, "/v1/scenarios?options.limit=1&offset=1").await,
+            "sid"
+        ),
+        [sid.as_str()]
+    );
+    let one = get(&s, &a, &format!("/v1/scenarios/{sid}")).await;
+    one.expect(200);
+    assert_eq!(one.body, r.body);
+
+    // Invalid content: 400 listing the SCN entries, and nothing is kept.
+    let bad = post(
+        &s,
+        &a,
+        "/v1/scenarios",
+        json!({"name": "Broken", "constructor": {"bricks": {"end": {"v1": [{"id": "e", "description": "", "properties": {}, "outputs": []}]}}}}),
+    )
+    .await;
+    let m = rpc_error(&bad, 400, 3);
+    assert!(m.contains("SCN"), "{m}");
+    assert_eq!(bad.body["details"][0]["reason"], "scenario_invalid");
+    // Bad name, unknown field, missing constructor, malformed JSON.
+    for body in [
+        json!({"name": "a\u{7}b", "constructor": constructor()}),
+        json!({"name": "X", "constructor": constructor(), "colour": 1}),
+        json!({"name": "X"}),
+    ] {
+        rpc_error(&post(&s, &a, "/v1/scenarios", body).await, 400, 3);
+    }
+    let r = s
+        .post("/v1/scenarios")
+        .header("authorization", &a.auth)
+        .raw_json("{nope")
+        .send()
+        .await;
+    rpc_error(&r, 400, 3);
+    assert_eq!(arr(&get(&s, &a, "/v1/scenarios").await).len(), 2);
+    for q in ["limit=501", "offset=-1", "limit=x", "colour=red"] {
+        rpc_error(&get(&s, &a, &format!("/v1/scenarios?{q}")).await, 400, 3);
+    }
+
+    // Another account's scenario reads as absent; so does an unknown one.
+    rpc_error(&get(&s, &b, &format!("/v1/scenarios/{sid}")).await, 404, 5);
+    rpc_error(&get(&s, &a, "/v1/scenarios/scn_nope").await, 404, 5);
+    assert!(arr(&get(&s, &b, "/v1/scenarios").await).is_empty());
+    // Credentials.
+    rpc_error(&s.get("/v1/scenarios").send().await, 401, 16);
+    rpc_error(
+        &s.post("/v1/scenarios")
+            .header("authorization", &basic(&a.f.account_sid, "wrong"))
+            .json(&json!({"name": "X", "constructor": constructor()}))
+            .send()
+            .await,
+        401,
+        16,
+    );
+}
+
+async fn contacts(s: TestServer) {
+    let a = legacy(&s, "a").await;
+    let b = legacy(&s, "b").await;
+    let c = campaign(&s, &a, "+4911").await;
+    let other = campaign(&s, &b, "+4922").await;
+    let path = format!("/v1/campaign/{c}/contact");
+
+    // One contact: separators dropped, variables kept.
+    let r = post(
+        &s,
+        &a,
+        &path,
+        json!({"phone": "+49 (30) 123-45", "variables": {"name": "Ann", "age": 41, "vip": true}}),
+    )
+    .await;
+    r.expect(200);
+    let ann = r.str("sid");
+    assert!(ann.starts_with("cnt_"));
+    assert_eq!(r.body["campaign_sid"], c.as_str());
+    assert_eq!(r.body["phone"], "+493012345");
+    assert_eq!(
+        r.body["variables"],
+        json!({"name": "Ann", "age": 41, "vip": true})
+    );
+    assert_eq!(r.body["attempt_sid"], "");
+    assert_eq!(r.body["communication_sid"], "");
+    let r = post(&s, &a, &path, json!({"phone": "4912"})).await;
+    r.expect(200);
+    assert_eq!(r.body["variables"], json!({}));
+
+    // Bad single contacts.
+    let m = rpc_error(&post(&s, &a, &path, json!({"phone": "12"})).await, 400, 3);
+    assert!(m.starts_with("phone: "), "{m}");
+    let r = post(&s, &a, &path, json!({"phone": "+49abc"})).await;
+    let m = rpc_error(&r, 400, 3);
+    assert!(m.contains("\"+49abc\""), "{m}");
+    assert_eq!(r.body["details"][0]["reason"], "invalid_recipient");
+    let m = rpc_error(
+        &post(
+            &s,
+            &a,
+            &path,
+            json!({"phone": "4913", "variables": {"x": {"y": 1}}}),
+        )
+        .await,
+        400,
+        3,
+    );
+    assert!(m.starts_with("variables.x: "), "{m}");
+    for body in [
+        json!({"phone": "4913", "variables": [1]}),
+        json!({"phone": "4913", "colour": "red"}),
+        json!({"variables": {}}),
+        json!({"phone": 4913}),
+    ] {
+        rpc_error(&post(&s, &a, &path, body).await, 400, 3);
+    }
+
+    // A JSON array: all or none; the message names the item.
+    let batch = format!("{path}/batch");
+    let r = post(
+        &s,
+        &a,
+        &batch,
+        json!([{"phone": "+4920"}, {"phone": "+4921", "variables": {"k": "v"}}]),
+    )
+    .await;
+    r.expect(200);
+    assert_eq!(field(&r, "phone"), ["+4920", "+4921"]);
+    assert_eq!(arr(&r)[1]["variables"], json!({"k": "v"}));
+    let m = rpc_error(
+        &post(&s, &a, &batch, json!([{"phone": "+4923"}, {"phone": "x"}])).await,
+        400,
+        3,
+    );
+    assert!(m.starts_with("[1]: phone: "), "{m}");
+    let m = rpc_error(
+        &post(
+            &s,
+            &a,
+            &batch,
+            json!([{"phone": "+4923", "variables": {"a": [1]}}]),
+        )
+        .await,
+        400,
+        3,
+    );
+    assert!(m.starts_with("[0]: variables.a: "), "{m}");
+    rpc_error(&post(&s, &a, &batch, json!([])).await, 400, 3);
+    rpc_error(
+        &post(&s, &a, &batch, json!({"phone": "+4923"})).await,
+        400,
+        3,
+    );
+    let too_many: Vec<Value> = (0..10_001).map(|_| json!({"phone": "+4923"})).collect();
+    rpc_error(&post(&s, &a, &batch, Value::Array(too_many)).await, 400, 3);
+    assert_eq!(arr(&get(&s, &a, &path).await).len(), 4);
+
+    // CSV import: phone plus variable columns.
+    let r = import(
+        &s,
+        &a,
+        &c,
+        b"\xef\xbb\xbfname,phone,city\r\nBob,+4930 1,\"Berlin, Mitte\"\r\n\"Eve \"\"E\"\"\",4931,\n",
+    )
+    .await;
+    r.expect(200);
+    assert_eq!(field(&r, "phone"), ["+49301", "4931"]);
+    assert_eq!(
+        arr(&r)[0]["variables"],
+        json!({"name": "Bob", "city": "Berlin, Mitte"})
+    );
+    assert_eq!(
+        arr(&r)[1]["variables"],
+        json!({"name": "Eve \"E\"", "city": ""})
+    );
+    let bad: [(&[u8], &str); 8] = [
+        (b"name\nBob\n", "row 1: no phone column"),
+        (
+            b"phone,a,a\n1234,x,y\n",
+            "row 1: column 3: \"a\" named twice",
+        ),
+        (b"phone\n", "no contacts given"),
+        (b"", "row 1: a header row"),
+        (
+            b"phone,name\n4932,A\n4933\n",
+            "row 3: 1 fields, the header has 2",
+        ),
+        (b"phone\n4932\nnope\n", "row 3: phone: "),
+        (b"phone\n\"4932\n", "row 2: unterminated quoted field"),
+        (b"phone\n\xff\xfe\n", "body: not UTF-8"),
+    ];
+    for (csv, expected) in bad {
+        let m = rpc_error(&import(&s, &a, &c, csv).await, 400, 3);
+        assert!(m.starts_with(expected), "{expected}: {m}");
+    }
+    // Nothing was added by the rejected requests.
+    let all = get(&s, &a, &path).await;
+    all.expect(200);
+    assert_eq!(
+        field(&all, "phone"),
+        ["+493012345", "4912", "+4920", "+4921", "+49301", "4931"]
+    );
+
+    // Paging and filters, in both forms.
+    assert_eq!(
+        field(
+            &get(&s, &a, &format!("{path}?limit=2&offset=1")).await,
+            "phone"
+        ),
+        ["4912", "+4920"]
+    );
+    assert_eq!(
+        field(
+            &get(&s, &a, &format!("{path}?options.limit=1&limit=3")).await,
+            "phone"
+        ),
+        ["+493012345"]
+    );
+    assert_eq!(
+        field(
+            &get(&s, &a, &format!("{path}?phone=%2B4921")).await,
+            "phone"
+        ),
+        ["+4921"]
+    );
+    assert_eq!(
+        field(
+            &get(&s, &a, &format!("{path}?filter.phone=4912&phone=%2B4921")).await,
+            "phone"
+        ),
+        ["4912"]
+    );
+    for q in [
+        "limit=501",
+        "options.offset=-2",
+        "colour=red",
+        "limit=1&limit=2",
+    ] {
+        rpc_error(&get(&s, &a, &format!("{path}?{q}")).await, 400, 3);
+    }
+
+    // Delete, then again → 404.
+    let r = delete(&s, &a, &format!("{path}/{ann}")).await;
+    r.expect(200);
+    assert_eq!(r.body, json!({}));
+    rpc_error(&delete(&s, &a, &format!("{path}/{ann}")).await, 404, 5);
+    assert_eq!(arr(&get(&s, &a, &path).await).len(), 5);
+
+    // Unknown campaign, another account's campaign, a contact of another campaign.
+    let bob = field(&get(&s, &a, &format!("{path}?phone=%2B49301")).await, "sid").remove(0);
+    for campaign in ["agt_nope", other.as_str()] {
+        let p = format!("/v1/campaign/{campaign}/contact");
+        rpc_error(&get(&s, &a, &p).await, 404, 5);
+        rpc_error(&post(&s, &a, &p, json!({"phone": "+4940"})).await, 404, 5);
+        rpc_error(
+            &post(&s, &a, &format!("{p}/batch"), json!([{"phone": "+4940"}])).await,
+            404,
+            5,
+        );
+        rpc_error(&import(&s, &a, campaign, b"phone\n+4940\n").await, 404, 5);
+        rpc_error(&delete(&s, &a, &format!("{p}/{bob}")).await, 404, 5);
+    }
+    // b cannot reach a's campaign or contact from anywhere.
+    rpc_error(&get(&s, &b, &path).await, 404, 5);
+    rpc_error(
+        &post(&s, &b, &path, json!({"phone": "+4940"})).await,
+        404,
+        5,
+    );
+    rpc_error(&import(&s, &b, &c, b"phone\n+4940\n").await, 404, 5);
+    rpc_error(&delete(&s, &b, &format!("{path}/{bob}")).await, 404, 5);
+    rpc_error(
+        &delete(&s, &b, &format!("/v1/campaign/{other}/contact/{bob}")).await,
+        404,
+        5,
+    );
+    assert_eq!(arr(&get(&s, &a, &path).await).len(), 5);
+    assert!(arr(&get(&s, &b, &format!("/v1/campaign/{other}/contact")).await).is_empty());
+    // Credentials.
+    rpc_error(&s.get(&path).send().await, 401, 16);
+    rpc_error(&s.post(&format!("{path}/import")).send().await, 401, 16);
+    // Deleting the campaign deletes its contacts.
+    delete(&s, &a, &format!("/v1/campaign/{c}"))
+        .await
+        .expect(200);
+    let left = s
+        .store
+        .legacy_contact_list(&a.f.account_sid, &c, None, 100, 0)
+        .await
+        .unwrap();
+    assert!(left.is_empty());
+}
+
+/// The communications of the account's agent `agent`, oldest first.
+async fn communications(s: &TestServer, l: &Legacy, agent: &str) -> Vec<Value> {
+    let r = s
+        .get(&format!("/v1/communication?agent_sid={agent}"))
+        .bearer(&l.f.admin_session)
+        .send()
+        .await;
+    r.expect(200);
+    let mut items = r.body["items"].as_array().unwrap().clone();
+    items.reverse();
+    items
+}
+
+async fn attempts(s: TestServer) {
+    let a = legacy(&s, "a").await;
+    let b = legacy(&s, "b").await;
+    let c = campaign(&s, &a, "+4911").await;
+    let contacts = format!("/v1/campaign/{c}/contact");
+    let attempts = format!("/v1/campaign/{c}/attempt");
+    post(
+        &s,
+        &a,
+        &format!("{contacts}/batch"),
+        json!([{"phone": "+4920", "variables": {"name": "Ann", "n": 1}}, {"phone": "+4921"}, {"phone": "+4922"}]),
+    )
+    .await
+    .expect(200);
+
+    // An instant attempt dials every contact through the campaign's agent.
+    let r = post(&s, &a, &attempts, json!({})).await;
+    r.expect(200);
+    let first = r.str("sid");
+    assert!(first.starts_with("att_"));
+    assert_eq!(r.body["campaign_sid"], c.as_str());
+    assert_eq!(r.body["status"], "running");
+    assert_eq!(r.body["delayed"], false);
+    assert_eq!(r.body["contact_count"], 3);
+    let calls = communications(&s, &a, &c).await;
+    assert_eq!(calls.len(), 3);
+    let recipients: Vec<&str> = calls
+        .iter()
+        .map(|c| c["recipient"].as_str().unwrap())
+        .collect();
+    assert_eq!(recipients, ["+4920", "+4921", "+4922"]);
+    assert_eq!(calls[0]["data"], json!({"name": "Ann", "n": 1}));
+    assert_eq!(calls[0]["from_number"], "+4911");
+    assert_eq!(calls[0]["version"], 1);
+    assert!(calls.iter().all(|c| c["communication_status"] == "new"));
+    // The contacts name the attempt and their communication.
+    let listed = get(&s, &a, &contacts).await;
+    assert!(field(&listed, "attempt_sid").iter().all(|x| *x == first));
+    let mut made: Vec<String> = field(&listed, "communication_sid");
+    made.sort();
+    let mut ids: Vec<String> = calls
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    assert_eq!(made, ids);
+
+    // Nothing left to dial.
+    let m = rpc_error(&post(&s, &a, &attempts, json!({})).await, 400, 9);
+    assert!(m.starts_with("no contact to dial"), "{m}");
+
+    // A delayed attempt takes only the contacts added since.
+    post(
+        &s,
+        &a,
+        &format!("{contacts}/batch"),
+        json!([{"phone": "+4930"}, {"phone": "+4931"}]),
+    )
+    .await
+    .expect(200);
+    for at in [Utc::now() - Duration::seconds(5), Utc::now()] {
+        let m = rpc_error(
+            &post(&s, &a, &attempts, json!({"scheduled_at": at.to_rfc3339()})).await,
+            400,
+            3,
+        );
+        assert!(m.starts_with("scheduled_at: "), "{m}");
+    }
+    for body in [
+        json!({"scheduled_at": "tomorrow"}),
+        json!({"when": "now"}),
+        json!("now"),
+    ] {
+        rpc_error(&post(&s, &a, &attempts, body).await, 400, 3);
+    }
+    let at = Utc::now() + Duration::hours(2);
+    let r = post(&s, &a, &attempts, json!({"scheduled_at": at.to_rfc3339()})).await;
+    r.expect(200);
+    let delayed = r.str("sid");
+    assert_eq!(r.body["status"], "scheduled");
+    assert_eq!(r.body["delayed"], true);
+    assert_eq!(r.body["contact_count"], 2);
+    let scheduled: DateTime<Utc> = r.str("scheduled_at").parse().unwrap();
+    assert!((scheduled - at).num_milliseconds().abs() < 1);
+    let calls = communications(&s, &a, &c).await;
+    assert_eq!(calls.len(), 5);
+    for call in &calls[3..] {
+        let due: DateTime<Utc> = call["due_at"].as_str().unwrap().parse().unwrap();
+        assert!((due - at).num_milliseconds().abs() < 1, "{call}");
+        assert!(call["scheduled_at"].is_string());
+    }
+
+    // List (newest first) and get.
+    let list = get(&s, &a, &attempts).await;
+    list.expect(200);
+    assert_eq!(field(&list, "sid"), [delayed.clone(), first.clone()]);
+    assert_eq!(
+        field(
+            &get(&s, &a, &format!("{attempts}?limit=1&offset=1")).await,
+            "sid"
+        ),
+        [first.as_str()]
+    );
+    rpc_error(&get(&s, &a, &format!("{attempts}?limit=-1")).await, 400, 3);
+    let one = get(&s, &a, &format!("{attempts}/{first}")).await;
+    one.expect(200);
+    assert_eq!(one.body["contact_count"], 3);
+
+    // Cancel the delayed attempt: its calls end canceled; again → 409.
+    let r = post(&s, &a, &format!("{attempts}/{delayed}/cancel"), json!({})).await;
+    r.expect(200);
+    assert_eq!(r.body["status"], "canceled");
+    let calls = communications(&s, &a, &c).await;
+    assert!(
+        calls[3..]
+            .iter()
+            .all(|c| c["communication_status"] == "canceled")
+    );
+    assert!(calls[3..].iter().all(|c| c["ended_at"].is_string()));
+    assert!(
+        calls[..3]
+            .iter()
+            .all(|c| c["communication_status"] == "new")
+    );
+    let m = rpc_error(
+        &post(&s, &a, &format!("{attempts}/{delayed}/cancel"), json!({})).await,
+        409,
+        10,
+    );
+    assert!(m.contains("canceled already"), "{m}");
+    // Its contacts stay dialled: no new attempt takes them.
+    rpc_error(&post(&s, &a, &attempts, json!({})).await, 400, 9);
+
+    // Cancel the running attempt: a call a dialer claimed runs on, the others end.
+    let dialing = calls[0]["id"].as_str().unwrap();
+    sql(
+        &s,
+        "UPDATE communications SET communication_status = 'dialing' WHERE sid = $1",
+        &[dialing],
+    )
+    .await;
+    let r = post(&s, &a, &format!("{attempts}/{first}/cancel"), json!({})).await;
+    r.expect(200);
+    assert_eq!(r.body["status"], "canceled");
+    let calls = communications(&s, &a, &c).await;
+    let statuses: Vec<&str> = calls[..3]
+        .iter()
+        .map(|c| c["communication_status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["dialing", "canceled", "canceled"]);
+
+    // A completed attempt cannot be canceled.
+    post(&s, &a, &contacts, json!({"phone": "+4940"}))
+        .await
+        .expect(200);
+    let done = post(&s, &a, &attempts, json!({})).await.str("sid");
+    let call = communications(&s, &a, &c).await[5]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    write_call(&s, &call, Call::default()).await;
+    let r = get(&s, &a, &format!("{attempts}/{done}")).await;
+    assert_eq!(r.body["status"], "completed");
+    let m = rpc_error(
+        &post(&s, &a, &format!("{attempts}/{done}/cancel"), json!({})).await,
+        409,
+        10,
+    );
+    assert!(m.contains("completed"), "{m}");
+
+    // Unknown attempt; an attempt under another campaign of the account.
+    rpc_error(&get(&s, &a, &format!("{attempts}/att_nope")).await, 404, 5);
+    rpc_error(
+        &post(&s, &a, &format!("{attempts}/att_nope/cancel"), json!({})).await,
+        404,
+        5,
+    );
+    let c2 = campaign(&s, &a, "+4912").await;
+    rpc_error(
+        &get(&s, &a, &format!("/v1/campaign/{c2}/attempt/{first}")).await,
+        404,
+        5,
+    );
+    // A campaign without contacts has nothing to dial.
+    rpc_error(
+        &post(&s, &a, &format!("/v1/campaign/{c2}/attempt"), json!({})).await,
+        400,
+        9,
+    );
+
+    // An archived campaign never dials.
+    post(
+        &s,
+        &a,
+        &format!("/v1/campaign/{c2}/contact"),
+        json!({"phone": "+4950"}),
+    )
+    .await
+    .expect(200);
+    s.post(&format!("/v1/agent/{c2}/archive"))
+        .bearer(&a.f.admin_session)
+        .send()
+        .await
+        .expect(200);
+    let m = rpc_error(
+        &post(&s, &a, &format!("/v1/campaign/{c2}/attempt"), json!({})).await,
+        400,
+        9,
+    );
+    assert!(m.contains("archived"), "{m}");
+    // A campaign whose scenario was never published cannot dial.
+    let unpublished = s
+        .post("/v1/scenario")
+        .bearer(&a.f.admin_session)
+        .json(&json!({"name": "Draft"}))
+        .send()
+        .await
+        .str("id");
+    let c3 = post(
+        &s,
+        &a,
+        "/v1/campaign",
+        json!({"scenario_sid": unpublished, "number": "+4912"}),
+    )
+    .await
+    .str("sid");
+    post(
+        &s,
+        &a,
+        &format!("/v1/campaign/{c3}/contact"),
+        json!({"phone": "+4951"}),
+    )
+    .await
+    .expect(200);
+    let r = post(&s, &a, &format!("/v1/campaign/{c3}/attempt"), json!({})).await;
+    rpc_error(&r, 400, 3);
+    assert_eq!(r.body["details"][0]["reason"], "scenario_not_published");
+    assert!(communications(&s, &a, &c3).await.is_empty());
+
+    // b reaches none of a's campaigns or attempts, on any route.
+    let bc = campaign(&s, &b, "+4960").await;
+    for p in [
+        attempts.clone(),
+        format!("{attempts}/{first}"),
+        format!("/v1/campaign/{bc}/attempt/{first}"),
+    ] {
+        rpc_error(&get(&s, &b, &p).await, 404, 5);
+    }
+    rpc_error(&post(&s, &b, &attempts, json!({})).await, 404, 5);
+    rpc_error(
+        &post(&s, &b, &format!("{attempts}/{done}/cancel"), json!({})).await,
+        404,
+        5,
+    );
+    rpc_error(
+        &post(
+            &s,
+            &b,
+            &format!("/v1/campaign/{bc}/attempt/{first}/cancel"),
+            json!({}),
+        )
+        .await,
+        404,
+        5,
+    );
+    rpc_error(
+        &post(&s, &a, "/v1/campaign/agt_nope/attempt", json!({})).await,
+        404,
+        5,
+    );
+    rpc_error(&s.get(&attempts).send().await, 401, 16);
+    // Deleting the campaign deletes its attempts.
+    delete(&s, &a, &format!("/v1/campaign/{c}"))
+        .await
+        .expect(200);
+    rpc_error(&get(&s, &a, &format!("{attempts}/{first}")).await, 404, 5);
+}
+
+async fn statistics_and_reports(s: TestServer) {
+    let a = legacy(&s, "a").await;
+    let b = legacy(&s, "b").await;
+    let c = campaign(&s, &a, "+4911").await;
+    import(
+        &s,
+        &a,
+        &c,
+        b"phone,name,tier\n+4920,Ann,gold\n+4921,Bob,silver\n+4922,Cat,\n+4923,Dan,gold\n+4924,Eve,\n",
+    )
+    .await
+    .expect(200);
+    let attempt = post(&s, &a, &format!("/v1/campaign/{c}/attempt"), json!({}))
+        .await
+        .str("sid");
+    let base = format!("/v1/campaign/{c}/attempt/{attempt}");
+    let calls = communications(&s, &a, &c).await;
+    let id = |i: usize| calls[i]["id"].as_str().unwrap().to_string();
+    let t0: DateTime<Utc> = "2030-01-02T03:04:05Z".parse().unwrap();
+    let ms = Duration::milliseconds;
+    write_call(
+        &s,
+        &id(0),
+        Call {
+            call_status: Some("answered"),
+            sip_code: Some(200),
+            started: Some(t0),
+            answered: Some(t0 + ms(1200)),
+            ended: Some(t0 + ms(31_200)),
+            duration: 30,
+            goals: r#"["greeted","sale"]"#,
+            variables: r#"{"answer":"yes","score":3}"#,
+            ..Call::default()
+        },
+    )
+    .await;
+    write_call(
+        &s,
+        &id(1),
+        Call {
+            call_status: Some("answered"),
+            sip_code: Some(200),
+            started: Some(t0),
+            answered: Some(t0 + ms(800)),
+            ended: Some(t0 + ms(10_800)),
+            duration: 10,
+            ..Call::default()
+        },
+    )
+    .await;
+    write_call(
+        &s,
+        &id(2),
+        Call {
+            call_status: Some("busy"),
+            sip_code: Some(486),
+            started: Some(t0),
+            ended: Some(t0 + ms(300)),
+            ..Call::default()
+        },
+    )
+    .await;
+    write_call(
+        &s,
+        &id(3),
+        Call {
+            status: "failed",
+            error: Some("no trunk"),
+            ..Call::default()
+        },
+    )
+    .await;
+
+    // Statistics equal the rows.
+    let r = get(&s, &a, &format!("{base}/statistics")).await;
+    r.expect(200);
+    let st = &r.body;
+    assert_eq!(st["attempt_sid"], attempt.as_str());
+    assert_eq!(st["status"], "running");
+    assert_eq!(st["total"], 5);
+    assert_eq!(
+        st["communication_status"],
+        json!({"new": 1, "queued": 0, "dialing": 0, "in_progress": 0, "completed": 3, "failed": 1, "canceled": 0, "interrupted": 0})
+    );
+    assert_eq!(st["call_status"], json!({"answered": 2, "busy": 1}));
+    assert_eq!(st["dialled"], 3);
+    assert_eq!(st["answered"], 2);
+    assert!((st["answer_rate"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9);
+    assert_eq!(
+        st["setup_time_ms"],
+        json!({"count": 2, "p50": 800, "p95": 1200, "p99": 1200})
+    );
+    assert_eq!(
+        st["duration_seconds"],
+        json!({"count": 2, "p50": 10, "p95": 30, "p99": 30})
+    );
+
+    // Communication report, JSON.
+    let r = get(&s, &a, &format!("{base}/report/communication")).await;
+    r.expect(200);
+    let rows = arr(&r);
+    assert_eq!(rows.len(), 5);
+    assert_eq!(rows[0]["communication_sid"], id(0).as_str());
+    assert_eq!(rows[0]["phone"], "+4920");
+    assert_eq!(rows[0]["communication_status"], "completed");
+    assert_eq!(rows[0]["call_status"], "answered");
+    assert_eq!(rows[0]["sip_code"], 200);
+    assert_eq!(rows[0]["answered"], true);
+    assert_eq!(rows[0]["setup_time_ms"], 1200);
+    assert_eq!(rows[0]["duration"], 30);
+    assert_eq!(rows[0]["goal"], "sale");
+    assert_eq!(rows[0]["started_at"], "2030-01-02T03:04:05Z");
+    assert_eq!(rows[2]["call_status"], "busy");
+    assert_eq!(rows[2]["answered"], false);
+    assert_eq!(rows[3]["error"], "no trunk");
+    assert_eq!(rows[4]["communication_status"], "new");
+    assert_eq!(rows[4]["call_status"], "");
+    assert!(rows[4].get("started_at").is_none(), "{}", rows[4]);
+    let contact_sids = field(
+        &get(&s, &a, &format!("/v1/campaign/{c}/contact")).await,
+        "sid",
+    );
+    assert_eq!(field(&r, "contact_sid"), contact_sids);
+
+    // Communication report, CSV.
+    let r = get(&s, &a, &format!("{base}/report/communication?format=csv")).await;
+    r.expect(200);
+    assert!(
+        r.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/csv")
+    );
+    let lines: Vec<&str> = r.text.split("\r\n").filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines.len(), 6);
+    assert!(lines[0].starts_with("communication_sid,contact_sid,phone,from_number,communication_status,call_status,sip_code,answered,setup_time_ms,duration,goal"));
+    assert!(
+        lines[1].starts_with(&format!(
+            "{},{},+4920,+4911,completed,answered,200,true,1200,30,sale,",
+            id(0),
+            contact_sids[0]
+        )),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[1].contains("2030-01-02T03:04:05.000000Z"),
+        "{}",
+        lines[1]
+    );
+
+    // Contact report, JSON and CSV.
+    let r = get(&s, &a, &format!("{base}/report/contact")).await;
+    r.expect(200);
+    let rows = arr(&r);
+    assert_eq!(rows.len(), 5);
+    assert_eq!(rows[0]["contact_sid"], contact_sids[0].as_str());
+    assert_eq!(rows[0]["variables"], json!({"name": "Ann", "tier": "gold"}));
+    assert_eq!(rows[0]["result"], json!({"answer": "yes", "score": 3}));
+    assert_eq!(rows[0]["answered"], true);
+    assert_eq!(rows[0]["goal"], "sale");
+    assert_eq!(rows[4]["result"], json!({}));
+    let r = get(&s, &a, &format!("{base}/report/contact?format=csv")).await;
+    r.expect(200);
+    let lines: Vec<&str> = r.text.split("\r\n").filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines[0],
+        "contact_sid,phone,communication_sid,communication_status,call_status,answered,duration,goal,name,tier,result.answer,result.score"
+    );
+    assert_eq!(
+        lines[1],
+        format!(
+            "{},+4920,{},completed,answered,true,30,sale,Ann,gold,yes,3",
+            contact_sids[0],
+            id(0)
+        )
+    );
+    assert_eq!(
+        lines[3],
+        format!(
+            "{},+4922,{},completed,busy,false,0,,Cat,,,",
+            contact_sids[2],
+            id(2)
+        )
+    );
+    // Unknown format or parameter.
+    for q in ["format=xml", "format=csv&format=json", "colour=red"] {
+        rpc_error(
+            &get(&s, &a, &format!("{base}/report/contact?{q}")).await,
+            400,
+            3,
+        );
+        rpc_error(
+            &get(&s, &a, &format!("{base}/report/communication?{q}")).await,
+            400,
+            3,
+        );
+    }
+    // A deleted contact keeps its row in the reports and statistics.
+    delete(
+        &s,
+        &a,
+        &format!("/v1/campaign/{c}/contact/{}", contact_sids[0]),
+    )
+    .await
+    .expect(200);
+    let r = get(&s, &a, &format!("{base}/report/contact")).await;
+    assert_eq!(arr(&r)[0]["contact_sid"], contact_sids[0].as_str());
+    assert_eq!(
+        get(&s, &a, &format!("{base}/statistics")).await.body["total"],
+        5
+    );
+
+    // The last call ends: the attempt has completed.
+    write_call(&s, &id(4), Call::default()).await;
+    let st = get(&s, &a, &format!("{base}/statistics")).await;
+    assert_eq!(st.body["status"], "completed");
+    assert_eq!(st.body["communication_status"]["completed"], 4);
+
+    // Another account, an unknown attempt or campaign: 404 on every route.
+    let bc = campaign(&s, &b, "+4930").await;
+    for tail in ["statistics", "report/communication", "report/contact"] {
+        rpc_error(&get(&s, &b, &format!("{base}/{tail}")).await, 404, 5);
+        rpc_error(
+            &get(
+                &s,
+                &b,
+                &format!("/v1/campaign/{bc}/attempt/{attempt}/{tail}"),
+            )
+            .await,
+            404,
+            5,
+        );
+        rpc_error(
+            &get(&s, &a, &format!("/v1/campaign/{c}/attempt/att_nope/{tail}")).await,
+            404,
+            5,
+        );
+        rpc_error(&s.get(&format!("{base}/{tail}")).send().await, 401, 16);
+    }
+}
+
+both_backends!(scenarios, contacts, attempts, statistics_and_reports);
