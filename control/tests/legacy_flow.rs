@@ -7,7 +7,7 @@
 use base64::Engine;
 use callsmith_control::{
     both_backends,
-    store::{Pool, sqlx},
+    store::{NewAttempt, NewCommunication, Pool, StoreError, sqlx},
     testing::{Fixture, TestResponse, TestServer, minimal_snapshot},
 };
 use chrono::{DateTime, Duration, Utc};
@@ -1081,4 +1081,111 @@ async fn statistics_and_reports(s: TestServer) {
     }
 }
 
-both_backends!(scenarios, contacts, attempts, statistics_and_reports);
+/// Two attempts racing for one contact: the second write fails as a whole (no attempt, no
+/// communication, no link), so a contact is never dialled twice.
+async fn a_contact_is_dialled_once(s: TestServer) {
+    let a = legacy(&s, "a").await;
+    let c = campaign(&s, &a, "+4911").await;
+    let contact = post(
+        &s,
+        &a,
+        &format!("/v1/campaign/{c}/contact"),
+        json!({"phone": "+4920"}),
+    )
+    .await
+    .str("sid");
+    post(&s, &a, &format!("/v1/campaign/{c}/attempt"), json!({}))
+        .await
+        .expect(200);
+    let first = communications(&s, &a, &c).await.remove(0);
+    let now = Utc::now();
+    let racer = NewAttempt {
+        sid: "att_racer".into(),
+        tenant_sid: a.f.tenant_sid.clone(),
+        account_sid: a.f.account_sid.clone(),
+        campaign_sid: c.clone(),
+        scheduled_at: now,
+        delayed: false,
+    };
+    let call = NewCommunication {
+        sid: "com_racer".into(),
+        tenant_sid: a.f.tenant_sid.clone(),
+        account_sid: a.f.account_sid.clone(),
+        agent_sid: Some(c.clone()),
+        scenario_sid: first["scenario_sid"].as_str().unwrap().into(),
+        version: Some(1),
+        draft_version: None,
+        recipient: "+4920".into(),
+        from_number: "+4911".into(),
+        trunk: None,
+        direction: "outbound".into(),
+        is_test: false,
+        data: "{}".into(),
+        strategy_sid: None,
+        timezone: "UTC".into(),
+        scheduled_at: None,
+        due_at: now,
+    };
+    let r = s
+        .store
+        .legacy_attempt_create(&racer, &[(contact, call)])
+        .await;
+    assert!(matches!(r, Err(StoreError::Unique)), "{r:?}");
+    assert!(
+        s.store
+            .communication_get("com_racer")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        arr(&get(&s, &a, &format!("/v1/campaign/{c}/attempt")).await).len(),
+        1
+    );
+}
+
+/// A hard tenant purge removes the flow's rows with the rest of the subtree.
+async fn purge_removes_the_flow(s: TestServer) {
+    let a = legacy(&s, "a").await;
+    let c = campaign(&s, &a, "+4911").await;
+    import(&s, &a, &c, b"phone,name\n+4920,Ann\n+4921,Bob\n")
+        .await
+        .expect(200);
+    post(&s, &a, &format!("/v1/campaign/{c}/attempt"), json!({}))
+        .await
+        .expect(200);
+    let accounts = vec![a.f.account_sid.clone()];
+    let before = s
+        .store
+        .subtree_row_counts(&a.f.tenant_sid, &accounts)
+        .await
+        .unwrap();
+    for table in ["legacy_contacts", "legacy_attempts", "legacy_attempt_calls"] {
+        assert!(
+            before.iter().any(|(t, n)| t == table && *n > 0),
+            "{table}: {before:?}"
+        );
+    }
+    s.su(
+        Method::DELETE,
+        &format!("/v1/internal/tenant/{}?hard=true", a.f.tenant_sid),
+    )
+    .send()
+    .await
+    .expect(204);
+    let after = s
+        .store
+        .subtree_row_counts(&a.f.tenant_sid, &accounts)
+        .await
+        .unwrap();
+    assert!(after.iter().all(|(_, n)| *n == 0), "{after:?}");
+}
+
+both_backends!(
+    scenarios,
+    contacts,
+    attempts,
+    statistics_and_reports,
+    a_contact_is_dialled_once,
+    purge_removes_the_flow
+);
