@@ -17,6 +17,8 @@ pub mod prefix {
     pub const AGENT: &str = "agt";
     pub const SCENARIO: &str = "scn";
     pub const SCENARIO_VERSION: &str = "scv";
+    pub const LEGACY_CONTACT: &str = "cnt";
+    pub const LEGACY_ATTEMPT: &str = "att";
 }
 
 /// A new sid `<prefix>_<32 hex digits of a UUIDv7>`.

@@ -13,11 +13,6 @@ use super::{
     now, on_db, prefixed_columns, store_row,
 };
 
-/// Prefix of contact sids.
-pub const CONTACT_PREFIX: &str = "cnt";
-/// Prefix of attempt sids.
-pub const ATTEMPT_PREFIX: &str = "att";
-
 store_row! {
     /// A contact of a campaign, with the attempt that dialled it (if one did).
     #[derive(Debug, Clone)]

@@ -31,7 +31,7 @@ mod flags;
 mod fold;
 mod keys;
 mod legacy;
-pub mod legacy_flow;
+mod legacy_flow;
 mod numbers;
 mod pools;
 mod profile;

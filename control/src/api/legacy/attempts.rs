@@ -8,8 +8,8 @@
 use super::*;
 use crate::{
     api::v1::communications::AgentDispatch,
-    ids::new_sid,
-    store::{LegacyAttemptRecord, NewAttempt, legacy_flow::ATTEMPT_PREFIX},
+    ids::{new_sid, prefix},
+    store::{LegacyAttemptRecord, NewAttempt},
     text_enum::text_enum,
 };
 
@@ -165,7 +165,7 @@ async fn create_attempt(
         })
         .collect::<Result<Vec<_>, LegacyError>>()?;
     let attempt = NewAttempt {
-        sid: new_sid(ATTEMPT_PREFIX),
+        sid: new_sid(prefix::LEGACY_ATTEMPT),
         tenant_sid: who.tenant_sid.clone(),
         account_sid: who.account_sid.clone(),
         campaign_sid: c.sid.clone(),

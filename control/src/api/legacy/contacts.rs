@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use super::*;
 use crate::{
     api::v1::communications::{check_recipient, flat_data},
-    ids::new_sid,
-    store::{LegacyContactRecord, NewContact, legacy_flow::CONTACT_PREFIX},
+    ids::{new_sid, prefix},
+    store::{LegacyContactRecord, NewContact},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -86,7 +86,7 @@ fn checked(
         .map_err(|e| LegacyError::from(e).with_message(|m| format!("{m}, got {phone:?}")))?;
     let variables = flat_data(&field("variables"), variables)?;
     Ok(NewContact {
-        sid: new_sid(CONTACT_PREFIX),
+        sid: new_sid(prefix::LEGACY_CONTACT),
         phone,
         variables: serde_json::Value::Object(variables).to_string(),
     })
