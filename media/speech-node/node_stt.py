@@ -1,0 +1,337 @@
+"""Recognition: Whisper (faster-whisper / CTranslate2 int8), Silero VAD, the
+Smart Turn v3 end-of-turn model, and the per-stream endpointing state machine.
+
+All processing runs on 16 kHz float32 audio: input at any rate (4-48 kHz) is
+resampled as it streams in (soxr). Time is counted in audio samples, not wall
+time, so a client that sends faster than real time gets the same segmentation.
+"""
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+log = logging.getLogger("speech-node")
+
+SR = 16000
+VAD_CHUNK = 512  # 32 ms at 16 kHz (what Silero v5 takes)
+
+
+class Recognizer:
+    """One Whisper model; `transcribe` is called from a single worker thread."""
+
+    def __init__(self, model_dir, threads: int, name: str):
+        from faster_whisper import WhisperModel
+
+        self.name = name
+        self.model_dir = str(model_dir)
+        self.model = WhisperModel(self.model_dir, device="cpu", compute_type="int8", cpu_threads=threads)
+        # Whisper's encoder always sees 30 s (3000 frames, zero-padded). CTranslate2 also
+        # takes a shorter window, which costs proportionally less: partials use the
+        # utterance plus 3 s (about 3x cheaper for short turns, slightly less accurate),
+        # finals the full 30 s window.
+        self._frames = 3000
+        encode = self.model.encode
+
+        def windowed_encode(features):
+            if features.shape[-1] > self._frames:
+                features = features[..., : self._frames]
+            return encode(features)
+
+        self.model.encode = windowed_encode
+        # Warm up so the first real request does not pay one-off initialisation.
+        self.transcribe(np.zeros(SR, dtype=np.float32), 0.0, True)
+        self.transcribe(np.zeros(SR, dtype=np.float32), 0.0, False, trim=True)
+
+    def transcribe(self, audio: np.ndarray, offset_s: float, words: bool, trim: bool = False):
+        """Returns (text, words). Called from one worker thread only."""
+        if audio.size < SR // 10:
+            return "", []
+        frames = audio.size // 160
+        self._frames = min(3000, (frames + 300 + 99) // 100 * 100) if trim else 3000
+        segments, _info = self.model.transcribe(
+            audio,
+            language="en",
+            beam_size=1,
+            condition_on_previous_text=False,
+            temperature=0.0,
+            vad_filter=False,
+            word_timestamps=words,
+            without_timestamps=not words,
+            # a guard against hallucination loops (speech is under ~5 tokens/s)
+            max_new_tokens=int(24 + 8 * audio.size / SR),
+        )
+        texts, result = [], []
+        for seg in segments:
+            if seg.no_speech_prob > 0.6 and seg.avg_logprob < -1.0:
+                continue
+            texts.append(seg.text.strip())
+            for w in seg.words or []:
+                result.append(
+                    {
+                        "word": w.word.strip(),
+                        "start": round(offset_s + w.start, 3),
+                        "end": round(offset_s + w.end, 3),
+                        "conf": round(float(w.probability), 3),
+                    }
+                )
+        return " ".join(t for t in texts if t).strip(), result
+
+
+def _ort_session(path, threads=1):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.inter_op_num_threads = 1
+    so.intra_op_num_threads = threads
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
+
+
+class SileroVad:
+    """Silero VAD v5 (ONNX). The session is shared; each stream keeps its own state."""
+
+    CONTEXT = 64
+
+    def __init__(self, path):
+        self.session = _ort_session(path, 1)
+        self.sr = np.array(SR, dtype=np.int64)
+
+    def new_state(self):
+        return {"state": np.zeros((2, 1, 128), dtype=np.float32), "ctx": np.zeros((1, self.CONTEXT), np.float32)}
+
+    def prob(self, st, chunk: np.ndarray) -> float:
+        x = np.concatenate((st["ctx"], chunk.reshape(1, -1).astype(np.float32)), axis=1)
+        out, state = self.session.run(None, {"input": x, "state": st["state"], "sr": self.sr})
+        st["state"] = state
+        st["ctx"] = x[:, -self.CONTEXT :]
+        return float(out[0][0])
+
+
+class SmartTurn:
+    """Smart Turn v3 (ONNX, Whisper-encoder based): probability that the speaker
+    finished their turn, from the last 8 s of audio (16 kHz)."""
+
+    def __init__(self, path, features, threads=1):
+        self.session = _ort_session(path, threads)
+        self.features = features
+        self.lock = threading.Lock()
+        self.predict(np.zeros(SR, dtype=np.float32))
+
+    def predict(self, audio: np.ndarray) -> float:
+        n = 8 * SR
+        x = audio[-n:]
+        if x.size < n:
+            x = np.pad(x, (n - x.size, 0))
+        feats = self.features.compute_whisper_log_mel_features(x, do_normalize=True)
+        out = self.session.run(None, {"input_features": feats[None]})
+        return float(np.asarray(out[0]).reshape(-1)[0])
+
+
+@dataclass
+class EndpointConfig:
+    mode: str = "smart"  # "smart" (VAD + Smart Turn) or "fixed" (VAD + fixed silence timer)
+    silence_ms: int = 700  # fixed mode: silence that ends an utterance
+    turn_check_ms: int = 200  # smart mode: silence after which Smart Turn is asked
+    max_silence_ms: int = 1200  # smart mode: silence that ends an utterance whatever Smart Turn said
+    turn_threshold: float = 0.5
+    max_utterance_s: float = 15.0
+    partial_interval: float = 1.0
+    vad: str = "silero"  # or "energy"
+    vad_threshold: float = 0.5
+    energy_threshold: float = 300.0  # int16 RMS, energy VAD only
+    preroll_ms: int = 400
+    min_speech_ms: int = 64
+
+
+class Stream:
+    """One recognition stream: resampling, VAD, endpoint events, utterance audio."""
+
+    def __init__(self, cfg: EndpointConfig, vad, rate: int = 8000):
+        self.cfg = cfg
+        self.vad = vad if cfg.vad == "silero" else None
+        self.vad_state = self.vad.new_state() if self.vad else None
+        self.rate = 0
+        self.resampler = None
+        self.set_rate(rate)
+        self.pending = np.zeros(0, dtype=np.float32)  # 16 kHz audio not yet through the VAD
+        self.odd = b""
+        self.total_in = 0  # input samples received
+        self.pos = 0  # 16 kHz samples through the VAD (stream time)
+        self.utt = []  # chunks of the current utterance (pre-roll included)
+        self.utt_len = 0
+        self.utt_start = 0  # stream sample of utt[0]
+        self.speech = False
+        self.run = 0
+        self.silence = 0
+        self.voice_seq = 0  # bumps on every speech chunk inside an utterance
+        self.speech_end = 0  # stream sample where speech was last heard
+        self.turn_checked = False
+        self.quiet_run = 0  # for the Silero state reset outside speech
+        self.recent_max = 0.0
+        self.utterance_id = 0
+        self.partial = ""
+        self.partial_at = 0
+        self.partial_task = None
+        self.spec = None  # (future, utterance_id, voice_seq): transcription launched at the turn check
+        self.closed = False
+        # figures for the request log line
+        self.finals = 0
+        self.turn_checks = 0
+        self.turn_latencies = []  # ms of stream time from speech end to the endpoint decision
+
+    def set_rate(self, rate: int):
+        if rate == self.rate:
+            return
+        self.rate = rate
+        if rate == SR:
+            self.resampler = None
+        else:
+            import soxr
+
+            self.resampler = soxr.ResampleStream(rate, SR, 1, dtype="float32", quality="HQ")
+
+    def ms(self, n16: int) -> float:
+        return n16 * 1000.0 / SR
+
+    def _append_input(self, data: bytes, last=False):
+        data = self.odd + data
+        if len(data) % 2:
+            self.odd, data = data[-1:], data[:-1]
+        else:
+            self.odd = b""
+        x = np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+        self.total_in += x.size
+        if self.resampler is not None:
+            x = self.resampler.resample_chunk(x, last=last)
+        if x.size:
+            self.pending = np.concatenate((self.pending, x.astype(np.float32, copy=False)))
+
+    def feed(self, data: bytes):
+        """Adds audio and runs the VAD until an event: None, "check" (ask Smart
+        Turn), "end" (silence timer ran out) or "max" (utterance too long).
+        After an event, call feed(b"") again: unprocessed audio is kept."""
+        if data:
+            self._append_input(data)
+        cfg = self.cfg
+        off = 0
+        ev = None
+        while self.pending.size - off >= VAD_CHUNK and ev is None:
+            chunk = self.pending[off : off + VAD_CHUNK]
+            off += VAD_CHUNK
+            ev = self._chunk(chunk)
+        self.pending = self.pending[off:]
+        return ev
+
+    def _is_speech(self, chunk):
+        cfg = self.cfg
+        if self.vad is not None:
+            p = self.vad.prob(self.vad_state, chunk)
+            self.recent_max = max(self.recent_max * 0.8, p)
+            thr = cfg.vad_threshold if not self.speech else max(0.15, cfg.vad_threshold - 0.15)
+            return p >= thr
+        rms = float(np.sqrt(np.mean(chunk * chunk))) * 32768.0
+        return rms >= cfg.energy_threshold
+
+    def _chunk(self, chunk):
+        cfg = self.cfg
+        voiced = self._is_speech(chunk)
+        self.utt.append(chunk)
+        self.utt_len += chunk.size
+        self.pos += chunk.size
+        if not self.speech:
+            self.run = self.run + 1 if voiced else 0
+            if voiced:
+                self.quiet_run = 0
+            else:
+                self.quiet_run += chunk.size
+                # Silero's state drifts in long non-speech at telephony rates: reset it
+                # (only in clear non-speech, as pipecat does).
+                if self.vad is not None and self.quiet_run >= 2 * SR and self.recent_max < 0.1:
+                    self.vad_state = self.vad.new_state()
+                    self.quiet_run = 0
+            if self.run * VAD_CHUNK * 1000 >= cfg.min_speech_ms * SR:
+                self.speech = True
+                self.silence = 0
+                self.turn_checked = False
+                self.speech_end = self.pos
+                self.voice_seq += 1
+                self.partial_at = 0
+            else:
+                keep = cfg.preroll_ms * SR // 1000
+                while self.utt and self.utt_len - self.utt[0].size >= keep:
+                    self.utt_start += self.utt[0].size
+                    self.utt_len -= self.utt[0].size
+                    self.utt.pop(0)
+            return None
+        if voiced:
+            self.silence = 0
+            self.turn_checked = False
+            self.speech_end = self.pos
+            self.voice_seq += 1
+        else:
+            self.silence += chunk.size
+        if self.utt_len >= cfg.max_utterance_s * SR:
+            return "max"
+        sil_ms = self.ms(self.silence)
+        if cfg.mode == "fixed":
+            return "end" if sil_ms >= cfg.silence_ms else None
+        if sil_ms >= cfg.max_silence_ms:
+            return "end"
+        if sil_ms >= cfg.turn_check_ms and not self.turn_checked:
+            self.turn_checked = True
+            return "check"
+        return None
+
+    def audio(self) -> np.ndarray:
+        if not self.utt:
+            return np.zeros(0, dtype=np.float32)
+        if len(self.utt) > 1:
+            self.utt = [np.concatenate(self.utt)]
+        return self.utt[0]
+
+    def flush_input(self):
+        """End of stream: pushes the resampler's tail and the last partial VAD chunk
+        into the utterance."""
+        if self.resampler is not None:
+            self._append_input(b"", last=True)
+        if self.pending.size:
+            self.utt.append(self.pending)
+            self.utt_len += self.pending.size
+            self.pos += self.pending.size
+            self.pending = np.zeros(0, dtype=np.float32)
+
+    def start_s(self) -> float:
+        return self.utt_start / SR
+
+    def want_partial(self):
+        return (
+            self.speech
+            and self.silence == 0
+            and (self.partial_task is None or self.partial_task.done())
+            and (self.spec is None or self.spec[0].done())
+            and self.utt_len - self.partial_at >= self.cfg.partial_interval * SR
+        )
+
+    def take_utterance(self, endpoint=True):
+        """Ends the current utterance; returns (audio, start_s). `endpoint`: ended by
+        the endpointing (counted in the latency figures), not by a flush."""
+        audio, start = self.audio(), self.start_s()
+        if self.speech and endpoint:
+            self.turn_latencies.append(self.ms(self.pos - self.speech_end))
+        self.utt_start += self.utt_len
+        self.utt, self.utt_len = [], 0
+        self.speech = False
+        self.run = 0
+        self.silence = 0
+        self.turn_checked = False
+        self.partial = ""
+        self.partial_at = 0
+        self.spec = None
+        self.utterance_id += 1
+        self.finals += 1
+        return audio, start
