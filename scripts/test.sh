@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine: installs what it needs
-# (idempotently), starts PostgreSQL, then lints and runs every test.
+# (idempotently), starts PostgreSQL, then lints and runs every test, and last a
+# one-minute soak of the real binary under SIPp calls (bench/src/bin/soak.rs).
 #   bash scripts/test.sh            # everything
-#   bash scripts/test.sh -p callsmith-sip   # extra args go to cargo nextest
+#   bash scripts/test.sh -p callsmith-sip   # extra args go to cargo nextest (no soak)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,5 +15,9 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo nextest"
 # The binary under test is built first so end-to-end tests can start it.
-cargo build --locked -p callsmith-engine --bin callsmith
+cargo build --locked -p callsmith-engine --bin callsmith -p callsmith-bench --bin soak
 cargo nextest run --workspace --locked --no-fail-fast "$@"
+if [ $# -eq 0 ]; then
+  echo "== soak (60 s, about 20 live calls)"
+  "${CARGO_TARGET_DIR:-target}/debug/soak" --seconds 60 --live 20
+fi

@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+pub mod calls;
+
 /// The `q`-quantile (0–1) of sorted values, nearest rank; None when empty.
 pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
     let last = sorted.len().checked_sub(1)?;

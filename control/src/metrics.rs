@@ -4,7 +4,7 @@
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, histogram::Histogram},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
 
@@ -22,6 +22,9 @@ pub struct Metrics {
     registry: parking_lot::Mutex<Registry>,
     pub(crate) requests: Family<RouteLabels, Counter>,
     pub(crate) latency: Family<RouteLabels, Histogram>,
+    /// Tasks alive on the tokio runtime that serves `/metrics`, read when it is rendered
+    /// (a task or timer leak shows as a count that keeps growing with no calls live).
+    alive_tasks: Gauge,
 }
 
 impl Default for Metrics {
@@ -49,10 +52,17 @@ impl Metrics {
             "HTTP request latency",
             latency.clone(),
         );
+        let alive_tasks = Gauge::default();
+        registry.register(
+            "callsmith_runtime_alive_tasks",
+            "Tasks alive on the process's tokio runtime",
+            alive_tasks.clone(),
+        );
         Metrics {
             registry: parking_lot::Mutex::new(registry),
             requests,
             latency,
+            alive_tasks,
         }
     }
 
@@ -63,6 +73,10 @@ impl Metrics {
 
     /// The text exposition format.
     pub fn render(&self) -> String {
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            self.alive_tasks
+                .set(i64::try_from(rt.metrics().num_alive_tasks()).unwrap_or(i64::MAX));
+        }
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry.lock()) {
             tracing::error!(error = %e, "metrics encoding failed");

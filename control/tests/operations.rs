@@ -334,6 +334,14 @@ async fn request_ids_metrics_and_probes(s: TestServer) {
         m.text
             .contains("callsmith_http_request_duration_seconds_bucket")
     );
+    // The runtime's live tasks: at least the one serving this request.
+    let tasks = m
+        .text
+        .lines()
+        .find_map(|l| l.strip_prefix("callsmith_runtime_alive_tasks "))
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .unwrap_or_else(|| panic!("callsmith_runtime_alive_tasks: {}", m.text));
+    assert!(tasks >= 1, "alive tasks {tasks}");
 
     // Readiness follows the database.
     s.store.close().await;

@@ -87,30 +87,28 @@
 //! by a timeout or by SIGINT/SIGTERM.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use callsmith_bench::{
-    CLK_TCK, Limit, ProcStat, Series, SippStat, percentile, proc_stat, read_sipp_rtts,
-    read_sipp_stat, svg_plot,
+use callsmith_bench::calls::{
+    Sampler, Sipp, SippJob, all_rows, history_totals, rate_scenario, wait_all_ended,
 };
+use callsmith_bench::{CLK_TCK, Limit, ProcStat, Series, percentile, proc_stat, svg_plot};
 use callsmith_control::communication::CommunicationStatus;
-use callsmith_control::objects::CallObjects;
 use callsmith_control::store::CommunicationRecord;
 use callsmith_control::store::communications::CommunicationFilter;
 use callsmith_e2e::{
     AgentSpec, Engine, EngineOptions, Tenancy, create_agent, create_scenario, free_udp_port,
-    provision, reply_scenario, store_of, ulaw_tone, workspace,
+    provision, store_of, workspace,
 };
 use chrono::{DateTime, Utc};
 use clap::{Parser, ValueEnum};
 use futures::StreamExt;
-use serde_json::{Value, json};
-use tokio::process::{Child, Command};
+use serde_json::json;
+use tokio::process::Command;
 
 /// The number the inbound calls dial (and the outbound calls come from).
 const NUMBER: &str = "+4930100900";
@@ -399,294 +397,6 @@ fn max_live_calls() -> u64 {
         .max(100)
 }
 
-/// `/proc/<pid>/stat` every 100 ms until the process is gone or a zombie.
-struct Sampler {
-    samples: Arc<Mutex<Vec<(Instant, ProcStat)>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Sampler {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Sampler {
-    fn start(pid: u32) -> Sampler {
-        let samples: Arc<Mutex<Vec<(Instant, ProcStat)>>> = Arc::default();
-        let s2 = samples.clone();
-        let task = tokio::spawn(async move {
-            while let Some(s) = proc_stat(pid) {
-                s2.lock().expect("samples").push((Instant::now(), s));
-                if s.state == 'Z' {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        });
-        Sampler { samples, task }
-    }
-
-    fn last(&self) -> Option<ProcStat> {
-        self.samples.lock().expect("samples").last().map(|s| s.1)
-    }
-
-    fn first(&self) -> Option<ProcStat> {
-        self.samples.lock().expect("samples").first().map(|s| s.1)
-    }
-
-    fn peak_rss(&self) -> u64 {
-        self.samples
-            .lock()
-            .expect("samples")
-            .iter()
-            .map(|s| s.1.rss_kib)
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// The process over `[from, to]`: seconds between the first and last reading inside,
-    /// CPU seconds spent between them, and the highest RSS read.
-    fn window(&self, from: Instant, to: Instant) -> Option<(f64, f64, u64)> {
-        let samples = self.samples.lock().expect("samples");
-        let inside: Vec<&(Instant, ProcStat)> = samples
-            .iter()
-            .filter(|s| s.0 >= from && s.0 <= to)
-            .collect();
-        let (a, b) = (inside.first()?, inside.last()?);
-        let secs = b.0.duration_since(a.0).as_secs_f64();
-        (secs > 1.0).then(|| {
-            (
-                secs,
-                (b.1.cpu_ticks - a.1.cpu_ticks) as f64 / CLK_TCK,
-                inside.iter().map(|s| s.1.rss_kib).max().unwrap_or(0),
-            )
-        })
-    }
-
-    /// Waits until the process exited (its last reading is final) or `within` passed.
-    async fn wait_exit(&self, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if self.task.is_finished() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        false
-    }
-}
-
-/// A SIPp media port pair (`-mp` and `-mp`+2, which SIPp also binds) free right now, in
-/// 6000–9999 (apart from the engine's RTP ports and the ephemeral range).
-fn media_port() -> Result<u16> {
-    static NEXT: AtomicU16 = AtomicU16::new(6000);
-    for _ in 0..1000 {
-        let p = NEXT.fetch_add(4, Ordering::Relaxed);
-        if p > 9990 {
-            NEXT.store(6000, Ordering::Relaxed);
-            continue;
-        }
-        let free = |port: u16| UdpSocket::bind(("127.0.0.1", port)).is_ok();
-        if free(p) && free(p + 1) && free(p + 2) && free(p + 3) {
-            return Ok(p);
-        }
-    }
-    bail!("no free SIPp media port in 6000-9999")
-}
-
-/// What a SIPp run is asked to do.
-struct SippJob<'a> {
-    /// Scenario file in bench/sipp, without `.xml`.
-    scenario: &'static str,
-    port: u16,
-    target: Option<SocketAddr>,
-    calls: u64,
-    /// Call rate of a UAC.
-    rate: Option<u32>,
-    /// `-d`: what a bare `<pause/>` waits.
-    hold_ms: Option<u64>,
-    /// `-s`: the request-URI user of a UAC.
-    service: Option<&'a str>,
-    /// `-timeout`: SIPp stops (failing) after this long.
-    budget_secs: u64,
-}
-
-/// A SIPp process (killed on drop) and its working directory with its statistics.
-struct Sipp {
-    child: Child,
-    pid: u32,
-    scenario: &'static str,
-    dir: tempfile::TempDir,
-}
-
-/// The audio the scenarios stream, in every SIPp's working directory: what the caller
-/// says (a 440 Hz tone), what the callee says (520 Hz) for the hold time, and the prompt
-/// SIPp plays in the engine's place (660 Hz, 1.6 s, about the length of the engine's
-/// "Press one to confirm."). SIPp repeats the prompt until the call ends: the engine sends
-/// a packet every 20 ms for the whole call (the prompt, then silence), and so does SIPp.
-fn write_audio(dir: &Path, hold_ms: u64) {
-    let hold = hold_ms as f32 / 1000.0;
-    ulaw_tone(dir, "caller.ulaw", 440.0, hold);
-    ulaw_tone(dir, "callee.ulaw", 520.0, hold);
-    ulaw_tone(dir, "prompt.ulaw", 660.0, 1.6);
-}
-
-impl Sipp {
-    fn spawn(job: &SippJob<'_>, hold_ms_audio: u64) -> Result<Sipp> {
-        let dir = tempfile::tempdir()?;
-        write_audio(dir.path(), hold_ms_audio);
-        let scenario = workspace()
-            .join("bench")
-            .join("sipp")
-            .join(format!("{}.xml", job.scenario));
-        let mut cmd = Command::new("sipp");
-        cmd.arg("-sf").arg(&scenario);
-        cmd.args(["-nostdin", "-i", "127.0.0.1", "-mi", "127.0.0.1"])
-            .args(["-p", &job.port.to_string()])
-            .args(["-cp", &free_udp_port().to_string()])
-            .args(["-mp", &media_port()?.to_string()])
-            .args(["-m", &job.calls.to_string()])
-            .args(["-aa", "-trace_err", "-trace_stat", "-fd", "1"])
-            .args(["-trace_rtt", "-rtt_freq", "1"])
-            .args(["-recv_timeout", "15000"])
-            .args([
-                "-timeout",
-                &format!("{}s", job.budget_secs),
-                "-timeout_error",
-            ]);
-        if let Some(r) = job.rate {
-            let limit = (u64::from(r) * (job.hold_ms.unwrap_or(0) / 1000 + 20)).max(100);
-            cmd.args(["-r", &r.to_string(), "-rp", "1000"])
-                .args(["-l", &limit.to_string()]);
-        }
-        if let Some(d) = job.hold_ms {
-            cmd.args(["-d", &d.to_string()]);
-        }
-        if let Some(s) = job.service {
-            cmd.args(["-s", s]);
-        }
-        if let Some(t) = job.target {
-            cmd.arg(t.to_string());
-        }
-        let child = cmd
-            .current_dir(dir.path())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .context("spawn sipp (install sip-tester)")?;
-        let pid = child.id().context("sipp pid")?;
-        Ok(Sipp {
-            child,
-            pid,
-            scenario: job.scenario,
-            dir,
-        })
-    }
-
-    /// Waits for SIPp to exit; Some(true) when every call succeeded, None on timeout.
-    async fn wait(&mut self, within: Duration) -> Option<bool> {
-        match tokio::time::timeout(within, self.child.wait()).await {
-            Ok(Ok(s)) => Some(s.success()),
-            _ => None,
-        }
-    }
-
-    async fn kill(&mut self) {
-        let _ = self.child.kill().await;
-    }
-
-    fn stat(&self) -> SippStat {
-        read_sipp_stat(self.dir.path(), self.scenario).unwrap_or_default()
-    }
-
-    /// Response times of timer 1, sorted.
-    fn rtts(&self) -> Vec<f64> {
-        read_sipp_rtts(self.dir.path(), self.scenario, 1)
-    }
-}
-
-/// The engine's scenario: `reply_scenario("dtmf")` (question "Press one to confirm." by
-/// TTS, listening 12 s for DTMF) with an inbound entry as well.
-fn rate_scenario() -> Value {
-    let mut s = reply_scenario("dtmf");
-    s["constructor"]["bricks"]["inbound_call"] = json!({"v1": [{"id": "in", "description": "",
-        "properties": {}, "outputs": [{"type": "next", "description": "", "next": "ask"}]}]});
-    s
-}
-
-/// Counts of an account's communications, by status.
-async fn count_status(
-    store: &callsmith_control::Store,
-    account: &str,
-    base: &CommunicationFilter,
-    status: CommunicationStatus,
-) -> Result<i64> {
-    let f = CommunicationFilter {
-        communication_status: Some(status),
-        ..base.clone()
-    };
-    Ok(store.communication_list(account, &f, 1, 0).await?.1)
-}
-
-/// Communications not ended yet (new, queued, dialing or in progress).
-async fn count_open(
-    store: &callsmith_control::Store,
-    account: &str,
-    f: &CommunicationFilter,
-) -> Result<i64> {
-    let mut n = 0;
-    for s in [
-        CommunicationStatus::New,
-        CommunicationStatus::Queued,
-        CommunicationStatus::Dialing,
-        CommunicationStatus::InProgress,
-    ] {
-        n += count_status(store, account, f, s).await?;
-    }
-    Ok(n)
-}
-
-/// Every communication matching `f`.
-async fn all_rows(
-    store: &callsmith_control::Store,
-    account: &str,
-    f: &CommunicationFilter,
-) -> Result<Vec<CommunicationRecord>> {
-    let mut out = Vec::new();
-    loop {
-        let (rows, total) = store
-            .communication_list(account, f, 5000, out.len() as i64)
-            .await?;
-        let n = rows.len();
-        out.extend(rows);
-        if n == 0 || out.len() as i64 >= total {
-            return Ok(out);
-        }
-    }
-}
-
-/// Waits until no communication matching `f` is open (or `within` passed); false on timeout.
-async fn wait_all_ended(
-    store: &callsmith_control::Store,
-    account: &str,
-    f: &CommunicationFilter,
-    within: Duration,
-) -> Result<bool> {
-    let deadline = Instant::now() + within;
-    loop {
-        if count_open(store, account, f).await? == 0 {
-            return Ok(true);
-        }
-        if Instant::now() > deadline {
-            return Ok(false);
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 fn secs(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
     (b - a).num_microseconds().unwrap_or(0) as f64 / 1e6
 }
@@ -694,36 +404,17 @@ fn secs(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
 /// What the saved call histories of `rows` say about the bot's work: prompts played and
 /// RTP both ways (per call on average), and errors the calls recorded.
 fn history_summary(e: &Engine, account: &str, rows: &[CommunicationRecord]) -> String {
-    let (mut calls, mut sent, mut received, mut lost, mut errors) = (0u64, 0u64, 0u64, 0i64, 0u64);
-    let mut prompts: BTreeMap<String, u64> = BTreeMap::new();
-    let mut played_ms = 0u64;
-    for r in rows.iter().filter(|r| r.has_history) {
-        let path = e.object_path(&CallObjects::new(account, &r.sid).history());
-        let Some(h) = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        else {
-            continue;
-        };
-        calls += 1;
-        let m = &h["media"];
-        sent += m["packets_sent"].as_u64().unwrap_or(0);
-        received += m["packets_received"].as_u64().unwrap_or(0);
-        lost += m["packets_lost"].as_i64().unwrap_or(0);
-        errors += h["errors"].as_array().map_or(0, |a| a.len() as u64);
-        for p in h["prompts"].as_array().into_iter().flatten() {
-            *prompts
-                .entry(p["outcome"].as_str().unwrap_or("?").to_string())
-                .or_default() += 1;
-            played_ms += p["played_ms"].as_u64().unwrap_or(0);
-        }
-    }
-    let n = calls.max(1) as f64;
+    let t = history_totals(e, account, rows);
+    let n = t.calls.max(1) as f64;
     format!(
-        "histories of {calls} calls: prompts {prompts:?}, {:.0} ms of prompt played per call; RTP per call {:.0} sent, {:.0} received, {lost} lost in all; {errors} errors recorded",
-        played_ms as f64 / n,
-        sent as f64 / n,
-        received as f64 / n
+        "histories of {} calls: prompts {:?}, {:.0} ms of prompt played per call; RTP per call {:.0} sent, {:.0} received, {} lost in all; {} errors recorded",
+        t.calls,
+        t.prompts,
+        t.played_ms as f64 / n,
+        t.packets_sent as f64 / n,
+        t.packets_received as f64 / n,
+        t.packets_lost,
+        t.errors
     )
 }
 
