@@ -68,6 +68,26 @@ fn open_fds(pid: u32) -> Option<u64> {
     Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64)
 }
 
+/// What each open file descriptor points at (`socket:[…]` numbers reduced to `socket`).
+fn fd_targets(pid: u32) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|d| std::fs::read_link(d.path()).ok())
+        .map(|p| {
+            let t = p.display().to_string();
+            if t.starts_with("socket:") {
+                "socket".into()
+            } else {
+                t
+            }
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// A gauge's value in a Prometheus text page.
 fn gauge(page: &str, name: &str) -> Option<i64> {
     page.lines().find_map(|l| {
@@ -128,6 +148,7 @@ async fn run(args: Args) -> Result<Vec<String>> {
 
     let t0 = Instant::now();
     let before = sample(&e, pid, t0).await?;
+    let files_before = fd_targets(pid);
     println!(
         "soak: {total} calls at {rate}/s held {} ms (about {} live) for {} s; engine before: RSS {} KiB, {} open files, {} tasks",
         args.hold_ms, args.live, args.seconds, before.rss_kib, before.fds, before.tasks
@@ -167,6 +188,12 @@ async fn run(args: Args) -> Result<Vec<String>> {
     // Let the last calls' tasks and sockets go, then read the idle engine again.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = sample(&e, pid, t0).await?;
+    let mut opened = fd_targets(pid);
+    for f in &files_before {
+        if let Some(i) = opened.iter().position(|o| o == f) {
+            opened.remove(i);
+        }
+    }
 
     // The calls.
     let st = sipp.stat();
@@ -280,6 +307,9 @@ async fn run(args: Args) -> Result<Vec<String>> {
         "engine after: RSS {} KiB, {} open files, {} tasks (before: {} KiB, {}, {})",
         after.rss_kib, after.fds, after.tasks, before.rss_kib, before.fds, before.tasks
     );
+    if !opened.is_empty() {
+        println!("open after the load, not before: {opened:?}");
+    }
     if after.fds > before.fds + 8 {
         failures.push(format!(
             "open files {} after the load, {} before",
