@@ -23,7 +23,9 @@ pub const MAX_JSON_BODY_BYTES: usize = 2 * 1024 * 1024;
 /// JSON body extractor and responder. Malformed JSON, a wrong type, a missing field or an
 /// unknown field (with `deny_unknown_fields`) is 400 `invalid_body`; a body over
 /// [`MAX_JSON_BODY_BYTES`] is 413 `payload_too_large`. A number with a zero fraction
-/// (`5.0`) is an integer, as JSON Schema counts it: an integer field takes it.
+/// (`5.0`) is an integer, as JSON Schema counts it: an integer field takes it. Every body
+/// this extractor reads is an object: an array is 400 too (serde would otherwise fill a
+/// struct from an array's items in field order).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Json<T>(pub T);
 
@@ -38,6 +40,12 @@ where
         let axum::Json(raw) = axum::Json::<Box<RawValue>>::from_request(req, state)
             .await
             .map_err(json_rejection)?;
+        if raw.get().starts_with('[') {
+            return Err(ApiError::bad_request(
+                "invalid_body",
+                "invalid body: expected a JSON object, got an array",
+            ));
+        }
         match axum::Json::<T>::from_bytes(raw.get().as_bytes()) {
             Ok(axum::Json(v)) => Ok(Json(v)),
             Err(rejection) => match integral_floats_as_integers(raw.get()) {
@@ -223,5 +231,13 @@ mod tests {
         }
         let e = read(r#"{"cps": 5.0,"#).await.expect_err("malformed");
         assert!(e.message.starts_with("malformed JSON"), "{}", e.message);
+        // serde would read a struct from an array's items in field order.
+        let e = read(" [5, 1.5]").await.expect_err("an array");
+        assert_eq!(e.error, "invalid_body");
+        assert!(
+            e.message.contains("expected a JSON object"),
+            "{}",
+            e.message
+        );
     }
 }
