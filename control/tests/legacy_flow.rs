@@ -936,6 +936,48 @@ async fn statistics_and_reports(s: TestServer) {
         json!({"count": 2, "p50": 10, "p95": 30, "p99": 30})
     );
 
+    // The v1 statistics of the campaign's agent give the same figures.
+    let v1 = |query: &str| {
+        s.get(&format!("/v1/communication/-/statistics{query}"))
+            .bearer(&a.f.account_key)
+            .send()
+    };
+    let r = v1(&format!("?agent_sid={c}")).await;
+    r.expect(200);
+    let mut same = st.clone();
+    let same = same.as_object_mut().unwrap();
+    same.remove("attempt_sid");
+    same.remove("status");
+    assert_eq!(r.body, serde_json::Value::Object(same.clone()));
+    let r = v1(&format!("?agent_sid={c}&direction=outbound")).await;
+    r.expect(200);
+    assert_eq!(r.body["total"], 5);
+    let r = v1(&format!("?agent_sid={c}&direction=inbound")).await;
+    r.expect(200);
+    assert_eq!(r.body["total"], 0);
+    assert_eq!(r.body["answer_rate"], 0.0);
+    assert_eq!(
+        r.body["setup_time_ms"],
+        json!({"count": 0, "p50": 0, "p95": 0, "p99": 0})
+    );
+    let r = v1("?created_to=2000-01-01T00:00:00Z").await;
+    r.expect(200);
+    assert_eq!(r.body["total"], 0);
+    v1("?direction=sideways")
+        .await
+        .expect_error(400, "invalid_query");
+    v1("?created_from=yesterday")
+        .await
+        .expect_error(400, "invalid_query");
+    // Another account's key sees none of these calls.
+    let r = s
+        .get(&format!("/v1/communication/-/statistics?agent_sid={c}"))
+        .bearer(&b.f.account_key)
+        .send()
+        .await;
+    r.expect(200);
+    assert_eq!(r.body["total"], 0);
+
     // Communication report, JSON.
     let r = get(&s, &a, &format!("{base}/report/communication")).await;
     r.expect(200);

@@ -52,9 +52,7 @@ pub use attempts::{Attempt, AttemptListQuery, AttemptStatus, CreateAttempt};
 pub use campaigns::{Campaign, CampaignListQuery, CreateCampaign};
 pub use contacts::{Contact, ContactInput, ContactListQuery};
 pub use profile::{LegacyProfile, ProfileInput};
-pub use reports::{
-    AttemptStatistics, CommunicationReportRow, ContactReportRow, Percentiles, ReportQuery,
-};
+pub use reports::{AttemptStatistics, CommunicationReportRow, ContactReportRow, ReportQuery};
 pub use scenarios::{CreateLegacyScenario, LegacyScenario, ScenarioListQuery};
 
 /// The legacy route groups, one router per module.

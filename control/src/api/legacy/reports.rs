@@ -4,13 +4,16 @@
 //! call). Everything is read from the attempt's communications as they are now. Reports
 //! are JSON arrays, or CSV with `?format=csv`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use axum::http::header;
 
 use super::*;
 use crate::{
-    communication::CommunicationStatus,
+    communication::{
+        CommunicationStatus,
+        statistics::{CallStatistics, setup_time_ms},
+    },
     store::{AttemptCall, CommunicationRecord, LegacyAttemptRecord},
 };
 use attempts::{AttemptStatus, attempt_of};
@@ -22,110 +25,25 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(contact_report))
 }
 
-/// Nearest-rank percentiles of a set of values (all 0 when `count` is 0).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct Percentiles {
-    /// Values measured.
-    pub count: i64,
-    pub p50: i64,
-    pub p95: i64,
-    pub p99: i64,
-}
-
-impl Percentiles {
-    fn of(mut values: Vec<i64>) -> Percentiles {
-        values.sort_unstable();
-        let n = values.len();
-        if n == 0 {
-            return Percentiles::default();
-        }
-        // The smallest value with at least p% of the values at or below it.
-        let rank = |p: usize| values[(p * n).div_ceil(100).max(1) - 1];
-        Percentiles {
-            count: n as i64,
-            p50: rank(50),
-            p95: rank(95),
-            p99: rank(99),
-        }
-    }
-}
-
-/// Statistics of an attempt's calls.
+/// Statistics of an attempt's calls: the attempt, and [`CallStatistics`] of its
+/// communications (the same figures `GET /v1/communication/-/statistics` gives any set).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AttemptStatistics {
     pub attempt_sid: String,
     pub status: AttemptStatus,
-    /// Communications of the attempt (one per contact).
-    pub total: i64,
-    /// Communications by `communication_status`; every status of the vocabulary is present.
-    #[schema(value_type = Object)]
-    pub communication_status: BTreeMap<String, i64>,
-    /// Communications by `call_status` (how the call leg ended), for those that have one;
-    /// only the values seen are present.
-    #[schema(value_type = Object)]
-    pub call_status: BTreeMap<String, i64>,
-    /// Communications whose INVITE was sent (`started_at` set).
-    pub dialled: i64,
-    /// Communications answered (`answered_at` set).
-    pub answered: i64,
-    /// answered / dialled; 0 when nothing was dialled.
-    pub answer_rate: f64,
-    /// Milliseconds from the INVITE to the answer, over the answered calls.
-    pub setup_time_ms: Percentiles,
-    /// Seconds from answer to hang-up, over the answered calls that ended.
-    pub duration_seconds: Percentiles,
+    #[serde(flatten)]
+    pub calls: CallStatistics,
 }
 
 fn answered(c: &CommunicationRecord) -> bool {
     c.answered_at.is_some()
 }
 
-/// Milliseconds from the INVITE to the answer; None unless both are known.
-fn setup_time_ms(c: &CommunicationRecord) -> Option<i64> {
-    Some((c.answered_at? - c.started_at?).num_milliseconds())
-}
-
 fn statistics(attempt: &LegacyAttemptRecord, calls: &[AttemptCall]) -> AttemptStatistics {
-    let mut communication_status: BTreeMap<String, i64> = CommunicationStatus::ALL
-        .iter()
-        .map(|s| (s.as_str().to_string(), 0))
-        .collect();
-    let mut call_status = BTreeMap::new();
-    let (mut dialled, mut answered_n) = (0, 0);
-    let (mut setup, mut duration) = (Vec::new(), Vec::new());
-    for c in calls.iter().map(|c| &c.communication) {
-        *communication_status
-            .entry(c.communication_status.as_str().to_string())
-            .or_default() += 1;
-        if let Some(s) = &c.call_status {
-            *call_status.entry(s.clone()).or_default() += 1;
-        }
-        if c.started_at.is_some() {
-            dialled += 1;
-        }
-        if answered(c) {
-            answered_n += 1;
-            setup.extend(setup_time_ms(c));
-            if c.communication_status.is_final() {
-                duration.push(c.duration);
-            }
-        }
-    }
     AttemptStatistics {
         attempt_sid: attempt.sid.clone(),
         status: AttemptStatus::of(attempt, crate::store::now()),
-        total: calls.len() as i64,
-        communication_status,
-        call_status,
-        dialled,
-        answered: answered_n,
-        answer_rate: if dialled == 0 {
-            0.0
-        } else {
-            answered_n as f64 / dialled as f64
-        },
-        setup_time_ms: Percentiles::of(setup),
-        duration_seconds: Percentiles::of(duration),
+        calls: CallStatistics::of(calls.iter().map(|c| &c.communication)),
     }
 }
 
@@ -450,27 +368,4 @@ async fn contact_report(
         );
     }
     Ok(csv_response(format!("{}-contacts.csv", a.sid), w.finish()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        assert_eq!(Percentiles::of(vec![]), Percentiles::default());
-        assert_eq!(
-            Percentiles::of(vec![7]),
-            Percentiles {
-                count: 1,
-                p50: 7,
-                p95: 7,
-                p99: 7
-            }
-        );
-        let p = Percentiles::of((1..=100).rev().collect());
-        assert_eq!((p.count, p.p50, p.p95, p.p99), (100, 50, 95, 99));
-        let p = Percentiles::of(vec![10, 40, 20, 30]);
-        assert_eq!((p.p50, p.p95, p.p99), (20, 40, 40));
-    }
 }

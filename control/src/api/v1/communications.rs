@@ -24,6 +24,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(dispatch))
         .routes(routes!(list_communications))
+        .routes(routes!(communication_statistics))
         .routes(routes!(get_communication))
         .routes(routes!(hangup_communication))
 }
@@ -394,15 +395,7 @@ async fn list_communications(
                 ),
             )
         })?;
-    if let Some(d) = &q.direction
-        && d != "outbound"
-        && d != "inbound"
-    {
-        return Err(ApiError::bad_request(
-            "invalid_query",
-            "direction: outbound or inbound",
-        ));
-    }
+    check_direction(q.direction.as_deref())?;
     let account = auth.account_scope(&state).await?;
     let filter = CommunicationFilter {
         agent_sid: q.agent_sid.clone(),
@@ -419,6 +412,91 @@ async fn list_communications(
         rows.iter().map(Communication::from).collect(),
         total,
         page,
+    )))
+}
+
+/// Query of GET /v1/communication/-/statistics: which communications of the account.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct StatisticsQuery {
+    /// Only this agent's communications.
+    #[serde(default)]
+    pub agent_sid: Option<String>,
+    /// `outbound` or `inbound`.
+    #[serde(default)]
+    #[param(pattern = "^(outbound|inbound)$")]
+    pub direction: Option<String>,
+    /// Created at or after this time.
+    #[serde(default)]
+    pub created_from: Option<DateTime<Utc>>,
+    /// Created before this time.
+    #[serde(default)]
+    pub created_to: Option<DateTime<Utc>>,
+}
+
+/// A `direction` filter: `outbound` or `inbound` (400 otherwise).
+fn check_direction(direction: Option<&str>) -> ApiResult<()> {
+    match direction {
+        None | Some("outbound") | Some("inbound") => Ok(()),
+        Some(_) => Err(ApiError::bad_request(
+            "invalid_query",
+            "direction: outbound or inbound",
+        )),
+    }
+}
+
+/// Most communications one statistics request reads.
+pub const MAX_STATISTICS_COMMUNICATIONS: i64 = 200_000;
+
+/// Statistics of the account's communications (all, or those of an agent, a direction or
+/// a creation time range): counts by communication and call status, calls dialled and
+/// answered, the answer rate, setup time and duration percentiles. The legacy attempt
+/// statistics give the same figures for an attempt's calls.
+#[utoipa::path(get, path = "/v1/communication/-/statistics", tag = "communications",
+    params(StatisticsQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 200, body = crate::communication::statistics::CallStatistics), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "More communications match than one request reads (200,000): narrow the time range"),
+        (status = 500, body = ErrorBody)))]
+async fn communication_statistics(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Query(q): Query<StatisticsQuery>,
+) -> ApiResult<Json<crate::communication::statistics::CallStatistics>> {
+    check_direction(q.direction.as_deref())?;
+    let account = auth.account_scope(&state).await?;
+    let filter = CommunicationFilter {
+        agent_sid: q.agent_sid.clone(),
+        communication_status: None,
+        direction: q.direction.clone(),
+        created_from: q.created_from,
+        created_to: q.created_to,
+    };
+    const PAGE: i64 = 5000;
+    let mut rows: Vec<CommunicationRecord> = Vec::new();
+    loop {
+        let (page, total) = state
+            .store
+            .communication_list(&account.sid, &filter, PAGE, rows.len() as i64)
+            .await?;
+        if total > MAX_STATISTICS_COMMUNICATIONS {
+            return Err(ApiError::unprocessable(
+                "too_many_communications",
+                format!(
+                    "{total} communications match; one request reads at most {MAX_STATISTICS_COMMUNICATIONS}: narrow created_from/created_to"
+                ),
+            ));
+        }
+        let n = page.len();
+        rows.extend(page);
+        if n == 0 || rows.len() as i64 >= total {
+            break;
+        }
+    }
+    Ok(Json(crate::communication::statistics::CallStatistics::of(
+        &rows,
     )))
 }
 
