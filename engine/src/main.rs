@@ -4,6 +4,8 @@
 //!   exists, start the call engine (`node`) and serve the HTTP API until SIGINT/SIGTERM,
 //!   then drain the calls.
 //! * `callsmith migrate`: apply database migrations (and the superuser bootstrap) and exit.
+//! * `callsmith load`: call a SIP target with a scenario from a throwaway node (embedded
+//!   database, loopback API) and write a report (`load`).
 
 #[cfg(feature = "mimalloc")]
 mod alloc;
@@ -13,6 +15,7 @@ mod delivery;
 mod dialer;
 mod inbound;
 mod journal;
+mod load;
 mod logging;
 mod node;
 mod persist;
@@ -47,6 +50,8 @@ enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Call a SIP target with a scenario from a throwaway node and write a report.
+    Load(load::LoadArgs),
 }
 
 async fn open_store(cfg: &Config) -> anyhow::Result<Store> {
@@ -100,8 +105,18 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-async fn serve(cfg: Config) -> anyhow::Result<()> {
-    let store = open_store(&cfg).await?;
+/// A running node: the store, the services the call engine and the HTTP layer share, the
+/// call engine, and the HTTP settings and router of the control API.
+struct Node {
+    store: Store,
+    engine: Option<node::Engine>,
+    http: callsmith_control::settings::HttpSettings,
+    app: callsmith_control::api::Router,
+}
+
+/// Opens the store and starts the call engine; `serve` and `load` both run on it.
+async fn start(cfg: &Config) -> anyhow::Result<Node> {
+    let store = open_store(cfg).await?;
     let settings = Settings {
         public_url: cfg.public_url(),
         session_ttl: Duration::from_secs(cfg.auth.session_ttl_secs),
@@ -129,10 +144,25 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     // The call engine (SIP, dialer, inbound calls, result delivery); drained before exit.
     // A node that cannot take calls (a SIP port in use, no RTP ports) does not start: it
     // would look healthy to the API while every call failed.
-    let engine = node::start(&cfg, services.clone())
+    let engine = node::start(cfg, services.clone())
         .await
         .context("starting the call engine")?;
     let app = callsmith_control::router(AppState::with_services(services, settings));
+    Ok(Node {
+        store,
+        engine,
+        http,
+        app,
+    })
+}
+
+async fn serve(cfg: Config) -> anyhow::Result<()> {
+    let Node {
+        store,
+        engine,
+        http,
+        app,
+    } = start(&cfg).await?;
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)
         .await
         .with_context(|| format!("binding {}", cfg.http.listen))?;
@@ -150,8 +180,12 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let cfg =
+    let mut cfg =
         Config::load(cli.config.as_deref(), Config::env()).context("loading configuration")?;
+    if matches!(cli.command, Some(Command::Load(_))) && cfg.log.filter == "info" {
+        // The progress line is the output; the node's own log only says what went wrong.
+        cfg.log.filter = "warn".into();
+    }
     logging::init(&cfg.log);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.runtime_threads())
@@ -160,6 +194,15 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         match cli.command.unwrap_or(Command::Serve) {
             Command::Serve => serve(cfg).await,
+            Command::Load(args) => {
+                let out = load::run(cfg, args).await?;
+                println!(
+                    "report: {} and {}",
+                    out.join("report.json").display(),
+                    out.join("report.html").display()
+                );
+                Ok(())
+            }
             Command::Migrate => {
                 let store = open_store(&cfg).await?;
                 store.close().await;
