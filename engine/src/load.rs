@@ -463,6 +463,44 @@ fn html(report: &Value) -> String {
         s["communication_status"].to_string(),
     );
     row("call status", s["call_status"].to_string());
+    row("goals reached", s["goals"].to_string());
+    let q = &s["quality"];
+    if q["calls"].as_i64().unwrap_or(0) > 0 {
+        row(
+            "RTP loss",
+            format!(
+                "{:.3} % ({} of {} packets, {} calls)",
+                q["loss_percent"].as_f64().unwrap_or(0.0),
+                q["packets_lost"],
+                q["packets_expected"],
+                q["calls"]
+            ),
+        );
+        row(
+            "jitter",
+            format!(
+                "p50 {} ms, p95 {} ms",
+                q["jitter_ms"]["p50"], q["jitter_ms"]["p95"]
+            ),
+        );
+        row(
+            "estimated MOS (E-model)",
+            format!(
+                "median {:.2}",
+                q["mos_x100"]["p50"].as_f64().unwrap_or(0.0) / 100.0
+            ),
+        );
+        let t = &q["turn_latency_ms"];
+        if t["count"].as_i64().unwrap_or(0) > 0 {
+            row(
+                "turn latency",
+                format!(
+                    "p50 {} ms, p95 {} ms, p99 {} ms ({} turns)",
+                    t["p50"], t["p95"], t["p99"], t["count"]
+                ),
+            );
+        }
+    }
     if report["timed_out"].as_bool() == Some(true) {
         row(
             "note",

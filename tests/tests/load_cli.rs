@@ -87,6 +87,13 @@ async fn load_reports_what_the_callee_answered() {
     assert_eq!(st["communication_status"]["completed"], 8);
     assert_eq!(st["setup_time_ms"]["count"], 8);
     assert_eq!(report["timed_out"], false);
+    assert_eq!(st["goals"], json!({"greeted": 8}));
+    // Audio quality from the 8 saved histories: SIPp echoed the engine's RTP on loopback.
+    let q = &st["quality"];
+    assert_eq!(q["calls"], 8, "{q}");
+    assert!(q["packets_expected"].as_i64().unwrap_or(0) > 8 * 50, "{q}");
+    assert_eq!(q["packets_lost"], 0, "{q}");
+    assert!(q["mos_x100"]["p50"].as_i64().unwrap_or(0) >= 400, "{q}");
     // Never more than cpl calls at once, by the engine's own timestamps.
     let calls = report["communications"].as_array().expect("communications");
     assert_eq!(calls.len(), 8);
@@ -112,6 +119,10 @@ async fn load_reports_what_the_callee_answered() {
     );
     let html = std::fs::read_to_string(dir.path().join("report/report.html")).expect("html");
     assert!(html.contains("<svg") && html.contains("answer rate") && html.contains("100.0 %"));
+    assert!(
+        html.contains("RTP loss") && html.contains("estimated MOS"),
+        "{html}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

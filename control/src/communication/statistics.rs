@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::CommunicationStatus;
+use super::{CommunicationStatus, history::CallHistory};
 use crate::store::CommunicationRecord;
 
 /// Nearest-rank percentiles of a set of values (all 0 when `count` is 0).
@@ -61,6 +61,91 @@ pub struct CallStatistics {
     pub setup_time_ms: Percentiles,
     /// Seconds from answer to hang-up, over the answered calls that ended.
     pub duration_seconds: Percentiles,
+    /// Communications that reached each goal (only goals reached are present).
+    #[schema(value_type = Object)]
+    pub goals: BTreeMap<String, i64>,
+    /// What the saved histories of the calls say about their audio and turns; absent
+    /// where the figures are read from the rows alone (legacy attempt statistics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<Quality>,
+}
+
+/// Audio and turn quality from call histories.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Quality {
+    /// Histories read (the answered calls that saved one, up to the route's limit).
+    pub calls: i64,
+    /// RTP packets the engine expected from the callers (sequence numbers), over all calls.
+    pub packets_expected: i64,
+    /// Of those, packets that never arrived.
+    pub packets_lost: i64,
+    /// packets_lost / packets_expected, in percent (0 when nothing was expected).
+    pub loss_percent: f64,
+    /// Interarrival jitter at the end of each call (RFC 3550), in ms.
+    pub jitter_ms: Percentiles,
+    /// Estimated MOS of each call ×100 (E-model, see [`mos`]), e.g. 441 for 4.41.
+    pub mos_x100: Percentiles,
+    /// Turn latency (end of caller speech or key → first RTP of the reply), in ms, over
+    /// every turn that has one.
+    pub turn_latency_ms: Percentiles,
+}
+
+/// An estimated MOS (1–4.5) for G.711 from packet loss (percent) and jitter (ms), by the
+/// simplified E-model (ITU-T G.107): effective latency = 2 × jitter + 10 ms (the one-way
+/// network delay is unknown to the engine and taken as 0), R = 93.2 − latency / 40 (or
+/// 93.2 − (latency − 120) / 10 above 160 ms) − 2.5 × loss, MOS = 1 + 0.035 R +
+/// 7·10⁻⁶ R (R − 60)(100 − R).
+pub fn mos(loss_percent: f64, jitter_ms: f64) -> f64 {
+    let latency = 2.0 * jitter_ms.max(0.0) + 10.0;
+    let mut r = if latency < 160.0 {
+        93.2 - latency / 40.0
+    } else {
+        93.2 - (latency - 120.0) / 10.0
+    };
+    r -= 2.5 * loss_percent.max(0.0);
+    if r <= 0.0 {
+        return 1.0;
+    }
+    let r = r.min(100.0);
+    (1.0 + 0.035 * r + 0.000_007 * r * (r - 60.0) * (100.0 - r)).clamp(1.0, 4.5)
+}
+
+impl Quality {
+    pub fn of<'a>(histories: impl IntoIterator<Item = &'a CallHistory>) -> Quality {
+        let mut q = Quality::default();
+        let (mut jitter, mut mos_x100, mut turns) = (Vec::new(), Vec::new(), Vec::new());
+        for h in histories {
+            q.calls += 1;
+            if let Some(m) = &h.media {
+                let expected = m.packets_expected as i64;
+                let lost = m.packets_lost.max(0);
+                q.packets_expected += expected;
+                q.packets_lost += lost;
+                let loss = if expected > 0 {
+                    lost as f64 * 100.0 / expected as f64
+                } else {
+                    0.0
+                };
+                jitter.push(m.jitter_ms.round() as i64);
+                mos_x100.push((mos(loss, m.jitter_ms) * 100.0).round() as i64);
+            }
+            turns.extend(
+                h.turns
+                    .iter()
+                    .filter_map(|t| t.turn_latency_us)
+                    .map(|us| (us / 1000) as i64),
+            );
+        }
+        q.loss_percent = if q.packets_expected > 0 {
+            q.packets_lost as f64 * 100.0 / q.packets_expected as f64
+        } else {
+            0.0
+        };
+        q.jitter_ms = Percentiles::of(jitter);
+        q.mos_x100 = Percentiles::of(mos_x100);
+        q.turn_latency_ms = Percentiles::of(turns);
+        q
+    }
 }
 
 impl CallStatistics {
@@ -71,6 +156,7 @@ impl CallStatistics {
             .collect();
         let mut call_status = BTreeMap::new();
         let (mut total, mut dialled, mut answered) = (0, 0, 0);
+        let mut goals: BTreeMap<String, i64> = BTreeMap::new();
         let (mut setup, mut duration) = (Vec::new(), Vec::new());
         for c in calls {
             total += 1;
@@ -82,6 +168,12 @@ impl CallStatistics {
             }
             if c.started_at.is_some() {
                 dialled += 1;
+            }
+            let mut reached = c.goal_list();
+            reached.sort();
+            reached.dedup();
+            for g in reached {
+                *goals.entry(g).or_default() += 1;
             }
             if c.answered_at.is_some() {
                 answered += 1;
@@ -104,6 +196,8 @@ impl CallStatistics {
             },
             setup_time_ms: Percentiles::of(setup),
             duration_seconds: Percentiles::of(duration),
+            goals,
+            quality: None,
         }
     }
 }
@@ -116,6 +210,17 @@ pub fn setup_time_ms(c: &CommunicationRecord) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mos_falls_with_loss_and_jitter() {
+        let clean = mos(0.0, 0.0);
+        assert!((4.40..=4.45).contains(&clean), "{clean}");
+        assert!(mos(1.0, 0.0) < clean);
+        assert!(mos(0.0, 40.0) < clean);
+        assert!(mos(5.0, 20.0) < mos(1.0, 20.0));
+        assert_eq!(mos(100.0, 0.0), 1.0);
+        assert!(mos(0.0, 500.0) >= 1.0);
+    }
 
     #[test]
     fn nearest_rank_percentiles() {

@@ -446,13 +446,18 @@ fn check_direction(direction: Option<&str>) -> ApiResult<()> {
     }
 }
 
+/// Most call histories one statistics request reads for its quality figures (the newest).
+pub const MAX_STATISTICS_HISTORIES: usize = 2000;
+
 /// Most communications one statistics request reads.
 pub const MAX_STATISTICS_COMMUNICATIONS: i64 = 200_000;
 
 /// Statistics of the account's communications (all, or those of an agent, a direction or
 /// a creation time range): counts by communication and call status, calls dialled and
-/// answered, the answer rate, setup time and duration percentiles. The legacy attempt
-/// statistics give the same figures for an attempt's calls.
+/// answered, the answer rate, setup time and duration percentiles, goals reached, and the
+/// audio and turn quality of the newest 2,000 saved histories (RTP loss, jitter, an
+/// estimated MOS, turn latency). The legacy attempt statistics give the same figures, but
+/// quality, for an attempt's calls.
 #[utoipa::path(get, path = "/v1/communication/-/statistics", tag = "communications",
     params(StatisticsQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
     security(("bearer" = [])),
@@ -495,9 +500,29 @@ async fn communication_statistics(
             break;
         }
     }
-    Ok(Json(crate::communication::statistics::CallStatistics::of(
-        &rows,
-    )))
+    let mut stats = crate::communication::statistics::CallStatistics::of(&rows);
+    // Audio and turn quality from the newest saved histories (rows come newest first).
+    let mut histories = Vec::new();
+    for c in rows
+        .iter()
+        .filter(|c| c.has_history)
+        .take(MAX_STATISTICS_HISTORIES)
+    {
+        let path = c
+            .history_path
+            .clone()
+            .unwrap_or_else(|| crate::objects::CallObjects::new(&account.sid, &c.sid).history());
+        // A history that cannot be read (removed by retention, unreadable) is left out;
+        // `quality.calls` says how many were read.
+        if let Ok(bytes) = state.objects.get(&path).await
+            && let Ok(h) =
+                serde_json::from_slice::<crate::communication::history::CallHistory>(&bytes)
+        {
+            histories.push(h);
+        }
+    }
+    stats.quality = Some(crate::communication::statistics::Quality::of(&histories));
+    Ok(Json(stats))
 }
 
 /// The communication `id` when it belongs to the caller's account.
