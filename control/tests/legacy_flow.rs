@@ -959,6 +959,30 @@ async fn statistics_and_reports(s: TestServer) {
     // These rows were written without a call, so no history was read.
     assert_eq!(quality["calls"], 0);
     assert_eq!(quality["loss_percent"], 0.0);
+    // The same set as a page.
+    let r = s
+        .get(&format!("/v1/communication/-/report.html?agent_sid={c}"))
+        .bearer(&a.f.account_key)
+        .send()
+        .await;
+    r.expect(200);
+    assert_eq!(
+        r.headers.get("content-type").and_then(|v| v.to_str().ok()),
+        Some("text/html; charset=utf-8")
+    );
+    for shown in [
+        "<tr><th>communications</th><td>5</td></tr>",
+        "<tr><th>answered</th><td>2</td></tr>",
+        "<tr><th>answer rate</th><td>66.7 %</td></tr>",
+        "<svg",
+    ] {
+        assert!(r.text.contains(shown), "{shown}: {}", r.text);
+    }
+    s.get("/v1/communication/-/report.html?direction=up")
+        .bearer(&a.f.account_key)
+        .send()
+        .await
+        .expect_error(400, "invalid_query");
     let r = v1(&format!("?agent_sid={c}&direction=outbound")).await;
     r.expect(200);
     assert_eq!(r.body["total"], 5);

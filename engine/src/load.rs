@@ -292,7 +292,10 @@ pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
         "communications": rows,
     });
     std::fs::write(out.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
-    std::fs::write(out.join("report.html"), html(&report))?;
+    std::fs::write(
+        out.join("report.html"),
+        callsmith_control::communication::report::html(&report),
+    )?;
 
     let _ = stop.send(());
     let _ = server.await;
@@ -355,173 +358,6 @@ async fn all_communications(api: &Api, agent_sid: &str) -> anyhow::Result<Vec<Va
     Ok(out)
 }
 
-/// Calls live per second from the start of the run (a call is live from `started_at` to
-/// `ended_at`).
-fn concurrency(report: &Value) -> Vec<(f64, f64)> {
-    let Some(t0) = report["started_at"]
-        .as_str()
-        .and_then(|s| s.parse::<chrono::DateTime<chrono::Utc>>().ok())
-    else {
-        return Vec::new();
-    };
-    let at = |v: &Value| {
-        v.as_str()
-            .and_then(|s| s.parse::<chrono::DateTime<chrono::Utc>>().ok())
-            .map(|t| (t - t0).num_milliseconds() as f64 / 1000.0)
-    };
-    let spans: Vec<(f64, f64)> = report["communications"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| Some((at(&c["started_at"])?, at(&c["ended_at"])?)))
-        .collect();
-    let end = spans.iter().map(|s| s.1).fold(0.0, f64::max).ceil() as usize;
-    (0..=end)
-        .map(|s| {
-            let t = s as f64;
-            (
-                t,
-                spans.iter().filter(|(a, b)| *a <= t && t < *b).count() as f64,
-            )
-        })
-        .collect()
-}
-
-/// An SVG polyline plot of `points` with a dashed line at `limit`.
-fn svg(points: &[(f64, f64)], limit: f64, x_label: &str, y_label: &str) -> String {
-    let (w, h, pad) = (640.0, 240.0, 40.0);
-    let max_x = points.iter().map(|p| p.0).fold(1.0, f64::max);
-    let max_y = points.iter().map(|p| p.1).fold(limit, f64::max).max(1.0);
-    let x = |v: f64| pad + v / max_x * (w - 2.0 * pad);
-    let y = |v: f64| h - pad - v / max_y * (h - 2.0 * pad);
-    let line: Vec<String> = points
-        .iter()
-        .map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1)))
-        .collect();
-    format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">
-<rect width="{w}" height="{h}" fill="#fff"/>
-<line x1="{pad}" y1="{b}" x2="{r}" y2="{b}" stroke="#888"/><line x1="{pad}" y1="{pad}" x2="{pad}" y2="{b}" stroke="#888"/>
-<line x1="{pad}" y1="{ly:.1}" x2="{r}" y2="{ly:.1}" stroke="#c33" stroke-dasharray="4 3"/>
-<polyline fill="none" stroke="#26c" stroke-width="2" points="{pts}"/>
-<text x="{r}" y="{tb}" text-anchor="end" font-size="11">{x_label} (0–{max_x:.0})</text>
-<text x="4" y="14" font-size="11">{y_label} (max {max_y:.0}; dashed: {limit:.0})</text>
-</svg>"##,
-        b = h - pad,
-        r = w - pad,
-        tb = h - 10.0,
-        ly = y(limit),
-        pts = line.join(" ")
-    )
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// The report as one HTML page with no outside resources.
-fn html(report: &Value) -> String {
-    let s = &report["statistics"];
-    let mut rows = String::new();
-    let mut row = |k: &str, v: String| {
-        rows.push_str(&format!(
-            "<tr><th>{}</th><td>{}</td></tr>\n",
-            esc(k),
-            esc(&v)
-        ));
-    };
-    row("target", report["target"].as_str().unwrap_or("").into());
-    row("scenario", report["scenario"].as_str().unwrap_or("").into());
-    row(
-        "calls / cps / cpl",
-        format!(
-            "{} / {} / {}",
-            report["calls"], report["cps"], report["cpl"]
-        ),
-    );
-    row("dialled", s["dialled"].to_string());
-    row("answered", s["answered"].to_string());
-    row(
-        "answer rate",
-        format!("{:.1} %", s["answer_rate"].as_f64().unwrap_or(0.0) * 100.0),
-    );
-    for (k, unit) in [("setup_time_ms", "ms"), ("duration_seconds", "s")] {
-        let p = &s[k];
-        row(
-            k,
-            format!(
-                "p50 {} {unit}, p95 {} {unit}, p99 {} {unit} ({} calls)",
-                p["p50"], p["p95"], p["p99"], p["count"]
-            ),
-        );
-    }
-    row(
-        "communication status",
-        s["communication_status"].to_string(),
-    );
-    row("call status", s["call_status"].to_string());
-    row("goals reached", s["goals"].to_string());
-    let q = &s["quality"];
-    if q["calls"].as_i64().unwrap_or(0) > 0 {
-        row(
-            "RTP loss",
-            format!(
-                "{:.3} % ({} of {} packets, {} calls)",
-                q["loss_percent"].as_f64().unwrap_or(0.0),
-                q["packets_lost"],
-                q["packets_expected"],
-                q["calls"]
-            ),
-        );
-        row(
-            "jitter",
-            format!(
-                "p50 {} ms, p95 {} ms",
-                q["jitter_ms"]["p50"], q["jitter_ms"]["p95"]
-            ),
-        );
-        row(
-            "estimated MOS (E-model)",
-            format!(
-                "median {:.2}",
-                q["mos_x100"]["p50"].as_f64().unwrap_or(0.0) / 100.0
-            ),
-        );
-        let t = &q["turn_latency_ms"];
-        if t["count"].as_i64().unwrap_or(0) > 0 {
-            row(
-                "turn latency",
-                format!(
-                    "p50 {} ms, p95 {} ms, p99 {} ms ({} turns)",
-                    t["p50"], t["p95"], t["p99"], t["count"]
-                ),
-            );
-        }
-    }
-    if report["timed_out"].as_bool() == Some(true) {
-        row(
-            "note",
-            "some calls were still open when the run stopped waiting".into(),
-        );
-    }
-    let live = svg(
-        &concurrency(report),
-        report["cpl"].as_f64().unwrap_or(0.0),
-        "seconds",
-        "live calls",
-    );
-    format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>callsmith load report</title>\n\
-<style>body{{font-family:sans-serif;margin:2em}}th{{text-align:left;padding-right:1em}}td,th{{padding:2px 6px}}</style></head>\n\
-<body><h1>callsmith load report</h1>\n<p>{} → {}</p>\n<table>\n{rows}</table>\n<h2>Live calls (cpl dashed)</h2>\n{live}\n</body></html>\n",
-        esc(report["started_at"].as_str().unwrap_or("")),
-        esc(report["finished_at"].as_str().unwrap_or("")),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,21 +380,5 @@ mod tests {
         ] {
             assert!(parse_target(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn concurrency_counts_calls_live_each_second() {
-        let report = json!({
-            "started_at": "2030-01-01T00:00:00Z",
-            "communications": [
-                {"started_at": "2030-01-01T00:00:00Z", "ended_at": "2030-01-01T00:00:02.500Z"},
-                {"started_at": "2030-01-01T00:00:01Z", "ended_at": "2030-01-01T00:00:02Z"},
-                {"started_at": null, "ended_at": null},
-            ]
-        });
-        let c = concurrency(&report);
-        assert_eq!(c, vec![(0.0, 1.0), (1.0, 2.0), (2.0, 1.0), (3.0, 0.0)]);
-        let page = html(&json!({"statistics": {}, "started_at": "x<y", "cpl": 3}));
-        assert!(page.contains("x&lt;y") && page.contains("<svg"));
     }
 }

@@ -10,6 +10,7 @@ use crate::store::CommunicationRecord;
 
 pub mod caller;
 pub mod history;
+pub mod report;
 pub mod statistics;
 mod status;
 pub use status::CommunicationStatus;

@@ -25,6 +25,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(dispatch))
         .routes(routes!(list_communications))
         .routes(routes!(communication_statistics))
+        .routes(routes!(communication_report))
         .routes(routes!(get_communication))
         .routes(routes!(hangup_communication))
 }
@@ -470,8 +471,59 @@ async fn communication_statistics(
     auth: Authz<cap::ResourcesRead>,
     Query(q): Query<StatisticsQuery>,
 ) -> ApiResult<Json<crate::communication::statistics::CallStatistics>> {
-    check_direction(q.direction.as_deref())?;
     let account = auth.account_scope(&state).await?;
+    Ok(Json(statistics_for(&state, &account, &q).await?.0))
+}
+
+/// The same set as the statistics as one HTML page: the figures, live calls over time and
+/// the setup time of each call (`communication::report`).
+#[utoipa::path(get, path = "/v1/communication/-/report.html", tag = "communications",
+    params(StatisticsQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 200, content_type = "text/html; charset=utf-8", body = String), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "More communications match than one request reads (200,000): narrow the time range"),
+        (status = 500, body = ErrorBody)))]
+async fn communication_report(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Query(q): Query<StatisticsQuery>,
+) -> ApiResult<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let account = auth.account_scope(&state).await?;
+    let (stats, mut rows) = statistics_for(&state, &account, &q).await?;
+    rows.reverse();
+    let started = rows
+        .iter()
+        .filter_map(|c| c.started_at)
+        .min()
+        .or_else(|| rows.iter().map(|c| c.created_at).min());
+    let finished = rows.iter().filter_map(|c| c.ended_at).max();
+    let report = serde_json::json!({
+        "title": format!("callsmith report: {}", account.name),
+        "started_at": started,
+        "finished_at": finished,
+        "statistics": stats,
+        "communications": rows.iter().map(Communication::from).collect::<Vec<_>>(),
+    });
+    Ok((
+        [(http::header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        crate::communication::report::html(&report),
+    )
+        .into_response())
+}
+
+/// The statistics of the communications `q` selects, and those communications (newest
+/// first).
+async fn statistics_for(
+    state: &AppState,
+    account: &AccountRecord,
+    q: &StatisticsQuery,
+) -> ApiResult<(
+    crate::communication::statistics::CallStatistics,
+    Vec<CommunicationRecord>,
+)> {
+    check_direction(q.direction.as_deref())?;
     let filter = CommunicationFilter {
         agent_sid: q.agent_sid.clone(),
         communication_status: None,
@@ -522,7 +574,7 @@ async fn communication_statistics(
         }
     }
     stats.quality = Some(crate::communication::statistics::Quality::of(&histories));
-    Ok(Json(stats))
+    Ok((stats, rows))
 }
 
 /// The communication `id` when it belongs to the caller's account.
