@@ -211,6 +211,22 @@ async fn campaign_flow(database_url: Option<String>) {
             lines[1..].iter().all(|l| l.contains(&format!(",{name},"))),
             "{csv}"
         );
+        // The same attempt as a page.
+        let (code, page) = l
+            .send(
+                reqwest::Method::GET,
+                &format!("/v1/campaign/{cmp}/attempt/{att}/report.html"),
+                None,
+            )
+            .await;
+        assert_eq!(code, 200);
+        let page = page.as_str().expect("html").to_string();
+        assert!(page.contains(&format!("Attempt {att}")), "{page}");
+        assert!(
+            page.contains("<tr><th>communications</th><td>2</td></tr>"),
+            "{page}"
+        );
+        assert!(page.contains(&format!("<tr><th>answered</th><td>{answered}</td></tr>")));
     }
 }
 

@@ -21,6 +21,7 @@ use attempts::{AttemptStatus, attempt_of};
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(attempt_statistics))
+        .routes(routes!(attempt_report_page))
         .routes(routes!(communication_report))
         .routes(routes!(contact_report))
 }
@@ -165,6 +166,49 @@ impl From<&AttemptCall> for CommunicationReportRow {
 fn time_cell(t: Option<DateTime<Utc>>) -> String {
     t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
         .unwrap_or_default()
+}
+
+/// The attempt as one HTML page with no outside resources: its statistics, live calls
+/// over time against the campaign's cpl, and the setup time of each call
+/// (`communication::report`, the page `GET /v1/communication/-/report.html` and
+/// `callsmith load` give any set of calls).
+#[utoipa::path(get, path = "/v1/campaign/{campaign_id}/attempt/{attempt_id}/report.html", tag = "legacy",
+    params(("campaign_id" = String, Path), ("attempt_id" = String, Path)), security(("basic" = [])),
+    responses((status = 200, content_type = "text/html; charset=utf-8", body = String), (status = 401, body = RpcStatus),
+        (status = 404, body = RpcStatus, description = "No such campaign in this account, or no such attempt of it"),
+        (status = 500, body = RpcStatus)))]
+async fn attempt_report_page(
+    State(state): State<AppState>,
+    who: LegacyAccount,
+    axum::extract::Path((campaign_id, attempt_id)): axum::extract::Path<(String, String)>,
+) -> Result<Response, LegacyError> {
+    let a = attempt_of(&state, &who, &campaign_id, &attempt_id).await?;
+    let calls = state
+        .store
+        .legacy_attempt_calls(&who.account_sid, &a.sid)
+        .await?;
+    let comms: Vec<&CommunicationRecord> = calls.iter().map(|c| &c.communication).collect();
+    let started = comms
+        .iter()
+        .filter_map(|c| c.started_at)
+        .min()
+        .unwrap_or(a.scheduled_at);
+    let finished = comms.iter().filter_map(|c| c.ended_at).max();
+    let report = serde_json::json!({
+        "title": format!("Attempt {} of campaign {}", a.sid, a.campaign_sid),
+        "started_at": started,
+        "finished_at": finished,
+        "statistics": statistics(&a, &calls),
+        "communications": comms
+            .iter()
+            .map(|c| crate::communication::Communication::from(*c))
+            .collect::<Vec<_>>(),
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        crate::communication::report::html(&report),
+    )
+        .into_response())
 }
 
 /// The communication report: one row per call of the attempt, oldest first.
