@@ -7,7 +7,33 @@
 //! `started_at`, `finished_at`, and optionally `title`, `target`, `scenario`, `calls`,
 //! `cps` and `cpl`.
 
-use serde_json::Value;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::{communication::Communication, store::CommunicationRecord};
+
+/// The page of a set of stored communications (oldest first) and their statistics: the run
+/// starts at the first call's INVITE (or the first creation when none was dialled) and
+/// ends at the last hang-up.
+pub fn page<'a>(
+    title: &str,
+    calls: impl Iterator<Item = &'a CommunicationRecord> + Clone,
+    statistics: &impl Serialize,
+) -> String {
+    let started = calls
+        .clone()
+        .filter_map(|c| c.started_at)
+        .min()
+        .or_else(|| calls.clone().map(|c| c.created_at).min());
+    let finished = calls.clone().filter_map(|c| c.ended_at).max();
+    html(&json!({
+        "title": title,
+        "started_at": started,
+        "finished_at": finished,
+        "statistics": statistics,
+        "communications": calls.map(Communication::from).collect::<Vec<_>>(),
+    }))
+}
 
 /// Calls live per second from the start of the run (a call is live from `started_at` to
 /// `ended_at`).
@@ -235,7 +261,6 @@ pub fn html(report: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn concurrency_counts_calls_live_each_second() {

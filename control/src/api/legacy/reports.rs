@@ -60,11 +60,7 @@ async fn attempt_statistics(
     who: LegacyAccount,
     axum::extract::Path((campaign_id, attempt_id)): axum::extract::Path<(String, String)>,
 ) -> Result<axum::Json<AttemptStatistics>, LegacyError> {
-    let a = attempt_of(&state, &who, &campaign_id, &attempt_id).await?;
-    let calls = state
-        .store
-        .legacy_attempt_calls(&who.account_sid, &a.sid)
-        .await?;
+    let (a, calls) = attempt_calls(&state, &who, &campaign_id, &attempt_id).await?;
     Ok(axum::Json(statistics(&a, &calls)))
 }
 
@@ -168,6 +164,22 @@ fn time_cell(t: Option<DateTime<Utc>>) -> String {
         .unwrap_or_default()
 }
 
+/// The attempt `attempt_id` of campaign `campaign_id` in the caller's account, and its
+/// calls.
+async fn attempt_calls(
+    state: &AppState,
+    who: &LegacyAccount,
+    campaign_id: &str,
+    attempt_id: &str,
+) -> Result<(LegacyAttemptRecord, Vec<AttemptCall>), LegacyError> {
+    let a = attempt_of(state, who, campaign_id, attempt_id).await?;
+    let calls = state
+        .store
+        .legacy_attempt_calls(&who.account_sid, &a.sid)
+        .await?;
+    Ok((a, calls))
+}
+
 /// The attempt as one HTML page with no outside resources: its statistics, live calls
 /// over time against the campaign's cpl, and the setup time of each call
 /// (`communication::report`, the page `GET /v1/communication/-/report.html` and
@@ -182,33 +194,13 @@ async fn attempt_report_page(
     who: LegacyAccount,
     axum::extract::Path((campaign_id, attempt_id)): axum::extract::Path<(String, String)>,
 ) -> Result<Response, LegacyError> {
-    let a = attempt_of(&state, &who, &campaign_id, &attempt_id).await?;
-    let calls = state
-        .store
-        .legacy_attempt_calls(&who.account_sid, &a.sid)
-        .await?;
-    let comms: Vec<&CommunicationRecord> = calls.iter().map(|c| &c.communication).collect();
-    let started = comms
-        .iter()
-        .filter_map(|c| c.started_at)
-        .min()
-        .unwrap_or(a.scheduled_at);
-    let finished = comms.iter().filter_map(|c| c.ended_at).max();
-    let report = serde_json::json!({
-        "title": format!("Attempt {} of campaign {}", a.sid, a.campaign_sid),
-        "started_at": started,
-        "finished_at": finished,
-        "statistics": statistics(&a, &calls),
-        "communications": comms
-            .iter()
-            .map(|c| crate::communication::Communication::from(*c))
-            .collect::<Vec<_>>(),
-    });
-    Ok((
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        crate::communication::report::html(&report),
-    )
-        .into_response())
+    let (a, calls) = attempt_calls(&state, &who, &campaign_id, &attempt_id).await?;
+    let page = crate::communication::report::page(
+        &format!("Attempt {} of campaign {}", a.sid, a.campaign_sid),
+        calls.iter().map(|c| &c.communication),
+        &statistics(&a, &calls),
+    );
+    Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response())
 }
 
 /// The communication report: one row per call of the attempt, oldest first.
@@ -226,11 +218,7 @@ async fn communication_report(
     q: Result<axum::extract::Query<ReportQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, LegacyError> {
     let csv = wants_csv(query(q)?)?;
-    let a = attempt_of(&state, &who, &campaign_id, &attempt_id).await?;
-    let calls = state
-        .store
-        .legacy_attempt_calls(&who.account_sid, &a.sid)
-        .await?;
+    let (a, calls) = attempt_calls(&state, &who, &campaign_id, &attempt_id).await?;
     let rows: Vec<CommunicationReportRow> = calls.iter().map(Into::into).collect();
     if !csv {
         return Ok(axum::Json(rows).into_response());
@@ -364,11 +352,7 @@ async fn contact_report(
     q: Result<axum::extract::Query<ReportQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, LegacyError> {
     let csv = wants_csv(query(q)?)?;
-    let a = attempt_of(&state, &who, &campaign_id, &attempt_id).await?;
-    let calls = state
-        .store
-        .legacy_attempt_calls(&who.account_sid, &a.sid)
-        .await?;
+    let (a, calls) = attempt_calls(&state, &who, &campaign_id, &attempt_id).await?;
     let rows: Vec<ContactReportRow> = calls.iter().map(Into::into).collect();
     if !csv {
         return Ok(axum::Json(rows).into_response());

@@ -491,24 +491,15 @@ async fn communication_report(
 ) -> ApiResult<axum::response::Response> {
     use axum::response::IntoResponse;
     let account = auth.account_scope(&state).await?;
-    let (stats, mut rows) = statistics_for(&state, &account, &q).await?;
-    rows.reverse();
-    let started = rows
-        .iter()
-        .filter_map(|c| c.started_at)
-        .min()
-        .or_else(|| rows.iter().map(|c| c.created_at).min());
-    let finished = rows.iter().filter_map(|c| c.ended_at).max();
-    let report = serde_json::json!({
-        "title": format!("callsmith report: {}", account.name),
-        "started_at": started,
-        "finished_at": finished,
-        "statistics": stats,
-        "communications": rows.iter().map(Communication::from).collect::<Vec<_>>(),
-    });
+    let (stats, rows) = statistics_for(&state, &account, &q).await?;
+    let page = crate::communication::report::page(
+        &format!("callsmith report: {}", account.name),
+        rows.iter().rev(),
+        &stats,
+    );
     Ok((
         [(http::header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        crate::communication::report::html(&report),
+        page,
     )
         .into_response())
 }
