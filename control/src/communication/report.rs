@@ -236,6 +236,9 @@ pub fn html(report: &Value) -> String {
                 ),
             );
         }
+        if q["amd"].as_object().is_some_and(|m| !m.is_empty()) {
+            row("answering-machine verdicts", q["amd"].to_string());
+        }
     }
     if report["timed_out"].as_bool() == Some(true) {
         row(

@@ -88,6 +88,10 @@ pub struct Quality {
     /// Turn latency (end of caller speech or key → first RTP of the reply), in ms, over
     /// every turn that has one.
     pub turn_latency_ms: Percentiles,
+    /// Answering-machine detection verdicts (`human`, `machine`, `unknown`), one per
+    /// detection a call ran; only verdicts seen are present.
+    #[schema(value_type = Object)]
+    pub amd: BTreeMap<String, i64>,
 }
 
 /// An estimated MOS (1–4.5) for G.711 from packet loss (percent) and jitter (ms), by the
@@ -128,6 +132,17 @@ impl Quality {
                 };
                 jitter.push(m.jitter_ms.round() as i64);
                 mos_x100.push((mos(loss, m.jitter_ms) * 100.0).round() as i64);
+            }
+            for e in &h.trace {
+                if let callsmith_scenarios::history::Event::AnsweringMachine { verdict, .. } =
+                    &e.event
+                {
+                    let name = serde_json::to_value(verdict)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default();
+                    *q.amd.entry(name).or_default() += 1;
+                }
             }
             turns.extend(
                 h.turns
@@ -210,6 +225,81 @@ pub fn setup_time_ms(c: &CommunicationRecord) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn history(
+        lost: i64,
+        jitter_ms: f64,
+        turn_us: Option<u64>,
+        amd: Option<callsmith_scenarios::port::AmdVerdict>,
+    ) -> CallHistory {
+        use callsmith_scenarios::history::{EndReason, Event, TraceEvent};
+        let now = chrono::Utc::now();
+        CallHistory {
+            communication_id: "com_1".into(),
+            direction: "outbound".into(),
+            recipient: "+15550001".into(),
+            from_number: "+4911".into(),
+            call_id: "abc@127.0.0.1".into(),
+            answered_at: now,
+            ended_at: now,
+            duration_ms: 2000,
+            end: EndReason::End {
+                brick_id: "e".into(),
+            },
+            forced_end: None,
+            hangup: None,
+            goals: Vec::new(),
+            variables: Default::default(),
+            steps: 1,
+            trace: amd
+                .map(|verdict| TraceEvent {
+                    at_ms: 10,
+                    event: Event::AnsweringMachine {
+                        brick_id: "o".into(),
+                        verdict,
+                    },
+                })
+                .into_iter()
+                .collect(),
+            prompts: Vec::new(),
+            turns: vec![super::super::history::TurnLog {
+                turn_latency_us: turn_us,
+                ..Default::default()
+            }],
+            errors: Vec::new(),
+            transfers: Vec::new(),
+            media: Some(callsmith_media::SessionStats {
+                packets_expected: 100,
+                packets_received: (100 - lost) as u64,
+                packets_lost: lost,
+                jitter_ms,
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn quality_sums_the_histories() {
+        use callsmith_scenarios::port::AmdVerdict;
+        let q = Quality::of(&[
+            history(0, 1.0, Some(450_000), Some(AmdVerdict::Human)),
+            history(2, 3.0, Some(650_000), Some(AmdVerdict::Machine)),
+            history(0, 1.0, None, None),
+        ]);
+        assert_eq!(q.calls, 3);
+        assert_eq!((q.packets_expected, q.packets_lost), (300, 2));
+        assert!((q.loss_percent - 2.0 / 3.0).abs() < 1e-9);
+        assert_eq!(q.jitter_ms.p50, 1);
+        assert_eq!(q.turn_latency_ms.count, 2);
+        assert_eq!((q.turn_latency_ms.p50, q.turn_latency_ms.p99), (450, 650));
+        assert_eq!(q.mos_x100.count, 3);
+        assert!(q.mos_x100.p50 >= 440, "{:?}", q.mos_x100);
+        assert_eq!(
+            q.amd,
+            [("human".to_string(), 1), ("machine".to_string(), 1)].into()
+        );
+        assert_eq!(Quality::of(&[]), Quality::default());
+    }
 
     #[test]
     fn mos_falls_with_loss_and_jitter() {
