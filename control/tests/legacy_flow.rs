@@ -949,6 +949,11 @@ async fn statistics_and_reports(s: TestServer) {
     let same = same.as_object_mut().unwrap();
     same.remove("attempt_sid");
     same.remove("status");
+    assert_eq!(
+        same.remove("quality").expect("attempt quality")["calls"],
+        0,
+        "rows written without a call have no history"
+    );
     let mut v1_body = r.body.clone();
     let quality = v1_body
         .as_object_mut()

@@ -191,6 +191,9 @@ async fn campaign_flow(database_url: Option<String>) {
         assert_eq!(st["answered"], answered, "{st}");
         assert_eq!(st["communication_status"][status], 2, "{st}");
         assert_eq!(st["setup_time_ms"]["count"], answered, "{st}");
+        // Answered calls saved histories: the audio the engine received from the callee.
+        assert_eq!(st["quality"]["calls"], answered, "{st}");
+        assert_eq!(st["quality"]["packets_lost"], 0, "{st}");
         // The CSV report: a header and one line per call, each with its call status.
         let (code, csv) = l
             .send(

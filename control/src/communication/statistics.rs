@@ -73,7 +73,7 @@ pub struct CallStatistics {
 /// Audio and turn quality from call histories.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Quality {
-    /// Histories read (the answered calls that saved one, up to the route's limit).
+    /// Histories read (answered calls save one; at most [`MAX_QUALITY_HISTORIES`]).
     pub calls: i64,
     /// RTP packets the engine expected from the callers (sequence numbers), over all calls.
     pub packets_expected: i64,
@@ -114,7 +114,37 @@ pub fn mos(loss_percent: f64, jitter_ms: f64) -> f64 {
     (1.0 + 0.035 * r + 0.000_007 * r * (r - 60.0) * (100.0 - r)).clamp(1.0, 4.5)
 }
 
+/// Most call histories [`Quality::read`] reads.
+pub const MAX_QUALITY_HISTORIES: usize = 2000;
+
 impl Quality {
+    /// The quality of the first [`MAX_QUALITY_HISTORIES`] of `calls` that saved a history,
+    /// read from object storage. A history that cannot be read (removed by retention,
+    /// unreadable) is left out; `calls` says how many were read.
+    pub async fn read(
+        objects: &crate::objects::Objects,
+        account_sid: &str,
+        calls: &[CommunicationRecord],
+    ) -> Quality {
+        let mut histories = Vec::new();
+        for c in calls
+            .iter()
+            .filter(|c| c.has_history)
+            .take(MAX_QUALITY_HISTORIES)
+        {
+            let path = c
+                .history_path
+                .clone()
+                .unwrap_or_else(|| crate::objects::CallObjects::new(account_sid, &c.sid).history());
+            if let Ok(bytes) = objects.get(&path).await
+                && let Ok(h) = serde_json::from_slice::<CallHistory>(&bytes)
+            {
+                histories.push(h);
+            }
+        }
+        Quality::of(&histories)
+    }
+
     pub fn of<'a>(histories: impl IntoIterator<Item = &'a CallHistory>) -> Quality {
         let mut q = Quality::default();
         let (mut jitter, mut mos_x100, mut turns) = (Vec::new(), Vec::new(), Vec::new());

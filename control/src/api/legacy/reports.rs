@@ -12,7 +12,7 @@ use super::*;
 use crate::{
     communication::{
         CommunicationStatus,
-        statistics::{CallStatistics, setup_time_ms},
+        statistics::{CallStatistics, Quality, setup_time_ms},
     },
     store::{AttemptCall, CommunicationRecord, LegacyAttemptRecord},
 };
@@ -40,11 +40,20 @@ fn answered(c: &CommunicationRecord) -> bool {
     c.answered_at.is_some()
 }
 
-fn statistics(attempt: &LegacyAttemptRecord, calls: &[AttemptCall]) -> AttemptStatistics {
+/// The statistics of an attempt's calls, quality from their histories included.
+async fn statistics(
+    state: &AppState,
+    who: &LegacyAccount,
+    attempt: &LegacyAttemptRecord,
+    calls: &[AttemptCall],
+) -> AttemptStatistics {
+    let mut stats = CallStatistics::of(calls.iter().map(|c| &c.communication));
+    let records: Vec<CommunicationRecord> = calls.iter().map(|c| c.communication.clone()).collect();
+    stats.quality = Some(Quality::read(&state.objects, &who.account_sid, &records).await);
     AttemptStatistics {
         attempt_sid: attempt.sid.clone(),
         status: AttemptStatus::of(attempt, crate::store::now()),
-        calls: CallStatistics::of(calls.iter().map(|c| &c.communication)),
+        calls: stats,
     }
 }
 
@@ -61,7 +70,7 @@ async fn attempt_statistics(
     axum::extract::Path((campaign_id, attempt_id)): axum::extract::Path<(String, String)>,
 ) -> Result<axum::Json<AttemptStatistics>, LegacyError> {
     let (a, calls) = attempt_calls(&state, &who, &campaign_id, &attempt_id).await?;
-    Ok(axum::Json(statistics(&a, &calls)))
+    Ok(axum::Json(statistics(&state, &who, &a, &calls).await))
 }
 
 /// Query of the reports.
@@ -198,7 +207,7 @@ async fn attempt_report_page(
     let page = crate::communication::report::page(
         &format!("Attempt {} of campaign {}", a.sid, a.campaign_sid),
         calls.iter().map(|c| &c.communication),
-        &statistics(&a, &calls),
+        &statistics(&state, &who, &a, &calls).await,
     );
     Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response())
 }

@@ -447,9 +447,6 @@ fn check_direction(direction: Option<&str>) -> ApiResult<()> {
     }
 }
 
-/// Most call histories one statistics request reads for its quality figures (the newest).
-pub const MAX_STATISTICS_HISTORIES: usize = 2000;
-
 /// Most communications one statistics request reads.
 pub const MAX_STATISTICS_COMMUNICATIONS: i64 = 200_000;
 
@@ -544,27 +541,10 @@ async fn statistics_for(
         }
     }
     let mut stats = crate::communication::statistics::CallStatistics::of(&rows);
-    // Audio and turn quality from the newest saved histories (rows come newest first).
-    let mut histories = Vec::new();
-    for c in rows
-        .iter()
-        .filter(|c| c.has_history)
-        .take(MAX_STATISTICS_HISTORIES)
-    {
-        let path = c
-            .history_path
-            .clone()
-            .unwrap_or_else(|| crate::objects::CallObjects::new(&account.sid, &c.sid).history());
-        // A history that cannot be read (removed by retention, unreadable) is left out;
-        // `quality.calls` says how many were read.
-        if let Ok(bytes) = state.objects.get(&path).await
-            && let Ok(h) =
-                serde_json::from_slice::<crate::communication::history::CallHistory>(&bytes)
-        {
-            histories.push(h);
-        }
-    }
-    stats.quality = Some(crate::communication::statistics::Quality::of(&histories));
+    // Rows come newest first: the quality figures are those of the newest histories.
+    stats.quality = Some(
+        crate::communication::statistics::Quality::read(&state.objects, &account.sid, &rows).await,
+    );
     Ok((stats, rows))
 }
 
