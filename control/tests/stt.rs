@@ -1,6 +1,6 @@
 //! The recognition model catalog and POST /v1/adapters/stt/{engine}/run over real HTTP
 //! on SQLite and PostgreSQL. Runs go to the real local recognition node
-//! (tools/stt-node/server.py, faster-whisper) with speech synthesised by flite.
+//! (media/speech-node/server.py) with speech synthesised by flite.
 
 use std::{
     process::{Child, Command},
@@ -392,7 +392,10 @@ impl SttNode {
             .filter(|p| !p.is_empty())
             .expect("CALLSMITH_STT_PYTHON is not set: run `eval \"$(bash scripts/test-deps.sh)\"`");
         let port = free_port();
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/stt-node/server.py");
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../media/speech-node/server.py"
+        );
         let child = Command::new(python)
             .args([
                 script,
@@ -401,6 +404,10 @@ impl SttNode {
                 "--exit-with-parent",
                 "--partial-interval",
                 "0.5",
+                // One Whisper thread: as fast as two on a loaded 2-core machine, and the
+                // test's other processes keep a core.
+                "--threads",
+                "1",
             ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::inherit())

@@ -14,7 +14,7 @@ Recognition (websocket):
                 {"type":"Metadata"} and closes.
   End of utterance: Silero VAD, then after --turn-check-ms of silence the Smart Turn v3
   model decides whether the turn is complete (final now) or not (wait up to
-  --max-silence-ms). --endpoint fixed: a plain --silence-ms timer (the old node's rule).
+  --max-silence-ms). --endpoint fixed: a plain --silence-ms timer.
 
 Synthesis (HTTP, OpenAI-compatible):
   POST /v1/audio/speech {"model","input","voice","response_format":"wav"|"pcm","speed",

@@ -335,13 +335,13 @@ async fn prompts_decode_from_every_format_and_source() {
         wav48.to_str().unwrap(),
     ]);
     let mut sources = vec![wav.clone(), flac, ogg, wav48];
-    // MP3: encoded with PyAV's libmp3lame from the STT venv when present.
+    // MP3: encoded with PyAV's libmp3lame from the speech node's venv when present.
     let mp3 = d.join("t.mp3");
     if let Some(py) = std::env::var("CALLSMITH_STT_PYTHON")
         .ok()
         .or_else(|| {
             Some(format!(
-                "{}/.cache/callsmith/venv/bin/python",
+                "{}/.cache/callsmith/speech-venv/bin/python",
                 std::env::var("HOME").ok()?
             ))
         })

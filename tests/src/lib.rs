@@ -705,7 +705,7 @@ impl TonePeer {
     }
 }
 
-/// The local recognition node (`tools/stt-node/server.py`), killed on drop.
+/// The local speech node (`media/speech-node/server.py`), killed on drop.
 pub struct SttNode {
     _child: Child,
     pub url: String,
@@ -719,8 +719,10 @@ impl SttNode {
         });
         let port = free_tcp_port();
         let child = Command::new(python)
-            .arg(workspace().join("tools/stt-node/server.py"))
-            .args(["--port", &port.to_string()])
+            .arg(workspace().join("media/speech-node/server.py"))
+            // One Whisper thread: as fast as two on a loaded 2-core machine, and the
+            // engine and its peers keep a core.
+            .args(["--port", &port.to_string(), "--threads", "1"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -130,7 +130,7 @@ pub fn level(s: &[i16]) -> f64 {
     s.iter().map(|v| v.unsigned_abs() as f64).sum::<f64>() / s.len() as f64
 }
 
-/// The recognition node (tools/stt-node/server.py) on a free loopback port.
+/// The speech node (media/speech-node/server.py) on a free loopback port.
 pub struct SttNode {
     pub port: u16,
     child: std::process::Child,
@@ -151,7 +151,7 @@ impl SttNode {
             .filter(|p| !p.is_empty())
             .unwrap_or_else(|| {
                 let fallback = format!(
-                    "{}/.cache/callsmith/venv/bin/python",
+                    "{}/.cache/callsmith/speech-venv/bin/python",
                     std::env::var("HOME").unwrap_or_default()
                 );
                 assert!(
@@ -161,7 +161,7 @@ impl SttNode {
                 fallback
             });
         let port = free_port();
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/stt-node/server.py");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/speech-node/server.py");
         let child = Command::new(python)
             .args([
                 script,
@@ -170,6 +170,10 @@ impl SttNode {
                 "--exit-with-parent",
                 "--partial-interval",
                 "0.5",
+                // One Whisper thread: as fast as two on a loaded 2-core machine, and the
+                // test's other processes keep a core.
+                "--threads",
+                "1",
             ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::inherit())
