@@ -29,6 +29,8 @@ pub async fn start(
     if !cfg.dialer.enabled {
         return Ok(None);
     }
+    // Before anything binds: a bad `[tts]` section is a start-up error naming the key.
+    let tts: Arc<TtsService> = Arc::new(cfg.tts.service()?);
     let sip_cfg = callsmith_sip::SipConfig {
         udp: cfg.sip.udp,
         tcp: cfg.sip.tcp,
@@ -53,9 +55,6 @@ pub async fn start(
         ..Default::default()
     };
     let media = MediaEngine::new(media_cfg).map_err(|e| anyhow::anyhow!("media: {e}"))?;
-    let tts = Arc::new(TtsService::with_local_engines(
-        cfg.tts.cache_capacity.max(1),
-    ));
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "callsmith".into());
     let settings = RuntimeSettings {
         instance: format!("{host}:{}", std::process::id()),

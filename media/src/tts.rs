@@ -34,6 +34,9 @@ pub enum TtsError {
     Rejected { status: u16, message: String },
     #[error("synthesis did not complete within {0:?}")]
     Timeout(Duration),
+    /// Engine settings that cannot work (a bad URL or rate).
+    #[error("{0}")]
+    Settings(String),
     #[error(transparent)]
     Audio(#[from] PromptError),
 }
@@ -356,7 +359,7 @@ impl OpenAiTts {
             .timeout(config.timeout)
             .connect_timeout(config.timeout.min(Duration::from_secs(10)))
             .build()
-            .map_err(|e| TtsError::Http(e.to_string()))?;
+            .map_err(|e| TtsError::Settings(e.to_string()))?;
         OpenAiTts::with_client(config, client)
     }
 
@@ -366,14 +369,15 @@ impl OpenAiTts {
         config: OpenAiTtsConfig,
         client: reqwest::Client,
     ) -> Result<OpenAiTts, TtsError> {
-        let bad =
-            |why: &str| TtsError::Http(format!("invalid synthesis URL {:?}: {why}", config.url));
+        let bad = |why: &str| {
+            TtsError::Settings(format!("invalid synthesis URL {:?}: {why}", config.url))
+        };
         let parsed = url::Url::parse(&config.url).map_err(|e| bad(&e.to_string()))?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
             return Err(bad("not an http(s) URL with a host"));
         }
         if !PCM_RATES.contains(&config.pcm_sample_rate) {
-            return Err(TtsError::Http(format!(
+            return Err(TtsError::Settings(format!(
                 "pcm_sample_rate {} is outside 4000-192000",
                 config.pcm_sample_rate
             )));

@@ -21,14 +21,15 @@ impl LivePort {
                     speed: voice.speed.unwrap_or(1.0),
                     text: text.clone(),
                 };
-                let req = if self.rt.tts.cached(&req).is_none() && !known_engine(&req.engine) {
-                    TtsRequest {
-                        engine: self.rt.settings.default_tts_engine.clone(),
-                        ..req
-                    }
-                } else {
-                    req
-                };
+                let req =
+                    if self.rt.tts.cached(&req).is_none() && !self.rt.tts.has_engine(&req.engine) {
+                        TtsRequest {
+                            engine: self.rt.settings.default_tts_engine.clone(),
+                            ..req
+                        }
+                    } else {
+                        req
+                    };
                 self.rt.tts.playable(&req).map_err(|e| e.to_string())
             }
             PromptSpec::File { url } => self.file_prompt(url).await,
@@ -169,8 +170,4 @@ impl LivePort {
         });
         outcome
     }
-}
-
-pub(super) fn known_engine(e: &str) -> bool {
-    matches!(e, "espeak-ng" | "flite")
 }

@@ -67,6 +67,11 @@ url = "ws://127.0.0.1:2700"
 protocol = "vosk"
 [tts]
 #@tts
+[[tts.engines]]
+#@tts_engine
+name = "piper"
+kind = "openai"
+url = "http://127.0.0.1:2700"
 [dialer]
 #@dialer
 [objects]
@@ -162,6 +167,67 @@ fn llm_providers_from_file_and_env() {
         let mut bad = c.adapters.clone();
         bad.llm_providers[0].base_url = String::new();
         assert!(bad.to_control().is_err());
+        Ok(())
+    });
+}
+
+#[test]
+fn tts_engines_from_file_and_env() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "c.toml",
+            "[tts]\ndefault_engine = \"piper\"\n[[tts.engines]]\nname = \"piper\"\nkind = \"openai\"\nurl = \"http://127.0.0.1:2700\"\nvoice = \"joe\"\n[[tts.engines]]\nname = \"cloud\"\nurl = \"https://api.openai.com\"\napi_key_env = \"E2E_TTS_KEY\"\nmodel = \"tts-1-hd\"\ntimeout_secs = 20\n",
+        )?;
+        jail.set_env("E2E_TTS_KEY", "sk-test");
+        let c =
+            Config::load(Some(Path::new("c.toml")), Config::env()).map_err(|e| e.to_string())?;
+        let t = &c.tts;
+        assert_eq!(t.engines.len(), 2);
+        assert_eq!(t.engines[0].kind, TtsEngineKind::Openai);
+        assert_eq!(t.engines[0].voice, "joe");
+        assert_eq!(t.engines[0].model, "tts-1");
+        assert_eq!(t.engines[1].voice, "alloy");
+        assert_eq!(t.engines[1].timeout_secs, 20);
+        assert_eq!(t.engines[1].pcm_sample_rate, 24000);
+        let svc = t.service().map_err(|e| e.to_string())?;
+        for name in ["espeak-ng", "flite", "piper", "cloud"] {
+            assert!(svc.has_engine(name), "{name}");
+        }
+        // Each mistake is refused with the key that holds it.
+        let refused = |t: &TtsSection, want: &str| {
+            let e = t.service().err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains(want), "{want:?} not in {e:?}");
+        };
+        let mut bad = t.clone();
+        bad.engines[1].api_key_env = Some("E2E_TTS_KEY_UNSET".into());
+        refused(
+            &bad,
+            "tts.engines[1].api_key_env: E2E_TTS_KEY_UNSET is not set",
+        );
+        let mut bad = t.clone();
+        bad.engines[0].url = "ftp://127.0.0.1".into();
+        refused(&bad, "tts.engines[0] (piper): invalid synthesis URL");
+        let mut bad = t.clone();
+        bad.engines[0].pcm_sample_rate = 0;
+        refused(&bad, "tts.engines[0] (piper): pcm_sample_rate 0 is outside");
+        let mut bad = t.clone();
+        bad.engines[1].name = "piper".into();
+        refused(&bad, "tts.engines[1]: the name \"piper\" is taken");
+        let mut bad = t.clone();
+        bad.engines[1].name = "flite".into();
+        refused(&bad, "is taken");
+        let mut bad = t.clone();
+        bad.engines[0].name = " ".into();
+        refused(&bad, "tts.engines[0].name is required");
+        let mut bad = t.clone();
+        bad.default_engine = "nobody".into();
+        refused(&bad, "tts.default_engine \"nobody\"");
+        // An unknown kind is a load error.
+        jail.create_file(
+            "k.toml",
+            "[[tts.engines]]\nname = \"x\"\nkind = \"polly\"\nurl = \"http://127.0.0.1:9\"\n",
+        )?;
+        assert!(Config::load(Some(Path::new("k.toml")), Config::env()).is_err());
         Ok(())
     });
 }
@@ -278,6 +344,15 @@ fn docs_cover_every_key() {
             "adapters.llm_providers.api_key_env",
             "adapters.llm_providers.gdpr",
             "adapters.llm_providers.models",
+            "tts.engines.name",
+            "tts.engines.kind",
+            "tts.engines.url",
+            "tts.engines.api_key",
+            "tts.engines.api_key_env",
+            "tts.engines.model",
+            "tts.engines.voice",
+            "tts.engines.timeout_secs",
+            "tts.engines.pcm_sample_rate",
             "objects.local_dir",
             "objects.signing_key",
             "objects.signing_key_file",
