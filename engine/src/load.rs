@@ -178,17 +178,11 @@ pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
     let cfg = node_config(cfg, data.path(), gateway);
     let token = cfg.bootstrap_superuser_token.clone().unwrap_or_default();
     let node = crate::start(&cfg).await?;
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-    let base = format!("http://{}", listener.local_addr()?);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(callsmith_control::api::serve(
-        listener,
-        node.app.clone(),
-        node.http,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let (base, server) = crate::loopback_api(&node, async move {
+        let _ = stopped.await;
+    })
+    .await?;
 
     let mut api = Api {
         base,

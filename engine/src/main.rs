@@ -156,6 +156,23 @@ async fn start(cfg: &Config) -> anyhow::Result<Node> {
     })
 }
 
+/// The control API of `node` on a loopback port of its own until `shutdown` completes:
+/// its base URL and the server task.
+async fn loopback_api(
+    node: &Node,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<(String, tokio::task::JoinHandle<anyhow::Result<()>>)> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let server = tokio::spawn(callsmith_control::api::serve(
+        listener,
+        node.app.clone(),
+        node.http,
+        shutdown,
+    ));
+    Ok((base, server))
+}
+
 async fn serve(cfg: Config) -> anyhow::Result<()> {
     let Node {
         store,

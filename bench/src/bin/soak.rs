@@ -16,7 +16,7 @@
 //!
 //! ```sh
 //! cargo build --release -p callsmith-engine -p callsmith-bench --bin callsmith --bin soak
-//! CALLSMITH_BIN=target/release/callsmith target/release/soak --seconds 600 --live 200
+//! CALLSMITH_BIN=target/release/callsmith target/release/soak --seconds 600 --live 100
 //! ```
 //! The test command runs `soak --seconds 60 --live 20` against the debug build.
 
