@@ -6,7 +6,8 @@
 //! - audio sources: [`prompt`] (decode, resample, cache, growing sources), [`tts`];
 //! - the pacing workers ([`worker`], private) behind [`MediaEngine`] / [`MediaSession`];
 //! - speech recognition clients and the batch helper: [`stt`];
-//! - [`recording`].
+//! - [`recording`];
+//! - [`browser`]: WebRTC peers relayed into a session (browser legs).
 //!
 //! Typical use (one engine per process, one session per call):
 //! ```no_run
@@ -21,6 +22,7 @@
 //! ```
 
 pub mod amd;
+pub mod browser;
 pub mod clock;
 pub mod dtmf;
 mod engine;

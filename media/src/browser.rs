@@ -1,0 +1,485 @@
+//! Browser legs: a WebRTC peer (ICE host candidates, DTLS-SRTP, PCMU/8000) whose audio is
+//! relayed to and from a [`crate::MediaSession`] as plain RTP over loopback.
+//!
+//! A browser's microphone and speaker become a call leg like a SIP peer's RTP: the session
+//! sends its RTP to the relay's address and gets the browser's RTP from it, so pacing,
+//! prompts, recognition, recording and DTMF (telephone-event, when the browser's offer has
+//! it) work unchanged. The relay costs one loopback datagram per packet each way, which a
+//! test call can afford.
+//!
+//! The peer answers a complete offer (ICE gathering finished; no trickle) with a complete
+//! answer. Which remote candidates it may pair with is the caller's policy
+//! ([`BrowserPeerConfig::allow_remote`]): a candidate the policy refuses is removed from the
+//! offer before the ICE agent sees it, so no connectivity check is ever sent there.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::net::UdpSocket;
+use tokio::sync::watch;
+use tracing::debug;
+use webrtc::api::APIBuilder;
+use webrtc::api::media_engine::{MIME_TYPE_PCMU, MIME_TYPE_TELEPHONE_EVENT, MediaEngine};
+use webrtc::api::setting_engine::SettingEngine;
+use webrtc::ice::mdns::MulticastDnsMode;
+use webrtc::ice::network_type::NetworkType;
+use webrtc::ice::udp_network::{EphemeralUDP, UDPNetwork};
+use webrtc::peer_connection::RTCPeerConnection;
+use webrtc::peer_connection::configuration::RTCConfiguration;
+use webrtc::peer_connection::peer_connection_state::RTCPeerConnectionState;
+use webrtc::peer_connection::sdp::session_description::RTCSessionDescription;
+use webrtc::rtp_transceiver::rtp_codec::{
+    RTCRtpCodecCapability, RTCRtpCodecParameters, RTPCodecType,
+};
+use webrtc::track::track_local::TrackLocalWriter;
+use webrtc::track::track_local::track_local_static_rtp::TrackLocalStaticRTP;
+use webrtc::util::marshal::{Marshal, MarshalSize};
+
+/// PCMU's static payload type.
+const PCMU_PT: u8 = 0;
+/// The telephone-event payload type the peer offers in its answer.
+const TELEPHONE_EVENT_PT: u8 = 101;
+
+/// Why a browser peer could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum BrowserError {
+    /// The offer is not usable (not SDP, no audio, no PCMU, no allowed candidate).
+    #[error("{0}")]
+    InvalidOffer(String),
+    /// The local side failed (sockets, the WebRTC stack).
+    #[error("{0}")]
+    Local(String),
+}
+
+/// Where a browser peer listens and whom it may talk to.
+#[derive(Clone)]
+pub struct BrowserPeerConfig {
+    /// The address its host candidates are gathered on (an unspecified address gathers on
+    /// every interface).
+    pub ip: IpAddr,
+    /// The UDP port range of its ICE sockets.
+    pub port_min: u16,
+    pub port_max: u16,
+    /// Whether a remote candidate's address may be paired with.
+    pub allow_remote: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>,
+    /// How long ICE and DTLS may take before the peer counts as failed.
+    pub connect_timeout: Duration,
+}
+
+impl std::fmt::Debug for BrowserPeerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrowserPeerConfig")
+            .field("ip", &self.ip)
+            .field("port_min", &self.port_min)
+            .field("port_max", &self.port_max)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+/// Where a browser peer is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerState {
+    /// ICE and DTLS are under way.
+    Connecting,
+    /// Media can flow.
+    Connected,
+    /// The browser went away (closed, failed or lost); final.
+    Gone,
+}
+
+/// One browser peer and its RTP relay. Dropping it closes the peer connection.
+pub struct BrowserPeer {
+    pc: Arc<RTCPeerConnection>,
+    state: watch::Receiver<PeerState>,
+    relay_addr: SocketAddr,
+    /// Where the browser's RTP goes (the media session's address), once known.
+    media_to: Arc<OnceLock<SocketAddr>>,
+    telephone_event: Option<u8>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    connect_timeout: Duration,
+}
+
+impl BrowserPeer {
+    /// Answers a browser's complete SDP offer: returns the peer and the complete answer
+    /// (its host candidates gathered).
+    pub async fn answer(
+        config: &BrowserPeerConfig,
+        offer: &str,
+    ) -> Result<(BrowserPeer, String), BrowserError> {
+        let offer = filter_candidates(offer, &*config.allow_remote)?;
+        let api = build_api(config)?;
+        let pc = Arc::new(
+            api.new_peer_connection(RTCConfiguration::default())
+                .await
+                .map_err(local)?,
+        );
+        let track = Arc::new(TrackLocalStaticRTP::new(
+            pcmu(),
+            "audio".to_owned(),
+            "callsmith".to_owned(),
+        ));
+        pc.add_track(track.clone()).await.map_err(local)?;
+
+        let (state_tx, state) = watch::channel(PeerState::Connecting);
+        let state_tx = Arc::new(state_tx);
+        {
+            let state_tx = state_tx.clone();
+            pc.on_peer_connection_state_change(Box::new(move |s| {
+                debug!(state = %s, "browser peer state");
+                let next = match s {
+                    RTCPeerConnectionState::Connected => Some(PeerState::Connected),
+                    RTCPeerConnectionState::Disconnected
+                    | RTCPeerConnectionState::Failed
+                    | RTCPeerConnectionState::Closed => Some(PeerState::Gone),
+                    _ => None,
+                };
+                if let Some(next) = next {
+                    state_tx.send_if_modified(|cur| {
+                        // Gone is final.
+                        let changed = *cur != PeerState::Gone && *cur != next;
+                        if changed {
+                            *cur = next;
+                        }
+                        changed
+                    });
+                }
+                Box::pin(async {})
+            }));
+        }
+
+        let relay = Arc::new(
+            UdpSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
+                .await
+                .map_err(|e| BrowserError::Local(format!("relay socket: {e}")))?,
+        );
+        let relay_addr = relay
+            .local_addr()
+            .map_err(|e| BrowserError::Local(e.to_string()))?;
+        let media_to: Arc<OnceLock<SocketAddr>> = Arc::new(OnceLock::new());
+
+        // The browser's RTP, decrypted, to the media session.
+        {
+            let relay = relay.clone();
+            let media_to = media_to.clone();
+            pc.on_track(Box::new(move |remote, _, _| {
+                let relay = relay.clone();
+                let media_to = media_to.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 1500];
+                    let mut out = vec![0u8; 1500];
+                    while let Ok((pkt, _)) = remote.read(&mut buf).await {
+                        let Some(to) = media_to.get().copied() else {
+                            continue;
+                        };
+                        let n = pkt.marshal_size();
+                        if n > out.len() || pkt.marshal_to(&mut out[..n]).is_err() {
+                            continue;
+                        }
+                        let _ = relay.send_to(&out[..n], to).await;
+                    }
+                });
+                Box::pin(async {})
+            }));
+        }
+
+        pc.set_remote_description(
+            RTCSessionDescription::offer(offer)
+                .map_err(|e| BrowserError::InvalidOffer(format!("not an SDP offer: {e}")))?,
+        )
+        .await
+        .map_err(|e| BrowserError::InvalidOffer(format!("offer refused: {e}")))?;
+        let answer = pc
+            .create_answer(None)
+            .await
+            .map_err(|e| BrowserError::InvalidOffer(format!("no answer to this offer: {e}")))?;
+        let mut gathered = pc.gathering_complete_promise().await;
+        pc.set_local_description(answer).await.map_err(local)?;
+        let _ = tokio::time::timeout(Duration::from_secs(5), gathered.recv()).await;
+        let answer = pc
+            .local_description()
+            .await
+            .ok_or_else(|| BrowserError::Local("no local description".into()))?
+            .sdp;
+        if !answer_has_pcmu(&answer) {
+            let _ = pc.close().await;
+            return Err(BrowserError::InvalidOffer(
+                "the offer has no PCMU/8000 audio (the browser leg speaks G.711 µ-law)".into(),
+            ));
+        }
+        let telephone_event = answer_has_telephone_event(&answer).then_some(TELEPHONE_EVENT_PT);
+
+        // The media session's RTP, to the browser (audio only: telephone-event from the
+        // engine is not relayed, the track writes one codec).
+        let to_browser = {
+            let relay = relay.clone();
+            let media_to = media_to.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 1500];
+                while let Ok((n, from)) = relay.recv_from(&mut buf).await {
+                    if media_to.get() != Some(&from) || n < 12 || (buf[1] & 0x7f) != PCMU_PT {
+                        continue;
+                    }
+                    let _ = track.write(&buf[..n]).await;
+                }
+            })
+        };
+
+        Ok((
+            BrowserPeer {
+                pc,
+                state,
+                relay_addr,
+                media_to,
+                telephone_event,
+                tasks: vec![to_browser],
+                connect_timeout: config.connect_timeout,
+            },
+            answer,
+        ))
+    }
+
+    /// Where the media session sends its RTP (the relay), as a SIP answer's address would be.
+    pub fn rtp_addr(&self) -> SocketAddr {
+        self.relay_addr
+    }
+
+    /// The telephone-event payload type both sides have, if any.
+    pub fn telephone_event(&self) -> Option<u8> {
+        self.telephone_event
+    }
+
+    /// Points the browser's RTP at the media session (its RTP address; an unspecified IP is
+    /// reached on loopback). Only the first call counts.
+    pub fn connect_media(&self, session: SocketAddr) {
+        let to = if session.ip().is_unspecified() {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), session.port())
+        } else {
+            session
+        };
+        let _ = self.media_to.set(to);
+    }
+
+    /// The peer's state now.
+    pub fn state(&self) -> PeerState {
+        *self.state.borrow()
+    }
+
+    /// Waits until media can flow: true when connected, false when the browser went away or
+    /// the connect timeout passed first.
+    pub async fn connected(&mut self) -> bool {
+        let wait = self.state.wait_for(|s| *s != PeerState::Connecting);
+        matches!(
+            tokio::time::timeout(self.connect_timeout, wait).await,
+            Ok(Ok(s)) if *s == PeerState::Connected
+        )
+    }
+
+    /// Waits until the browser is gone (returns at once if it is).
+    pub async fn gone(&mut self) {
+        let _ = self.state.wait_for(|s| *s == PeerState::Gone).await;
+    }
+
+    /// Closes the peer connection (the browser sees the DTLS close).
+    pub async fn close(&self) {
+        let _ = self.pc.close().await;
+    }
+}
+
+impl Drop for BrowserPeer {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        let pc = self.pc.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = pc.close().await;
+            });
+        }
+    }
+}
+
+fn local(e: webrtc::Error) -> BrowserError {
+    BrowserError::Local(e.to_string())
+}
+
+fn pcmu() -> RTCRtpCodecCapability {
+    RTCRtpCodecCapability {
+        mime_type: MIME_TYPE_PCMU.to_owned(),
+        clock_rate: 8000,
+        channels: 1,
+        sdp_fmtp_line: String::new(),
+        rtcp_feedback: vec![],
+    }
+}
+
+fn build_api(config: &BrowserPeerConfig) -> Result<webrtc::api::API, BrowserError> {
+    let mut media = MediaEngine::default();
+    media
+        .register_codec(
+            RTCRtpCodecParameters {
+                capability: pcmu(),
+                payload_type: PCMU_PT,
+                ..Default::default()
+            },
+            RTPCodecType::Audio,
+        )
+        .map_err(local)?;
+    media
+        .register_codec(
+            RTCRtpCodecParameters {
+                capability: RTCRtpCodecCapability {
+                    mime_type: MIME_TYPE_TELEPHONE_EVENT.to_owned(),
+                    clock_rate: 8000,
+                    channels: 1,
+                    sdp_fmtp_line: "0-16".to_owned(),
+                    rtcp_feedback: vec![],
+                },
+                payload_type: TELEPHONE_EVENT_PT,
+                ..Default::default()
+            },
+            RTPCodecType::Audio,
+        )
+        .map_err(local)?;
+    let mut settings = SettingEngine::default();
+    let ip = config.ip;
+    settings.set_include_loopback_candidate(ip.is_loopback() || ip.is_unspecified());
+    settings.set_ip_filter(Box::new(move |a| ip.is_unspecified() || a == ip));
+    settings.set_ice_multicast_dns_mode(MulticastDnsMode::Disabled);
+    settings.set_network_types(if ip.is_ipv6() {
+        vec![NetworkType::Udp6]
+    } else {
+        vec![NetworkType::Udp4]
+    });
+    settings.set_udp_network(UDPNetwork::Ephemeral(
+        EphemeralUDP::new(config.port_min, config.port_max)
+            .map_err(|e| BrowserError::Local(format!("ICE port range: {e}")))?,
+    ));
+    Ok(APIBuilder::new()
+        .with_media_engine(media)
+        .with_setting_engine(settings)
+        .build())
+}
+
+/// The offer without the candidates the policy refuses (and without mDNS `.local` names,
+/// which the peer does not resolve); an error when no candidate is left.
+pub fn filter_candidates(
+    offer: &str,
+    allow: &(dyn Fn(IpAddr) -> bool + Send + Sync),
+) -> Result<String, BrowserError> {
+    if !offer.starts_with("v=0") {
+        return Err(BrowserError::InvalidOffer(
+            "sdp: not an SDP offer (it must start with v=0)".into(),
+        ));
+    }
+    let mut out = String::with_capacity(offer.len());
+    let (mut kept, mut dropped) = (0usize, Vec::new());
+    for line in offer.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\r', '\n']);
+        if let Some(c) = body.strip_prefix("a=candidate:") {
+            // foundation component transport priority address port typ type ...
+            let fields: Vec<&str> = c.split_whitespace().collect();
+            let addr = fields.get(4).and_then(|a| a.parse::<IpAddr>().ok());
+            let host = fields.get(7) == Some(&"host");
+            match addr {
+                Some(ip) if host && allow(ip) => kept += 1,
+                _ => {
+                    dropped.push(fields.get(4).copied().unwrap_or("?").to_string());
+                    continue;
+                }
+            }
+        }
+        out.push_str(line);
+    }
+    if kept == 0 {
+        let why = if dropped.is_empty() {
+            "the offer has no ICE candidate (send it once ICE gathering is complete)".to_string()
+        } else {
+            format!(
+                "no ICE candidate of the offer may be used (refused: {}); the engine pairs only \
+                 with host candidates its media address can reach",
+                dropped.join(", ")
+            )
+        };
+        return Err(BrowserError::InvalidOffer(why));
+    }
+    Ok(out)
+}
+
+fn audio_rtpmaps(sdp: &str) -> impl Iterator<Item = &str> {
+    sdp.lines()
+        .filter_map(|l| l.strip_prefix("a=rtpmap:"))
+        .filter_map(|r| r.split_once(' ').map(|(_, codec)| codec.trim()))
+}
+
+fn answer_has_pcmu(sdp: &str) -> bool {
+    sdp.lines()
+        .any(|l| l.starts_with("m=audio ") && !l.starts_with("m=audio 0 "))
+        && audio_rtpmaps(sdp).any(|c| {
+            let c = c.to_ascii_lowercase();
+            c == "pcmu/8000" || c == "pcmu/8000/1"
+        })
+}
+
+fn answer_has_telephone_event(sdp: &str) -> bool {
+    audio_rtpmaps(sdp).any(|c| c.to_ascii_lowercase().starts_with("telephone-event/8000"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OFFER: &str = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n\
+        m=audio 9 UDP/TLS/RTP/SAVPF 111 0\r\nc=IN IP4 0.0.0.0\r\n\
+        a=candidate:1 1 udp 2113937151 127.0.0.1 50000 typ host generation 0\r\n\
+        a=candidate:2 1 udp 2113937151 10.1.2.3 50002 typ host generation 0\r\n\
+        a=candidate:3 1 udp 2113937151 abc.local 50004 typ host generation 0\r\n\
+        a=candidate:4 1 udp 1677729535 198.51.100.7 50006 typ srflx raddr 0.0.0.0 rport 0\r\n\
+        a=rtpmap:0 PCMU/8000\r\n";
+
+    #[test]
+    fn keeps_only_allowed_host_candidates() {
+        let out = filter_candidates(OFFER, &|ip: IpAddr| ip.is_loopback()).unwrap();
+        assert!(out.contains("127.0.0.1 50000 typ host"));
+        assert!(!out.contains("10.1.2.3"));
+        assert!(!out.contains("abc.local"), "mDNS names are dropped");
+        assert!(!out.contains("srflx"), "only host candidates are paired");
+        assert!(out.contains("a=rtpmap:0 PCMU/8000\r\n"));
+    }
+
+    #[test]
+    fn no_allowed_candidate_is_an_invalid_offer_naming_them() {
+        let e = filter_candidates(OFFER, &|_| false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("10.1.2.3") && e.contains("127.0.0.1"), "{e}");
+        let bare = "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\n";
+        let e = filter_candidates(bare, &|_| true).unwrap_err().to_string();
+        assert!(e.contains("no ICE candidate"), "{e}");
+        let e = filter_candidates("hello", &|_| true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an SDP offer"), "{e}");
+    }
+
+    #[test]
+    fn answer_checks() {
+        assert!(answer_has_pcmu(
+            "m=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=rtpmap:0 PCMU/8000\r\n"
+        ));
+        assert!(!answer_has_pcmu(
+            "m=audio 0 UDP/TLS/RTP/SAVPF 0\r\na=rtpmap:0 PCMU/8000\r\n"
+        ));
+        assert!(!answer_has_pcmu(
+            "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=rtpmap:111 opus/48000/2\r\n"
+        ));
+        assert!(answer_has_pcmu(
+            "m=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=rtpmap:0 PCMU/8000/1\r\n"
+        ));
+        assert!(answer_has_telephone_event(
+            "a=rtpmap:101 telephone-event/8000\r\n"
+        ));
+    }
+}
