@@ -1,6 +1,7 @@
 //! The domain services the HTTP handlers and the call engine share: the store, object
 //! storage, recognition nodes, adapters, the guarded outbound client and what is built on
-//! it (webhooks, the audio resolver), hang-up requests and metrics. Nothing here knows
+//! it (webhooks, the audio resolver), hang-up requests, live feeds of test calls, the
+//! browser-call runner and metrics. Nothing here knows
 //! HTTP: the engine holds a [`Services`], the HTTP layer wraps the same value in its
 //! `AppState`.
 
@@ -9,8 +10,10 @@ use std::sync::Arc;
 use crate::{
     adapters::Adapters,
     audio_ref::AudioResolver,
+    browser_calls::BrowserCalls,
     catalog::SttEngines,
     hangups::Hangups,
+    live::LiveCalls,
     metrics::Metrics,
     objects::{Objects, ObjectsPurger},
     outbound::GuardedClient,
@@ -37,6 +40,10 @@ pub struct Services {
     pub audio: AudioResolver,
     /// Hang-up requests for the calls this process runs (see [`crate::hangups`]).
     pub hangups: Arc<Hangups>,
+    /// Live event feeds of the test calls this process runs (see [`crate::live`]).
+    pub live: Arc<LiveCalls>,
+    /// The engine's browser-call runner, once installed (see [`crate::browser_calls`]).
+    pub browser: Arc<BrowserCalls>,
     /// The Prometheus registry (see [`crate::metrics`]).
     pub metrics: Arc<Metrics>,
 }
@@ -66,6 +73,8 @@ impl Services {
             webhook,
             audio,
             hangups: Arc::default(),
+            live: Arc::default(),
+            browser: Arc::default(),
             metrics: Arc::new(Metrics::new()),
         })
     }

@@ -7,7 +7,7 @@ use callsmith_control::{
     communication::CommunicationStatus,
     store::{
         NewCommunication,
-        communications::{CallFinish, CallWrite, Claim, ClaimScope, Deliveries, inbound_record},
+        communications::{CallFinish, CallWrite, Claim, ClaimScope, Deliveries, claimed_record},
     },
     testing::{TestServer, minimal_snapshot},
 };
@@ -64,13 +64,13 @@ async fn an_inbound_call_stored_in_one_batch(s: TestServer) {
     let answered = created + Duration::milliseconds(250);
     let ended = answered + Duration::seconds(2);
     // What the call sees before anything is stored is what gets stored.
-    let seen = inbound_record(&new, &c, created);
+    let seen = claimed_record(&new, &c, created);
     let mut end = CallFinish::new(CommunicationStatus::Completed);
     end.call_status = Some("answered".into());
     end.duration = 2;
     end.goals = vec!["greeted".into()];
     let writes = vec![
-        CallWrite::CreateInbound {
+        CallWrite::CreateClaimed {
             new: Box::new(new),
             claim: c,
             at: created,
@@ -139,7 +139,7 @@ async fn a_refused_batch_applies_nothing(s: TestServer) {
     let scn = scenario(&s, &f).await;
     let first = inbound(&f, &scn);
     let c = claim("tok", 60);
-    let create = |n: &NewCommunication| CallWrite::CreateInbound {
+    let create = |n: &NewCommunication| CallWrite::CreateClaimed {
         new: Box::new(n.clone()),
         claim: c.clone(),
         at: Utc::now(),

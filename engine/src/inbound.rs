@@ -5,7 +5,7 @@
 use callsmith_control::communication::caller;
 use callsmith_control::store::{
     NewCommunication,
-    communications::{COMMUNICATION_PREFIX, CallWrite, Claim, inbound_record},
+    communications::{COMMUNICATION_PREFIX, CallWrite, Claim, claimed_record},
 };
 use callsmith_scenarios::interpreter::CallDirection;
 use callsmith_sip::{IncomingCall, IncomingCalls, LegEvent, LocalMedia};
@@ -22,9 +22,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use callsmith_control::store::CommunicationRecord;
 use callsmith_media::MediaSession;
-use callsmith_sip::{CallLeg, NegotiatedMedia};
+use callsmith_sip::NegotiatedMedia;
 
-use crate::call::{CallError, Prepared, lifecycle};
+use crate::call::{CallError, Leg, Prepared, fail, lifecycle};
 use crate::runtime::Runtime;
 
 /// Serves the inbound call stream until it closes: each call goes through the call
@@ -50,22 +50,11 @@ impl Answer {
     }
 }
 
-/// Writes why an answered-to-be inbound call did not come up.
-async fn fail(rt: &Runtime, comm: &CommunicationRecord, why: &str) {
-    rt.journal
-        .queue(CallWrite::Fail {
-            sid: comm.sid.clone(),
-            token: rt.settings.claim_token.clone(),
-            error: why.to_string(),
-            deliveries: None,
-            at: Utc::now(),
-        })
-        .await;
-}
-
 #[async_trait]
 impl lifecycle::Setup for Answer {
-    const DIRECTION: CallDirection = CallDirection::Inbound;
+    fn direction(&self) -> CallDirection {
+        CallDirection::Inbound
+    }
 
     /// Routes the call to its agent and records the communication (claimed by this node).
     async fn prepare(&mut self, rt: &Runtime) -> Option<(CommunicationRecord, Prepared)> {
@@ -119,10 +108,10 @@ impl lifecycle::Setup for Answer {
         let trunk = call.trunk.clone();
         // The row is written behind the call; a full queue means the database is behind.
         let at = Utc::now();
-        let comm = inbound_record(&new, &claim, at);
+        let comm = claimed_record(&new, &claim, at);
         if rt
             .journal
-            .record(CallWrite::CreateInbound {
+            .record(CallWrite::CreateClaimed {
                 new: Box::new(new),
                 claim,
                 at,
@@ -141,6 +130,7 @@ impl lifecycle::Setup for Answer {
             tz: caller::zone(&timezone),
             data: Default::default(),
             hangup: Default::default(),
+            live: None,
         };
         Some((comm, prep))
     }
@@ -164,7 +154,7 @@ impl lifecycle::Setup for Answer {
         comm: &CommunicationRecord,
         _prep: &Prepared,
         session: &MediaSession,
-    ) -> Option<(CallLeg, NegotiatedMedia)> {
+    ) -> Option<(Leg, NegotiatedMedia)> {
         let call = self.call.take()?;
         call.ring();
         let local = LocalMedia::g711(rt.settings.media_ip, session.local_port());
@@ -194,7 +184,7 @@ impl lifecycle::Setup for Answer {
             })
             .await;
         info!(communication = %comm.sid, "inbound call answered");
-        Some((leg, media))
+        Some((Leg::Sip(leg), media))
     }
 }
 

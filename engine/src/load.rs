@@ -364,7 +364,7 @@ mod tests {
         );
         assert_eq!(
             parse_target("sip:+4930@127.0.0.1").unwrap().1,
-            "127.0.0.1:5060".parse().unwrap()
+            "127.0.0.1:5060".parse::<std::net::SocketAddr>().unwrap()
         );
         for bad in [
             "100@127.0.0.1",

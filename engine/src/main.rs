@@ -9,6 +9,7 @@
 
 #[cfg(feature = "mimalloc")]
 mod alloc;
+mod browser;
 mod call;
 mod config;
 mod delivery;

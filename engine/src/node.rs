@@ -1,7 +1,7 @@
 //! This node's call service: starts the SIP stack, the media engine and the loops that
 //! place, answer and report calls (dialer, inbound, result delivery) over one [`Runtime`],
-//! and drains them on shutdown. The only module that knows every loop; the loops know the
-//! [`Runtime`] alone.
+//! installs the browser-call runner, and drains them on shutdown. The only module that
+//! knows every loop; the loops know the [`Runtime`] alone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +54,9 @@ pub async fn start(
         rtp_timeout_ms: cfg.media.rtp_timeout_ms,
         ..Default::default()
     };
+    if cfg.media.ice_port_min > cfg.media.ice_port_max {
+        anyhow::bail!("media.ice_port_min is above media.ice_port_max");
+    }
     let media = MediaEngine::new(media_cfg).map_err(|e| anyhow::anyhow!("media: {e}"))?;
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "callsmith".into());
     let settings = RuntimeSettings {
@@ -71,6 +74,14 @@ pub async fn start(
     let incoming = sip.take_incoming();
     tracing::info!(udp = ?sip.udp_addr(), tcp = ?sip.tcp_addr(), trunks = sip.trunks().len(), "call engine started");
     let rt = Runtime::new(services, Arc::new(sip), media, tts, settings, capacity);
+    rt.services
+        .browser
+        .install(Arc::new(crate::browser::Runner::new(
+            rt.clone(),
+            cfg.media.bind_ip,
+            cfg.media.ice_port_min,
+            cfg.media.ice_port_max,
+        )));
     let stop_delivery = CancellationToken::new();
     let mut tasks = vec![
         tokio::spawn(crate::dialer::run(rt.clone())),

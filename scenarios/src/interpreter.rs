@@ -262,7 +262,9 @@ struct Run<'p> {
 impl<'p> Run<'p> {
     fn record(&mut self, port: &dyn CallPort, event: Event) {
         let at_ms = (port.now() - self.start).num_milliseconds();
-        self.trace.events.push(TraceEvent { at_ms, event });
+        let event = TraceEvent { at_ms, event };
+        port.traced(&event);
+        self.trace.events.push(event);
     }
 
     fn render(&self, port: &dyn CallPort, text: &str) -> String {

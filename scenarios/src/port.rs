@@ -209,4 +209,7 @@ pub trait CallPort: Send {
     async fn hangup(&mut self, signal: &str);
     /// The current time (the interpreter's clock: timestamps and `time.*` variables).
     fn now(&self) -> DateTime<Utc>;
+    /// Told of each trace event as the interpreter records it (a live view of the call);
+    /// the trace itself is returned in the run's result. Does nothing by default.
+    fn traced(&self, _event: &crate::history::TraceEvent) {}
 }

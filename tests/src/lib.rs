@@ -91,7 +91,7 @@ pub struct EngineOptions {
     /// Extra keys of the `[sip]` section (`ring_timeout_secs = 2\n…`).
     pub sip_toml: String,
     /// RTP port range; None = [`rtp_range`] (give each of several engines in one test
-    /// its own part of it).
+    /// its own part of it). Its last 20 ports are the ICE ports of browser calls.
     pub rtp_ports: Option<(u16, u16)>,
 }
 
@@ -125,9 +125,12 @@ impl Engine {
         let mut toml = format!(
             "data_dir = {:?}\nbootstrap_superuser_token = {SU_TOKEN:?}\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n\
              [auth]\nargon2_memory_kib = 64\nargon2_iterations = 1\n\
-             [media]\nrtp_port_min = {rtp_min}\nrtp_port_max = {rtp_max}\n{}\
+             [media]\nrtp_port_min = {rtp_min}\nrtp_port_max = {}\nice_port_min = {}\nice_port_max = {rtp_max}\n{}\
              [dialer]\npoll_interval_ms = 100\nresult_backoff_base_ms = 200\n{}{}",
             data_dir.display().to_string(),
+            // The range's last 20 ports are the ICE ports of browser calls.
+            rtp_max - 20,
+            rtp_max - 19,
             opts.media_toml,
             if opts.dialer_toml.contains("max_timer_lag_ms") {
                 ""

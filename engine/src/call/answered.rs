@@ -26,7 +26,7 @@ impl AnsweredCall {
         comm: CommunicationRecord,
         prep: Prepared,
         mut session: MediaSession,
-        leg: CallLeg,
+        leg: Leg,
         media: NegotiatedMedia,
         direction: CallDirection,
     ) -> Box<AnsweredCall> {
@@ -47,6 +47,7 @@ impl AnsweredCall {
             tz,
             data,
             hangup,
+            live,
             ..
         } = prep;
         if agent.as_ref().is_some_and(|a| a.call_recording) {
@@ -91,6 +92,7 @@ impl AnsweredCall {
             answer_ns: None,
             hangup,
             forced: None,
+            live: live.map(Live::new),
         };
         Box::new(AnsweredCall {
             port,
@@ -150,6 +152,7 @@ impl AnsweredCall {
             ended,
             transfers,
             forced,
+            live,
             ..
         } = port;
         for (i, save) in turn_audio_saves {
@@ -231,6 +234,9 @@ impl AnsweredCall {
             ),
         };
         finish(&rt, &comm, port.agent.as_ref(), &f).await;
+        if let Some(live) = live {
+            live.end(&f);
+        }
         info!(communication = %comm.sid, goals = ?f.goals, duration = f.duration, "call ended");
     }
 }

@@ -9,12 +9,20 @@
 
 use super::*;
 use callsmith_control::hangups::HangupHandle;
+use callsmith_control::live::LiveFeed;
 
 /// How a call of one direction gets from its start to an answered leg.
 #[async_trait]
 pub trait Setup: Send + 'static {
     /// The direction the scenario sees.
-    const DIRECTION: CallDirection;
+    fn direction(&self) -> CallDirection;
+
+    /// The call's live feed when this step opened one already (a browser call opens it
+    /// before its answer goes back, so the console's subscription finds it); otherwise a
+    /// test call gets one once prepared, and other calls none.
+    fn live_feed(&mut self) -> Option<LiveFeed> {
+        None
+    }
 
     /// The communication and what it runs, ready to place or answer; `None` when the call
     /// does not go ahead (this step wrote or answered why).
@@ -32,7 +40,7 @@ pub trait Setup: Send + 'static {
         comm: &CommunicationRecord,
         prep: &Prepared,
         session: &MediaSession,
-    ) -> Option<(CallLeg, NegotiatedMedia)>;
+    ) -> Option<(Leg, NegotiatedMedia)>;
 }
 
 /// Runs one call through the lifecycle. The live-call guard is taken at once, so
@@ -53,14 +61,19 @@ pub fn run<S: Setup>(rt: Runtime, setup: S) -> impl std::future::Future<Output =
 }
 
 async fn answer<S: Setup>(rt: Runtime, mut setup: S) -> Option<(Box<AnsweredCall>, HangupHandle)> {
+    let direction = setup.direction();
     let (comm, prep) = setup.prepare(&rt).await?;
+    let feed = setup
+        .live_feed()
+        .or_else(|| comm.is_test.then(|| rt.services.live.open(&comm.sid)));
     let hangup = rt.services.hangups.register(&comm.sid);
     let prep = Prepared {
         hangup: hangup.token(),
+        live: feed,
         ..prep
     };
     let session = setup.media(&rt, &comm).await?;
     let (leg, media) = setup.answered_leg(&rt, &comm, &prep, &session).await?;
-    let call = AnsweredCall::new(rt, comm, prep, session, leg, media, S::DIRECTION);
+    let call = AnsweredCall::new(rt, comm, prep, session, leg, media, direction);
     Some((call, hangup))
 }

@@ -142,6 +142,9 @@ impl LivePort {
             tokio::select! {
                 ev = stt_next => match ev {
                     Some(SttEvent::Transcript(t)) => {
+                        if let Some(live) = &self.live {
+                            live.transcript(&t.text, t.is_final, self.ms());
+                        }
                         if t.is_final {
                             final_latency_ms = Some(t.at_ms.saturating_sub(t.end_ms));
                         }
@@ -208,6 +211,9 @@ impl LivePort {
         }
         if spec.speech.is_some() {
             turn.speech_recognition_recording = self.save_turn_audio(turn.index, pcm);
+        }
+        if let Some(live) = &self.live {
+            live.turn(&turn);
         }
         self.turns.push(turn);
         heard

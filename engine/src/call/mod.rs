@@ -52,8 +52,10 @@ use crate::runtime::Runtime;
 mod answered;
 mod error;
 mod history;
+mod leg;
 pub mod lifecycle;
 mod listen;
+mod live;
 mod outbound;
 mod play;
 mod port;
@@ -64,6 +66,8 @@ mod transfer;
 pub use answered::AnsweredCall;
 pub use error::CallError;
 use history::*;
+pub use leg::{BrowserLeg, Leg};
+use live::Live;
 pub use outbound::run_outbound;
 use port::*;
 pub use port::{ForcedEnd, LivePort};
@@ -90,6 +94,19 @@ async fn wait_end(leg: &mut CallLeg, within: Duration) -> Option<EndInfo> {
     .await
     .ok()
     .flatten()
+}
+
+/// Writes why a call this node created claimed (inbound, browser) did not come up.
+pub(crate) async fn fail(rt: &Runtime, comm: &CommunicationRecord, why: &str) {
+    rt.journal
+        .queue(CallWrite::Fail {
+            sid: comm.sid.clone(),
+            token: rt.settings.claim_token.clone(),
+            error: why.to_string(),
+            deliveries: None,
+            at: Utc::now(),
+        })
+        .await;
 }
 
 /// Writes the end of a communication and queues its result deliveries (to `agent`'s

@@ -50,7 +50,9 @@ pub(super) struct Dial {
 
 #[async_trait]
 impl lifecycle::Setup for Dial {
-    const DIRECTION: CallDirection = CallDirection::Outbound;
+    fn direction(&self) -> CallDirection {
+        CallDirection::Outbound
+    }
 
     async fn prepare(&mut self, rt: &Runtime) -> Option<(CommunicationRecord, Prepared)> {
         let comm = self.comm.take()?;
@@ -111,8 +113,10 @@ impl lifecycle::Setup for Dial {
         comm: &CommunicationRecord,
         prep: &Prepared,
         session: &MediaSession,
-    ) -> Option<(CallLeg, NegotiatedMedia)> {
-        place(rt, comm, prep, session).await
+    ) -> Option<(Leg, NegotiatedMedia)> {
+        place(rt, comm, prep, session)
+            .await
+            .map(|(leg, media)| (Leg::Sip(leg), media))
     }
 }
 

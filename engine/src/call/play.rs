@@ -80,7 +80,7 @@ impl LivePort {
             Ok(p) => p,
             Err(e) => {
                 self.errors.push(format!("prompt: {e}"));
-                self.prompts.push(PromptLog {
+                self.keep_prompt(PromptLog {
                     at_ms,
                     prompt: prompt.clone(),
                     interruptible,
@@ -156,7 +156,7 @@ impl LivePort {
             PlayOutcome::HungUp => "hung_up",
             PlayOutcome::Failed(_) => "failed",
         };
-        self.prompts.push(PromptLog {
+        self.keep_prompt(PromptLog {
             at_ms,
             prompt: prompt.clone(),
             interruptible,

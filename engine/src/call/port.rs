@@ -13,7 +13,7 @@ pub(super) enum Signal {
 /// The next [`Signal`] of the leg, passing over the events an answered call has no use
 /// for; `None` once the leg is gone. Cancel-safe: an event is taken only when returned or
 /// passed over.
-pub(super) async fn next_signal(leg: &mut CallLeg) -> Option<Signal> {
+pub(super) async fn next_signal(leg: &mut Leg) -> Option<Signal> {
     loop {
         match leg.next_event().await? {
             LegEvent::Dtmf(d) => return Some(Signal::Dtmf(d)),
@@ -31,8 +31,8 @@ pub struct LivePort {
     pub(super) from_number: String,
     pub(super) session: MediaSession,
     pub(super) media_events: Option<callsmith_media::MediaEvents>,
-    /// The call's SIP leg: its events, and hanging up or transferring it.
-    pub(super) leg: CallLeg,
+    /// The call's leg (SIP or browser): its events, and hanging up or transferring it.
+    pub(super) leg: Leg,
     pub(super) ended: Option<EndInfo>,
     pub(super) started: Instant,
     pub(super) deadline: Instant,
@@ -54,6 +54,8 @@ pub struct LivePort {
     pub(super) hangup: CancellationToken,
     /// Why the engine ended the call, when it did.
     pub(super) forced: Option<ForcedEnd>,
+    /// The live feed of a test call (see [`super::live`]).
+    pub(super) live: Option<Live>,
 }
 
 /// Something that happened while waiting.
@@ -167,6 +169,14 @@ impl LivePort {
 
     /// Records a turn's latency (answer → first RTP of the reply) on the last turn and on
     /// /metrics.
+    /// Keeps a prompt for the history (and tells the live feed).
+    pub(super) fn keep_prompt(&mut self, log: PromptLog) {
+        if let Some(live) = &self.live {
+            live.prompt(&log);
+        }
+        self.prompts.push(log);
+    }
+
     pub(super) fn record_turn_latency(
         &mut self,
         answer_ns: u64,
@@ -185,6 +195,9 @@ impl LivePort {
             t.reply_first_rtp_ms = Some(at_ms);
             t.turn_latency_us = Some(total_us);
             t.turn_engine_us = Some(engine_us);
+            if let Some(live) = &self.live {
+                live.turn(t);
+            }
         }
     }
 
@@ -377,6 +390,12 @@ impl CallPort for LivePort {
 
     fn now(&self) -> DateTime<Utc> {
         Utc::now()
+    }
+
+    fn traced(&self, event: &callsmith_scenarios::history::TraceEvent) {
+        if let Some(live) = &self.live {
+            live.traced(event);
+        }
     }
 }
 

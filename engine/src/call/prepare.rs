@@ -17,6 +17,8 @@ pub struct Prepared {
     /// Cancelled when `POST /v1/communication/{id}/hangup` asks the call to end (the
     /// token of its [`callsmith_control::hangups`] registration).
     pub hangup: CancellationToken,
+    /// A test call's live feed (set by the lifecycle; see [`super::live`]).
+    pub live: Option<callsmith_control::live::LiveFeed>,
 }
 
 /// Loads the scenario version, the agent, the from-number and the trunk of a claimed row.
@@ -90,5 +92,6 @@ pub async fn prepare(
         tz,
         data: callsmith_scenarios::interpreter::data_to_vars(&data),
         hangup: CancellationToken::new(),
+        live: None,
     })
 }

@@ -256,7 +256,7 @@ impl LivePort {
                 o = &mut client_wait, if !client_done => {
                     client_done = true;
                     if let (Some(o), Some(p)) = (o, spec.message_to_client.as_ref()) {
-                        self.prompts.push(PromptLog {
+                        self.keep_prompt(PromptLog {
                             at_ms: client_at,
                             prompt: p.clone(),
                             interruptible: false,

@@ -480,6 +480,10 @@ pub struct MediaSection {
     /// An answered call whose peer sends no RTP for this many ms is hung up
     /// (`end_reason` `rtp_timeout`); 0 turns the check off. Default 30000.
     pub rtp_timeout_ms: u64,
+    /// UDP port range of browser legs' ICE sockets (one port per browser call).
+    /// Default 30000..30999.
+    pub ice_port_min: u16,
+    pub ice_port_max: u16,
 }
 
 impl Default for MediaSection {
@@ -491,6 +495,8 @@ impl Default for MediaSection {
             rtp_port_min: 20000,
             rtp_port_max: 29999,
             rtp_timeout_ms: 30_000,
+            ice_port_min: 30000,
+            ice_port_max: 30999,
         }
     }
 }

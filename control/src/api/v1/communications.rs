@@ -15,7 +15,8 @@ use crate::{
     auth::{Authz, cap},
     ids::new_sid,
     store::{
-        AccountRecord, AgentRecord, CommunicationRecord, NewCommunication, StoreError,
+        AccountRecord, AgentRecord, CommunicationRecord, NewCommunication, ScenarioRecord,
+        ScenarioVersionRecord, StoreError,
         communications::{COMMUNICATION_PREFIX, CommunicationFilter, CommunicationStatus},
     },
 };
@@ -269,6 +270,41 @@ async fn test_call(
     b: &DispatchBody,
     recipient: String,
 ) -> ApiResult<NewCommunication> {
+    let (scenario, record) =
+        test_version(state, account, scenario_sid, b.draft.unwrap_or(false)).await?;
+    // Rule 7: a free account number.
+    let number = caller::test_call_caller(&state.store, &account.sid)
+        .await
+        .map_err(no_from_number)?;
+    Ok(NewCommunication {
+        sid: new_sid(COMMUNICATION_PREFIX),
+        tenant_sid: account.tenant_sid.clone(),
+        account_sid: account.sid.clone(),
+        agent_sid: None,
+        scenario_sid: scenario.sid.clone(),
+        version: record.version,
+        draft_version: record.draft_version,
+        recipient,
+        from_number: number.number,
+        trunk: number.trunk,
+        direction: "outbound".into(),
+        is_test: true,
+        data: "{}".into(),
+        strategy_sid: None,
+        timezone: caller::call_timezone(None, account),
+        scheduled_at: b.scheduled_at,
+        due_at: due_at(b.scheduled_at),
+    })
+}
+
+/// The version a test call of `scenario_sid` runs (rule 3): the draft, validated and frozen
+/// on first use, when `draft`; else the latest published version.
+pub(crate) async fn test_version(
+    state: &AppState,
+    account: &AccountRecord,
+    scenario_sid: &str,
+    draft: bool,
+) -> ApiResult<(ScenarioRecord, ScenarioVersionRecord)> {
     let scenario = state
         .store
         .scenario_get(scenario_sid)
@@ -280,7 +316,7 @@ async fn test_call(
                 "scenario_sid: no such scenario in this account",
             )
         })?;
-    let record = if b.draft.unwrap_or(false) {
+    let record = if draft {
         // A draft was never validated by a publish: it is validated here, with the
         // same checks, before it is frozen and called.
         let draft = state
@@ -315,29 +351,7 @@ async fn test_call(
                 )
             })?
     };
-    // Rule 7: a free account number.
-    let number = caller::test_call_caller(&state.store, &account.sid)
-        .await
-        .map_err(no_from_number)?;
-    Ok(NewCommunication {
-        sid: new_sid(COMMUNICATION_PREFIX),
-        tenant_sid: account.tenant_sid.clone(),
-        account_sid: account.sid.clone(),
-        agent_sid: None,
-        scenario_sid: scenario.sid.clone(),
-        version: record.version,
-        draft_version: record.draft_version,
-        recipient,
-        from_number: number.number,
-        trunk: number.trunk,
-        direction: "outbound".into(),
-        is_test: true,
-        data: "{}".into(),
-        strategy_sid: None,
-        timezone: caller::call_timezone(None, account),
-        scheduled_at: b.scheduled_at,
-        due_at: due_at(b.scheduled_at),
-    })
+    Ok((scenario, record))
 }
 
 /// Query of GET /v1/communication.

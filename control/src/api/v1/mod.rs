@@ -4,6 +4,7 @@ mod accounts;
 pub(crate) mod agents;
 mod audio;
 mod auth;
+pub mod browser_call;
 mod call_objects;
 mod classifiers;
 pub mod communications;
@@ -71,6 +72,7 @@ pub(super) fn groups() -> Vec<OpenApiRouter<AppState>> {
         stt::routes(),
         tts::routes(),
         communications::routes(),
+        browser_call::routes(),
         call_objects::routes(),
         results::routes(),
         classifiers::routes(),

@@ -585,7 +585,7 @@ impl Store {
 
 mod writes;
 
-pub use writes::{CallWrite, Deliveries, inbound_record};
+pub use writes::{CallWrite, Deliveries, claimed_record};
 
 #[cfg(test)]
 mod tests;

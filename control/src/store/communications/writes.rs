@@ -3,7 +3,7 @@
 //!
 //! Each write carries the time it describes (`at`): a write applied later, in a batch,
 //! still records when the call was answered or ended, not when the batch ran. Every write
-//! but [`CallWrite::CreateInbound`] names the claim token, so a process that lost its
+//! but [`CallWrite::CreateClaimed`] names the claim token, so a process that lost its
 //! claim never overwrites the row (see the module doc of `store::communications`).
 
 use chrono::{DateTime, Utc};
@@ -14,9 +14,10 @@ use crate::store::{Store, StoreError, StoreResult, on_db};
 /// One write of a call to its communication row.
 #[derive(Debug, Clone)]
 pub enum CallWrite {
-    /// An inbound call this process answers: the row, created claimed and `in_progress`
-    /// (see [`inbound_record`]).
-    CreateInbound {
+    /// A call this process runs from its first moment (an inbound call it answers, a
+    /// browser call it takes): the row, created claimed and `in_progress` (see
+    /// [`claimed_record`]).
+    CreateClaimed {
         new: Box<NewCommunication>,
         claim: Claim,
         at: DateTime<Utc>,
@@ -76,7 +77,7 @@ impl CallWrite {
     /// The communication the write is for.
     pub fn sid(&self) -> &str {
         match self {
-            CallWrite::CreateInbound { new, .. } => &new.sid,
+            CallWrite::CreateClaimed { new, .. } => &new.sid,
             CallWrite::Started { sid, .. }
             | CallWrite::Answered { sid, .. }
             | CallWrite::Finish { sid, .. }
@@ -86,8 +87,8 @@ impl CallWrite {
     }
 }
 
-/// The row [`CallWrite::CreateInbound`] writes, as the call sees it before it is stored.
-pub fn inbound_record(
+/// The row [`CallWrite::CreateClaimed`] writes, as the call sees it before it is stored.
+pub fn claimed_record(
     new: &NewCommunication,
     claim: &Claim,
     at: DateTime<Utc>,
@@ -157,7 +158,7 @@ macro_rules! insert_deliveries {
 macro_rules! apply_write {
     ($tx:ident, $w:expr) => {{
         match $w {
-            CallWrite::CreateInbound { new: c, claim, at } => sqlx::query(
+            CallWrite::CreateClaimed { new: c, claim, at } => sqlx::query(
                 "INSERT INTO communications (sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, \
                  recipient, from_number, trunk, direction, communication_status, duration, goals, variables, is_test, consent_granted, \
                  has_recording, has_history, data, strategy_sid, timezone, scheduled_at, due_at, claim_token, claimed_by, claimed_until, \

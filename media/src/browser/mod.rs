@@ -36,6 +36,8 @@ use webrtc::track::track_local::TrackLocalWriter;
 use webrtc::track::track_local::track_local_static_rtp::TrackLocalStaticRTP;
 use webrtc::util::marshal::{Marshal, MarshalSize};
 
+pub mod testing;
+
 /// PCMU's static payload type.
 const PCMU_PT: u8 = 0;
 /// The telephone-event payload type the peer offers in its answer.
@@ -281,9 +283,20 @@ impl BrowserPeer {
         let _ = self.state.wait_for(|s| *s == PeerState::Gone).await;
     }
 
-    /// Closes the peer connection (the browser sees the DTLS close).
+    /// A handle that closes the peer connection from another task.
+    pub fn closer(&self) -> PeerCloser {
+        PeerCloser(self.pc.clone())
+    }
+}
+
+/// Closes a [`BrowserPeer`]'s connection (the browser sees the DTLS close and the peer
+/// becomes [`PeerState::Gone`]).
+#[derive(Clone)]
+pub struct PeerCloser(Arc<RTCPeerConnection>);
+
+impl PeerCloser {
     pub async fn close(&self) {
-        let _ = self.pc.close().await;
+        let _ = self.0.close().await;
     }
 }
 

@@ -1,0 +1,237 @@
+//! Browser test calls and the live view of test calls:
+//! `POST /v1/communication/-/browser-call` answers a browser's WebRTC offer and runs a
+//! scenario's draft or published version with the browser as the call's leg;
+//! `GET /v1/communication/{id}/live` streams what a running test call does as
+//! Server-Sent Events (see [`crate::live`]).
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::{
+    extract::State,
+    http::StatusCode,
+    response::sse::{Event, KeepAlive, Sse},
+};
+use futures::{Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::communications::{Communication, test_version, visible_communication};
+use crate::{
+    api::{ApiError, ApiResult, AppState, ErrorBody, Json, Path},
+    auth::{Authz, cap},
+    browser_calls::BrowserCallError,
+    communication::caller,
+    ids::new_sid,
+    live::LiveEvent,
+    store::{NewCommunication, communications::COMMUNICATION_PREFIX},
+};
+
+/// Longest SDP offer taken (a browser's audio offer is a few KiB).
+pub const MAX_OFFER_BYTES: usize = 32 * 1024;
+
+/// The recipient and from-number a browser call carries (it has no phone number).
+pub const BROWSER_PARTY: &str = "browser";
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(browser_call))
+        .routes(routes!(live))
+}
+
+/// Body of POST /v1/communication/-/browser-call.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BrowserCallBody {
+    /// The scenario to call.
+    #[schema(min_length = 1)]
+    pub scenario_sid: String,
+    /// true runs the current draft (validated, then frozen as a test dispatch freezes it);
+    /// false or absent runs the latest published version.
+    #[serde(default)]
+    pub draft: Option<bool>,
+    /// The direction the scenario sees (which entry brick it starts at); default
+    /// `outbound`.
+    #[serde(default)]
+    #[schema(pattern = "^(outbound|inbound)$")]
+    pub direction: Option<String>,
+    /// The browser's complete SDP offer (ICE gathering finished: no trickle), with PCMU
+    /// audio and host candidates the engine's media address can reach.
+    #[schema(min_length = 1, max_length = 32768)]
+    pub sdp: String,
+}
+
+/// Answer of POST /v1/communication/-/browser-call.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BrowserCallAnswer {
+    /// The call's communication (`is_test`, `in_progress`, run by this node).
+    pub communication: Communication,
+    /// The SDP answer to set as the browser's remote description.
+    pub sdp: String,
+}
+
+/// Call a scenario from the browser: the browser's microphone and speaker become the
+/// call's leg (WebRTC: ICE host candidates, DTLS-SRTP, PCMU/8000), and the call runs
+/// through the same lifecycle as a SIP call. A draft is validated and frozen as by a test
+/// dispatch; the communication is `is_test`, its recipient and from-number `browser`.
+/// Watch it with `GET /v1/communication/{id}/live`; end it with
+/// `POST /v1/communication/{id}/hangup` or by closing the peer connection.
+#[utoipa::path(post, path = "/v1/communication/-/browser-call", tag = "communications",
+    request_body = BrowserCallBody,
+    params(("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 201, body = BrowserCallAnswer), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "`unknown_scenario`, `no_draft`, `invalid_scenario` (with the SCN errors), `scenario_not_published`, `invalid_sdp` (the offer cannot be answered: the message says why)"),
+        (status = 500, body = ErrorBody),
+        (status = 503, body = ErrorBody, description = "`browser_calls_unavailable`: this process runs no calls, or cannot take one now")))]
+async fn browser_call(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesWrite>,
+    Json(b): Json<BrowserCallBody>,
+) -> ApiResult<(StatusCode, Json<BrowserCallAnswer>)> {
+    let account = auth.account_scope(&state).await?;
+    let direction = match b.direction.as_deref() {
+        None | Some("outbound") => "outbound",
+        Some("inbound") => "inbound",
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_direction",
+                format!("direction: {other:?} is not outbound or inbound"),
+            ));
+        }
+    };
+    if b.sdp.trim().is_empty() || b.sdp.len() > MAX_OFFER_BYTES {
+        return Err(ApiError::unprocessable(
+            "invalid_sdp",
+            format!("sdp: the offer must be 1 to {MAX_OFFER_BYTES} bytes"),
+        ));
+    }
+    let Some(runner) = state.browser.runner() else {
+        return Err(unavailable("this process runs no calls"));
+    };
+    let (scenario, record) =
+        test_version(&state, &account, &b.scenario_sid, b.draft.unwrap_or(false)).await?;
+    let now = chrono::Utc::now();
+    let new = NewCommunication {
+        sid: new_sid(COMMUNICATION_PREFIX),
+        tenant_sid: account.tenant_sid.clone(),
+        account_sid: account.sid.clone(),
+        agent_sid: None,
+        scenario_sid: scenario.sid.clone(),
+        version: record.version,
+        draft_version: record.draft_version,
+        recipient: BROWSER_PARTY.into(),
+        from_number: BROWSER_PARTY.into(),
+        trunk: None,
+        direction: direction.into(),
+        is_test: true,
+        data: "{}".into(),
+        strategy_sid: None,
+        timezone: caller::call_timezone(None, &account),
+        scheduled_at: None,
+        due_at: now,
+    };
+    match runner.start(new, &b.sdp).await {
+        Ok(started) => Ok((
+            StatusCode::CREATED,
+            Json(BrowserCallAnswer {
+                communication: Communication::from(&started.communication),
+                sdp: started.sdp,
+            }),
+        )),
+        Err(BrowserCallError::InvalidOffer(why)) => Err(ApiError::unprocessable(
+            "invalid_sdp",
+            format!("sdp: {why}"),
+        )),
+        Err(BrowserCallError::Unavailable(why)) => Err(unavailable(&why)),
+    }
+}
+
+fn unavailable(why: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "browser_calls_unavailable",
+        format!("browser calls are unavailable: {why}"),
+    )
+}
+
+/// Stream what a running test call does, as Server-Sent Events (`text/event-stream`).
+/// Events (the `event:` field; `data:` is JSON): `brick` (`brick_id`, `kind`, `at_ms`),
+/// `variable` (`name`, `old`, `new`, `at_ms`), `prompt` (`brick_id`, `text`, `played_ms`,
+/// `interrupted`, `at_ms`), `transcript` (`text`, `final`, `at_ms`), `turn` (one listen
+/// turn with its latency breakdown in ms), `trace` (any other trace event, as in the saved
+/// history), and `ended` (`communication_status`, `call_status`, `goals`, `end_reason`),
+/// after which the stream closes. A subscriber that comes late first gets what the call
+/// published so far. Comments (`: keepalive`) are sent every 15 s. Test calls only
+/// (`is_test`), on the node running them; a call that has ended answers one `ended` event.
+#[utoipa::path(get, path = "/v1/communication/{id}/live", tag = "communications",
+    params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 200, content_type = "text/event-stream", body = String, description = "The call's events"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "`not_live`: the call has not ended and runs no live feed on this node (not a test call, not started yet, or on another node)"),
+        (status = 500, body = ErrorBody)))]
+async fn live(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Path(id): Path<String>,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    let account = auth.account_scope(&state).await?;
+    let c = visible_communication(&state, &account, &id).await?;
+    let (replay, rx) = match state.live.subscribe(&c.sid) {
+        Some(sub) => (sub.replay, Some(sub.rx)),
+        None if c.communication_status.is_final() => {
+            let goals: serde_json::Value =
+                serde_json::from_str(&c.goals).unwrap_or(serde_json::Value::Null);
+            let ended = LiveEvent {
+                name: LiveEvent::ENDED,
+                data: serde_json::json!({
+                    "communication_status": c.communication_status,
+                    "call_status": c.call_status,
+                    "goals": goals,
+                    "end_reason": c.end_reason,
+                }),
+            };
+            (vec![ended], None)
+        }
+        None => {
+            return Err(ApiError::conflict(
+                "not_live",
+                format!(
+                    "communication {} has no live feed on this node (status {}; live feeds are \
+                     kept for test calls by the node running them)",
+                    c.sid, c.communication_status
+                ),
+            ));
+        }
+    };
+    let ended_in_replay = replay.iter().any(|e| e.name == LiveEvent::ENDED);
+    let rest = futures::stream::unfold((rx, ended_in_replay), |(rx, done)| async move {
+        let mut rx = rx?;
+        if done {
+            return None;
+        }
+        loop {
+            match rx.recv().await {
+                Ok(e) => {
+                    let done = e.name == LiveEvent::ENDED;
+                    return Some((e, (Some(rx), done)));
+                }
+                // A slow reader missed some events: go on with the next ones.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    let events = futures::stream::iter(replay)
+        .chain(rest)
+        .map(|e| Ok(Event::default().event(e.name).data(e.data.to_string())));
+    Ok(Sse::new(events).keep_alive(
+        KeepAlive::new()
+            .interval(Duration::from_secs(15))
+            .text("keepalive"),
+    ))
+}

@@ -1,0 +1,217 @@
+//! Browser calls: the engine's [`BrowserCallRunner`]. It answers the browser's WebRTC
+//! offer ([`BrowserPeer`]), stores the communication claimed by this node, and runs the
+//! call through the call lifecycle ([`crate::call::lifecycle`]) with [`Browser`] as its
+//! setup: from the answer on, a browser call is the same [`crate::call::AnsweredCall`] as a
+//! SIP call, its leg a [`Leg::Browser`].
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use callsmith_control::browser_calls::{BrowserCallError, BrowserCallRunner, BrowserCallStarted};
+use callsmith_control::live::LiveFeed;
+use callsmith_control::outbound::ice_candidate_allowed;
+use callsmith_control::store::{
+    CommunicationRecord, NewCommunication,
+    communications::{CallWrite, Claim, claimed_record},
+};
+use callsmith_media::MediaSession;
+use callsmith_media::browser::{BrowserPeer, BrowserPeerConfig};
+use callsmith_scenarios::interpreter::CallDirection;
+use callsmith_sip::{MediaDirection, NegotiatedMedia, SdpCodec};
+use chrono::Utc;
+use tracing::{info, warn};
+
+use crate::call::{BrowserLeg, Leg, Prepared, fail, lifecycle, prepare};
+use crate::runtime::Runtime;
+
+/// How long ICE and DTLS may take once the answer went back.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The engine's browser-call runner (installed into the services at start).
+pub struct Runner {
+    rt: Runtime,
+    peer: BrowserPeerConfig,
+}
+
+impl Runner {
+    /// Host candidates on the media bind address, ICE ports from `[media]`, remote
+    /// candidates within that address's reach ([`ice_candidate_allowed`]).
+    pub fn new(rt: Runtime, bind_ip: IpAddr, port_min: u16, port_max: u16) -> Runner {
+        let media_ip = rt.settings.media_ip;
+        Runner {
+            rt,
+            peer: BrowserPeerConfig {
+                ip: bind_ip,
+                port_min,
+                port_max,
+                allow_remote: Arc::new(move |ip| ice_candidate_allowed(media_ip, ip)),
+                connect_timeout: CONNECT_TIMEOUT,
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl BrowserCallRunner for Runner {
+    async fn start(
+        &self,
+        new: NewCommunication,
+        offer: &str,
+    ) -> Result<BrowserCallStarted, BrowserCallError> {
+        let rt = &self.rt;
+        if let Some(why) = rt.capacity.refusal() {
+            return Err(BrowserCallError::Unavailable(why.into()));
+        }
+        let (peer, sdp) = BrowserPeer::answer(&self.peer, offer)
+            .await
+            .map_err(|e| match e {
+                callsmith_media::browser::BrowserError::InvalidOffer(m) => {
+                    BrowserCallError::InvalidOffer(m)
+                }
+                callsmith_media::browser::BrowserError::Local(m) => {
+                    warn!(error = %m, "browser peer could not be set up");
+                    BrowserCallError::Unavailable(format!("the media side failed: {m}"))
+                }
+            })?;
+        let lease =
+            chrono::Duration::from_std(rt.settings.lease).unwrap_or(chrono::Duration::seconds(30));
+        let at = Utc::now();
+        let claim = Claim {
+            token: rt.settings.claim_token.clone(),
+            by: rt.settings.instance.clone(),
+            until: at + lease,
+        };
+        let comm = claimed_record(&new, &claim, at);
+        let direction = if new.direction == "inbound" {
+            CallDirection::Inbound
+        } else {
+            CallDirection::Outbound
+        };
+        // Stored before the answer goes back, so the console reads the row it is given.
+        match rt
+            .journal
+            .commit(CallWrite::CreateClaimed {
+                new: Box::new(new),
+                claim,
+                at,
+            })
+            .await
+        {
+            Ok(_) => {}
+            Err(e) => {
+                warn!(error = %e, "storing a browser call failed");
+                return Err(BrowserCallError::Unavailable(
+                    "the database did not store the call".into(),
+                ));
+            }
+        }
+        let feed = rt.services.live.open(&comm.sid);
+        info!(communication = %comm.sid, "browser call started");
+        tokio::spawn(lifecycle::run(
+            rt.clone(),
+            Browser {
+                comm: Some(comm.clone()),
+                peer: Some(peer),
+                feed: Some(feed),
+                direction,
+            },
+        ));
+        Ok(BrowserCallStarted {
+            communication: comm,
+            sdp,
+        })
+    }
+}
+
+/// A browser call from its stored row to its connected peer.
+struct Browser {
+    comm: Option<CommunicationRecord>,
+    peer: Option<BrowserPeer>,
+    feed: Option<LiveFeed>,
+    direction: CallDirection,
+}
+
+#[async_trait]
+impl lifecycle::Setup for Browser {
+    fn direction(&self) -> CallDirection {
+        self.direction
+    }
+
+    fn live_feed(&mut self) -> Option<LiveFeed> {
+        self.feed.take()
+    }
+
+    async fn prepare(&mut self, rt: &Runtime) -> Option<(CommunicationRecord, Prepared)> {
+        let comm = self.comm.take()?;
+        match prepare(rt, &comm, None).await {
+            Ok(p) => Some((comm, p)),
+            Err(e) => {
+                let why = e.to_string();
+                warn!(communication = %comm.sid, error = %why, "browser call cannot run");
+                fail(rt, &comm, &why).await;
+                None
+            }
+        }
+    }
+
+    async fn media(&mut self, rt: &Runtime, comm: &CommunicationRecord) -> Option<MediaSession> {
+        match rt.media.open_session(None) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                warn!(error = %e, "no media session for a browser call");
+                fail(rt, comm, &format!("no media session: {e}")).await;
+                None
+            }
+        }
+    }
+
+    async fn answered_leg(
+        mut self,
+        rt: &Runtime,
+        comm: &CommunicationRecord,
+        prep: &Prepared,
+        session: &MediaSession,
+    ) -> Option<(Leg, NegotiatedMedia)> {
+        let mut peer = self.peer.take()?;
+        peer.connect_media(session.local_addr());
+        let connected = tokio::select! {
+            c = peer.connected() => c,
+            _ = prep.hangup.cancelled() => false,
+            _ = rt.hangup_all.cancelled() => false,
+        };
+        if !connected {
+            warn!(communication = %comm.sid, "the browser did not connect");
+            fail(
+                rt,
+                comm,
+                "the browser did not connect (ICE and DTLS did not complete)",
+            )
+            .await;
+            return None;
+        }
+        rt.journal
+            .queue(CallWrite::Answered {
+                sid: comm.sid.clone(),
+                token: rt.settings.claim_token.clone(),
+                call_id: comm.sid.clone(),
+                at: Utc::now(),
+            })
+            .await;
+        info!(communication = %comm.sid, "browser call connected");
+        let media = NegotiatedMedia {
+            remote_rtp: peer.rtp_addr(),
+            codec: SdpCodec::Pcmu,
+            payload_type: 0,
+            telephone_event: peer.telephone_event(),
+            remote_direction: MediaDirection::SendRecv,
+            ptime: Some(20),
+        };
+        let trunk = prep.trunk.clone().unwrap_or_default();
+        Some((
+            Leg::Browser(BrowserLeg::new(peer, comm.sid.clone(), trunk)),
+            media,
+        ))
+    }
+}
