@@ -17,6 +17,7 @@ use crate::{
     metrics::Metrics,
     objects::{Objects, ObjectsPurger},
     outbound::GuardedClient,
+    readiness::Readiness,
     settings::Settings,
     store::Store,
     webhook::WebhookExecutor,
@@ -46,6 +47,9 @@ pub struct Services {
     pub browser: Arc<BrowserCalls>,
     /// The Prometheus registry (see [`crate::metrics`]).
     pub metrics: Arc<Metrics>,
+    /// Components beside the database and their states, for `/readyz` (see
+    /// [`crate::readiness`]).
+    pub readiness: Arc<Readiness>,
 }
 
 impl Services {
@@ -76,6 +80,7 @@ impl Services {
             live: Arc::default(),
             browser: Arc::default(),
             metrics: Arc::new(Metrics::new()),
+            readiness: Arc::default(),
         })
     }
 }

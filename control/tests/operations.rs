@@ -310,7 +310,21 @@ async fn request_ids_metrics_and_probes(s: TestServer) {
     let r = s.get("/nowhere").send().await;
     assert!(r.headers.get("x-request-id").is_some());
 
-    s.get("/readyz").send().await.expect(200);
+    let r = s.get("/readyz").send().await;
+    r.expect(200);
+    assert_eq!(r.body["status"], "ok", "{}", r.text);
+    // A component that is starting degrades the status, never the answer; a disabled one
+    // does neither.
+    use callsmith_control::readiness::ComponentStatus;
+    s.state.readiness.set("speech", ComponentStatus::Starting);
+    let r = s.get("/readyz").send().await;
+    r.expect(200);
+    assert_eq!(r.body["status"], "degraded", "{}", r.text);
+    assert_eq!(r.body["components"]["speech"], "starting", "{}", r.text);
+    s.state.readiness.set("speech", ComponentStatus::Disabled);
+    let r = s.get("/readyz").send().await;
+    assert_eq!(r.body["status"], "ok", "{}", r.text);
+    assert_eq!(r.body["components"]["speech"], "disabled", "{}", r.text);
     for _ in 0..3 {
         s.su(Method::GET, "/v1/internal/tenant")
             .send()

@@ -177,7 +177,7 @@ pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
     let data = tempfile::tempdir().context("a temporary data directory")?;
     let cfg = node_config(cfg, data.path(), gateway);
     let token = cfg.bootstrap_superuser_token.clone().unwrap_or_default();
-    let node = crate::start(&cfg).await?;
+    let node = crate::start(&cfg, None).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (base, server) = crate::loopback_api(&node, async move {
         let _ = stopped.await;

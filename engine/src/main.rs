@@ -1,8 +1,9 @@
 //! `callsmith`: the control plane and the call engine in one binary.
 //!
 //! * `callsmith serve` (default): migrate the database, make sure a superuser credential
-//!   exists, start the call engine (`node`) and serve the HTTP API until SIGINT/SIGTERM,
-//!   then drain the calls.
+//!   exists, start the local speech node (`speech`) when `[speech]` has it on, start the
+//!   call engine (`node`) and serve the HTTP API until SIGINT/SIGTERM, then drain the calls
+//!   and stop the speech node.
 //! * `callsmith migrate`: apply database migrations (and the superuser bootstrap) and exit.
 //! * `callsmith load`: call a SIP target with a scenario from a throwaway node (embedded
 //!   database, loopback API) and write a report (`load`).
@@ -21,6 +22,7 @@ mod logging;
 mod node;
 mod persist;
 mod runtime;
+mod speech;
 
 use std::{path::PathBuf, time::Duration};
 
@@ -110,13 +112,16 @@ async fn shutdown_signal() {
 /// call engine, and the HTTP settings and router of the control API.
 struct Node {
     store: Store,
+    /// The components `/readyz` lists (the speech node reports into it).
+    readiness: std::sync::Arc<callsmith_control::readiness::Readiness>,
     engine: Option<node::Engine>,
     http: callsmith_control::settings::HttpSettings,
     app: callsmith_control::api::Router,
 }
 
 /// Opens the store and starts the call engine; `serve` and `load` both run on it.
-async fn start(cfg: &Config) -> anyhow::Result<Node> {
+/// `local_tts_engine`: the synthesizer registered for the local speech node, if any.
+async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result<Node> {
     let store = open_store(cfg).await?;
     let settings = Settings {
         public_url: cfg.public_url(),
@@ -145,12 +150,14 @@ async fn start(cfg: &Config) -> anyhow::Result<Node> {
     // The call engine (SIP, dialer, inbound calls, result delivery); drained before exit.
     // A node that cannot take calls (a SIP port in use, no RTP ports) does not start: it
     // would look healthy to the API while every call failed.
-    let engine = node::start(cfg, services.clone())
+    let engine = node::start(cfg, services.clone(), local_tts_engine)
         .await
         .context("starting the call engine")?;
+    let readiness = services.readiness.clone();
     let app = callsmith_control::router(AppState::with_services(services, settings));
     Ok(Node {
         store,
+        readiness,
         engine,
         http,
         app,
@@ -174,13 +181,19 @@ async fn loopback_api(
     Ok((base, server))
 }
 
-async fn serve(cfg: Config) -> anyhow::Result<()> {
+async fn serve(mut cfg: Config) -> anyhow::Result<()> {
+    // Before the services are built: the node's recognition node and synthesizer are
+    // registered into the configuration (see `speech`).
+    let speech = speech::prepare(&mut cfg)?;
+    let local_tts = speech.tts_engine();
     let Node {
         store,
+        readiness,
         engine,
         http,
         app,
-    } = start(&cfg).await?;
+    } = start(&cfg, local_tts).await?;
+    let speech = speech::launch(speech, readiness);
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)
         .await
         .with_context(|| format!("binding {}", cfg.http.listen))?;
@@ -189,6 +202,10 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         shutdown_signal().await;
         if let Some(e) = engine {
             e.drain().await;
+        }
+        // After the calls: they speak and listen through it until they end.
+        if let Some(s) = speech {
+            s.stop().await;
         }
     };
     callsmith_control::api::serve(listener, app, http, shutdown).await?;

@@ -22,9 +22,11 @@ pub struct Engine {
 }
 
 /// Starts the call engine from the configuration (None when `[dialer] enabled = false`).
+/// `local_tts_engine`: the synthesizer registered for the local speech node, if any.
 pub async fn start(
     cfg: &crate::config::Config,
     services: Services,
+    local_tts_engine: Option<String>,
 ) -> anyhow::Result<Option<Engine>> {
     if !cfg.dialer.enabled {
         return Ok(None);
@@ -65,7 +67,8 @@ pub async fn start(
         lease: Duration::from_secs(cfg.dialer.lease_secs.max(1)),
         ring_timeout: Duration::from_secs(cfg.sip.ring_timeout_secs.max(1)),
         max_call: Duration::from_secs(cfg.dialer.max_call_secs.max(1)),
-        default_tts_engine: cfg.tts.default_engine.clone(),
+        default_tts_engine: cfg.tts.default_engine().to_string(),
+        local_tts_engine,
         default_stt_engine: cfg.dialer.default_stt_engine.clone(),
         media_ip: cfg.media.advertised_ip.unwrap_or(cfg.media.bind_ip),
         dialer: cfg.dialer.clone(),

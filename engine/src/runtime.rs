@@ -34,6 +34,9 @@ pub struct RuntimeSettings {
     pub max_call: Duration,
     /// TTS engine when a brick names none.
     pub default_tts_engine: String,
+    /// The synthesizer of the local speech node (`crate::speech`), if one was registered:
+    /// prompts for it are spoken with espeak-ng while the node is not ready.
+    pub local_tts_engine: Option<String>,
     /// Recognition engine when a brick names none.
     pub default_stt_engine: String,
     /// Address RTP is advertised at in SDP.
@@ -442,6 +445,13 @@ impl Runtime {
 
     pub fn objects(&self) -> &Arc<Objects> {
         &self.services.objects
+    }
+
+    /// `engine` is the local speech node's synthesizer and the node is not ready.
+    pub fn local_speech_down(&self, engine: &str) -> bool {
+        self.settings.local_tts_engine.as_deref() == Some(engine)
+            && self.services.readiness.get(crate::speech::COMPONENT)
+                != Some(callsmith_control::readiness::ComponentStatus::Ok)
     }
 
     /// The recognition node pool for `engine` (the default engine when empty or unknown).

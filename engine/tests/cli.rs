@@ -21,6 +21,8 @@ fn start(data_dir: &std::path::Path) -> (Server, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_callsmith"))
         .arg("serve")
         .env("CALLSMITH_DATA_DIR", data_dir)
+        // The local speech node is not what these tests are about.
+        .env("CALLSMITH_SPEECH__LOCAL", "false")
         .env("CALLSMITH_HTTP__LISTEN", "127.0.0.1:0")
         .env("CALLSMITH_SIP__UDP", "127.0.0.1:0")
         .env("CALLSMITH_LOG__FORMAT", "json")
@@ -111,6 +113,8 @@ fn migrate_subcommand_creates_the_database_and_exits() {
     let status = Command::new(env!("CARGO_BIN_EXE_callsmith"))
         .arg("migrate")
         .env("CALLSMITH_DATA_DIR", dir.path())
+        // The local speech node is not what these tests are about.
+        .env("CALLSMITH_SPEECH__LOCAL", "false")
         .env(
             "CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN",
             "cs_su_0123456789abcdef0123456789abcdef",
@@ -163,6 +167,8 @@ fn a_taken_sip_port_stops_the_start() {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_callsmith"));
         cmd.arg("serve")
             .env("CALLSMITH_DATA_DIR", dir.path())
+            // The local speech node is not what these tests are about.
+            .env("CALLSMITH_SPEECH__LOCAL", "false")
             .env("CALLSMITH_HTTP__LISTEN", http_addr.to_string())
             .env(
                 "CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN",
@@ -208,6 +214,8 @@ fn the_default_log_has_no_colour_no_sip_message_and_no_full_number() {
         .arg("--config")
         .arg(&config)
         .env("CALLSMITH_DATA_DIR", dir.path())
+        // The local speech node is not what these tests are about.
+        .env("CALLSMITH_SPEECH__LOCAL", "false")
         .env("CALLSMITH_HTTP__LISTEN", "127.0.0.1:0")
         .env("CALLSMITH_SIP__UDP", "127.0.0.1:0")
         .env_remove("CALLSMITH_CONFIG")

@@ -170,6 +170,11 @@ impl Engine {
         if !opts.extra_toml.contains("[webhook]") {
             toml.push_str("[webhook]\nallow_hosts = [\"127.0.0.1\"]\n");
         }
+        // The local speech node starts with `serve` when it is installed; only the tests
+        // about it (their own `[speech]` section) want it.
+        if !opts.extra_toml.contains("[speech]") {
+            toml.push_str("[speech]\nlocal = false\n");
+        }
         toml.push_str(&opts.extra_toml);
         let cfg_path = data_dir.join("callsmith.toml");
         std::fs::write(&cfg_path, toml).expect("write config");

@@ -1,6 +1,6 @@
 //! Operational routes: liveness, readiness, metrics and the OpenAPI document.
 
-use std::sync::OnceLock;
+use std::{collections::BTreeMap, sync::OnceLock};
 
 use axum::{extract::State, response::IntoResponse};
 use http::{StatusCode, header};
@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{ApiError, AppState, Json};
+use crate::readiness::ComponentStatus;
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -25,6 +26,16 @@ pub struct Health {
     pub status: String,
 }
 
+/// Readiness: the database answers; the other components and their states.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Readiness {
+    /// `ok`, or `degraded` while a component is `starting` or `down`.
+    pub status: String,
+    /// Components beside the database by name (`speech`: the local speech node), each
+    /// `ok`, `starting`, `down` or `disabled`.
+    pub components: BTreeMap<String, ComponentStatus>,
+}
+
 /// Liveness: the process serves HTTP.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = Health)))]
 async fn healthz() -> Json<Health> {
@@ -33,21 +44,25 @@ async fn healthz() -> Json<Health> {
     })
 }
 
-/// Readiness: the database answers.
+/// Readiness: 200 while the database answers, 503 when it does not. Components beside it
+/// (the local speech node) are listed with their states; one that is `starting` or `down`
+/// makes the status `degraded`, never the answer 503 (see `callsmith_control::readiness`).
 #[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200, body = Health), (status = 503, body = super::ErrorBody, description = "Database unreachable")))]
-async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
-    if state.store.ping().await {
-        Ok(Json(Health {
-            status: "ok".into(),
-        }))
-    } else {
-        Err(ApiError::new(
+    responses((status = 200, body = Readiness), (status = 503, body = super::ErrorBody, description = "Database unreachable")))]
+async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiError> {
+    if !state.store.ping().await {
+        return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "database_unavailable",
             "database unreachable",
-        ))
+        ));
     }
+    let components = state.readiness.snapshot();
+    let degraded = components.values().any(|c| c.degrades());
+    Ok(Json(Readiness {
+        status: if degraded { "degraded" } else { "ok" }.into(),
+        components,
+    }))
 }
 
 /// Prometheus metrics in the text exposition format.

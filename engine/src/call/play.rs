@@ -30,6 +30,25 @@ impl LivePort {
                     } else {
                         req
                     };
+                // The local speech node's synthesizer while the node is not ready (loading,
+                // restarting): espeak-ng speaks instead of a silent, failed prompt.
+                let req = if self.rt.local_speech_down(&req.engine)
+                    && self.rt.tts.cached(&req).is_none()
+                {
+                    self.errors.push(format!(
+                        "prompt: the local speech node is not ready; spoken with {} instead of {}",
+                        crate::config::FALLBACK_TTS_ENGINE,
+                        req.engine
+                    ));
+                    TtsRequest {
+                        engine: crate::config::FALLBACK_TTS_ENGINE.into(),
+                        voice: String::new(),
+                        model: String::new(),
+                        ..req
+                    }
+                } else {
+                    req
+                };
                 self.rt.tts.playable(&req).map_err(|e| e.to_string())
             }
             PromptSpec::File { url } => self.file_prompt(url).await,

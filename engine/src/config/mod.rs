@@ -10,7 +10,7 @@
 //!
 //! Every field is documented here and in `docs/configuration.md` (a test checks that the
 //! document names every key). Later subsystems add their own section structs (`[sip]`,
-//! `[media]`, `[stt]`, `[tts]`, `[dialer]`) as fields of [`Config`] with
+//! `[media]`, `[stt]`, `[tts]`, `[speech]`, `[dialer]`) as fields of [`Config`] with
 //! `#[serde(default)]`, so existing files keep working.
 
 use std::{
@@ -24,10 +24,12 @@ use figment::{
 };
 use serde::{Deserialize, Serialize};
 
+mod speech;
 mod tts;
+pub use speech::{SpeechPlan, SpeechSection};
 #[cfg(test)]
 pub use tts::TtsEngineKind;
-pub use tts::TtsSection;
+pub use tts::{FALLBACK_ENGINE as FALLBACK_TTS_ENGINE, TtsEngineSection, TtsSection};
 
 /// Top-level keys of [`Config`]; a new section must be added here too (a test checks).
 pub const TOP_LEVEL_KEYS: &[&str] = &[
@@ -42,6 +44,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "media",
     "stt",
     "tts",
+    "speech",
     "dialer",
     "webhook",
     "adapters",
@@ -81,6 +84,8 @@ pub struct Config {
     pub stt: SttSection,
     /// Speech synthesis.
     pub tts: TtsSection,
+    /// The local speech node `callsmith serve` starts and supervises.
+    pub speech: SpeechSection,
     /// The dialer, call limits, leases, drain and result delivery.
     pub dialer: DialerConfig,
     /// Webhook bricks and `POST /v1/scenario/webhook/run`.
@@ -384,6 +389,7 @@ impl Default for Config {
             media: MediaSection::default(),
             stt: SttSection::default(),
             tts: TtsSection::default(),
+            speech: SpeechSection::default(),
             dialer: DialerConfig::default(),
             webhook: WebhookSection::default(),
             adapters: AdaptersSection::default(),

@@ -72,6 +72,8 @@ protocol = "vosk"
 name = "piper"
 kind = "openai"
 url = "http://127.0.0.1:2700"
+[speech]
+#@speech
 [dialer]
 #@dialer
 [objects]
@@ -220,7 +222,7 @@ fn tts_engines_from_file_and_env() {
         bad.engines[0].name = " ".into();
         refused(&bad, "tts.engines[0].name is required");
         let mut bad = t.clone();
-        bad.default_engine = "nobody".into();
+        bad.default_engine = Some("nobody".into());
         refused(&bad, "tts.default_engine \"nobody\"");
         // An unknown kind is a load error.
         jail.create_file(
@@ -344,6 +346,11 @@ fn docs_cover_every_key() {
             "adapters.llm_providers.api_key_env",
             "adapters.llm_providers.gdpr",
             "adapters.llm_providers.models",
+            "tts.default_engine",
+            "speech.local",
+            "speech.python",
+            "speech.server",
+            "speech.threads",
             "tts.engines.name",
             "tts.engines.kind",
             "tts.engines.url",

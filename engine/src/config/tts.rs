@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct TtsSection {
-    /// Engine for prompts whose brick names none (or an unknown one): `espeak-ng`
-    /// (default), `flite`, or the name of one of `engines`.
-    pub default_engine: String,
+    /// Engine for prompts whose brick names none (or an unknown one): `espeak-ng`, `flite`,
+    /// or the name of one of `engines`. Unset: `piper` while the local speech node is
+    /// started (see `[speech]`), else `espeak-ng`.
+    pub default_engine: Option<String>,
     /// Syntheses kept in memory. Default 256.
     pub cache_capacity: usize,
     /// Synthesizers beside espeak-ng and flite: `[[tts.engines]] name = "piper", kind =
@@ -20,7 +21,7 @@ pub struct TtsSection {
 impl Default for TtsSection {
     fn default() -> Self {
         TtsSection {
-            default_engine: "espeak-ng".into(),
+            default_engine: None,
             cache_capacity: 256,
             engines: Vec::new(),
         }
@@ -78,7 +79,16 @@ impl Default for TtsEngineSection {
     }
 }
 
+/// The synthesizer prompts are spoken with when neither the brick nor `default_engine`
+/// names one, and no local speech node is started.
+pub const FALLBACK_ENGINE: &str = "espeak-ng";
+
 impl TtsSection {
+    /// The default engine in effect.
+    pub fn default_engine(&self) -> &str {
+        self.default_engine.as_deref().unwrap_or(FALLBACK_ENGINE)
+    }
+
     /// The synthesis service: espeak-ng, flite and every configured engine. Errors name an
     /// engine without a name or with a taken one, a bad URL or rate, an `api_key_env`
     /// variable that is not set, or a `default_engine` that is none of them.
@@ -116,9 +126,9 @@ impl TtsSection {
             svc.register(&e.name, std::sync::Arc::new(engine));
         }
         anyhow::ensure!(
-            svc.has_engine(&self.default_engine),
+            svc.has_engine(self.default_engine()),
             "tts.default_engine {:?} is neither espeak-ng, flite nor one of tts.engines",
-            self.default_engine
+            self.default_engine()
         );
         Ok(svc)
     }
