@@ -45,7 +45,7 @@ pub enum Decision {
     /// Started on `listen`; `tts_engine`: the synthesizer registered for it (None when a
     /// `[[tts.engines]]` entry took the name).
     Start {
-        plan: SpeechPlan,
+        plan: Box<SpeechPlan>,
         listen: SocketAddr,
         tts_engine: Option<String>,
     },
@@ -67,7 +67,7 @@ pub fn prepare(cfg: &mut Config) -> anyhow::Result<Decision> {
     let listen = resolve_port(plan.listen)?;
     let tts_engine = register(cfg, &plan, listen);
     Ok(Decision::Start {
-        plan,
+        plan: Box::new(plan),
         listen,
         tts_engine,
     })
