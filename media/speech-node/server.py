@@ -750,7 +750,9 @@ async def amain(args):
     app.router.add_get("/{tail:.*}", vosk_ws)
     threading.Thread(target=load_engines, args=(args,), daemon=True).start()
     if args.exit_with_parent:
-        parent = os.getppid()
+        # The parent may name itself: a parent that died before this line ran would
+        # otherwise go unnoticed (getppid() already names the reaper).
+        parent = int(os.environ.get("SPEECH_NODE_PARENT_PID") or os.getppid())
 
         async def watch_parent():
             while os.getppid() == parent:

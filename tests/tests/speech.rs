@@ -147,6 +147,15 @@ async fn serve_starts_the_node_and_a_call_speaks_and_listens_through_it() {
     );
     assert!(log.contains("GET /v1/listen"), "{log}");
     let _ = callee.success(Duration::from_secs(20)).await;
+
+    // SIGTERM: the node is stopped before callsmith exits.
+    let pid = node_pid(&e);
+    let mut e = e;
+    let status = e.terminate(Duration::from_secs(60)).await;
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    assert!(!alive(pid), "the node outlived callsmith's shutdown");
+    let log = std::fs::read_to_string(&e.log_path).unwrap_or_default();
+    assert!(log.contains("stopping the speech node"), "{log}");
 }
 
 /// The node is killed: callsmith logs the exit, `/readyz` leaves `ok` and comes back to it

@@ -171,6 +171,7 @@ impl Shell {
             // The node polls its parent and exits when the parent is gone, so it does not
             // outlive a callsmith that was killed (SIGKILL included).
             .arg("--exit-with-parent")
+            .env("SPEECH_NODE_PARENT_PID", std::process::id().to_string())
             .args(&self.plan.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
