@@ -112,8 +112,9 @@ async fn shutdown_signal() {
 /// call engine, and the HTTP settings and router of the control API.
 struct Node {
     store: Store,
-    /// The components `/readyz` lists (the speech node reports into it).
-    readiness: std::sync::Arc<callsmith_control::readiness::Readiness>,
+    /// The services the call engine and the HTTP layer share (the speech node reports its
+    /// state and figures into them).
+    services: Services,
     engine: Option<node::Engine>,
     http: callsmith_control::settings::HttpSettings,
     app: callsmith_control::api::Router,
@@ -153,11 +154,10 @@ async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result
     let engine = node::start(cfg, services.clone(), local_tts_engine)
         .await
         .context("starting the call engine")?;
-    let readiness = services.readiness.clone();
-    let app = callsmith_control::router(AppState::with_services(services, settings));
+    let app = callsmith_control::router(AppState::with_services(services.clone(), settings));
     Ok(Node {
         store,
-        readiness,
+        services,
         engine,
         http,
         app,
@@ -188,12 +188,12 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     let local_tts = speech.tts_engine();
     let Node {
         store,
-        readiness,
+        services,
         engine,
         http,
         app,
     } = start(&cfg, local_tts).await?;
-    let speech = speech::launch(speech, readiness);
+    let speech = speech::launch(speech, &services);
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)
         .await
         .with_context(|| format!("binding {}", cfg.http.listen))?;

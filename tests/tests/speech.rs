@@ -159,7 +159,7 @@ async fn serve_starts_the_node_and_a_call_speaks_and_listens_through_it() {
 }
 
 /// The node is killed: callsmith logs the exit, `/readyz` leaves `ok` and comes back to it
-/// with a new process. Then callsmith itself is killed (SIGKILL): the node goes with it.
+/// with a new process, and `/metrics` counts two starts. Then callsmith itself is killed (SIGKILL): the node goes with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_dies_is_restarted_and_dies_with_callsmith() {
     let mut e = Engine::start(EngineOptions {
@@ -190,6 +190,20 @@ async fn a_node_that_dies_is_restarted_and_dies_with_callsmith() {
         "{log}"
     );
     assert!(log.contains("restarting the speech node"), "{log}");
+    let metrics = e
+        .client
+        .get(format!("{}/metrics", e.base_url))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    assert!(
+        metrics.contains("callsmith_speech_node_starts_total 2")
+            && metrics.contains("callsmith_speech_node_ready 1"),
+        "{metrics}"
+    );
 
     e.kill().await;
     let gone = eventually(Duration::from_secs(10), || async {

@@ -20,9 +20,9 @@ mod process;
 mod supervisor;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
-use callsmith_control::readiness::{ComponentStatus, Readiness};
+use callsmith_control::Services;
+use callsmith_control::readiness::ComponentStatus;
 use callsmith_media::stt::{SttNodeConfig, SttProtocol};
 
 use crate::config::{Config, SpeechPlan, TtsEngineSection};
@@ -136,7 +136,8 @@ impl Decision {
 
 /// Acts on the decision once the services exist: reports the component, logs what
 /// happens, and starts the supervised node.
-pub fn launch(decision: Decision, readiness: Arc<Readiness>) -> Option<SpeechNode> {
+pub fn launch(decision: Decision, services: &Services) -> Option<SpeechNode> {
+    let readiness = &services.readiness;
     match decision {
         Decision::Disabled => {
             readiness.set(COMPONENT, ComponentStatus::Disabled);
@@ -155,7 +156,7 @@ pub fn launch(decision: Decision, readiness: Arc<Readiness>) -> Option<SpeechNod
         }
         Decision::Start { plan, listen, .. } => {
             readiness.set(COMPONENT, ComponentStatus::Starting);
-            Some(SpeechNode::start(&plan, listen, readiness))
+            Some(SpeechNode::start(&plan, listen, services))
         }
     }
 }

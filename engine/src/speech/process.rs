@@ -7,7 +7,9 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use callsmith_control::readiness::Readiness;
+use callsmith_control::Services;
+use callsmith_control::readiness::{ComponentStatus, Readiness};
+use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
@@ -27,7 +29,9 @@ pub struct SpeechNode {
 impl SpeechNode {
     /// Starts the node and its supervision. `listen` is the address the node serves on
     /// (`speech.listen` with its port resolved).
-    pub fn start(plan: &SpeechPlan, listen: SocketAddr, readiness: Arc<Readiness>) -> SpeechNode {
+    /// Its starts and readiness are on `/metrics` (`callsmith_speech_node_starts_total`,
+    /// `callsmith_speech_node_ready`).
+    pub fn start(plan: &SpeechPlan, listen: SocketAddr, services: &Services) -> SpeechNode {
         let stop = CancellationToken::new();
         let policy = Policy {
             startup_timeout: plan.startup_timeout,
@@ -35,10 +39,27 @@ impl SpeechNode {
             backoff_max: plan.backoff_max,
             give_up_after: plan.give_up_after,
         };
+        let starts = Counter::default();
+        let ready = Gauge::default();
+        {
+            let mut registry = services.metrics.registry();
+            registry.register(
+                "callsmith_speech_node_starts",
+                "Starts of the local speech node, the first included",
+                starts.clone(),
+            );
+            registry.register(
+                "callsmith_speech_node_ready",
+                "1 while the local speech node is ready, else 0",
+                ready.clone(),
+            );
+        }
         let shell = Shell {
             plan: plan.clone(),
             listen,
-            readiness,
+            readiness: services.readiness.clone(),
+            starts,
+            ready,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(1))
                 .no_proxy()
@@ -60,6 +81,8 @@ struct Shell {
     plan: SpeechPlan,
     listen: SocketAddr,
     readiness: Arc<Readiness>,
+    starts: Counter,
+    ready: Gauge,
     http: reqwest::Client,
 }
 
@@ -74,6 +97,7 @@ impl Shell {
                     Ok(c) => {
                         started_at = Instant::now();
                         sup.spawned(started_at);
+                        self.starts.inc();
                         tracing::info!(
                             pid = c.id(),
                             start = sup.starts(),
@@ -96,7 +120,9 @@ impl Shell {
                 }
                 None => {}
             }
-            self.readiness.set("speech", sup.status());
+            self.readiness.set(super::COMPONENT, sup.status());
+            self.ready
+                .set(i64::from(sup.status() == ComponentStatus::Ok));
             if sup.state() == State::Stopped {
                 return;
             }
