@@ -1,9 +1,9 @@
 //! `callsmith`: the control plane and the call engine in one binary.
 //!
 //! * `callsmith serve` (default): migrate the database, make sure a superuser credential
-//!   exists, start the local speech node (`speech`) when `[speech]` has it on, start the
-//!   call engine (`node`) and serve the HTTP API until SIGINT/SIGTERM, then drain the calls
-//!   and stop the speech node.
+//!   exists, start the call engine (`node`) and the local speech node (`speech`, when
+//!   `[speech]` has it on), and serve the HTTP API until SIGINT/SIGTERM; then drain the
+//!   calls and stop the speech node.
 //! * `callsmith migrate`: apply database migrations (and the superuser bootstrap) and exit.
 //! * `callsmith load`: call a SIP target with a scenario from a throwaway node (embedded
 //!   database, loopback API) and write a report (`load`).

@@ -213,6 +213,59 @@ async fn a_node_that_dies_is_restarted_and_dies_with_callsmith() {
     assert!(gone.is_some(), "the node outlived a killed callsmith");
 }
 
+/// A node that fails while loading (a model directory that does not exist) exits, is
+/// logged and started again, and never reports `ok`; meanwhile a prompt for the default
+/// synthesizer (`piper`, registered for it) is spoken with espeak-ng and the history says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_fall_back_to_espeak_while_the_node_is_not_ready() {
+    let mut callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "1", "-rtp_echo"]);
+    let e = Engine::start(EngineOptions {
+        trunks: vec![("carrier".into(), callee.addr)],
+        extra_toml: format!(
+            "{}restart_backoff_max_ms = 5000\nargs = [\"--model\", \"/nonexistent/whisper\"]\n",
+            speech_toml()
+        ),
+        ..Default::default()
+    })
+    .await;
+    let exited = eventually(Duration::from_secs(90), || async {
+        e.log().contains("speech node exited").then_some(())
+    })
+    .await;
+    assert!(exited.is_some(), "{}", e.log());
+    assert!(e.log().contains("exit code 1"), "{}", e.log());
+    assert_ne!(speech_status(&e).await.0, "ok");
+
+    let t = provision(&e, "fallback", "carrier", "+4930100901").await;
+    let store = store_of(&e, None).await;
+    let mut snap = greeting_scenario("Hello from the fallback voice. Goodbye.");
+    snap["constructor"]["bricks"]["start_call"]["v1"][0]["properties"]["tts_general"]["engine"] =
+        json!("");
+    let scn = create_scenario(&store, &t, &snap, false).await;
+    let c = e
+        .dispatch(
+            &t,
+            json!({"recipient": "+4915550901", "scenario_sid": scn, "draft": true}),
+        )
+        .await;
+    let id = c["id"].as_str().expect("id").to_string();
+    let done = e
+        .wait_communication(&t.account, &id, Duration::from_secs(90))
+        .await;
+    assert_eq!(done["goals"], json!(["greeted"]), "{done}\n{}", e.log());
+    let h = e.history(&t.account, &id);
+    assert_eq!(h["prompts"][0]["outcome"], "completed", "{h}");
+    assert!(
+        h["errors"].as_array().is_some_and(|a| a.iter().any(|m| m
+            .as_str()
+            .unwrap_or("")
+            .contains("spoken with espeak-ng instead of piper"))),
+        "{h}"
+    );
+    assert_ne!(speech_status(&e).await.0, "ok", "{}", e.log());
+    let _ = callee.success(Duration::from_secs(20)).await;
+}
+
 /// `local = true` with a python that does not exist: callsmith serves, says why at start,
 /// reports `speech` `down` (status `degraded`, still 200), and prompts fall back to
 /// espeak-ng (the default synthesizer, since no node is registered).
