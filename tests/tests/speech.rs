@@ -1,7 +1,8 @@
 //! The local speech node under `callsmith serve` (`[speech]`, engine/src/speech/): started
 //! and reported on `/readyz`, registered as the default synthesizer (`piper`) and as the
-//! `whisper` recognition node, restarted when it dies, gone when callsmith is killed, and
-//! reported `down` (not a crash) when its python is missing.
+//! `whisper` recognition node, replaced by espeak-ng while not ready, restarted when it dies
+//! or hangs, gone when callsmith is killed, and reported `down` (not a crash) when its
+//! python is missing.
 //!
 //! The node comes from `$CALLSMITH_STT_PYTHON` (`eval "$(bash scripts/test-deps.sh)"`).
 
@@ -159,11 +160,13 @@ async fn serve_starts_the_node_and_a_call_speaks_and_listens_through_it() {
 }
 
 /// The node is killed: callsmith logs the exit, `/readyz` leaves `ok` and comes back to it
-/// with a new process, and `/metrics` counts two starts. Then callsmith itself is killed (SIGKILL): the node goes with it.
+/// with a new process, and `/metrics` counts two starts. The new node is stopped (SIGSTOP,
+/// a hang): it no longer answers `/ready`, is killed and replaced. Then callsmith itself is
+/// killed (SIGKILL): the node goes with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_that_dies_is_restarted_and_dies_with_callsmith() {
+async fn a_node_that_dies_or_hangs_is_restarted_and_dies_with_callsmith() {
     let mut e = Engine::start(EngineOptions {
-        extra_toml: speech_toml(),
+        extra_toml: format!("{}unresponsive_after_secs = 4\n", speech_toml()),
         ..Default::default()
     })
     .await;
@@ -205,9 +208,25 @@ async fn a_node_that_dies_is_restarted_and_dies_with_callsmith() {
         "{metrics}"
     );
 
+    let _ = std::process::Command::new("kill")
+        .args(["-STOP", &second.to_string()])
+        .status();
+    let left = eventually(Duration::from_secs(30), || async {
+        (speech_status(&e).await.0 != "ok").then_some(())
+    })
+    .await;
+    assert!(left.is_some(), "a hung node still ok; log:\n{}", e.log());
+    wait_speech(&e, "ok", Duration::from_secs(180)).await;
+    let third = node_pid(&e);
+    assert!(
+        third != second && !alive(second),
+        "the hung node was replaced"
+    );
+    assert!(e.log().contains("stopped answering /ready"), "{}", e.log());
+
     e.kill().await;
     let gone = eventually(Duration::from_secs(10), || async {
-        (!alive(second)).then_some(())
+        (!alive(third)).then_some(())
     })
     .await;
     assert!(gone.is_some(), "the node outlived a killed callsmith");

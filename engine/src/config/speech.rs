@@ -38,9 +38,12 @@ pub struct SpeechSection {
     pub restart_backoff_min_ms: u64,
     /// Upper bound of that delay, ms. Default 60000.
     pub restart_backoff_max_ms: u64,
-    /// Consecutive failed starts (exits before ready, start-up timeouts) after which the
-    /// node is left down until callsmith restarts; 0: never give up. Default 0.
+    /// Consecutive failures (exits, start-up timeouts, hangs) after which the node is left
+    /// down until callsmith restarts; 0: never give up. Default 0.
     pub give_up_after: u32,
+    /// A ready node whose `/ready` has not answered for this many seconds (hung, stopped)
+    /// is killed and started again; 0: never. Default 30.
+    pub unresponsive_after_secs: u64,
 }
 
 impl Default for SpeechSection {
@@ -57,6 +60,7 @@ impl Default for SpeechSection {
             restart_backoff_min_ms: 1000,
             restart_backoff_max_ms: 60_000,
             give_up_after: 0,
+            unresponsive_after_secs: 30,
         }
     }
 }
@@ -78,6 +82,7 @@ pub struct SpeechPlan {
     pub backoff_min: Duration,
     pub backoff_max: Duration,
     pub give_up_after: u32,
+    pub unresponsive_after: Option<Duration>,
 }
 
 impl SpeechPlan {
@@ -168,6 +173,8 @@ impl SpeechSection {
             backoff_min: Duration::from_millis(self.restart_backoff_min_ms),
             backoff_max: Duration::from_millis(self.restart_backoff_max_ms),
             give_up_after: self.give_up_after,
+            unresponsive_after: (self.unresponsive_after_secs > 0)
+                .then(|| Duration::from_secs(self.unresponsive_after_secs)),
         };
         plan.local = self.local.unwrap_or_else(|| plan.installed());
         Ok(plan)

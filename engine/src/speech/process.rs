@@ -19,6 +19,8 @@ use crate::config::SpeechPlan;
 
 /// How often a starting node's `/ready` is asked.
 const PROBE_EVERY: Duration = Duration::from_millis(250);
+/// How often a ready node's `/ready` is asked, at most.
+const WATCH_EVERY: Duration = Duration::from_secs(5);
 
 /// The supervised node; [`SpeechNode::stop`] kills it.
 pub struct SpeechNode {
@@ -38,6 +40,7 @@ impl SpeechNode {
             backoff_min: plan.backoff_min,
             backoff_max: plan.backoff_max,
             give_up_after: plan.give_up_after,
+            unresponsive_after: plan.unresponsive_after,
         };
         let starts = Counter::default();
         let ready = Gauge::default();
@@ -126,9 +129,15 @@ impl Shell {
             if sup.state() == State::Stopped {
                 return;
             }
-            let probe_at = sup
-                .wants_probe()
-                .then(|| tokio::time::Instant::now() + PROBE_EVERY);
+            let probe_at = if sup.wants_probe() {
+                Some(tokio::time::Instant::now() + PROBE_EVERY)
+            } else if sup.wants_watch() {
+                let every = (self.plan.unresponsive_after.unwrap_or(WATCH_EVERY) / 3)
+                    .clamp(PROBE_EVERY, WATCH_EVERY);
+                Some(tokio::time::Instant::now() + every)
+            } else {
+                None
+            };
             let wake = [probe_at, sup.deadline().map(tokio::time::Instant::from_std)]
                 .into_iter()
                 .flatten()
@@ -152,14 +161,26 @@ impl Shell {
                 }
                 _ = sleep_until(wake) => {
                     if sup.wants_probe() && self.probe().await {
-                        sup.ready(Instant::now());
+                        sup.answered(Instant::now());
                         tracing::info!(
                             url = %format!("http://{}", self.listen),
                             secs = format!("{:.1}", started_at.elapsed().as_secs_f64()),
                             "speech node ready"
                         );
+                    } else if sup.wants_watch() {
+                        if self.probe().await {
+                            sup.answered(Instant::now());
+                        } else {
+                            pending = sup.unanswered(Instant::now());
+                            if pending == Some(Action::Kill) {
+                                tracing::warn!(
+                                    after_secs = self.plan.unresponsive_after.map(|d| d.as_secs()),
+                                    "speech node stopped answering /ready (speech.unresponsive_after_secs): killing it"
+                                );
+                            }
+                        }
                     }
-                    pending = sup.tick(Instant::now());
+                    pending = pending.or_else(|| sup.tick(Instant::now()));
                     if pending == Some(Action::Kill) {
                         tracing::warn!(
                             timeout_secs = self.plan.startup_timeout.as_secs(),

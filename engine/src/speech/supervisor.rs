@@ -6,13 +6,16 @@
 //! ```text
 //!            spawned            ready
 //!  Idle ──▶ Starting ─────────▶ Ready
-//!   ▲ spawn    │ deadline: Kill   │
+//!   ▲ spawn    │ deadline: Kill   │ unresponsive: Kill ──▶ Killing
 //!   │          ▼                  │ exited
 //!   │       Killing ── exited ──▶ Backoff ── until: Spawn ──▶ (spawned / spawn_failed)
 //!   │                               │ give_up_after consecutive failures
 //!   │                               ▼
 //!   └─ (start)                    GaveUp
 //! ```
+//!
+//! A ready node whose `/ready` has not answered for `unresponsive_after` (hung, or stopped)
+//! is killed like one that overran its start-up time.
 //!
 //! Backoff doubles from `backoff_min` with every consecutive failure (an exit, a start-up
 //! timeout, a spawn error) up to `backoff_max`; a node that was ready for [`STABLE_AFTER`]
@@ -35,6 +38,9 @@ pub struct Policy {
     pub backoff_max: Duration,
     /// Consecutive failures after which the node is left down; 0: never.
     pub give_up_after: u32,
+    /// A ready node whose readiness probe has not succeeded for this long is killed; None:
+    /// never.
+    pub unresponsive_after: Option<Duration>,
 }
 
 /// Where the node is.
@@ -44,8 +50,8 @@ pub enum State {
     Idle,
     /// The process runs and loads its models; it is killed at `deadline` if not ready.
     Starting { since: Instant, deadline: Instant },
-    /// Ready (its `/ready` answered 200) since `since`.
-    Ready { since: Instant },
+    /// Ready (its `/ready` answered 200) since `since`; it last answered at `answered`.
+    Ready { since: Instant, answered: Instant },
     /// Killed for overrunning its start-up time; its exit is awaited.
     Killing,
     /// Not running; started again at `until`.
@@ -113,9 +119,15 @@ impl Supervisor {
         }
     }
 
-    /// Its process is running and not ready yet: the caller probes `/ready`.
+    /// Its process is running and not ready yet: the caller probes `/ready` often.
     pub fn wants_probe(&self) -> bool {
         matches!(self.state, State::Starting { .. })
+    }
+
+    /// It is ready and watched for hangs: the caller probes `/ready` now and then and
+    /// reports [`Supervisor::answered`] / [`Supervisor::unanswered`].
+    pub fn wants_watch(&self) -> bool {
+        matches!(self.state, State::Ready { .. }) && self.policy.unresponsive_after.is_some()
     }
 
     /// The first start.
@@ -138,10 +150,35 @@ impl Supervisor {
         self.fail(now);
     }
 
-    /// The node answered its readiness probe.
-    pub fn ready(&mut self, now: Instant) {
-        if let State::Starting { .. } = self.state {
-            self.state = State::Ready { since: now };
+    /// The node answered its readiness probe (becoming ready, or still ready).
+    pub fn answered(&mut self, now: Instant) {
+        match self.state {
+            State::Starting { .. } => {
+                self.state = State::Ready {
+                    since: now,
+                    answered: now,
+                }
+            }
+            State::Ready { since, .. } => {
+                self.state = State::Ready {
+                    since,
+                    answered: now,
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A ready node did not answer its probe: killed once it has not answered for
+    /// `unresponsive_after`.
+    pub fn unanswered(&mut self, now: Instant) -> Option<Action> {
+        let limit = self.policy.unresponsive_after?;
+        match self.state {
+            State::Ready { answered, .. } if now.saturating_duration_since(answered) >= limit => {
+                self.state = State::Killing;
+                Some(Action::Kill)
+            }
+            _ => None,
         }
     }
 
@@ -149,7 +186,7 @@ impl Supervisor {
     pub fn exited(&mut self, now: Instant) {
         match self.state {
             State::Stopping => self.state = State::Stopped,
-            State::Ready { since } => {
+            State::Ready { since, .. } => {
                 if now.saturating_duration_since(since) >= STABLE_AFTER {
                     self.failures = 0;
                 }
@@ -228,6 +265,7 @@ mod tests {
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(10),
             give_up_after,
+            unresponsive_after: Some(Duration::from_secs(15)),
         }
     }
 
@@ -248,7 +286,7 @@ mod tests {
             None,
             "nothing to do before the deadline"
         );
-        s.ready(t0 + 5 * S);
+        s.answered(t0 + 5 * S);
         assert_eq!(s.status(), ComponentStatus::Ok);
         assert!(!s.wants_probe());
         assert_eq!(s.deadline(), None);
@@ -263,7 +301,7 @@ mod tests {
         s.start();
         let mut now = t0;
         s.spawned(now);
-        s.ready(now + S);
+        s.answered(now + S);
         let mut waits = Vec::new();
         for _ in 0..6 {
             now += 2 * S;
@@ -294,7 +332,7 @@ mod tests {
         assert_eq!(s.failures(), 2);
         s.tick(t0 + 10 * S);
         s.spawned(t0 + 10 * S);
-        s.ready(t0 + 11 * S);
+        s.answered(t0 + 11 * S);
         // Ready for longer than STABLE_AFTER: the count starts afresh.
         let later = t0 + 11 * S + STABLE_AFTER;
         s.exited(later);
@@ -312,10 +350,41 @@ mod tests {
         assert_eq!(s.state(), State::Killing);
         assert_eq!(s.status(), ComponentStatus::Starting);
         // A late probe answer does not revive a node being killed.
-        s.ready(t0 + 30 * S);
+        s.answered(t0 + 30 * S);
         assert_eq!(s.state(), State::Killing);
         s.exited(t0 + 31 * S);
         assert_eq!(s.state(), State::Backoff { until: t0 + 32 * S });
+    }
+
+    #[test]
+    fn a_ready_node_that_stops_answering_is_killed() {
+        let t0 = Instant::now();
+        let mut s = Supervisor::new(policy(0));
+        s.start();
+        s.spawned(t0);
+        assert!(!s.wants_watch(), "starting: probed, not watched");
+        s.answered(t0 + S);
+        assert!(s.wants_watch());
+        assert_eq!(s.unanswered(t0 + 10 * S), None, "silent for 9 s");
+        s.answered(t0 + 12 * S);
+        assert_eq!(s.unanswered(t0 + 26 * S), None, "silent for 14 s");
+        assert_eq!(s.unanswered(t0 + 27 * S), Some(Action::Kill));
+        assert_eq!(s.state(), State::Killing);
+        assert_eq!(s.status(), ComponentStatus::Starting);
+        s.exited(t0 + 28 * S);
+        assert!(matches!(s.state(), State::Backoff { .. }));
+        assert_eq!(s.failures(), 1);
+
+        // Not watched without the bound.
+        let mut s = Supervisor::new(Policy {
+            unresponsive_after: None,
+            ..policy(0)
+        });
+        s.start();
+        s.spawned(t0);
+        s.answered(t0 + S);
+        assert!(!s.wants_watch());
+        assert_eq!(s.unanswered(t0 + 1000 * S), None);
     }
 
     #[test]
@@ -342,7 +411,7 @@ mod tests {
         let mut s = Supervisor::new(policy(0));
         s.start();
         s.spawned(t0);
-        s.ready(t0 + S);
+        s.answered(t0 + S);
         assert_eq!(s.shutdown(), Some(Action::Kill));
         assert_eq!(s.shutdown(), None, "asked once");
         s.exited(t0 + 2 * S);
