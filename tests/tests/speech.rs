@@ -222,7 +222,9 @@ async fn a_node_that_dies_or_hangs_is_restarted_and_dies_with_callsmith() {
         third != second && !alive(second),
         "the hung node was replaced"
     );
-    assert!(e.log().contains("stopped answering /ready"), "{}", e.log());
+    let log = e.log();
+    assert!(log.contains("stopped answering /ready"), "{log}");
+    assert!(!log.contains("not ready within"), "{log}");
 
     e.kill().await;
     let gone = eventually(Duration::from_secs(10), || async {

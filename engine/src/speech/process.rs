@@ -180,12 +180,14 @@ impl Shell {
                             }
                         }
                     }
-                    pending = pending.or_else(|| sup.tick(Instant::now()));
-                    if pending == Some(Action::Kill) {
-                        tracing::warn!(
-                            timeout_secs = self.plan.startup_timeout.as_secs(),
-                            "speech node not ready within speech.startup_timeout_secs: killing it"
-                        );
+                    if pending.is_none() {
+                        pending = sup.tick(Instant::now());
+                        if pending == Some(Action::Kill) {
+                            tracing::warn!(
+                                timeout_secs = self.plan.startup_timeout.as_secs(),
+                                "speech node not ready within speech.startup_timeout_secs: killing it"
+                            );
+                        }
                     }
                 }
             }
