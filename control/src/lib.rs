@@ -20,6 +20,7 @@ pub mod live;
 pub mod metrics;
 pub mod objects;
 pub mod outbound;
+pub mod reach;
 pub mod readiness;
 pub mod scenario_check;
 pub mod schedule;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use callsmith_control::browser_calls::{BrowserCallError, BrowserCallRunner, BrowserCallStarted};
 use callsmith_control::live::LiveFeed;
-use callsmith_control::outbound::ice_candidate_allowed;
+use callsmith_control::reach::ice_candidate_allowed;
 use callsmith_control::store::{
     CommunicationRecord, NewCommunication,
     communications::{CallWrite, Claim, claimed_record},

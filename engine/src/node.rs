@@ -54,6 +54,10 @@ pub async fn start(
         rtp_port_min: cfg.media.rtp_port_min,
         rtp_port_max: cfg.media.rtp_port_max,
         rtp_timeout_ms: cfg.media.rtp_timeout_ms,
+        vad: Some(callsmith_media::vad::VadConfig {
+            barge_in_min_ms: cfg.media.barge_in_min_ms,
+            ..Default::default()
+        }),
         ..Default::default()
     };
     if cfg.media.ice_port_min > cfg.media.ice_port_max {

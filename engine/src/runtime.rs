@@ -361,6 +361,8 @@ impl Programs {
 /// frame slot).
 #[derive(Clone, Debug)]
 pub struct TurnMetrics {
+    /// End of the caller's speech → first RTP of the reply (what the caller waits).
+    pub response: Histogram,
     pub latency: Histogram,
     pub engine: Histogram,
     /// Recognition streams that could not start or failed mid-turn, by engine.
@@ -373,6 +375,9 @@ impl TurnMetrics {
             0.0005, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0,
         ];
         TurnMetrics {
+            response: Histogram::new([
+                0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0,
+            ]),
             latency: Histogram::new(buckets),
             engine: Histogram::new(buckets),
             recognition_failures: Family::default(),
@@ -381,6 +386,11 @@ impl TurnMetrics {
 
     fn register(&self, metrics: &callsmith_control::metrics::Metrics) {
         let mut r = metrics.registry();
+        r.register(
+            "callsmith_turn_response_seconds",
+            "End of the caller's speech (VAD) to the first RTP packet of the reply: what the caller waits",
+            self.response.clone(),
+        );
         r.register(
             "callsmith_turn_latency_seconds",
             "Answer available (final transcript or DTMF entry) to the first RTP packet of the reply",

@@ -25,8 +25,9 @@ pub enum MediaEvent {
     },
     /// VAD onset on caller audio.
     SpeechStarted { at_ms: u64 },
-    /// VAD offset (after the hangover).
-    SpeechStopped { at_ms: u64 },
+    /// VAD offset, decided `hangover_ms` after the last voiced frame (the speech itself
+    /// ended at `at_ms - hangover_ms`).
+    SpeechStopped { at_ms: u64, hangover_ms: u32 },
     /// No RTP for the configured timeout (reported once until RTP resumes).
     RtpTimeout { at_ms: u64 },
     /// Symmetric RTP: the first packet's source became the send target.
@@ -126,6 +127,10 @@ pub struct SessionStats {
     pub send_errors: u64,
     pub events_dropped: u64,
     pub tap_frames_dropped: u64,
+    /// Caller speech that ended, while an interruptible prompt played, before it was long
+    /// enough to interrupt it (`barge_in_min_ms`): "mm-hm", "yeah", a cough.
+    #[serde(default)]
+    pub backchannels: u64,
     pub remote: Option<SocketAddr>,
 }
 

@@ -25,6 +25,18 @@ pub struct VadConfig {
     pub hangover_frames: u32,
     /// Mean absolute amplitude below which a frame is unvoiced without asking the VAD.
     pub energy_floor: u32,
+    /// Voiced speech (ms, counted from the onset) that interrupts an interruptible prompt.
+    /// Shorter speech ("mm-hm", "yeah", a cough) is a backchannel: the prompt plays on.
+    /// 0 interrupts at the onset.
+    #[serde(default = "default_barge_in_min_ms")]
+    pub barge_in_min_ms: u32,
+}
+
+/// The default [`VadConfig::barge_in_min_ms`].
+pub const BARGE_IN_MIN_MS: u32 = 300;
+
+fn default_barge_in_min_ms() -> u32 {
+    BARGE_IN_MIN_MS
 }
 
 impl Default for VadConfig {
@@ -34,6 +46,7 @@ impl Default for VadConfig {
             onset_frames: 2,
             hangover_frames: 20,
             energy_floor: 60,
+            barge_in_min_ms: BARGE_IN_MIN_MS,
         }
     }
 }
@@ -44,6 +57,10 @@ pub struct SpeechDetector {
     voiced_run: u32,
     unvoiced_run: u32,
     speaking: bool,
+    /// Voiced frames since the onset of the current speech.
+    voiced_frames: u32,
+    /// The last frame made the current speech long enough to interrupt.
+    barge_now: bool,
 }
 
 impl SpeechDetector {
@@ -60,11 +77,36 @@ impl SpeechDetector {
             voiced_run: 0,
             unvoiced_run: 0,
             speaking: false,
+            voiced_frames: 0,
+            barge_now: false,
         }
     }
 
     pub fn is_speaking(&self) -> bool {
         self.speaking
+    }
+
+    /// The silence that ends speech, ms ([`VadConfig::hangover_frames`] of 20 ms).
+    pub fn hangover_ms(&self) -> u32 {
+        self.cfg.hangover_frames.max(1) * 20
+    }
+
+    /// Voiced milliseconds (20 ms frames) since the onset of the current speech; 0 when
+    /// nobody speaks.
+    pub fn voiced_ms(&self) -> u32 {
+        if self.speaking {
+            self.voiced_frames * 20
+        } else {
+            0
+        }
+    }
+
+    /// Whether the last frame made the current speech long enough to interrupt a prompt
+    /// ([`VadConfig::barge_in_min_ms`]): true on that one frame of each speech, so a prompt
+    /// started later (the bot's reply during the hangover of the caller's answer) is not
+    /// cut by speech that already ended.
+    pub fn barges_in(&self) -> bool {
+        self.barge_now
     }
 
     /// Classifies one 10/20/30 ms frame at 8 kHz.
@@ -82,11 +124,23 @@ impl SpeechDetector {
 
     /// Feeds one frame; returns a transition when speech starts or stops.
     pub fn push(&mut self, frame: &[i16]) -> Option<SpeechTransition> {
+        let before = self.voiced_ms();
+        let transition = self.step(frame);
+        let min = self.cfg.barge_in_min_ms;
+        self.barge_now =
+            self.speaking && self.voiced_ms() >= min && (before < min || transition.is_some());
+        transition
+    }
+
+    fn step(&mut self, frame: &[i16]) -> Option<SpeechTransition> {
         if self.is_voiced(frame) {
             self.voiced_run += 1;
             self.unvoiced_run = 0;
-            if !self.speaking && self.voiced_run >= self.cfg.onset_frames.max(1) {
+            if self.speaking {
+                self.voiced_frames += 1;
+            } else if self.voiced_run >= self.cfg.onset_frames.max(1) {
                 self.speaking = true;
+                self.voiced_frames = self.voiced_run;
                 return Some(SpeechTransition::Started);
             }
         } else {
@@ -145,5 +199,41 @@ mod tests {
             events,
             vec![SpeechTransition::Started, SpeechTransition::Stopped]
         );
+    }
+
+    /// Frames (of `voiced` vowel frames, then 40 silent ones) on which the speech would
+    /// interrupt a prompt.
+    fn barge_frames(cfg: VadConfig, voiced: usize) -> Vec<usize> {
+        let mut d = SpeechDetector::new(cfg);
+        let mut at = vec![];
+        let v = vowel(voiced);
+        let frames = v
+            .chunks(160)
+            .map(<[i16]>::to_vec)
+            .chain((0..40).map(|_| vec![0; 160]));
+        for (i, f) in frames.enumerate() {
+            d.push(&f);
+            if d.barges_in() {
+                at.push(i);
+            }
+        }
+        at
+    }
+
+    #[test]
+    fn a_backchannel_does_not_barge_in_and_real_speech_does_once() {
+        let cfg = VadConfig::default();
+        assert_eq!(cfg.barge_in_min_ms, 300);
+        // 200 ms ("mm-hm"): never long enough, including through the hangover.
+        assert!(barge_frames(cfg, 10).is_empty());
+        // 1 s of speech: once, when 300 ms are voiced (frame 14, the 15th voiced frame).
+        assert_eq!(barge_frames(cfg, 50), vec![14]);
+        // 0: at the onset, as soon as speech starts.
+        let at_onset = VadConfig {
+            barge_in_min_ms: 0,
+            ..cfg
+        };
+        assert_eq!(barge_frames(at_onset, 50), vec![1]);
+        assert_eq!(barge_frames(at_onset, 10), vec![1]);
     }
 }

@@ -531,21 +531,29 @@ fn tick_session(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &Pacin
     // VAD and barge-in, while anything depends on them.
     let barge_in = s.current.as_ref().is_some_and(|p| p.interruptible);
     if let Some(vad) = s.vad.as_mut().filter(|_| s.speech_watched || barge_in) {
-        match vad.push(&sc.caller) {
-            Some(SpeechTransition::Started) => {
-                if s.current.as_ref().is_some_and(|p| p.interruptible) {
-                    if let Some(mut p) = s.current.take() {
-                        p.end(PlayEnd::Interrupted);
-                    }
-                    // Queued prompts after an interrupted one are dropped too (the caller took the turn).
-                    for mut p in s.queue.drain(..) {
-                        p.end(PlayEnd::Interrupted);
-                    }
+        let transition = vad.push(&sc.caller);
+        let hangover_ms = vad.hangover_ms();
+        // Speech interrupts once it has lasted `barge_in_min_ms`; shorter speech that ends
+        // while an interruptible prompt plays is a backchannel.
+        let interrupts = barge_in && vad.barges_in();
+        match transition {
+            Some(SpeechTransition::Started) => s.emit(MediaEvent::SpeechStarted { at_ms }),
+            Some(SpeechTransition::Stopped) => {
+                if barge_in {
+                    s.counters.backchannels += 1;
                 }
-                s.emit(MediaEvent::SpeechStarted { at_ms });
+                s.emit(MediaEvent::SpeechStopped { at_ms, hangover_ms });
             }
-            Some(SpeechTransition::Stopped) => s.emit(MediaEvent::SpeechStopped { at_ms }),
             None => {}
+        }
+        if interrupts {
+            if let Some(mut p) = s.current.take() {
+                p.end(PlayEnd::Interrupted);
+            }
+            // Queued prompts after an interrupted one are dropped too (the caller took the turn).
+            for mut p in s.queue.drain(..) {
+                p.end(PlayEnd::Interrupted);
+            }
         }
     }
 

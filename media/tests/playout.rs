@@ -156,7 +156,10 @@ async fn speech_events_and_stop_playout() {
     while stopped.is_none() {
         match tokio::time::timeout_at(deadline, bot.next_event()).await {
             Ok(Some(MediaEvent::SpeechStarted { at_ms })) => started = started.or(Some(at_ms)),
-            Ok(Some(MediaEvent::SpeechStopped { at_ms })) => stopped = Some(at_ms),
+            Ok(Some(MediaEvent::SpeechStopped { at_ms, hangover_ms })) => {
+                assert_eq!(hangover_ms, 400, "the default hangover");
+                stopped = Some(at_ms)
+            }
             Ok(Some(_)) => {}
             _ => break,
         }
@@ -699,4 +702,50 @@ async fn streamed_tts_plays_before_synthesis_ends() {
         out.played_ms
     );
     server.abort();
+}
+
+/// A vowel-like voiced signal (a 150 Hz pulse train through resonances), `ms` long.
+fn vowel(ms: usize) -> Vec<i16> {
+    (0..ms * 8)
+        .map(|i| {
+            let f0 = 2.0 * std::f32::consts::PI * 150.0 * i as f32 / 8000.0;
+            ((f0.sin() * 0.5 + (f0 * 5.0).sin() * 0.3 + (f0 * 14.0).sin() * 0.2) * 9000.0) as i16
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backchannel_does_not_interrupt_a_prompt() {
+    let engine = engine();
+    let bot = engine.open_session(None).unwrap();
+    let peer = RawPeer::new().await;
+    bot.set_remote(peer.addr(), Codec::Pcmu, Some(101)).unwrap();
+    let handle = bot.play(tone(440.0, 2_000, 8000.0), true).unwrap();
+    // 200 ms of "mm-hm" after 200 ms of silence, then silence: shorter than the 300 ms
+    // that interrupt.
+    let mm = Prompt::from_pcm(vowel(200));
+    let mut frames: Vec<[u8; 160]> = vec![[0xFF; 160]; 10];
+    for c in mm.encoded(Codec::Pcmu).chunks(160) {
+        let mut f = [0xFF; 160];
+        f[..c.len()].copy_from_slice(c);
+        frames.push(f);
+    }
+    frames.extend(std::iter::repeat_n([0xFF; 160], 50));
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    let mut buf = [0u8; 256];
+    for (i, f) in frames.iter().enumerate() {
+        tick.tick().await;
+        let n = write_rtp(&mut buf, i == 0, 0, i as u16, i as u32 * 160, 42, f).unwrap();
+        peer.sock
+            .send_to(&buf[..n], bot.local_addr())
+            .await
+            .unwrap();
+    }
+    let outcome = tokio::time::timeout(Duration::from_secs(5), handle.wait())
+        .await
+        .unwrap();
+    assert_eq!(outcome.end, PlayEnd::Completed, "a backchannel plays on");
+    assert!(outcome.played_ms >= 1_900, "{}", outcome.played_ms);
+    let (stats, _) = bot.close().await.unwrap();
+    assert_eq!(stats.backchannels, 1, "{stats:?}");
 }

@@ -11,7 +11,7 @@ use callsmith_e2e::*;
 use callsmith_media::browser::testing::TestBrowser;
 use serde_json::{Value, json};
 
-/// greet → question (speech, token "yes") → goal said_yes / goal silent → end.
+/// greet → question (speech, token "yes") → goal said_yes → thanks / goal silent → end.
 fn yes_no_scenario() -> Value {
     let next = |to: &str| json!([{"type": "next", "description": "", "next": to}]);
     json!({"name": "browser yes/no", "constructor": {"bricks": {
@@ -19,7 +19,9 @@ fn yes_no_scenario() -> Value {
             "tts_general": {"engine": "espeak-ng", "voice": "", "language": "en-US", "speed": 1, "model": ""},
             "stt_general": {"language": "en-US", "engine": "whisper", "model": "", "primary_language": "", "fallback_languages": []}}}]},
         "audio_tts": {"v1": [{"id": "hi", "description": "", "outputs": next("ask"),
-            "properties": {"text": "Hello from callsmith.", "language": "", "voice": "", "engine": "", "model": ""}}]},
+            "properties": {"text": "Hello from callsmith.", "language": "", "voice": "", "engine": "", "model": ""}},
+            {"id": "thanks", "description": "", "outputs": next("bye"),
+            "properties": {"text": "Thank you.", "language": "", "voice": "", "engine": "", "model": ""}}]},
         "question": {"v1": [{"id": "ask", "description": "", "properties": {
             "statement": {"audio": {"mode": "tts", "tts": {"text": "Do you agree?"}}, "is_interruptible": false},
             "type": "standard", "input_mode": "speech",
@@ -27,7 +29,7 @@ fn yes_no_scenario() -> Value {
             "answer": {"answers": [{"answer_id": "yes", "description": "", "speech_input": {"tokens": ["yes"]}}]}},
             "outputs": [{"type": "yes", "description": "", "next": "g_yes"}, {"type": "empty", "description": "", "next": "g_silent"}]}]},
         "goal": {"v1": [
-            {"id": "g_yes", "description": "", "properties": {"goal": "said_yes"}, "outputs": next("bye")},
+            {"id": "g_yes", "description": "", "properties": {"goal": "said_yes"}, "outputs": next("thanks")},
             {"id": "g_silent", "description": "", "properties": {"goal": "silent"}, "outputs": next("bye")}]},
         "end_call": {"v1": [{"id": "bye", "description": "", "properties": {"signal": ""}, "outputs": []}]}
     }}})
@@ -151,7 +153,7 @@ async fn a_browser_calls_a_draft_answers_by_voice_and_watches_it_branch() {
     assert!(watch.is_ok(), "the call ended within 90 s\n{}", e.log());
     assert_eq!(
         bricks,
-        ["s", "hi", "ask", "g_yes", "bye"],
+        ["s", "hi", "ask", "g_yes", "thanks", "bye"],
         "the yes branch, brick by brick"
     );
     let hi = prompts.iter().find(|p| p["brick_id"] == "hi").expect("hi");
@@ -164,9 +166,36 @@ async fn a_browser_calls_a_draft_answers_by_voice_and_watches_it_branch() {
             .any(|f| f.as_str().unwrap_or("").to_lowercase().contains("yes")),
         "final transcripts: {finals:?}"
     );
+    // The turn is told when it ends, then again with its reply's first RTP: the breakdown
+    // end of speech → final transcript → reply requested → first RTP.
     let turn = turns.last().expect("a listen turn");
     assert_eq!(turn["heard"], "speech", "{turn}");
-    assert_eq!(turn["brick_id"], "ask");
+    assert_eq!(turn["brick_id"], "ask", "{turn}");
+    let ms = |k: &str| turn[k].as_u64().unwrap_or_else(|| panic!("{k} in {turn}"));
+    assert!(ms("speech_started_ms") < ms("speech_ended_ms"), "{turn}");
+    assert!(ms("speech_ended_ms") <= ms("final_ms"), "{turn}");
+    assert!(ms("final_ms") <= ms("reply_requested_ms"), "{turn}");
+    assert!(
+        ms("reply_requested_ms") <= ms("reply_first_rtp_ms"),
+        "{turn}"
+    );
+    assert_eq!(
+        ms("response_ms"),
+        ms("reply_first_rtp_ms") - ms("speech_ended_ms")
+    );
+    let metrics = e
+        .client
+        .get(format!("{}/metrics", e.base_url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("callsmith_turn_response_seconds_count 1"),
+        "the response time on /metrics"
+    );
     assert_eq!(ended["communication_status"], "completed", "{ended}");
     assert_eq!(ended["goals"], json!(["said_yes"]));
     assert!(

@@ -101,6 +101,10 @@ pub struct TurnLog {
     /// VAD onset of caller speech, in a turn that takes speech (a keys-only turn runs no
     /// speech detection and leaves it unset).
     pub speech_started_ms: Option<u64>,
+    /// End of the caller's speech: the last voiced frame before the VAD's offset (the
+    /// last one in the turn).
+    #[serde(default)]
+    pub speech_ended_ms: Option<u64>,
     pub first_partial_ms: Option<u64>,
     pub final_ms: Option<u64>,
     /// Final transcript minus the end of speech (recognition latency).
@@ -118,8 +122,16 @@ pub struct TurnLog {
     /// Bucket-qualified storage path of the caller audio of this turn
     /// (`callsmith/calls/…/speech/<n>.wav`), for `GET …/speech-recording`.
     pub speech_recognition_recording: Option<String>,
+    /// Call time the reply to this turn's answer was handed to the media worker (the
+    /// answer decided: classifier, LLM or webhook done; its audio resolved, synthesis
+    /// started).
+    #[serde(default)]
+    pub reply_requested_ms: Option<u64>,
     /// Call time of the first RTP packet of the reply to this turn's answer.
     pub reply_first_rtp_ms: Option<u64>,
+    /// What the caller waits: end of their speech → first RTP packet of the reply, ms.
+    #[serde(default)]
+    pub response_ms: Option<u64>,
     /// Turn latency: answer available (final transcript / DTMF entry) → first RTP packet
     /// of the reply, µs.
     pub turn_latency_us: Option<u64>,

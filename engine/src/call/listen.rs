@@ -172,6 +172,10 @@ impl LivePort {
                     Happening::Media(Some(MediaEvent::SpeechStarted { .. })) => {
                         listen.handle_event(now(), ListenEvent::SpeechStarted);
                     }
+                    Happening::Media(Some(MediaEvent::SpeechStopped { hangover_ms, .. })) => {
+                        turn.speech_ended_ms =
+                            Some(self.ms().saturating_sub(u64::from(hangover_ms)));
+                    }
                     Happening::Media(Some(_)) => {}
                     Happening::Media(None) => self.media_events = None,
                     Happening::Signal(s) => {

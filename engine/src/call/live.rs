@@ -14,6 +14,8 @@ use super::*;
 pub struct Live {
     feed: LiveFeed,
     brick: RefCell<String>,
+    /// The brick of each listen turn (by index - 1), as it was when the turn ended.
+    turn_bricks: RefCell<Vec<String>>,
 }
 
 impl Live {
@@ -21,6 +23,7 @@ impl Live {
         Live {
             feed,
             brick: RefCell::new(String::new()),
+            turn_bricks: RefCell::default(),
         }
     }
 
@@ -75,9 +78,14 @@ impl Live {
 
     /// A listen turn: when it ends, and again when its reply's first RTP is measured.
     pub(super) fn turn(&self, turn: &TurnLog) {
+        let mut bricks = self.turn_bricks.borrow_mut();
+        if bricks.len() < turn.index {
+            bricks.resize(turn.index, self.brick.borrow().clone());
+        }
+        let brick = bricks.get(turn.index.saturating_sub(1)).cloned();
         let mut v = serde_json::to_value(turn).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {
-            o.insert("brick_id".into(), json!(*self.brick.borrow()));
+            o.insert("brick_id".into(), json!(brick));
         }
         self.feed.publish("turn", v);
     }

@@ -188,11 +188,18 @@ impl LivePort {
         self.rt.turns.latency.observe(total_us as f64 / 1e6);
         self.rt.turns.engine.observe(engine_us as f64 / 1e6);
         let now_ns = callsmith_media::clock::now_ns();
-        let at_ms = self
-            .ms()
-            .saturating_sub(now_ns.saturating_sub(first_rtp_ns) / 1_000_000);
+        let ms_at = |ns: u64| {
+            self.ms()
+                .saturating_sub(now_ns.saturating_sub(ns) / 1_000_000)
+        };
+        let (at_ms, requested_ms) = (ms_at(first_rtp_ns), ms_at(requested_ns));
         if let Some(t) = self.turns.last_mut() {
+            t.reply_requested_ms = Some(requested_ms);
             t.reply_first_rtp_ms = Some(at_ms);
+            t.response_ms = t.speech_ended_ms.map(|end| at_ms.saturating_sub(end));
+            if let Some(ms) = t.response_ms {
+                self.rt.turns.response.observe(ms as f64 / 1000.0);
+            }
             t.turn_latency_us = Some(total_us);
             t.turn_engine_us = Some(engine_us);
             if let Some(live) = &self.live {

@@ -486,6 +486,10 @@ pub struct MediaSection {
     /// An answered call whose peer sends no RTP for this many ms is hung up
     /// (`end_reason` `rtp_timeout`); 0 turns the check off. Default 30000.
     pub rtp_timeout_ms: u64,
+    /// Caller speech (voiced ms from its onset) that interrupts an interruptible prompt;
+    /// shorter speech ("mm-hm") is a backchannel and the prompt plays on. 0 interrupts at
+    /// the onset. Default 300.
+    pub barge_in_min_ms: u32,
     /// UDP port range of browser legs' ICE sockets (one port per browser call).
     /// Default 30000..30999.
     pub ice_port_min: u16,
@@ -501,6 +505,7 @@ impl Default for MediaSection {
             rtp_port_min: 20000,
             rtp_port_max: 29999,
             rtp_timeout_ms: 30_000,
+            barge_in_min_ms: callsmith_media::vad::BARGE_IN_MIN_MS,
             ice_port_min: 30000,
             ice_port_max: 30999,
         }
