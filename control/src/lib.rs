@@ -1,5 +1,5 @@
 //! callsmith-control: the control plane — v1 HTTP API, authentication and scope, the
-//! store (SQLite or PostgreSQL), feature flags and the OpenAPI document.
+//! store (SQLite or PostgreSQL), feature flags, the OpenAPI document and the web console.
 //!
 //! Entry points: [`store::Store::connect`] + [`store::Store::migrate`],
 //! [`bootstrap::ensure_superuser`], [`api::AppState::new`] and [`api::router`].
@@ -13,6 +13,7 @@ pub mod bootstrap;
 pub mod browser_calls;
 pub mod catalog;
 pub mod communication;
+pub mod console;
 pub mod flags;
 pub mod hangups;
 pub mod ids;

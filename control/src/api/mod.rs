@@ -5,7 +5,9 @@
 //! 1. Create `api/v1/<group>.rs` with handlers annotated `#[utoipa::path(...)]` and a
 //!    `pub(super) fn routes() -> OpenApiRouter<AppState>` built with `routes!(...)`.
 //! 2. List it in [`v1::groups`]. The OpenAPI document and the router are produced from
-//!    the same `OpenApiRouter`, so a route cannot be served without being documented.
+//!    the same `OpenApiRouter`, so an API route cannot be served without being documented.
+//!    The one exception is the web console ([`crate::console`]: `/` and `/console/…`),
+//!    a browser client of the API that answers HTML, scripts and styles, not JSON.
 //! 3. Handlers take `Authz<cap::X>` (capability check) and call
 //!    `caller.account_scope(&state)` / `caller.tenant_scope(&state)` for scope; use
 //!    [`Json`], [`Query`], [`Path`] from here, return [`ApiResult`], page with
@@ -235,13 +237,14 @@ fn document_body_limit(doc: &mut utoipa::openapi::OpenApi) {
     }
 }
 
-/// The complete HTTP application: routes, `/openapi.json`, envelope fallbacks, metrics,
-/// request ids (`x-request-id`, generated when absent, echoed on every response) and
-/// tracing.
+/// The complete HTTP application: routes, `/openapi.json`, the web console, envelope
+/// fallbacks, metrics, request ids (`x-request-id`, generated when absent, echoed on every
+/// response) and tracing.
 pub fn router(state: AppState) -> Router {
     let (routes, _doc) = api().split_for_parts();
     let x_request_id = HeaderName::from_static("x-request-id");
     routes
+        .merge(crate::console::routes())
         .fallback(error::route_not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_JSON_BODY_BYTES))

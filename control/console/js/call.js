@@ -1,0 +1,245 @@
+// Browser test calls: the microphone and speaker as the call's leg over WebRTC
+// (POST /v1/communication/-/browser-call with the complete SDP offer), and the live view
+// read from GET /v1/communication/{id}/live (server-sent events over fetch, since
+// EventSource cannot send the Authorization header).
+
+import {post, request} from './api.js';
+import {h, clear, text, showError} from './dom.js';
+
+const GATHER_TIMEOUT_MS = 5000;
+
+/** Resolves when ICE gathering is complete, or after the timeout with what was gathered. */
+function gathered(pc) {
+  if (pc.iceGatheringState === 'complete') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      pc.removeEventListener('icegatheringstatechange', check);
+      clearTimeout(timer);
+      resolve();
+    };
+    const check = () => {
+      if (pc.iceGatheringState === 'complete') done();
+    };
+    const timer = setTimeout(done, GATHER_TIMEOUT_MS);
+    pc.addEventListener('icegatheringstatechange', check);
+  });
+}
+
+/**
+ * Reads a text/event-stream body, calling `onEvent(name, data)` per event (data parsed
+ * as JSON when it is JSON). Comment lines (`: keepalive`) are skipped.
+ */
+export async function readEvents(resp, onEvent) {
+  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  let name = 'message';
+  let data = [];
+  const dispatch = () => {
+    if (data.length) {
+      const raw = data.join('\n');
+      let value = raw;
+      try {
+        value = JSON.parse(raw);
+      } catch {
+        value = raw;
+      }
+      onEvent(name, value);
+    }
+    name = 'message';
+    data = [];
+  };
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) break;
+    buf += value;
+    let nl;
+    while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + (buf.startsWith('\r\n', nl) ? 2 : 1));
+      if (line === '') dispatch();
+      else if (line.startsWith(':')) continue;
+      else {
+        const colon = line.indexOf(':');
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let v = colon < 0 ? '' : line.slice(colon + 1);
+        if (v.startsWith(' ')) v = v.slice(1);
+        if (field === 'event') name = v;
+        else if (field === 'data') data.push(v);
+      }
+    }
+  }
+  dispatch();
+}
+
+/** The live panel of one call: transcripts, bricks, variables, prompts, turns, trace. */
+function livePanel(container) {
+  clear(container);
+  const status = h('div', {class: 'live-status', id: 'live-status'}, 'connecting…');
+  const transcript = h('ol', {class: 'transcript', id: 'live-transcript'});
+  const interim = h('li', {class: 'interim', hidden: true});
+  transcript.append(interim);
+  const bricks = h('ol', {class: 'bricks', id: 'live-bricks'});
+  const vars = h('tbody');
+  const prompts = h('tbody');
+  const turns = h('tbody');
+  const trace = h('ol', {class: 'trace', id: 'live-trace'});
+  const ended = h('div', {class: 'live-ended', id: 'live-ended', hidden: true});
+  container.append(
+    status, ended,
+    h('div', {class: 'live-grid'},
+      h('section', {}, h('h3', {}, 'Transcript'), transcript),
+      h('section', {}, h('h3', {}, 'Bricks'), bricks),
+      h('section', {}, h('h3', {}, 'Variables'), h('table', {class: 'kv', id: 'live-variables'}, h('thead', {}, h('tr', {}, h('th', {}, 'name'), h('th', {}, 'value'))), vars)),
+      h('section', {}, h('h3', {}, 'Prompts'), h('table', {class: 'list', id: 'live-prompts'},
+        h('thead', {}, h('tr', {}, h('th', {}, 'brick'), h('th', {}, 'text'), h('th', {}, 'heard'))), prompts)),
+      h('section', {}, h('h3', {}, 'Turn latency'), h('table', {class: 'list', id: 'live-turns'},
+        h('thead', {}, h('tr', {}, h('th', {}, 'brick'), h('th', {}, 'latency (ms)'))), turns)),
+      h('section', {class: 'wide'}, h('h3', {}, 'Trace'), trace)));
+  const varRows = new Map();
+  return {
+    status(t) {
+      status.textContent = t;
+    },
+    onEvent(name, d, graph) {
+      d = d && typeof d === 'object' ? d : {value: d};
+      const at = d.at_ms !== undefined ? `${(d.at_ms / 1000).toFixed(2)} s ` : '';
+      switch (name) {
+        case 'brick':
+          bricks.append(h('li', {'data-brick': d.brick_id}, `${at}${d.brick_id} (${d.kind})`));
+          if (graph) graph.highlight(d.brick_id);
+          break;
+        case 'variable': {
+          let row = varRows.get(d.name);
+          if (!row) {
+            row = h('tr', {'data-variable': d.name}, h('td', {}, d.name), h('td'));
+            varRows.set(d.name, row);
+            vars.append(row);
+          }
+          row.lastChild.textContent = text(d.new);
+          row.title = `was ${text(d.old)}`;
+          break;
+        }
+        case 'prompt': {
+          const heard = d.played_ms !== undefined ? `${(d.played_ms / 1000).toFixed(1)} s${d.interrupted ? ', interrupted' : ''}` : '';
+          prompts.append(h('tr', {}, h('td', {}, d.brick_id || ''), h('td', {}, d.text || ''), h('td', {}, heard)));
+          break;
+        }
+        case 'transcript':
+          if (d.final) {
+            interim.hidden = true;
+            interim.before(h('li', {class: 'final'}, `${at}${d.text}`));
+          } else {
+            interim.hidden = false;
+            interim.textContent = `${at}${d.text} …`;
+          }
+          break;
+        case 'turn': {
+          const parts = Object.entries(d).filter(([k]) => k !== 'brick_id').map(([k, v]) => `${k.replace(/_ms$/, '')}: ${text(v)}`);
+          turns.append(h('tr', {}, h('td', {}, d.brick_id || ''), h('td', {}, parts.join(', '))));
+          break;
+        }
+        case 'trace': {
+          const ev = d.event && typeof d.event === 'object' ? d.event : d;
+          const {event, at_ms: _at, ...rest} = ev;
+          trace.append(h('li', {}, h('b', {}, `${at}${event || 'event'} `), h('code', {}, JSON.stringify(rest))));
+          break;
+        }
+        default:
+          trace.append(h('li', {}, h('b', {}, `${name} `), h('code', {}, JSON.stringify(d))));
+      }
+    },
+    ended(d, id) {
+      status.textContent = `ended: ${d.status || ''}${d.call_status ? ` (${d.call_status})` : ''}`;
+      ended.hidden = false;
+      clear(ended).append('The call ended. ', h('a', {href: `#/communication/${encodeURIComponent(id)}`, id: 'live-ended-link'}, 'Open the communication'));
+    },
+  };
+}
+
+/**
+ * Places a browser call of a scenario's draft (`draft` true) or newest published version
+ * and runs its live view in `container`. `graph` (from drawGraph) gets the running brick highlighted. Returns a
+ * handle with hangUp().
+ */
+export async function startCall({scenarioSid, draft, direction = 'outbound'}, container, graph, onEnd) {
+  const panel = livePanel(container);
+  const audio = h('audio', {autoplay: true, id: 'remote-audio'});
+  container.prepend(audio);
+  let stream;
+  try {
+    stream = await navigator.mediaDevices.getUserMedia({audio: true});
+  } catch (e) {
+    panel.status('no microphone');
+    throw new Error(`the microphone is not available: ${e.message}`);
+  }
+  const pc = new RTCPeerConnection({iceServers: []});
+  let communication = null;
+  let finished = false;
+  const abort = new AbortController();
+  const finish = (why) => {
+    if (finished) return;
+    finished = true;
+    for (const t of stream.getTracks()) t.stop();
+    pc.close();
+    abort.abort();
+    if (why) panel.status(why);
+    if (onEnd) onEnd(communication);
+  };
+  try {
+    for (const t of stream.getAudioTracks()) pc.addTrack(t, stream);
+    pc.addEventListener('track', (ev) => {
+      audio.srcObject = ev.streams[0] || new MediaStream([ev.track]);
+    });
+    await pc.setLocalDescription(await pc.createOffer());
+    panel.status('gathering network candidates…');
+    await gathered(pc);
+    panel.status('calling…');
+    const body = {scenario_sid: scenarioSid, draft: !!draft, direction, sdp: pc.localDescription.sdp};
+    const answer = await post('/v1/communication/-/browser-call', body);
+    communication = answer.communication;
+    await pc.setRemoteDescription({type: 'answer', sdp: answer.sdp});
+    panel.status(`in call ${communication.id}`);
+    container.dataset.communication = communication.id;
+  } catch (e) {
+    finish('call failed');
+    throw e;
+  }
+  pc.addEventListener('connectionstatechange', () => {
+    if (pc.connectionState === 'failed') panel.status('media connection failed');
+  });
+  const id = communication.id;
+  (async () => {
+    try {
+      const resp = await request('GET', `/v1/communication/${encodeURIComponent(id)}/live`,
+        {headers: {Accept: 'text/event-stream'}, signal: abort.signal});
+      let endedSeen = false;
+      await readEvents(resp, (name, data) => {
+        if (name === 'ended') {
+          endedSeen = true;
+          panel.ended(data || {}, id);
+          finish();
+        } else {
+          panel.onEvent(name, data, graph);
+        }
+      });
+      if (!endedSeen) {
+        panel.ended({status: 'stream closed'}, id);
+        finish();
+      }
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      showError(e, 'live view');
+      panel.ended({status: 'live view unavailable'}, id);
+    }
+  })();
+  return {
+    communication,
+    async hangUp() {
+      try {
+        await post(`/v1/communication/${encodeURIComponent(id)}/hangup`);
+      } finally {
+        finish('hung up');
+      }
+    },
+  };
+}

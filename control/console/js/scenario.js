@@ -1,0 +1,346 @@
+// Scenarios: the list with creation from a template, and the scenario page: the draft's
+// JSON in an editor with line numbers, validation with the SCN entries beside the bricks
+// they name, the graph, publishing, versions side by side, and browser test calls.
+
+import {get, post, put, query} from './api.js';
+import {h, clear, when, showError, showNote, hideBanner, action} from './dom.js';
+import {drawGraph, bricksOf} from './graph.js';
+import {startCall} from './call.js';
+import {TEMPLATES} from './templates.js';
+
+export function renderScenarioList(main, go) {
+  const name = h('input', {id: 'new-scenario-name', name: 'name', placeholder: 'name', required: true});
+  const template = h('select', {id: 'new-scenario-template', name: 'template'},
+    Object.entries(TEMPLATES).map(([k, [label]]) => h('option', {value: k}, label)));
+  const create = h('button', {type: 'submit', id: 'create-scenario'}, 'Create');
+  const form = h('form', {class: 'inline-form', id: 'create-scenario-form'}, name, template, create);
+  form.addEventListener('submit', action(create, 'create scenario', async () => {
+    const [, build] = TEMPLATES[template.value];
+    const sc = await post('/v1/scenario', {name: name.value, constructor: build()});
+    go(`#/scenario/${encodeURIComponent(sc.id)}`);
+  }));
+  const filter = h('input', {name: 'filter_query', placeholder: 'name contains', id: 'scenario-filter'});
+  const table = h('table', {class: 'list', id: 'scenario-list'});
+  const filterForm = h('form', {class: 'filters'}, h('label', {}, h('span', {}, 'name'), filter), h('button', {type: 'submit'}, 'Filter'));
+  main.append(h('h1', {}, 'Scenarios'), h('section', {class: 'card'}, h('h2', {}, 'New scenario'), form), filterForm, table);
+  async function load() {
+    try {
+      const page = await get(`/v1/scenario${query({filter_query: filter.value, limit: 200, order_by: 'created_at', order: 'desc'})}`);
+      clear(table).append(h('thead', {}, h('tr', {}, ['name', 'id', 'published', 'updated'].map((c) => h('th', {}, c)))));
+      const body = h('tbody');
+      for (const sc of page.items) {
+        body.append(h('tr', {'data-scenario': sc.id},
+          h('td', {}, h('a', {href: `#/scenario/${encodeURIComponent(sc.id)}`}, sc.name)),
+          h('td', {}, h('code', {}, sc.id)),
+          h('td', {}, sc.latest_version ? `v${sc.latest_version}` : 'draft only'),
+          h('td', {}, when(sc.updated_at))));
+      }
+      if (!page.items.length) body.append(h('tr', {}, h('td', {colspan: 4, class: 'empty'}, 'no scenarios yet')));
+      table.append(body);
+    } catch (e) {
+      showError(e, 'scenarios');
+    }
+  }
+  filterForm.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    load();
+  });
+  load();
+}
+
+/** The 1-based line of `"id": "<id>"` in the editor text (0 when absent). */
+function brickLine(text, id) {
+  const re = new RegExp(`"id"\\s*:\\s*${JSON.stringify(id).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`);
+  const m = re.exec(text);
+  return m ? text.slice(0, m.index).split('\n').length : 0;
+}
+
+/** SCN entries grouped by the brick they name ('' for scenario-level ones). */
+function byBrick(errors) {
+  const m = new Map();
+  for (const e of errors || []) {
+    const k = e.node_id || '';
+    if (!m.has(k)) m.set(k, []);
+    m.get(k).push(e);
+  }
+  return m;
+}
+
+function errorText(e) {
+  const where = [e.property && `at ${e.property}`, e.output_type && `output ${e.output_type}`,
+    e.invalid_value && `value ${e.invalid_value}`].filter(Boolean).join(', ');
+  return `${e.code} ${e.message}${where ? ` (${where})` : ''}`;
+}
+
+/** A longest-common-subsequence line diff: [[kind, left, right]], kind '=', '-', '+'. */
+function diffLines(a, b) {
+  if (a.length * b.length > 4e6) {
+    return Array.from({length: Math.max(a.length, b.length)}, (_, i) => [a[i] === b[i] ? '=' : '~', a[i], b[i]]);
+  }
+  const n = a.length;
+  const m = b.length;
+  const L = Array.from({length: n + 1}, () => new Uint32Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) L[i][j] = a[i] === b[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+  const out = [];
+  let i = 0;
+  let j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && a[i] === b[j]) out.push(['=', a[i++], b[j++]]);
+    else if (j < m && (i === n || L[i][j + 1] >= L[i + 1][j])) out.push(['+', undefined, b[j++]]);
+    else out.push(['-', a[i++], undefined]);
+  }
+  return out;
+}
+
+const versionLabel = (v) => (v.version ? `version ${v.version}` : v.draft_version ? `frozen draft ${v.draft_version}` : 'working draft');
+
+export async function renderScenario(main, id) {
+  const sc = await get(`/v1/scenario/${encodeURIComponent(id)}`);
+  const draft = await get(`/v1/scenario-version/by-scenario${query({scenario_sid: id, version: 0, draft: true})}`);
+  let errors = new Map();
+  let graph = null;
+  let call = null;
+
+  const title = h('h1', {id: 'scenario-title'}, sc.name);
+  const facts = h('p', {class: 'facts'});
+  const showFacts = () => {
+    clear(facts).append(h('code', {}, sc.id), ' · ', sc.latest_version ? `newest published version ${sc.latest_version}` : 'not published yet',
+      ' · updated ', when(sc.updated_at));
+  };
+  showFacts();
+
+  // The editor: a textarea with a gutter of line numbers and error marks.
+  const textarea = h('textarea', {id: 'draft-json', spellcheck: false, wrap: 'off', 'aria-label': 'draft JSON'});
+  textarea.value = JSON.stringify(draft.snapshot, null, 2);
+  const gutter = h('pre', {class: 'gutter', 'aria-hidden': 'true'});
+  const editor = h('div', {class: 'editor'}, gutter, textarea);
+  const renderGutter = () => {
+    const lines = textarea.value.split('\n').length;
+    const marks = new Map();
+    for (const [brick, errs] of errors) {
+      const line = brick ? brickLine(textarea.value, brick) : 0;
+      if (line) marks.set(line, errs);
+    }
+    clear(gutter);
+    for (let i = 1; i <= lines; i++) {
+      const errs = marks.get(i);
+      gutter.append(errs ? h('span', {class: 'gutter-error', title: errs.map(errorText).join('\n')}, `⚠${i}`) : `${i}`, '\n');
+    }
+    gutter.scrollTop = textarea.scrollTop;
+  };
+  textarea.addEventListener('scroll', () => { gutter.scrollTop = textarea.scrollTop; });
+
+  const graphBox = h('div', {class: 'graph-box', id: 'graph'});
+  const brickTable = h('table', {class: 'list bricks-table', id: 'bricks'});
+  const general = h('ul', {class: 'scenario-errors', id: 'scenario-errors'});
+  const verdict = h('div', {class: 'verdict', id: 'verdict'});
+
+  const parsed = () => {
+    try {
+      return JSON.parse(textarea.value);
+    } catch (e) {
+      return null;
+    }
+  };
+  const renderBricks = (snapshot) => {
+    const bricks = bricksOf(snapshot);
+    clear(brickTable).append(h('thead', {}, h('tr', {}, ['brick', 'kind', 'outputs', 'problems'].map((c) => h('th', {}, c)))));
+    const body = h('tbody');
+    const known = new Set();
+    for (const b of bricks) {
+      known.add(b.id);
+      const errs = errors.get(b.id) || [];
+      body.append(h('tr', {'data-brick-row': b.id, class: errs.length ? 'has-error' : ''},
+        h('td', {}, h('a', {href: '#', class: 'brick-link', onclick: (ev) => { ev.preventDefault(); jumpTo(b.id); }}, b.id || '(no id)')),
+        h('td', {}, b.kind),
+        h('td', {}, b.outputs.map((o) => `${o.type} → ${o.next || '(end)'}`).join(', ')),
+        h('td', {class: 'brick-errors', 'data-brick-error': b.id}, errs.map((e) => h('div', {class: 'scn'}, errorText(e))))));
+    }
+    brickTable.append(body);
+    clear(general);
+    for (const [brick, errs] of errors) {
+      if (brick && known.has(brick)) continue;
+      for (const e of errs) general.append(h('li', {class: 'scn'}, (brick ? `${brick}: ` : '') + errorText(e)));
+    }
+  };
+  const redraw = () => {
+    const snap = parsed();
+    renderGutter();
+    if (snap === null) {
+      verdict.className = 'verdict bad';
+      verdict.textContent = 'The text is not valid JSON.';
+      return;
+    }
+    graph = drawGraph(graphBox, snap, errors);
+    renderBricks(snap);
+  };
+  const jumpTo = (brick) => {
+    const line = brickLine(textarea.value, brick);
+    if (!line) return;
+    const offset = textarea.value.split('\n').slice(0, line - 1).join('\n').length + 1;
+    textarea.focus();
+    textarea.setSelectionRange(offset, offset);
+    const lineHeight = parseFloat(getComputedStyle(textarea).lineHeight) || 18;
+    textarea.scrollTop = Math.max(0, (line - 5) * lineHeight);
+  };
+  graphBox.addEventListener('click', (ev) => {
+    const node = ev.target.closest && ev.target.closest('.node');
+    if (node) jumpTo(node.dataset.brick);
+  });
+  let pending = null;
+  textarea.addEventListener('input', () => {
+    clearTimeout(pending);
+    pending = setTimeout(redraw, 300);
+  });
+
+  const setErrors = (list) => {
+    errors = byBrick(list);
+    const n = (list || []).length;
+    verdict.className = n ? 'verdict bad' : 'verdict good';
+    verdict.textContent = n ? `${n} validation problem${n > 1 ? 's' : ''}` : 'The draft is valid.';
+    redraw();
+  };
+
+  /** Saves the editor's text as the working draft. */
+  const save = async () => {
+    let body;
+    try {
+      body = JSON.parse(textarea.value);
+    } catch (e) {
+      throw new Error(`the draft is not valid JSON: ${e.message}`);
+    }
+    return put(`/v1/scenario/${encodeURIComponent(id)}/draft`, body);
+  };
+
+  const saveBtn = h('button', {type: 'button', id: 'save-draft'}, 'Save draft');
+  const validateBtn = h('button', {type: 'button', id: 'validate'}, 'Validate');
+  const publishBtn = h('button', {type: 'button', id: 'publish', class: 'primary'}, 'Publish');
+  const callDraftBtn = h('button', {type: 'button', id: 'call-draft'}, 'Call draft');
+  const callVersionBtn = h('button', {type: 'button', id: 'call-version'});
+  const hangUpBtn = h('button', {type: 'button', id: 'hang-up', class: 'danger', hidden: true}, 'Hang up');
+  const showCallVersion = () => {
+    callVersionBtn.textContent = sc.latest_version ? `Call version ${sc.latest_version}` : 'Call version (none published)';
+    callVersionBtn.disabled = !sc.latest_version;
+  };
+  showCallVersion();
+
+  saveBtn.addEventListener('click', action(saveBtn, 'save draft', async () => {
+    await save();
+    showNote('Draft saved.');
+  }));
+  validateBtn.addEventListener('click', action(validateBtn, 'validate', async () => {
+    await save();
+    const report = await post(`/v1/scenario/${encodeURIComponent(id)}/validate`);
+    hideBanner();
+    setErrors(report.errors);
+  }));
+  publishBtn.addEventListener('click', action(publishBtn, 'publish', async () => {
+    await save();
+    try {
+      const v = await post(`/v1/scenario/${encodeURIComponent(id)}/publish`);
+      setErrors([]);
+      showNote(`Published as version ${v.version}.`);
+      Object.assign(sc, await get(`/v1/scenario/${encodeURIComponent(id)}`));
+      showFacts();
+      showCallVersion();
+      await loadVersions();
+    } catch (e) {
+      const scn = e.data && e.data.errors && e.data.errors.scenario;
+      if (scn) setErrors(scn);
+      throw e;
+    }
+  }));
+
+  const live = h('div', {class: 'live', id: 'live'});
+  const liveSection = h('section', {class: 'card', id: 'live-section', hidden: true}, h('h2', {}, 'Live call'), live);
+  const placeCall = (draftCall, btn) => action(btn, 'call', async () => {
+    if (call) return;
+    if (draftCall) await save();
+    liveSection.hidden = false;
+    if (graph) graph.reset();
+    callDraftBtn.disabled = callVersionBtn.disabled = true;
+    const ended = () => {
+      call = null;
+      hangUpBtn.hidden = true;
+      callDraftBtn.disabled = false;
+      showCallVersion();
+    };
+    try {
+      call = await startCall({scenarioSid: id, draft: draftCall}, live, graph, ended);
+      hangUpBtn.hidden = false;
+    } catch (e) {
+      ended();
+      throw e;
+    }
+  });
+  callDraftBtn.addEventListener('click', placeCall(true, callDraftBtn));
+  callVersionBtn.addEventListener('click', placeCall(false, callVersionBtn));
+  hangUpBtn.addEventListener('click', action(hangUpBtn, 'hang up', async () => {
+    if (call) await call.hangUp();
+  }));
+
+  // Versions and frozen drafts, two of them side by side.
+  const versionTable = h('table', {class: 'list', id: 'versions'});
+  const left = h('select', {id: 'compare-left'});
+  const right = h('select', {id: 'compare-right'});
+  const panes = h('div', {class: 'compare', id: 'compare'});
+  let versions = [];
+  const compare = () => {
+    const a = versions.find((v) => v.id === left.value);
+    const b = versions.find((v) => v.id === right.value);
+    clear(panes);
+    if (!a || !b) return;
+    const rows = diffLines(JSON.stringify(a.snapshot, null, 2).split('\n'), JSON.stringify(b.snapshot, null, 2).split('\n'));
+    const pa = h('pre', {class: 'pane', 'data-version': a.id});
+    const pb = h('pre', {class: 'pane', 'data-version': b.id});
+    for (const [k, la, lb] of rows) {
+      pa.append(h('span', {class: k === '=' ? '' : la === undefined ? 'gap' : 'removed'}, la === undefined ? ' ' : la), '\n');
+      pb.append(h('span', {class: k === '=' ? '' : lb === undefined ? 'gap' : 'added'}, lb === undefined ? ' ' : lb), '\n');
+    }
+    const changed = rows.filter(([k]) => k !== '=').length;
+    panes.append(h('div', {class: 'pane-head'}, h('b', {}, versionLabel(a)), ` ${a.content_hash.slice(0, 12)}`),
+      h('div', {class: 'pane-head'}, h('b', {}, versionLabel(b)), ` ${b.content_hash.slice(0, 12)} · ${changed ? `${changed} line(s) differ` : 'identical'}`),
+      pa, pb);
+  };
+  left.addEventListener('change', compare);
+  right.addEventListener('change', compare);
+  async function loadVersions() {
+    const page = await get(`/v1/scenario-version${query({scenario_sid: id, limit: 200})}`);
+    versions = page.items;
+    clear(versionTable).append(h('thead', {}, h('tr', {}, ['record', 'content hash', 'created', 'id'].map((c) => h('th', {}, c)))));
+    const body = h('tbody');
+    for (const v of versions) {
+      body.append(h('tr', {'data-version': v.version ?? '', 'data-draft-version': v.draft_version ?? ''},
+        h('td', {}, versionLabel(v)), h('td', {}, h('code', {}, v.content_hash.slice(0, 16))), h('td', {}, when(v.created_at)), h('td', {}, h('code', {}, v.id))));
+    }
+    versionTable.append(body);
+    const has = (vid) => versions.some((v) => v.id === vid);
+    // Defaults: the newest published or frozen record beside the working draft.
+    const defaultLeft = (versions.find((v) => v.version || v.draft_version) || versions[0] || {}).id || '';
+    const defaultRight = (versions.find((v) => v.draft_version === 0) || versions[0] || {}).id || '';
+    for (const [sel, fallback] of [[left, defaultLeft], [right, defaultRight]]) {
+      clear(sel).append(...versions.map((v) => h('option', {value: v.id}, versionLabel(v))));
+      sel.value = has(sel.dataset.chosen) ? sel.dataset.chosen : fallback;
+    }
+    compare();
+  }
+  for (const sel of [left, right]) sel.addEventListener('change', () => { sel.dataset.chosen = sel.value; });
+
+  main.append(title, facts,
+    h('div', {class: 'toolbar'}, saveBtn, validateBtn, publishBtn, h('span', {class: 'sep'}), callDraftBtn, callVersionBtn, hangUpBtn),
+    verdict,
+    h('div', {class: 'designer'},
+      h('section', {class: 'card'}, h('h2', {}, 'Draft'), editor),
+      h('section', {class: 'card'}, h('h2', {}, 'Graph'), graphBox)),
+    liveSection,
+    h('section', {class: 'card'}, h('h2', {}, 'Bricks'), general, brickTable),
+    h('section', {class: 'card'}, h('h2', {}, 'Versions'), versionTable,
+      h('div', {class: 'compare-pick'}, h('label', {}, 'left ', left), h('label', {}, 'right ', right)), panes));
+  redraw();
+  loadVersions().catch((e) => showError(e, 'versions'));
+  // The validation state of what is stored, without saving anything.
+  post(`/v1/scenario/${encodeURIComponent(id)}/validate`).then((r) => setErrors(r.errors)).catch((e) => showError(e, 'validate'));
+  return () => {
+    if (call) call.hangUp().catch(() => {});
+  };
+}
