@@ -2,7 +2,8 @@
 # Installs (idempotently) and starts what the test suite needs on a fresh
 # Debian machine: SIP peers, speech engines, PostgreSQL, the speech node's venv, an
 # S3-compatible server (moto) for the object-storage tests, schemathesis for the OpenAPI
-# conformance test, openssl for test certificates.
+# conformance test, openssl for test certificates, Debian's chromium and playwright-core
+# (npm) for the console's real-browser test.
 # Prints `export` lines for the environment the tests read; `eval` them:
 #   eval "$(scripts/test-deps.sh)"
 # Everything it says goes to stderr except those export lines.
@@ -13,7 +14,7 @@ CACHE="${CALLSMITH_CACHE:-$HOME/.cache/callsmith}"
 mkdir -p "$CACHE"
 
 # --- Debian packages -------------------------------------------------------
-APT_PKGS=(sip-tester espeak-ng flite sox baresip postgresql-15 iproute2 openssl)
+APT_PKGS=(sip-tester espeak-ng flite sox baresip postgresql-15 iproute2 openssl chromium)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -74,8 +75,23 @@ if [ "$("$ST_VENV/bin/st" --version 2>/dev/null | awk '{print $NF}')" != "$ST_VE
   "$ST_VENV/bin/pip" install -q --disable-pip-version-check "schemathesis==$ST_VERSION" >&2
 fi
 
+# --- playwright-core for the console's browser test (tests/tests/console.rs) -------
+# Only the driver library: it drives Debian's /usr/bin/chromium (installed above) and never
+# downloads a browser of its own.
+PW_DIR="$CACHE/node"
+PW_VERSION=1.65.1
+if [ "$(node -p "require('$PW_DIR/node_modules/playwright-core/package.json').version" 2>/dev/null)" != "$PW_VERSION" ]; then
+  log "npm installing playwright-core@$PW_VERSION into $PW_DIR"
+  mkdir -p "$PW_DIR"
+  [ -f "$PW_DIR/package.json" ] || echo '{"private": true}' >"$PW_DIR/package.json"
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --prefix "$PW_DIR" --no-audit --no-fund \
+    --loglevel=error "playwright-core@$PW_VERSION" >&2
+fi
+
 echo "export CALLSMITH_TEST_PG_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/callsmith_test"
 echo "export CALLSMITH_TEST_PG_ADMIN_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/postgres"
 echo "export CALLSMITH_STT_PYTHON=$SPEECH_PYTHON"
 echo "export CALLSMITH_TEST_MOTO_SERVER=$S3_VENV/bin/moto_server"
 echo "export CALLSMITH_SCHEMATHESIS=$ST_VENV/bin/st"
+echo "export CALLSMITH_CHROMIUM=/usr/bin/chromium"
+echo "export CALLSMITH_PLAYWRIGHT_DIR=$PW_DIR/node_modules"

@@ -1,0 +1,208 @@
+// Drives the web console in Debian's chromium (headless, through playwright-core) against
+// a running callsmith: the scenario designer's path from login to a published scenario,
+// the lists, the account picker of the superuser, and (CALLSMITH_CONSOLE_CALL=1) a
+// browser call of the draft answered by the fake microphone. tests/tests/console.rs
+// starts the engine and runs this script; what it needs comes in the environment:
+//   BASE_URL, USER_EMAIL, USER_PASSWORD, SU_TOKEN, TENANT_SID, ACCOUNT_SID, NUMBER,
+//   OUT_DIR (screenshots), CALLSMITH_CHROMIUM, CALLSMITH_PLAYWRIGHT_DIR, FAKE_AUDIO (wav).
+// It prints one line `RESULT {...}` with the ids it made, and exits non-zero on a failed step.
+
+import {createRequire} from 'node:module';
+import path from 'node:path';
+import fs from 'node:fs';
+import os from 'node:os';
+
+const env = (k) => {
+  const v = process.env[k];
+  if (!v) throw new Error(`${k} is not set`);
+  return v;
+};
+const require = createRequire(import.meta.url);
+const {chromium} = require(path.join(env('CALLSMITH_PLAYWRIGHT_DIR'), 'playwright-core'));
+
+const BASE = env('BASE_URL');
+const OUT = env('OUT_DIR');
+const CALL = process.env.CALLSMITH_CONSOLE_CALL === '1';
+const STEP_MS = 20000;
+const result = {};
+const log = (...a) => console.log(`[console.mjs +${((Date.now() - t0) / 1000).toFixed(1)}s]`, ...a);
+const t0 = Date.now();
+
+function check(cond, what) {
+  if (!cond) throw new Error(`check failed: ${what}`);
+}
+
+const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'callsmith-chromium-'));
+const args = [
+  '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
+  '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', '--allow-loopback-in-peer-connection',
+  '--autoplay-policy=no-user-gesture-required',
+];
+if (process.env.FAKE_AUDIO) args.push(`--use-file-for-fake-audio-capture=${process.env.FAKE_AUDIO}`);
+// launchPersistentContext gives chromium a fresh --user-data-dir of our own.
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: env('CALLSMITH_CHROMIUM'),
+  headless: true,
+  args,
+  viewport: {width: 1400, height: 1000},
+  timeout: 60000,
+});
+context.setDefaultTimeout(STEP_MS);
+const page = context.pages()[0] || await context.newPage();
+const consoleLines = [];
+page.on('console', (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
+page.on('pageerror', (e) => consoleLines.push(`pageerror: ${e.message}`));
+
+async function shot(name) {
+  const file = path.join(OUT, `${name}.png`);
+  await page.screenshot({path: file, fullPage: true});
+  log('screenshot', file);
+}
+
+/** The banner must not show an error (the page's own failure report). */
+async function noErrorBanner(step) {
+  const banner = page.locator('#banner.error');
+  if (await banner.isVisible()) throw new Error(`${step}: the console shows an error: ${await banner.innerText()}`);
+}
+
+async function editDraft(transform) {
+  const area = page.locator('#draft-json');
+  const text = await area.inputValue();
+  const changed = transform(text);
+  check(changed !== text, 'the edit changes the draft');
+  await area.fill(changed);
+  return text;
+}
+
+try {
+  // --- log in as a user ---------------------------------------------------------------
+  await page.goto(`${BASE}/`);
+  await page.locator('#login-form').waitFor();
+  await page.fill('#login-email', env('USER_EMAIL'));
+  await page.fill('#login-password', env('USER_PASSWORD'));
+  await page.click('#login-submit');
+  await page.locator('#create-scenario-form').waitFor();
+  check((await page.locator('#who-name').innerText()) === env('USER_EMAIL'), 'the header names the user');
+  log('logged in');
+
+  // --- create the quickstart scenario ------------------------------------------------
+  await page.fill('#new-scenario-name', 'Quickstart from the browser');
+  await page.selectOption('#new-scenario-template', 'quickstart');
+  await page.click('#create-scenario');
+  await page.waitForURL(/#\/scenario\/scn_/);
+  result.scenario = decodeURIComponent(page.url().split('#/scenario/')[1]);
+  await page.locator('#verdict', {hasText: 'The draft is valid.'}).waitFor();
+  const bricks = ['start', 'hello', 'ask', 'say_yes', 'say_no', 'g_yes', 'g_no', 'g_unclear', 'g_silent', 'bye'];
+  for (const b of bricks) await page.locator(`svg.graph .node[data-brick="${b}"]`).waitFor();
+  check(await page.locator('svg.graph .node').count() === bricks.length, 'one graph node per brick');
+  check(await page.locator('svg.graph .edge[data-from="ask"][data-type="yes"][data-to="say_yes"]').count() === 1, 'the yes edge of the question');
+  check((await page.locator('svg.graph .node[data-brick="ask"] .node-kind').textContent()).includes('question'), 'a node shows its kind');
+  await noErrorBanner('create');
+  await shot('01-scenario');
+  log('created', result.scenario);
+
+  // --- the list shows it; open it from there -----------------------------------------
+  await page.click('#nav a[href="#/scenarios"]');
+  const row = page.locator(`#scenario-list tr[data-scenario="${result.scenario}"]`);
+  await row.waitFor();
+  check((await row.innerText()).includes('Quickstart from the browser'), 'the list names the scenario');
+  check((await row.innerText()).includes('draft only'), 'not published yet');
+  await shot('02-scenario-list');
+  await row.locator('a').click();
+  await page.locator('svg.graph .node[data-brick="ask"]').waitFor();
+
+  // --- break the draft: the SCN error appears beside the brick, fix it ------------------
+  const original = await editDraft((t) => t.replace('"next": "g_yes"', '"next": "g_nowhere"'));
+  await page.click('#validate');
+  const brickErr = page.locator('[data-brick-error="say_yes"]', {hasText: 'SCN105'});
+  await brickErr.waitFor();
+  check((await brickErr.innerText()).includes('g_nowhere'), 'the entry names the missing brick');
+  await page.locator('svg.graph .node-error[data-brick="say_yes"]').waitFor();
+  check(await page.locator('.gutter .gutter-error').count() >= 1, 'the editor marks the brick line');
+  check((await page.locator('#verdict').innerText()).includes('validation problem'), 'the verdict counts the problems');
+  // Publishing the broken draft is refused with the same entries.
+  await page.click('#publish');
+  await page.locator('#banner.error', {hasText: 'validation error'}).waitFor();
+  await shot('03-validation-error');
+  log('validation error shown');
+
+  await page.locator('#draft-json').fill(original);
+  await page.click('#publish');
+  await page.locator('#banner.note', {hasText: 'Published as version 1'}).waitFor();
+  await page.locator('#verdict', {hasText: 'The draft is valid.'}).waitFor();
+  check(await page.locator('svg.graph .node-error').count() === 0, 'no node is marked after the fix');
+  await page.locator('#versions tr[data-version="1"]').waitFor();
+  check((await page.locator('#call-version').innerText()) === 'Call version 1', 'the version can be called');
+  check(await page.locator('#compare .pane').count() === 2, 'two records side by side');
+  await page.selectOption('#compare-left', {label: 'version 1'});
+  await page.selectOption('#compare-right', {label: 'working draft'});
+  check((await page.locator('#compare').innerText()).includes('identical'), 'version 1 is the draft');
+  await shot('04-published');
+  log('published');
+
+  // --- a browser call of the draft (second stage) --------------------------------------
+  if (CALL) {
+    await page.click('#call-draft');
+    await page.locator('#live-status', {hasText: 'in call'}).waitFor({timeout: 30000});
+    result.communication = await page.locator('#live').getAttribute('data-communication');
+    log('in call', result.communication);
+    await page.locator('#live-bricks li[data-brick="ask"]').waitFor({timeout: 30000});
+    await page.locator('#live-transcript li.final').first().waitFor({timeout: 60000});
+    result.transcript = await page.locator('#live-transcript li.final').first().innerText();
+    await page.locator('#live-bricks li[data-brick="say_yes"]').waitFor({timeout: 30000});
+    await page.locator('#live-bricks li[data-brick="g_yes"]').waitFor({timeout: 30000});
+    await page.locator('#live-ended-link').waitFor({timeout: 60000});
+    await shot('05-call');
+    await page.click('#live-ended-link');
+    await page.locator('#communication-facts').waitFor();
+    check((await page.locator('#communication-facts tr[data-field="goals"]').innerText()).includes('callback_wanted'), 'the goal on the page');
+    await page.locator('#trace-timeline li[data-event="goal_reached"]').waitFor();
+    await shot('06-communication');
+    log('call done', result.transcript);
+  }
+
+  // --- the lists ------------------------------------------------------------------------
+  for (const [href, table] of [['#/agents', '#list-agents'], ['#/numbers', '#list-numbers'],
+    ['#/communications', '#list-communications'], ['#/results', '#list-results']]) {
+    await page.click(`#nav a[href="${href}"]`);
+    await page.locator(`${table} thead`).waitFor();
+    await noErrorBanner(href);
+  }
+  await page.click('#nav a[href="#/numbers"]');
+  await page.locator('#list-numbers td', {hasText: env('NUMBER')}).waitFor();
+  await page.fill('form[data-list="numbers"] input[name="filter_query"]', 'no such number');
+  await page.click('form[data-list="numbers"] button[type="submit"]');
+  await page.locator('#list-numbers td.empty').waitFor();
+  await shot('07-numbers');
+
+  // --- log out; the superuser's token and the account picker ---------------------------
+  await page.click('#logout');
+  await page.locator('#login-form').waitFor();
+  await page.fill('#login-token', env('SU_TOKEN'));
+  await page.click('#token-submit');
+  await page.selectOption('#pick-tenant', env('TENANT_SID'));
+  await page.locator(`#pick-account a[data-account="${env('ACCOUNT_SID')}"]`).click();
+  await page.locator(`#scenario-list tr[data-scenario="${result.scenario}"]`).waitFor();
+  await shot('08-superuser');
+  // A wrong token is refused with the API's message.
+  await page.click('#logout');
+  await page.fill('#login-token', 'cs_su_not_a_real_token_0123456789abcdef');
+  await page.click('#token-submit');
+  await page.locator('#banner.error', {hasText: 'unauthenticated'}).waitFor();
+  log('superuser and wrong token done');
+
+  console.log(`RESULT ${JSON.stringify(result)}`);
+} catch (e) {
+  console.error(`FAILED: ${e.stack || e}`);
+  console.error(`browser console:\n${consoleLines.join('\n')}`);
+  try {
+    await shot('failure');
+  } catch (_) {
+    // the page may be gone
+  }
+  process.exitCode = 1;
+} finally {
+  await context.close();
+  fs.rmSync(profile, {recursive: true, force: true});
+}
