@@ -141,6 +141,49 @@ try {
   await shot('04-published');
   log('published');
 
+  // --- the live view against the event-stream contract (canned answers) ---------------
+  // A communication under way is shown live: its events, read from GET …/live, fill the
+  // panel and move the highlight over the graph of the scenario record it runs.
+  const events = [
+    ['brick', {brick_id: 'start', kind: 'start_call', at_ms: 0}],
+    ['brick', {brick_id: 'hello', kind: 'audio_tts', at_ms: 5}],
+    ['prompt', {brick_id: 'hello', text: 'Hello, this is the callsmith quickstart.', played_ms: 2100, interrupted: false, at_ms: 2200}],
+    ['brick', {brick_id: 'ask', kind: 'question', at_ms: 2205}],
+    ['transcript', {text: 'ye', final: false, at_ms: 5000}],
+    ['transcript', {text: 'Yes.', final: true, at_ms: 5400}],
+    ['variable', {name: 'answer', old: null, new: 'yes', at_ms: 5410}],
+    ['turn', {brick_id: 'ask', final_latency_ms: 420, turn_latency_ms: 800}],
+    ['trace', {at_ms: 5410, event: {at_ms: 5410, event: 'answer_matched', brick_id: 'ask', answer_id: 'yes'}}],
+    ['brick', {brick_id: 'say_yes', kind: 'audio_tts', at_ms: 5420}],
+  ];
+  const sse = ': keepalive\n\n' + events.map(([n, d]) => `event: ${n}\ndata: ${JSON.stringify(d)}\n\n`).join('')
+    + 'event: ended\r\ndata: {"status":"completed",\r\ndata: "call_status":"answered"}\r\n\r\n';
+  const mock = {id: 'com_mock', account_sid: env('ACCOUNT_SID'), agent_sid: null, scenario_sid: result.scenario, version: null,
+    draft_version: 0, recipient: 'browser', from_number: '', direction: 'outbound', communication_status: 'in_progress',
+    call_status: null, sip_code: null, duration: 0, goals: [], goal: null, variables: {}, data: {}, timezone: 'UTC', is_test: true,
+    consent_granted: false, has_recording: false, has_history: false, end_reason: null, error: null, scheduled_at: null,
+    due_at: new Date().toISOString(), started_at: null, answered_at: null, ended_at: null, created_at: new Date().toISOString(),
+    updated_at: new Date().toISOString()};
+  await page.route(/\/v1\/communication\/com_mock$/, (r) => r.fulfill({json: mock}));
+  await page.route(/\/v1\/communication\/com_mock\/live$/, (r) => r.fulfill({contentType: 'text/event-stream', body: sse}));
+  await page.goto(`${BASE}/#/communication/com_mock`);
+  await page.locator('#live-ended-link').waitFor();
+  check((await page.locator('#live-status').innerText()).includes('ended: completed (answered)'), 'the ended event (CRLF, two data lines)');
+  check((await page.locator('#live-transcript li.final').innerText()).includes('Yes.'), 'the final transcript');
+  check(await page.locator('#live-transcript li.interim').isHidden(), 'the interim transcript gave way to the final one');
+  check((await page.locator('#live-variables tr[data-variable="answer"]').innerText()).includes('yes'), 'the variable');
+  check((await page.locator('#live-prompts').innerText()).includes('callsmith quickstart'), 'the prompt');
+  check((await page.locator('#live-turns').innerText()).includes('final_latency: 420'), 'the turn latency');
+  check((await page.locator('#live-trace').innerText()).includes('answer_matched'), 'other trace events');
+  check(await page.locator('#live-bricks li').count() === 4, 'every brick event');
+  await page.locator('svg.graph .node-active[data-brick="say_yes"]').waitFor();
+  check(await page.locator('svg.graph .node-visited[data-brick="ask"]').count() === 1, 'the bricks run before');
+  await noErrorBanner('live view');
+  await shot('05-live-view');
+  await page.unroute(/\/v1\/communication\/com_mock$/);
+  await page.unroute(/\/v1\/communication\/com_mock\/live$/);
+  log('live view shown');
+
   // --- a browser call of the draft (second stage) --------------------------------------
   if (CALL) {
     await page.click('#call-draft');
@@ -153,12 +196,12 @@ try {
     await page.locator('#live-bricks li[data-brick="say_yes"]').waitFor({timeout: 30000});
     await page.locator('#live-bricks li[data-brick="g_yes"]').waitFor({timeout: 30000});
     await page.locator('#live-ended-link').waitFor({timeout: 60000});
-    await shot('05-call');
+    await shot('06-call');
     await page.click('#live-ended-link');
     await page.locator('#communication-facts').waitFor();
     check((await page.locator('#communication-facts tr[data-field="goals"]').innerText()).includes('callback_wanted'), 'the goal on the page');
     await page.locator('#trace-timeline li[data-event="goal_reached"]').waitFor();
-    await shot('06-communication');
+    await shot('06-communication-after-call');
     log('call done', result.transcript);
   }
 

@@ -118,7 +118,8 @@ async function route() {
         leave = await renderScenario(root, arg);
         return;
       case 'communication':
-        return await renderCommunication(root, arg);
+        leave = await renderCommunication(root, arg);
+        return;
       case 'agents':
       case 'numbers':
       case 'communications':

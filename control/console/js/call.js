@@ -151,9 +151,64 @@ function livePanel(container) {
     ended(d, id) {
       status.textContent = `ended: ${d.status || ''}${d.call_status ? ` (${d.call_status})` : ''}`;
       ended.hidden = false;
-      clear(ended).append('The call ended. ', h('a', {href: `#/communication/${encodeURIComponent(id)}`, id: 'live-ended-link'}, 'Open the communication'));
+      const href = `#/communication/${encodeURIComponent(id)}`;
+      // On the communication's own page the link draws it again (the hash does not change).
+      const again = (ev) => {
+        if (location.hash !== href) return;
+        ev.preventDefault();
+        window.dispatchEvent(new HashChangeEvent('hashchange'));
+      };
+      clear(ended).append('The call ended. ', h('a', {href, id: 'live-ended-link', onclick: again}, 'Open the communication'));
     },
   };
+}
+
+/**
+ * Follows a communication's live events into `panel` (from livePanel) until `ended` or
+ * until stop(); `graph` gets the running brick highlighted, `onEnd` runs once at the end.
+ */
+function followLive(id, panel, graph, onEnd) {
+  const abort = new AbortController();
+  let over = false;
+  const end = () => {
+    if (over) return;
+    over = true;
+    if (onEnd) onEnd();
+  };
+  (async () => {
+    try {
+      const resp = await request('GET', `/v1/communication/${encodeURIComponent(id)}/live`,
+        {headers: {Accept: 'text/event-stream'}, signal: abort.signal});
+      let endedSeen = false;
+      await readEvents(resp, (name, data) => {
+        if (name === 'ended') {
+          endedSeen = true;
+          panel.ended(data || {}, id);
+        } else {
+          panel.onEvent(name, data, graph);
+        }
+      });
+      if (!endedSeen) panel.ended({status: 'stream closed'}, id);
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      showError(e, 'live view');
+      panel.ended({status: 'live view unavailable'}, id);
+    }
+    end();
+  })();
+  return {
+    stop() {
+      over = true;
+      abort.abort();
+    },
+  };
+}
+
+/** Watches a communication that is under way (a call placed elsewhere) in `container`. */
+export function watchCommunication(id, container, graph, onEnd) {
+  const panel = livePanel(container);
+  panel.status(`live: ${id}`);
+  return followLive(id, panel, graph, onEnd);
 }
 
 /**
@@ -175,13 +230,13 @@ export async function startCall({scenarioSid, draft, direction = 'outbound'}, co
   const pc = new RTCPeerConnection({iceServers: []});
   let communication = null;
   let finished = false;
-  const abort = new AbortController();
+  let watch = null;
   const finish = (why) => {
     if (finished) return;
     finished = true;
     for (const t of stream.getTracks()) t.stop();
     pc.close();
-    abort.abort();
+    if (watch) watch.stop();
     if (why) panel.status(why);
     if (onEnd) onEnd(communication);
   };
@@ -208,30 +263,7 @@ export async function startCall({scenarioSid, draft, direction = 'outbound'}, co
     if (pc.connectionState === 'failed') panel.status('media connection failed');
   });
   const id = communication.id;
-  (async () => {
-    try {
-      const resp = await request('GET', `/v1/communication/${encodeURIComponent(id)}/live`,
-        {headers: {Accept: 'text/event-stream'}, signal: abort.signal});
-      let endedSeen = false;
-      await readEvents(resp, (name, data) => {
-        if (name === 'ended') {
-          endedSeen = true;
-          panel.ended(data || {}, id);
-          finish();
-        } else {
-          panel.onEvent(name, data, graph);
-        }
-      });
-      if (!endedSeen) {
-        panel.ended({status: 'stream closed'}, id);
-        finish();
-      }
-    } catch (e) {
-      if (e.name === 'AbortError') return;
-      showError(e, 'live view');
-      panel.ended({status: 'live view unavailable'}, id);
-    }
-  })();
+  watch = followLive(id, panel, graph, () => finish());
   return {
     communication,
     async hangUp() {

@@ -1,7 +1,9 @@
 // A communication: its status and goals, the saved history (trace as a timeline, prompts,
 // turns) and the recording, fetched with the bearer header and played from a blob URL.
 
-import {get, request} from './api.js';
+import {get, request, query} from './api.js';
+import {drawGraph} from './graph.js';
+import {watchCommunication} from './call.js';
 import {h, clear, when, ms, text, showError} from './dom.js';
 
 const FINAL = ['completed', 'failed', 'canceled', 'interrupted'];
@@ -63,13 +65,38 @@ function history(hist) {
   ];
 }
 
+/**
+ * The live view of a communication under way, with the graph of the scenario record it
+ * runs (drawn first, so the first events already move its highlight). Returns the stop
+ * function.
+ */
+async function watch(main, c) {
+  const graphBox = h('div', {class: 'graph-box', id: 'graph'});
+  const live = h('div', {class: 'live', id: 'live'});
+  main.insertBefore(h('section', {class: 'card', id: 'live-section'}, h('h2', {}, 'Live'), live, graphBox), main.children[2]);
+  let graph = null;
+  const record = c.version ? {version: c.version, draft: false} : {version: c.draft_version, draft: true};
+  try {
+    const v = await get(`/v1/scenario-version/by-scenario${query({scenario_sid: c.scenario_sid, ...record})}`);
+    graph = drawGraph(graphBox, v.snapshot);
+  } catch (e) {
+    graphBox.textContent = `No graph: ${e.message}`;
+  }
+  const w = watchCommunication(c.id, live, graph);
+  return () => w.stop();
+}
+
 export async function renderCommunication(main, id) {
   const path = `/v1/communication/${encodeURIComponent(id)}`;
   const c = await get(path);
   const histBox = h('section', {class: 'card', id: 'history'});
   const recBox = h('section', {class: 'card', id: 'recording'}, h('h2', {}, 'Recording'));
   main.append(h('h1', {}, 'Communication ', h('code', {}, c.id)), h('section', {class: 'card'}, facts(c)), recBox, histBox);
-  if (!FINAL.includes(c.communication_status)) histBox.append(h('p', {}, 'The call is not over yet; reload for its history.'));
+  if (!FINAL.includes(c.communication_status)) {
+    histBox.append(h('p', {}, 'The call is not over yet; its history is saved when it ends.'));
+    recBox.append(h('p', {}, 'A recording, when the agent records calls, is available after the call.'));
+    return watch(main, c);
+  }
   if (c.has_history) {
     try {
       const hist = await get(`${path}/history`);

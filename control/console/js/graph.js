@@ -87,6 +87,24 @@ export function layout(bricks) {
     const l = layer.has(b.id) ? layer.get(b.id) : deepest + 1;
     (rows[l] ||= []).push(b.id);
   }
+  // Within a layer, bricks follow the mean place of the bricks that lead to them (one
+  // sweep from the top), which keeps most edges from crossing.
+  const place = new Map();
+  const parents = new Map();
+  for (const b of byId.values()) {
+    for (const o of b.outputs) {
+      if (o.next && byId.has(o.next)) (parents.get(o.next) || parents.set(o.next, []).get(o.next)).push(b.id);
+    }
+  }
+  for (const row of rows) {
+    if (!row) continue;
+    const key = new Map(row.map((id, i) => {
+      const above = (parents.get(id) || []).filter((p) => place.has(p)).map((p) => place.get(p));
+      return [id, above.length ? above.reduce((a, b) => a + b, 0) / above.length : i];
+    }));
+    row.sort((a, b) => key.get(a) - key.get(b));
+    row.forEach((id, i) => place.set(id, i - (row.length - 1) / 2));
+  }
   const widest = Math.max(1, ...rows.map((r) => (r ? r.length : 0)));
   const width = PAD * 2 + widest * W + (widest - 1) * GAP_X;
   rows.forEach((row, l) => {
