@@ -1,7 +1,7 @@
 // Drives the web console in Debian's chromium (headless, through playwright-core) against
 // a running callsmith: the scenario designer's path from login to a published scenario,
-// the lists, the account picker of the superuser, and (CALLSMITH_CONSOLE_CALL=1) a
-// browser call of the draft answered by the fake microphone. tests/tests/console.rs
+// the lists, the account picker of the superuser (MODE=design), or a browser call of the
+// draft answered by the fake microphone (MODE=call). tests/tests/console.rs
 // starts the engine and runs this script; what it needs comes in the environment:
 //   BASE_URL, USER_EMAIL, USER_PASSWORD, SU_TOKEN, TENANT_SID, ACCOUNT_SID, NUMBER,
 //   OUT_DIR (screenshots), CALLSMITH_CHROMIUM, CALLSMITH_PLAYWRIGHT_DIR, FAKE_AUDIO (wav).
@@ -22,7 +22,8 @@ const {chromium} = require(path.join(env('CALLSMITH_PLAYWRIGHT_DIR'), 'playwrigh
 
 const BASE = env('BASE_URL');
 const OUT = env('OUT_DIR');
-const CALL = process.env.CALLSMITH_CONSOLE_CALL === '1';
+// `design`: the designer's path without a call; `call`: a browser call of the draft.
+const MODE = process.env.MODE || 'design';
 const STEP_MS = 20000;
 const result = {};
 const log = (...a) => console.log(`[console.mjs +${((Date.now() - t0) / 1000).toFixed(1)}s]`, ...a);
@@ -102,6 +103,53 @@ try {
   await shot('01-scenario');
   log('created', result.scenario);
 
+  if (MODE === 'call') await browserCall();
+  else await designer();
+  console.log(`RESULT ${JSON.stringify(result)}`);
+} catch (e) {
+  console.error(`FAILED: ${e.stack || e}`);
+  console.error(`browser console:\n${consoleLines.join('\n')}`);
+  try {
+    await shot('failure');
+  } catch (_) {
+    // the page may be gone
+  }
+  process.exitCode = 1;
+} finally {
+  await context.close();
+  fs.rmSync(profile, {recursive: true, force: true});
+}
+
+/** A call of the draft: the fake microphone says "yes"; the live view follows the branch. */
+async function browserCall() {
+  await page.click('#call-draft');
+  await page.locator('#live-status', {hasText: 'in call'}).waitFor({timeout: 30000});
+  result.communication = await page.locator('#live').getAttribute('data-communication');
+  log('in call', result.communication);
+  await page.locator('#live-bricks li[data-brick="ask"]').waitFor({timeout: 30000});
+  await page.locator('svg.graph .node-active[data-brick="ask"]').waitFor();
+  await page.locator('#live-transcript li.final').first().waitFor({timeout: 60000});
+  result.transcript = await page.locator('#live-transcript li.final').first().innerText();
+  log('heard', result.transcript);
+  await page.locator('#live-bricks li[data-brick="say_yes"]').waitFor({timeout: 30000});
+  await page.locator('#live-bricks li[data-brick="g_yes"]').waitFor({timeout: 30000});
+  check(await page.locator('#live-bricks li[data-brick="say_no"]').count() === 0, 'the no branch was not taken');
+  check((await page.locator('#live-prompts').innerText()).includes('Would you like a call back?'), 'the question in the prompts');
+  await page.locator('#live-ended-link').waitFor({timeout: 60000});
+  result.ended = await page.locator('#live-status').innerText();
+  await noErrorBanner('call');
+  await shot('10-call');
+  await page.click('#live-ended-link');
+  await page.locator('#communication-facts').waitFor();
+  check((await page.locator('#communication-facts tr[data-field="goals"]').innerText()).includes('callback_wanted'), 'the goal on the page');
+  await page.locator('#trace-timeline li[data-event="goal_reached"]').waitFor();
+  await noErrorBanner('communication page');
+  await shot('11-communication');
+  log('call done');
+}
+
+/** The designer's path after creating the quickstart: lists, validation, publish, versions. */
+async function designer() {
   // --- the list shows it; open it from there -----------------------------------------
   await page.click('#nav a[href="#/scenarios"]');
   const row = page.locator(`#scenario-list tr[data-scenario="${result.scenario}"]`);
@@ -184,27 +232,6 @@ try {
   await page.unroute(/\/v1\/communication\/com_mock\/live$/);
   log('live view shown');
 
-  // --- a browser call of the draft (second stage) --------------------------------------
-  if (CALL) {
-    await page.click('#call-draft');
-    await page.locator('#live-status', {hasText: 'in call'}).waitFor({timeout: 30000});
-    result.communication = await page.locator('#live').getAttribute('data-communication');
-    log('in call', result.communication);
-    await page.locator('#live-bricks li[data-brick="ask"]').waitFor({timeout: 30000});
-    await page.locator('#live-transcript li.final').first().waitFor({timeout: 60000});
-    result.transcript = await page.locator('#live-transcript li.final').first().innerText();
-    await page.locator('#live-bricks li[data-brick="say_yes"]').waitFor({timeout: 30000});
-    await page.locator('#live-bricks li[data-brick="g_yes"]').waitFor({timeout: 30000});
-    await page.locator('#live-ended-link').waitFor({timeout: 60000});
-    await shot('06-call');
-    await page.click('#live-ended-link');
-    await page.locator('#communication-facts').waitFor();
-    check((await page.locator('#communication-facts tr[data-field="goals"]').innerText()).includes('callback_wanted'), 'the goal on the page');
-    await page.locator('#trace-timeline li[data-event="goal_reached"]').waitFor();
-    await shot('06-communication-after-call');
-    log('call done', result.transcript);
-  }
-
   // --- the lists ------------------------------------------------------------------------
   for (const [href, table] of [['#/agents', '#list-agents'], ['#/numbers', '#list-numbers'],
     ['#/communications', '#list-communications'], ['#/results', '#list-results']]) {
@@ -234,18 +261,4 @@ try {
   await page.click('#token-submit');
   await page.locator('#banner.error', {hasText: 'unauthenticated'}).waitFor();
   log('superuser and wrong token done');
-
-  console.log(`RESULT ${JSON.stringify(result)}`);
-} catch (e) {
-  console.error(`FAILED: ${e.stack || e}`);
-  console.error(`browser console:\n${consoleLines.join('\n')}`);
-  try {
-    await shot('failure');
-  } catch (_) {
-    // the page may be gone
-  }
-  process.exitCode = 1;
-} finally {
-  await context.close();
-  fs.rmSync(profile, {recursive: true, force: true});
 }

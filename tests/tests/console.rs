@@ -86,6 +86,7 @@ async fn a_designer_builds_and_publishes_the_quickstart_in_chromium() {
     let out = artifacts();
 
     let result = run_browser(&[
+        ("MODE", "design".into()),
         ("BASE_URL", engine.base_url.clone()),
         ("USER_EMAIL", email.into()),
         ("USER_PASSWORD", password.into()),
