@@ -55,6 +55,30 @@ const consoleLines = [];
 page.on('console', (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
 page.on('pageerror', (e) => consoleLines.push(`pageerror: ${e.message}`));
 
+// The offer the console sends, for the report: its ICE candidates.
+page.on('request', (r) => {
+  if (!r.url().endsWith('/v1/communication/-/browser-call')) return;
+  try {
+    const sdp = JSON.parse(r.postData() || '{}').sdp || '';
+    result.offer_candidates = sdp.split(/\r?\n/).filter((l) => l.startsWith('a=candidate'));
+    log('offer candidates', JSON.stringify(result.offer_candidates));
+  } catch (_) {
+    // not JSON: the API answers that itself
+  }
+});
+
+/** Waits for `locator`, failing at once with the banner's text when the console shows an error. */
+async function waitOrError(locator, timeout, step) {
+  const banner = page.locator('#banner.error');
+  // The loser of the race times out later; its rejection is caught and ignored.
+  const which = await Promise.race([
+    locator.waitFor({timeout}).then(() => 'ok', () => 'timeout'),
+    banner.waitFor({timeout}).then(() => 'error', () => 'timeout'),
+  ]);
+  if (which === 'error') throw new Error(`${step}: the console shows an error: ${await banner.innerText()}`);
+  if (which === 'timeout') throw new Error(`${step}: nothing within ${timeout} ms`);
+}
+
 async function shot(name) {
   const file = path.join(OUT, `${name}.png`);
   await page.screenshot({path: file, fullPage: true});
@@ -123,12 +147,12 @@ try {
 /** A call of the draft: the fake microphone says "yes"; the live view follows the branch. */
 async function browserCall() {
   await page.click('#call-draft');
-  await page.locator('#live-status', {hasText: 'in call'}).waitFor({timeout: 30000});
+  await waitOrError(page.locator('#live-status', {hasText: 'in call'}), 30000, 'call');
   result.communication = await page.locator('#live').getAttribute('data-communication');
   log('in call', result.communication);
   await page.locator('#live-bricks li[data-brick="ask"]').waitFor({timeout: 30000});
   await page.locator('svg.graph .node-active[data-brick="ask"]').waitFor();
-  await page.locator('#live-transcript li.final').first().waitFor({timeout: 60000});
+  await waitOrError(page.locator('#live-transcript li.final').first(), 60000, 'transcript');
   result.transcript = await page.locator('#live-transcript li.final').first().innerText();
   log('heard', result.transcript);
   await page.locator('#live-bricks li[data-brick="say_yes"]').waitFor({timeout: 30000});
