@@ -256,6 +256,50 @@ async function designer() {
   await page.unroute(/\/v1\/communication\/com_mock\/live$/);
   log('live view shown');
 
+  // --- a finished communication: history timeline and the recording (canned answers) ---
+  const done = {...mock, id: 'com_done', communication_status: 'completed', call_status: 'answered', duration: 7,
+    goals: ['callback_wanted'], goal: 'callback_wanted', has_history: true, has_recording: true, end_reason: 'end_call'};
+  const history = {communication_id: 'com_done', direction: 'outbound', recipient: 'browser', from_number: '', call_id: 'x',
+    answered_at: done.created_at, ended_at: done.created_at, duration_ms: 7000, end: {reason: 'end_call', brick_id: 'bye', signal: ''},
+    forced_end: null, hangup: null, goals: ['callback_wanted'], variables: {answer: 'yes'}, steps: 6, errors: [], transfers: [], media: null,
+    trace: [{at_ms: 0, event: 'brick_entered', brick_id: 'start', kind: 'start_call'},
+      {at_ms: 5400, event: 'output_taken', brick_id: 'ask', output: 'yes', next: 'say_yes'},
+      {at_ms: 6900, event: 'goal_reached', brick_id: 'g_yes', goal: 'callback_wanted'}],
+    prompts: [{at_ms: 10, prompt: {text: 'Would you like a call back?'}, interruptible: false, outcome: 'completed', played_ms: 2100, elapsed_ms: 2150, error: null}],
+    turns: [{index: 1, started_ms: 2300, ended_ms: 5400, heard: 'speech', transcript: 'Yes.', final_latency_ms: 420, turn_latency_us: 800000, interim: []}]};
+  // One second of silence as a 16-bit stereo WAV at 8 kHz, like a call recording.
+  const samples = 8000 * 2;
+  const wavBytes = Buffer.alloc(44 + samples * 2);
+  wavBytes.write('RIFF', 0); wavBytes.writeUInt32LE(36 + samples * 2, 4); wavBytes.write('WAVEfmt ', 8);
+  wavBytes.writeUInt32LE(16, 16); wavBytes.writeUInt16LE(1, 20); wavBytes.writeUInt16LE(2, 22); wavBytes.writeUInt32LE(8000, 24);
+  wavBytes.writeUInt32LE(32000, 28); wavBytes.writeUInt16LE(4, 32); wavBytes.writeUInt16LE(16, 34); wavBytes.write('data', 36);
+  wavBytes.writeUInt32LE(samples * 2, 40);
+  let recordingAuth = null;
+  await page.route(/\/v1\/communication\/com_done$/, (r) => r.fulfill({json: done}));
+  await page.route(/\/v1\/communication\/com_done\/history$/, (r) => r.fulfill({json: history}));
+  await page.route(/\/v1\/communication\/com_done\/recording$/, (r) => {
+    recordingAuth = r.request().headers().authorization || null;
+    return r.fulfill({contentType: 'audio/wav', body: wavBytes});
+  });
+  await page.goto(`${BASE}/#/communication/com_done`);
+  await page.locator('#trace-timeline li[data-event="goal_reached"]').waitFor();
+  check(await page.locator('#trace-timeline li').count() === 3, 'one timeline row per trace event');
+  check((await page.locator('#trace-timeline li[data-event="output_taken"]').innerText()).includes('ask → yes → say_yes'), 'the output taken');
+  check((await page.locator('#history-turns').innerText()).includes('Yes.'), 'the turn transcript');
+  check((await page.locator('#communication-facts tr[data-field="goals"]').innerText()).includes('callback_wanted'), 'the goals');
+  await page.locator('#recording-audio').waitFor();
+  check((await page.locator('#recording-audio').getAttribute('src')).startsWith('blob:'), 'the recording plays from a blob URL');
+  check(recordingAuth && recordingAuth.startsWith('Bearer cs_se_'), 'the recording was fetched with the session token');
+  const duration = await page.locator('#recording-audio').evaluate((a) => new Promise((resolve) => {
+    if (a.readyState >= 1) resolve(a.duration);
+    else a.addEventListener('loadedmetadata', () => resolve(a.duration), {once: true});
+  }));
+  check(Math.abs(duration - 1) < 0.1, `the recording loads in the audio element (${duration} s)`);
+  await noErrorBanner('communication page');
+  await shot('06-communication');
+  await page.unrouteAll();
+  log('communication page shown');
+
   // --- the lists ------------------------------------------------------------------------
   for (const [href, table] of [['#/agents', '#list-agents'], ['#/numbers', '#list-numbers'],
     ['#/communications', '#list-communications'], ['#/results', '#list-results']]) {

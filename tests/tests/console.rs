@@ -180,6 +180,7 @@ async fn a_designer_builds_and_publishes_the_quickstart_in_chromium() {
             "03-validation-error",
             "04-published",
             "05-live-view",
+            "06-communication",
             "07-numbers",
             "08-superuser",
         ],
