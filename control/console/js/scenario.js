@@ -218,6 +218,9 @@ export async function renderScenario(main, id) {
   const callDraftBtn = h('button', {type: 'button', id: 'call-draft'}, 'Call draft');
   const callVersionBtn = h('button', {type: 'button', id: 'call-version'});
   const hangUpBtn = h('button', {type: 'button', id: 'hang-up', class: 'danger', hidden: true}, 'Hang up');
+  // Which entry brick the call starts at: start_call/outbound_call, or inbound_call.
+  const direction = h('select', {id: 'call-direction', 'aria-label': 'call direction', title: 'the call starts at the outbound or the inbound entry brick'},
+    h('option', {value: 'outbound'}, 'as outbound'), h('option', {value: 'inbound'}, 'as inbound'));
   const showCallVersion = () => {
     callVersionBtn.textContent = sc.latest_version ? `Call version ${sc.latest_version}` : 'Call version (none published)';
     callVersionBtn.disabled = !sc.latest_version;
@@ -266,7 +269,7 @@ export async function renderScenario(main, id) {
       showCallVersion();
     };
     try {
-      call = await startCall({scenarioSid: id, draft: draftCall}, live, graph, ended);
+      call = await startCall({scenarioSid: id, draft: draftCall, direction: direction.value}, live, graph, ended);
       hangUpBtn.hidden = false;
     } catch (e) {
       ended();
@@ -327,7 +330,7 @@ export async function renderScenario(main, id) {
   for (const sel of [left, right]) sel.addEventListener('change', () => { sel.dataset.chosen = sel.value; });
 
   main.append(title, facts,
-    h('div', {class: 'toolbar'}, saveBtn, validateBtn, publishBtn, h('span', {class: 'sep'}), callDraftBtn, callVersionBtn, hangUpBtn),
+    h('div', {class: 'toolbar'}, saveBtn, validateBtn, publishBtn, h('span', {class: 'sep'}), callDraftBtn, callVersionBtn, direction, hangUpBtn),
     verdict,
     h('div', {class: 'designer'},
       h('section', {class: 'card'}, h('h2', {}, 'Draft'), editor),
