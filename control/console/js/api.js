@@ -44,12 +44,16 @@ export class ApiError extends Error {
   }
 }
 
-/** Headers of an authenticated request; `tenant` adds X-Tenant-Sid (superuser admin lists). */
+/**
+ * Headers of an authenticated request: the bearer token, and X-Account-Sid for principals
+ * acting in a chosen account unless the request names a tenant itself (the superuser's
+ * account list, which must not be scoped by the account chosen before).
+ */
 export function authHeaders(extra = {}) {
   const s = session();
   const headers = {...extra};
   if (s && s.token) headers.Authorization = `Bearer ${s.token}`;
-  if (s && s.account && needsAccount(s)) headers['X-Account-Sid'] = s.account;
+  if (s && s.account && needsAccount(s) && !('X-Tenant-Sid' in headers)) headers['X-Account-Sid'] = s.account;
   return headers;
 }
 
