@@ -256,6 +256,27 @@ async function designer() {
   await page.unroute(/\/v1\/communication\/com_mock\/live$/);
   log('live view shown');
 
+  // The stream parser with the body cut at awkward places: inside a line, between CR and
+  // LF, inside a multi-byte character.
+  const parsed = await page.evaluate(async () => {
+    const {readEvents} = await import('/console/js/call.js');
+    const bytes = new TextEncoder().encode(': hi\r\nevent: transcript\r\ndata: {"text":"grüß dich","final":true}\r\n\r\nevent: ended\ndata: {"status":"completed"}\n\n');
+    const cuts = [3, 17, 24, 45, 50, 67, 68, 80];
+    const body = new ReadableStream({start(c) {
+      let at = 0;
+      for (const cut of [...cuts, bytes.length]) {
+        c.enqueue(bytes.slice(at, cut));
+        at = cut;
+      }
+      c.close();
+    }});
+    const seen = [];
+    await readEvents(new Response(body), (name, data) => seen.push([name, data]));
+    return seen;
+  });
+  check(JSON.stringify(parsed) === JSON.stringify([['transcript', {text: 'grüß dich', final: true}], ['ended', {status: 'completed'}]]),
+    `the event-stream parser across chunks: ${JSON.stringify(parsed)}`);
+
   // --- a finished communication: history timeline and the recording (canned answers) ---
   const done = {...mock, id: 'com_done', communication_status: 'completed', call_status: 'answered', duration: 7,
     goals: ['callback_wanted'], goal: 'callback_wanted', has_history: true, has_recording: true, end_reason: 'end_call'};

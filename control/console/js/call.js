@@ -54,6 +54,8 @@ export async function readEvents(resp, onEvent) {
     buf += value;
     let nl;
     while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {
+      // A CR at the end of what arrived may be the first half of a CRLF: wait for more.
+      if (nl === buf.length - 1 && buf[nl] === '\r') break;
       const line = buf.slice(0, nl);
       buf = buf.slice(nl + (buf.startsWith('\r\n', nl) ? 2 : 1));
       if (line === '') dispatch();
