@@ -161,6 +161,8 @@ async function browserCall() {
   check((await page.locator('#live-prompts').innerText()).includes('Would you like a call back?'), 'the question in the prompts');
   await page.locator('#live-ended-link').waitFor({timeout: 60000});
   result.ended = await page.locator('#live-status').innerText();
+  check(result.ended.includes('callback_wanted'), `the live view ends with the goal: ${result.ended}`);
+  check(await page.locator('#live-turns tbody tr[data-brick="ask"]').count() === 1, 'the question\'s turn with its latency');
   await noErrorBanner('call');
   await shot('10-call');
   await page.click('#live-ended-link');
@@ -224,12 +226,16 @@ async function designer() {
     ['transcript', {text: 'ye', final: false, at_ms: 5000}],
     ['transcript', {text: 'Yes.', final: true, at_ms: 5400}],
     ['variable', {name: 'answer', old: null, new: 'yes', at_ms: 5410}],
-    ['turn', {brick_id: 'ask', final_latency_ms: 420, turn_latency_ms: 800}],
+    ['turn', {index: 1, started_ms: 2300, ended_ms: 5400, speech_started_ms: 4700, first_partial_ms: 5000, final_ms: 5400,
+      final_latency_ms: 420, transcript: 'Yes.', dtmf: null, heard: 'speech', interim: [[5000, 'ye']], brick_id: 'ask'}],
+    ['turn', {index: 1, started_ms: 2300, ended_ms: 5400, speech_started_ms: 4700, first_partial_ms: 5000, final_ms: 5400,
+      final_latency_ms: 420, transcript: 'Yes.', dtmf: null, heard: 'speech', interim: [[5000, 'ye']], reply_first_rtp_ms: 6200,
+      turn_latency_us: 800000, turn_engine_us: 12000, brick_id: 'ask'}],
     ['trace', {at_ms: 5410, event: {at_ms: 5410, event: 'answer_matched', brick_id: 'ask', answer_id: 'yes'}}],
     ['brick', {brick_id: 'say_yes', kind: 'audio_tts', at_ms: 5420}],
   ];
   const sse = ': keepalive\n\n' + events.map(([n, d]) => `event: ${n}\ndata: ${JSON.stringify(d)}\n\n`).join('')
-    + 'event: ended\r\ndata: {"status":"completed",\r\ndata: "call_status":"answered"}\r\n\r\n';
+    + 'event: ended\r\ndata: {"communication_status":"completed","goals":["callback_wanted"],\r\ndata: "call_status":"answered"}\r\n\r\n';
   const mock = {id: 'com_mock', account_sid: env('ACCOUNT_SID'), agent_sid: null, scenario_sid: result.scenario, version: null,
     draft_version: 0, recipient: 'browser', from_number: '', direction: 'outbound', communication_status: 'in_progress',
     call_status: null, sip_code: null, duration: 0, goals: [], goal: null, variables: {}, data: {}, timezone: 'UTC', is_test: true,
@@ -245,7 +251,9 @@ async function designer() {
   check(await page.locator('#live-transcript li.interim').isHidden(), 'the interim transcript gave way to the final one');
   check((await page.locator('#live-variables tr[data-variable="answer"]').innerText()).includes('yes'), 'the variable');
   check((await page.locator('#live-prompts').innerText()).includes('callsmith quickstart'), 'the prompt');
-  check((await page.locator('#live-turns').innerText()).includes('final_latency: 420'), 'the turn latency');
+  check(await page.locator('#live-turns tbody tr').count() === 1, 'one row per turn');
+  check((await page.locator('#live-turns').innerText()).includes('recognition 420 ms, reply 800 ms, engine 12 ms'), 'the turn latency');
+  check((await page.locator('#live-goals').innerText()).includes('callback_wanted'), 'the goals at the end');
   check((await page.locator('#live-trace').innerText()).includes('answer_matched'), 'other trace events');
   check(await page.locator('#live-bricks li').count() === 4, 'every brick event');
   await page.locator('svg.graph .node-active[data-brick="say_yes"]').waitFor();

@@ -74,6 +74,8 @@ async fn run_browser(env: &[(&str, String)]) -> Value {
         "the browser script failed ({}):\n{stdout}\n{stderr}",
         out.status
     );
+    // What the script did, step by step, for the test's output.
+    eprintln!("{stdout}");
     let line = stdout
         .lines()
         .find_map(|l| l.strip_prefix("RESULT "))
@@ -190,7 +192,6 @@ async fn a_designer_builds_and_publishes_the_quickstart_in_chromium() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs POST /v1/communication/-/browser-call and GET …/live (issue #20, items 2 and 3)"]
 async fn a_browser_call_of_the_draft_takes_the_spoken_branch() {
     let node = SttNode::start().await;
     let engine = Engine::start(EngineOptions {

@@ -73,6 +73,20 @@ export async function readEvents(resp, onEvent) {
   dispatch();
 }
 
+/**
+ * A turn's latency breakdown in ms (fields a turn does not have yet are left out):
+ * recognition (end of speech → final transcript), reply (answer → first packet of the
+ * reply) and the engine's share of it.
+ */
+function turnLatency(t) {
+  const parts = [];
+  if (t.final_latency_ms != null) parts.push(`recognition ${t.final_latency_ms} ms`);
+  if (t.turn_latency_us != null) parts.push(`reply ${Math.round(t.turn_latency_us / 1000)} ms`);
+  if (t.turn_engine_us != null) parts.push(`engine ${Math.round(t.turn_engine_us / 1000)} ms`);
+  if (t.speech_started_ms != null && t.final_ms != null) parts.push(`speech→final ${t.final_ms - t.speech_started_ms} ms`);
+  return parts.join(', ') || '…';
+}
+
 /** The live panel of one call: transcripts, bricks, variables, prompts, turns, trace. */
 function livePanel(container) {
   clear(container);
@@ -95,9 +109,10 @@ function livePanel(container) {
       h('section', {}, h('h3', {}, 'Prompts'), h('table', {class: 'list', id: 'live-prompts'},
         h('thead', {}, h('tr', {}, h('th', {}, 'brick'), h('th', {}, 'text'), h('th', {}, 'heard'))), prompts)),
       h('section', {}, h('h3', {}, 'Turn latency'), h('table', {class: 'list', id: 'live-turns'},
-        h('thead', {}, h('tr', {}, h('th', {}, 'brick'), h('th', {}, 'latency (ms)'))), turns)),
+        h('thead', {}, h('tr', {}, h('th', {}, 'brick'), h('th', {}, 'heard'), h('th', {}, 'latency'))), turns)),
       h('section', {class: 'wide'}, h('h3', {}, 'Trace'), trace)));
   const varRows = new Map();
+  const turnRows = new Map();
   return {
     status(t) {
       status.textContent = t;
@@ -123,7 +138,8 @@ function livePanel(container) {
         }
         case 'prompt': {
           const heard = d.played_ms !== undefined ? `${(d.played_ms / 1000).toFixed(1)} s${d.interrupted ? ', interrupted' : ''}` : '';
-          prompts.append(h('tr', {}, h('td', {}, d.brick_id || ''), h('td', {}, d.text || ''), h('td', {}, heard)));
+          const outcome = d.outcome && d.outcome !== 'completed' && d.outcome !== 'interrupted' ? ` (${d.outcome})` : '';
+          prompts.append(h('tr', {}, h('td', {}, d.brick_id || ''), h('td', {}, d.text || d.file || ''), h('td', {}, heard + outcome)));
           break;
         }
         case 'transcript':
@@ -136,13 +152,25 @@ function livePanel(container) {
           }
           break;
         case 'turn': {
-          const parts = Object.entries(d).filter(([k]) => k !== 'brick_id').map(([k, v]) => `${k.replace(/_ms$/, '')}: ${text(v)}`);
-          turns.append(h('tr', {}, h('td', {}, d.brick_id || ''), h('td', {}, parts.join(', '))));
+          // A turn is told when it ends and again once its reply's first packet is out:
+          // one row per turn index, drawn again with what is known.
+          // The row keeps the brick of the turn's first telling: by the second one the
+          // call is in the reply's brick.
+          const key = d.index ?? d.brick_id ?? '';
+          let row = turnRows.get(key);
+          if (!row) {
+            row = h('tr', {'data-turn': key, 'data-brick': d.brick_id || ''});
+            turnRows.set(key, row);
+            turns.append(row);
+          }
+          clear(row).append(h('td', {}, row.dataset.brick), h('td', {}, d.heard || ''), h('td', {}, turnLatency(d)));
           break;
         }
         case 'trace': {
           const ev = d.event && typeof d.event === 'object' ? d.event : d;
           const {event, at_ms: _at, ...rest} = ev;
+          // Played prompts are listed under Prompts, with what was heard of them.
+          if (event === 'prompt_played') break;
           trace.append(h('li', {}, h('b', {}, `${at}${event || 'event'} `), h('code', {}, JSON.stringify(rest))));
           break;
         }
@@ -151,7 +179,8 @@ function livePanel(container) {
       }
     },
     ended(d, id) {
-      status.textContent = `ended: ${d.status || ''}${d.call_status ? ` (${d.call_status})` : ''}`;
+      status.textContent = `ended: ${d.communication_status || d.status || ''}${d.call_status ? ` (${d.call_status})` : ''}`;
+      if (Array.isArray(d.goals)) status.append(h('span', {id: 'live-goals'}, ` · goals: ${d.goals.join(', ') || 'none'}`));
       ended.hidden = false;
       const href = `#/communication/${encodeURIComponent(id)}`;
       // On the communication's own page the link draws it again (the hash does not change).

@@ -95,7 +95,9 @@ export async function renderCommunication(main, id) {
   if (!FINAL.includes(c.communication_status)) {
     histBox.append(h('p', {}, 'The call is not over yet; its history is saved when it ends.'));
     recBox.append(h('p', {}, 'A recording, when the agent records calls, is available after the call.'));
-    return watch(main, c);
+    // Live feeds exist for test calls only (browser calls and test dispatches).
+    if (c.is_test) return watch(main, c);
+    return undefined;
   }
   if (c.has_history) {
     try {
