@@ -171,7 +171,20 @@ async function browserCall() {
   await page.locator('#trace-timeline li[data-event="goal_reached"]').waitFor();
   await noErrorBanner('communication page');
   await shot('11-communication');
-  log('call done');
+  log('draft call done');
+
+  // The published version, called the same way.
+  await page.goto(`${BASE}/#/scenario/${encodeURIComponent(result.scenario)}`);
+  await page.click('#publish');
+  await page.locator('#call-version', {hasText: 'Call version 1'}).waitFor();
+  await page.click('#call-version');
+  await waitOrError(page.locator('#live-status', {hasText: 'in call'}), 30000, 'version call');
+  result.version_communication = await page.locator('#live').getAttribute('data-communication');
+  await page.locator('#live-ended-link').waitFor({timeout: 90000});
+  const ended = await page.locator('#live-status').innerText();
+  check(ended.includes('callback_wanted'), `the version call ends with the goal: ${ended}`);
+  await shot('12-version-call');
+  log('version call done');
 }
 
 /** The designer's path after creating the quickstart: lists, validation, publish, versions. */

@@ -5,7 +5,8 @@
 //!   the lists; the superuser logs in with its token and picks the account.
 //! * A user calls the quickstart's draft from the browser: chromium's fake microphone
 //!   plays flite saying "yes", the local speech node recognises it, the live view shows
-//!   the transcript and the yes branch, and the communication is a completed test call.
+//!   the transcript and the yes branch, and the communication is a completed test call;
+//!   then publishes it and calls version 1 the same way.
 //!
 //! Screenshots go to `<target dir>/e2e-artifacts/console/<test>/` and are checked to be
 //! real pages.
@@ -192,7 +193,7 @@ async fn a_designer_builds_and_publishes_the_quickstart_in_chromium() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_browser_call_of_the_draft_takes_the_spoken_branch() {
+async fn browser_calls_of_the_draft_and_the_version_take_the_spoken_branch() {
     let node = SttNode::start().await;
     let engine = Engine::start(EngineOptions {
         stt_url: Some(node.url.clone()),
@@ -233,10 +234,20 @@ async fn a_browser_call_of_the_draft_takes_the_spoken_branch() {
         done["draft_version"].as_i64().is_some_and(|v| v >= 1),
         "{done}"
     );
+    // The published version, called from the same page.
+    let id2 = result["version_communication"]
+        .as_str()
+        .expect("version call id");
+    let v = engine
+        .wait_communication(&t.account, id2, Duration::from_secs(30))
+        .await;
+    assert_eq!(v["version"], 1, "{v}");
+    assert!(v["draft_version"].is_null(), "{v}");
+    assert_eq!(v["goals"], json!(["callback_wanted"]), "{v}");
     let history = engine.history_from_api(&t.account, id).await;
     let turn = history.turns.first().expect("a listen turn");
     assert_eq!(turn.heard, "speech", "{turn:?}");
-    screenshots(&out, &["10-call", "11-communication"]);
+    screenshots(&out, &["10-call", "11-communication", "12-version-call"]);
     let log = engine.log();
     assert!(!log.contains("panicked"), "the engine panicked:\n{log}");
 }
