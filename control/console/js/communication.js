@@ -29,6 +29,17 @@ function summary(ev) {
     case 'output_taken': return `${rest.brick_id} → ${rest.output} → ${rest.next ?? '(end)'}`;
     case 'variable_changed': return `${rest.name} = ${text(rest.new)}`;
     case 'goal_reached': return `${rest.goal} (${rest.brick_id})`;
+    case 'prompt_played': {
+      const p = rest.prompt || {};
+      const outcome = rest.outcome && typeof rest.outcome === 'object' ? rest.outcome.result : rest.outcome;
+      return `${rest.brick_id}: ${p.text ?? p.url ?? JSON.stringify(p)} (${outcome ?? ''})`;
+    }
+    case 'input_heard': {
+      const heard = rest.heard || {};
+      return `${rest.brick_id}: ${heard.input ?? ''} ${heard.transcript ?? heard.digits ?? ''}`.trim();
+    }
+    case 'answer_matched': return `${rest.brick_id}: ${rest.answer_id}`;
+    case 'call_ended': return rest.reason && typeof rest.reason === 'object' ? JSON.stringify(rest.reason) : text(rest.reason);
     default: return JSON.stringify(rest);
   }
 }
