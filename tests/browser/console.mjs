@@ -185,6 +185,18 @@ async function browserCall() {
   check(ended.includes('callback_wanted'), `the version call ends with the goal: ${ended}`);
   await shot('12-version-call');
   log('version call done');
+
+  // Hanging up from the console: the engine ends the call and the live view reports it.
+  await page.click('#call-draft');
+  await waitOrError(page.locator('#live-status', {hasText: 'in call'}), 30000, 'call to hang up');
+  result.hung_up_communication = await page.locator('#live').getAttribute('data-communication');
+  await page.locator('#live-bricks li').first().waitFor({timeout: 30000});
+  await page.click('#hang-up');
+  await page.locator('#live-ended-link').waitFor({timeout: 30000});
+  check(await page.locator('#hang-up').isHidden(), 'no hang-up button after the end');
+  check(await page.locator('#call-draft').isEnabled(), 'a new call can be placed');
+  await noErrorBanner('hang up');
+  log('hung up', await page.locator('#live-status').innerText());
 }
 
 /** The designer's path after creating the quickstart: lists, validation, publish, versions. */

@@ -6,7 +6,8 @@
 //! * A user calls the quickstart's draft from the browser: chromium's fake microphone
 //!   plays flite saying "yes", the local speech node recognises it, the live view shows
 //!   the transcript and the yes branch, and the communication is a completed test call;
-//!   then publishes it and calls version 1 the same way.
+//!   then publishes it and calls version 1 the same way; a third call is hung up from the
+//!   console.
 //!
 //! Screenshots go to `<target dir>/e2e-artifacts/console/<test>/` and are checked to be
 //! real pages.
@@ -244,6 +245,20 @@ async fn browser_calls_of_the_draft_and_the_version_take_the_spoken_branch() {
     assert_eq!(v["version"], 1, "{v}");
     assert!(v["draft_version"].is_null(), "{v}");
     assert_eq!(v["goals"], json!(["callback_wanted"]), "{v}");
+    // A call hung up from the console ends before the question is answered.
+    let id3 = result["hung_up_communication"]
+        .as_str()
+        .expect("hung-up call id");
+    let h = engine
+        .wait_communication(&t.account, id3, Duration::from_secs(30))
+        .await;
+    assert_eq!(h["communication_status"], "completed", "{h}");
+    assert!(
+        !h["goals"]
+            .as_array()
+            .is_some_and(|g| g.contains(&json!("callback_wanted"))),
+        "{h}"
+    );
     let history = engine.history_from_api(&t.account, id).await;
     let turn = history.turns.first().expect("a listen turn");
     assert_eq!(turn.heard, "speech", "{turn:?}");

@@ -297,12 +297,20 @@ export async function startCall({scenarioSid, draft, direction = 'outbound'}, co
   watch = followLive(id, panel, graph, () => finish());
   return {
     communication,
+    /**
+     * Asks the engine to hang up and stops the microphone; the live view goes on until
+     * the engine reports the end (at most 10 s).
+     */
     async hangUp() {
+      panel.status('hanging up…');
       try {
         await post(`/v1/communication/${encodeURIComponent(id)}/hangup`);
-      } finally {
-        finish('hung up');
+      } catch (e) {
+        finish('hung up here (the engine did not take the hang-up)');
+        throw e;
       }
+      for (const t of stream.getTracks()) t.stop();
+      setTimeout(() => finish('hung up'), 10000);
     },
   };
 }
