@@ -223,6 +223,14 @@ async function designer() {
   // Publishing the broken draft is refused with the same entries.
   await page.click('#publish');
   await page.locator('#banner.error', {hasText: 'validation error'}).waitFor();
+  check((await page.locator('[data-brick-error="say_yes"]').innerText()).includes('SCN105'), 'the entry stays beside the brick');
+  // So is a browser call of it, before any media flows.
+  await page.click('#banner button');
+  await page.click('#call-draft');
+  await page.locator('#banner.error', {hasText: 'scenario_invalid'}).waitFor();
+  await page.locator('#live-status', {hasText: 'call failed'}).waitFor();
+  check((await page.locator('[data-brick-error="say_yes"]').innerText()).includes('SCN105'), 'the call\'s entries beside the brick');
+  check(await page.locator('#call-draft').isEnabled(), 'the call can be placed again');
   await shot('03-validation-error');
   log('validation error shown');
 

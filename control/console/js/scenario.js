@@ -273,6 +273,9 @@ export async function renderScenario(main, id) {
       hangUpBtn.hidden = false;
     } catch (e) {
       ended();
+      // A draft that does not validate is refused with its SCN entries: show them.
+      const scn = e.data && e.data.errors && e.data.errors.scenario;
+      if (scn) setErrors(scn);
       throw e;
     }
   });
