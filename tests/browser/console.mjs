@@ -385,6 +385,18 @@ async function designer() {
   await page.locator(`#pick-account a[data-account="${env('ACCOUNT_SID')}"]`).click();
   await page.locator(`#scenario-list tr[data-scenario="${result.scenario}"]`).waitFor();
   await shot('08-superuser');
+  // A fresh installation: the superuser makes a tenant and an account from the console.
+  await page.click('#who-account');
+  await page.fill('#new-tenant-name', 'made in the console');
+  await page.click('#create-tenant');
+  await page.fill('#new-account-name', 'console account');
+  await page.fill('#new-account-email', 'console@example.test');
+  await page.fill('#new-account-timezone', 'Europe/Berlin');
+  await page.click('#create-account');
+  await page.locator('#scenario-list td.empty').waitFor();
+  result.made_account = (await page.evaluate(() => JSON.parse(sessionStorage.getItem('callsmith.console')))).account;
+  check((await page.locator('#who-account').innerText()) === 'console account', 'the header names the new account');
+  await noErrorBanner('new tenant and account');
   // A wrong token is refused with the API's message.
   await page.click('#logout');
   await page.fill('#login-token', 'cs_su_not_a_real_token_0123456789abcdef');

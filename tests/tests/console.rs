@@ -175,6 +175,15 @@ async fn a_designer_builds_and_publishes_the_quickstart_in_chromium() {
         .await;
     assert_eq!(report["valid"], true, "{report}");
 
+    // The account the superuser made in the console, in a tenant of its own.
+    let made = result["made_account"].as_str().expect("made account");
+    let (s, a) = engine
+        .get(&format!("/v1/internal/account/{made}"), None)
+        .await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["name"], "console account");
+    assert_eq!(a["timezone"], "Europe/Berlin");
+    assert_ne!(a["tenant_sid"], t.tenant.as_str());
     // The screenshots are pictures of whole pages, not empty files.
     screenshots(
         &out,

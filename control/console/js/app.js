@@ -1,7 +1,7 @@
 // The console's shell: login, the account picker for principals without an account of
 // their own, the navigation and a hash router over the pages.
 
-import {session, saveSession, needsAccount, get, query, loginWithPassword, loginWithToken, logout} from './api.js';
+import {session, saveSession, needsAccount, get, api, query, loginWithPassword, loginWithToken, logout} from './api.js';
 import {h, clear, showError, hideBanner, action} from './dom.js';
 import {renderList} from './lists.js';
 import {renderScenarioList, renderScenario} from './scenario.js';
@@ -52,11 +52,33 @@ async function renderAccountPicker(root) {
       route();
     });
     root.append(h('label', {class: 'picker'}, h('span', {}, 'tenant'), select));
-    if (!tenants.items.length) root.append(h('p', {}, 'There is no tenant yet; create one with POST /v1/internal/tenant (README).'));
+    if (!tenants.items.length) root.append(h('p', {}, 'There is no tenant yet.'));
+    // A fresh installation has none: the superuser makes the first one here.
+    const name = h('input', {id: 'new-tenant-name', placeholder: 'tenant name', required: true});
+    const create = h('button', {type: 'submit', id: 'create-tenant'}, 'Create tenant');
+    const form = h('form', {class: 'inline-form', id: 'create-tenant-form'}, name, create);
+    form.addEventListener('submit', action(create, 'create tenant', async () => {
+      const t = await api('POST', '/v1/internal/tenant', {name: name.value});
+      saveSession({...session(), tenant: t.sid, account: null});
+      route();
+    }));
+    root.append(form);
     if (!tenant) return;
   }
   const headers = s.kind === 'superuser' ? {'X-Tenant-Sid': tenant} : {};
   const accounts = await get(`/v1/internal/account${query({limit: 500})}`, headers);
+  const accountName = h('input', {id: 'new-account-name', placeholder: 'account name', required: true});
+  const accountEmail = h('input', {id: 'new-account-email', type: 'email', placeholder: 'contact email', required: true});
+  const timezone = h('input', {id: 'new-account-timezone', placeholder: 'timezone (IANA, default UTC)'});
+  const createAccount = h('button', {type: 'submit', id: 'create-account'}, 'Create account');
+  const accountForm = h('form', {class: 'inline-form', id: 'create-account-form'}, accountName, accountEmail, timezone, createAccount);
+  accountForm.addEventListener('submit', action(createAccount, 'create account', async () => {
+    const body = {name: accountName.value, email: accountEmail.value};
+    if (timezone.value) body.timezone = timezone.value;
+    const a = await api('POST', '/v1/internal/account', body, headers);
+    saveSession({...session(), account: a.sid, accountName: a.name});
+    go('#/scenarios');
+  }));
   const list = h('ul', {class: 'accounts', id: 'pick-account'});
   for (const a of accounts.items) {
     list.append(h('li', {}, h('a', {href: '#', 'data-account': a.sid, onclick: (ev) => {
@@ -66,7 +88,7 @@ async function renderAccountPicker(root) {
     }}, `${a.name} (${a.sid})`)));
   }
   if (!accounts.items.length) list.append(h('li', {}, 'no accounts in this tenant'));
-  root.append(list);
+  root.append(list, h('h2', {}, 'New account'), accountForm);
 }
 
 function renderNav() {
