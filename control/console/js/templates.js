@@ -9,15 +9,16 @@ const say = (id, text, next) => brick(id, {text, language: '', voice: '', engine
 /**
  * The quickstart: greets, asks whether the caller wants a call back (answered by speech),
  * and branches: "yes" and "no" each get their own prompt and goal; anything else or
- * silence records a goal of its own. Prompts are espeak-ng, recognition the `whisper`
- * engine (docs/console.md says how to configure a recognition node).
+ * silence records a goal of its own. It names no synthesizer or recognition engine, so
+ * the installation's defaults apply (`tts.default_engine`, `dialer.default_stt_engine`:
+ * Piper and Whisper while the local speech node runs).
  */
 export function quickstart() {
   return {
     bricks: {
       start_call: {v1: [brick('start', {
-        tts_general: {engine: 'espeak-ng', voice: '', language: 'en-US', speed: 1, model: ''},
-        stt_general: {language: 'en-US', engine: 'whisper', model: '', primary_language: '', fallback_languages: []},
+        tts_general: {engine: '', voice: '', language: 'en-US', speed: 1, model: ''},
+        stt_general: {language: 'en-US', engine: '', model: '', primary_language: '', fallback_languages: []},
       }, [to('next', 'hello')])]},
       audio_tts: {v1: [
         say('hello', 'Hello, this is the callsmith quickstart.', 'ask'),
@@ -45,7 +46,7 @@ export function quickstart() {
 export function empty() {
   return {
     bricks: {
-      start_call: {v1: [brick('start', {tts_general: {engine: 'espeak-ng', voice: '', language: 'en-US', speed: 1, model: ''}}, [to('next', 'bye')])]},
+      start_call: {v1: [brick('start', {tts_general: {engine: '', voice: '', language: 'en-US', speed: 1, model: ''}}, [to('next', 'bye')])]},
       end_call: {v1: [brick('bye', {signal: ''})]},
     },
   };
