@@ -75,15 +75,17 @@ export async function readEvents(resp, onEvent) {
 
 /**
  * A turn's latency breakdown in ms (fields a turn does not have yet are left out):
- * recognition (end of speech → final transcript), reply (answer → first packet of the
- * reply) and the engine's share of it.
+ * response (end of the caller's speech → first packet of the reply: what the caller
+ * waits), recognition (end of speech → final transcript), reply (answer → first packet of
+ * the reply) and the engine's share of it.
  */
 function turnLatency(t) {
   const parts = [];
+  if (t.response_ms != null) parts.push(`response ${t.response_ms} ms`);
   if (t.final_latency_ms != null) parts.push(`recognition ${t.final_latency_ms} ms`);
   if (t.turn_latency_us != null) parts.push(`reply ${Math.round(t.turn_latency_us / 1000)} ms`);
   if (t.turn_engine_us != null) parts.push(`engine ${Math.round(t.turn_engine_us / 1000)} ms`);
-  if (t.speech_started_ms != null && t.final_ms != null) parts.push(`speech→final ${t.final_ms - t.speech_started_ms} ms`);
+  if (t.speech_ended_ms != null && t.final_ms != null) parts.push(`speech end→final ${t.final_ms - t.speech_ended_ms} ms`);
   return parts.join(', ') || '…';
 }
 

@@ -63,10 +63,11 @@ function history(hist) {
       h('td', {}, p.prompt && (p.prompt.text || p.prompt.url) ? p.prompt.text || p.prompt.url : text(p.prompt)),
       h('td', {}, p.outcome + (p.error ? `: ${p.error}` : '')), h('td', {}, ms(p.played_ms))))));
   const turns = h('table', {class: 'list', id: 'history-turns'},
-    h('thead', {}, h('tr', {}, ['turn', 'heard', 'transcript', 'recognition latency', 'turn latency'].map((c) => h('th', {}, c)))),
+    h('thead', {}, h('tr', {}, ['turn', 'heard', 'transcript', 'recognition latency', 'turn latency', 'response'].map((c) => h('th', {}, c)))),
     h('tbody', {}, (hist.turns || []).map((t) => h('tr', {}, h('td', {}, t.index), h('td', {}, t.heard),
       h('td', {}, t.transcript ?? t.dtmf ?? ''), h('td', {}, t.final_latency_ms != null ? `${t.final_latency_ms} ms` : ''),
-      h('td', {}, t.turn_latency_us != null ? `${(t.turn_latency_us / 1000).toFixed(0)} ms` : '')))));
+      h('td', {}, t.turn_latency_us != null ? `${(t.turn_latency_us / 1000).toFixed(0)} ms` : ''),
+      h('td', {}, t.response_ms != null ? `${t.response_ms} ms` : '')))));
   return [
     h('h2', {}, 'Trace'), timeline(hist.trace || []),
     h('h2', {}, 'Prompts'), prompts,
