@@ -389,6 +389,12 @@ async function designer() {
   await page.click('#who-account');
   await page.fill('#new-tenant-name', 'made in the console');
   await page.click('#create-tenant');
+  // The picker is drawn again for the new tenant: fill the account form once it is.
+  await page.waitForFunction(() => {
+    const t = document.querySelector('#pick-tenant');
+    return t && t.selectedOptions[0] && t.selectedOptions[0].textContent.includes('made in the console');
+  });
+  await page.locator('#new-account-name').waitFor();
   await page.fill('#new-account-name', 'console account');
   await page.fill('#new-account-email', 'console@example.test');
   await page.fill('#new-account-timezone', 'Europe/Berlin');

@@ -110,12 +110,19 @@ impl TestBrowser {
     pub async fn speak(&self, ulaw: &[u8]) {
         let mut next = tokio::time::Instant::now();
         for (i, chunk) in ulaw.chunks(160).enumerate() {
-            let seq = i as u16;
-            let mut p = vec![0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34];
-            p[2..4].copy_from_slice(&seq.to_be_bytes());
-            p[4..8].copy_from_slice(&((i as u32) * 160).to_be_bytes());
-            p.extend_from_slice(chunk);
-            let _ = self.mic.write(&p).await;
+            let packet = rtp::packet::Packet {
+                header: rtp::header::Header {
+                    version: 2,
+                    marker: i == 0,
+                    payload_type: 0,
+                    sequence_number: i as u16,
+                    timestamp: (i as u32) * 160,
+                    ssrc: 0x1234,
+                    ..Default::default()
+                },
+                payload: bytes::Bytes::copy_from_slice(chunk),
+            };
+            let _ = self.mic.write_rtp(&packet).await;
             next += std::time::Duration::from_millis(20);
             tokio::time::sleep_until(next).await;
         }
