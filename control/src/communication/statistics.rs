@@ -124,7 +124,7 @@ impl Quality {
     pub async fn read(
         objects: &crate::objects::Objects,
         account_sid: &str,
-        calls: &[CommunicationRecord],
+        calls: &[&CommunicationRecord],
     ) -> Quality {
         let mut histories = Vec::new();
         for c in calls

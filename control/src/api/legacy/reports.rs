@@ -48,7 +48,8 @@ async fn statistics(
     calls: &[AttemptCall],
 ) -> AttemptStatistics {
     let mut stats = CallStatistics::of(calls.iter().map(|c| &c.communication));
-    let records: Vec<CommunicationRecord> = calls.iter().map(|c| c.communication.clone()).collect();
+    // References, not copies: an attempt may hold many calls.
+    let records: Vec<&CommunicationRecord> = calls.iter().map(|c| &c.communication).collect();
     stats.quality = Some(Quality::read(&state.objects, &who.account_sid, &records).await);
     AttemptStatistics {
         attempt_sid: attempt.sid.clone(),

@@ -556,8 +556,9 @@ async fn statistics_for(
     }
     let mut stats = crate::communication::statistics::CallStatistics::of(&rows);
     // Rows come newest first: the quality figures are those of the newest histories.
+    let refs: Vec<&CommunicationRecord> = rows.iter().collect();
     stats.quality = Some(
-        crate::communication::statistics::Quality::read(&state.objects, &account.sid, &rows).await,
+        crate::communication::statistics::Quality::read(&state.objects, &account.sid, &refs).await,
     );
     Ok((stats, rows))
 }
