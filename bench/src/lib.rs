@@ -204,6 +204,31 @@ pub fn parse_proc_stat(stat: &str) -> Option<ProcStat> {
     })
 }
 
+/// utime + stime, in clock ticks, of every process whose command is `comm` (e.g. the
+/// `postgres` server processes: the server's CPU beside the engine's).
+pub fn cpu_ticks_of_command(comm: &str) -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| {
+            let name = stat
+                .find('(')
+                .zip(stat.rfind(')'))
+                .map(|(a, b)| &stat[a + 1..b]);
+            name == Some(comm)
+        })
+        .filter_map(|stat| parse_proc_stat(&stat))
+        .map(|p| p.cpu_ticks)
+        .sum()
+}
+
 /// `/proc/<pid>/stat` of a process; None once it is gone.
 pub fn proc_stat(pid: u32) -> Option<ProcStat> {
     parse_proc_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)

@@ -248,8 +248,235 @@ async fn a_claim_whose_owner_died_is_never_redialled(s: TestServer) {
     assert_eq!(row.communication_status, CommunicationStatus::New);
 }
 
+/// The writes a few calls make, interleaved as the journal queues them: one outbound call
+/// answered and ended (with result deliveries), one that fails after its INVITE, one
+/// released before it, one whose claim was lost, and an inbound call created, answered and
+/// ended. `rows` are four dialling rows claimed with token `tok`.
+fn mixed_batch(
+    f: &callsmith_control::testing::Fixture,
+    scn: &str,
+    rows: &[String],
+) -> Vec<CallWrite> {
+    let t0 = Utc::now() - Duration::seconds(10);
+    let at = |ms: i64| t0 + Duration::milliseconds(ms);
+    let started = |sid: &String, ms| CallWrite::Started {
+        sid: sid.clone(),
+        token: "tok".into(),
+        from_number: "+4911".into(),
+        trunk: Some("edge".into()),
+        at: at(ms),
+    };
+    let deliveries = || {
+        Some(Box::new(Deliveries {
+            tenant_sid: f.tenant_sid.clone(),
+            account_sid: f.account_sid.clone(),
+            agent_sid: "agt_x".into(),
+            urls: vec!["https://a.example/r".into(), "https://b.example/r".into()],
+        }))
+    };
+    let mut end = CallFinish::new(CommunicationStatus::Completed);
+    end.call_status = Some("answered".into());
+    end.sip_code = Some(200);
+    end.duration = 3;
+    end.goals = vec!["greeted".into(), "said_yes".into()];
+    end.variables = r#"{"name":"Ada"}"#.into();
+    end.history_path = Some("callsmith/calls/x.history.json".into());
+    end.end_reason = Some("caller_hung_up".into());
+    end.consent_granted = true;
+    let new = inbound(f, scn);
+    let inbound_sid = new.sid.clone();
+    vec![
+        started(&rows[0], 1),
+        started(&rows[1], 2),
+        CallWrite::CreateClaimed {
+            new: Box::new(new),
+            claim: claim("tok", 60),
+            at: at(3),
+        },
+        CallWrite::Release {
+            sid: rows[2].clone(),
+            token: "tok".into(),
+            at: at(4),
+        },
+        CallWrite::Answered {
+            sid: rows[0].clone(),
+            token: "tok".into(),
+            call_id: "a@127.0.0.1".into(),
+            at: at(5),
+        },
+        CallWrite::Answered {
+            sid: inbound_sid.clone(),
+            token: "tok".into(),
+            call_id: "in@127.0.0.1".into(),
+            at: at(6),
+        },
+        CallWrite::Answered {
+            sid: rows[3].clone(),
+            token: "someone-else".into(),
+            call_id: "lost".into(),
+            at: at(7),
+        },
+        CallWrite::Fail {
+            sid: rows[1].clone(),
+            token: "tok".into(),
+            error: "the trunk refused the call".into(),
+            deliveries: deliveries(),
+            at: at(8),
+        },
+        CallWrite::Finish {
+            sid: rows[0].clone(),
+            token: "tok".into(),
+            finish: Box::new(end.clone()),
+            deliveries: deliveries(),
+            at: at(9),
+        },
+        CallWrite::Finish {
+            sid: inbound_sid,
+            token: "tok".into(),
+            finish: Box::new(CallFinish::new(CommunicationStatus::Completed)),
+            deliveries: None,
+            at: at(10),
+        },
+    ]
+}
+
+/// What a test compares of a row after its writes (everything but its sid and creation).
+fn stored(
+    row: &callsmith_control::store::communications::CommunicationRecord,
+) -> serde_json::Value {
+    json!({
+        "status": row.communication_status.as_str(),
+        "call_status": row.call_status,
+        "sip_code": row.sip_code,
+        "duration": row.duration,
+        "goals": row.goal_list(),
+        "variables": row.variables,
+        "has_history": row.has_history,
+        "history_path": row.history_path,
+        "end_reason": row.end_reason,
+        "error": row.error,
+        "call_id": row.call_id,
+        "from_number": row.from_number,
+        "trunk": row.trunk,
+        "claim_token": row.claim_token,
+        "consent": row.consent_granted,
+        "started_at": row.started_at.map(ms),
+        "answered_at": row.answered_at.map(ms),
+        "ended_at": row.ended_at.map(ms),
+    })
+}
+
+async fn a_mixed_batch_stores_what_its_writes_store_one_by_one(s: TestServer) {
+    let f = s.fixture().await;
+    let scn = scenario(&s, &f).await;
+    s.post("/v1/number")
+        .bearer(&f.admin_session)
+        .json(&json!({"identifier": "+4911"}))
+        .send()
+        .await
+        .expect(201);
+    // Two sets of four dialling rows: one gets its writes as one batch, the other one by one.
+    let mut sets = Vec::new();
+    for _ in 0..2 {
+        for k in 0..4 {
+            let r = s
+                .post("/v1/communication/-/dispatch")
+                .bearer(&f.account_key)
+                .json(&json!({"recipient": format!("+1555000{k}"), "scenario_sid": scn}))
+                .send()
+                .await;
+            r.expect(201);
+        }
+        let mut rows: Vec<String> = s
+            .store
+            .communication_claim_due(&claim("tok", 60), &ClaimScope::TestCalls, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.sid)
+            .collect();
+        assert_eq!(rows.len(), 4);
+        rows.sort();
+        sets.push(rows);
+    }
+    let batched = mixed_batch(&f, &scn, &sets[0]);
+    let single = mixed_batch(&f, &scn, &sets[1]);
+    let changed = s.store.communications_apply(&batched).await.unwrap();
+    let mut one_by_one = Vec::new();
+    for w in single.clone() {
+        one_by_one.push(s.store.communication_apply(w).await.unwrap());
+    }
+    assert_eq!(changed, one_by_one);
+    assert_eq!(
+        changed,
+        vec![true, true, true, true, true, true, false, true, true, true],
+        "only the write under a lost claim changed nothing"
+    );
+    // Row by row, the batch stored what the writes one by one stored.
+    let sids = |w: &[CallWrite]| {
+        let mut v: Vec<String> = w.iter().map(|w| w.sid().to_string()).collect();
+        v.dedup();
+        let mut seen = std::collections::HashSet::new();
+        v.retain(|s| seen.insert(s.clone()));
+        v
+    };
+    let (a, b) = (sids(&batched), sids(&single));
+    assert_eq!(a.len(), 5);
+    for (x, y) in a.iter().zip(&b) {
+        let rx = s.store.communication_get(x).await.unwrap().unwrap();
+        let ry = s.store.communication_get(y).await.unwrap().unwrap();
+        assert_eq!(stored(&rx), stored(&ry), "{x} vs {y}");
+    }
+    let answered = s
+        .store
+        .communication_get(&sets[0][0])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        answered.communication_status,
+        CommunicationStatus::Completed
+    );
+    assert_eq!(
+        answered.goal_list(),
+        vec!["greeted".to_string(), "said_yes".to_string()]
+    );
+    assert!(answered.consent_granted && answered.has_history);
+    let released = s
+        .store
+        .communication_get(&sets[0][2])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(released.communication_status, CommunicationStatus::New);
+    let lost = s
+        .store
+        .communication_get(&sets[0][3])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lost.call_id, None, "a lost claim's write changes nothing");
+    // Deliveries: two per end and failure, in both sets.
+    let (queued, total) = s
+        .store
+        .result_delivery_list(&f.account_sid, None, 50, 0)
+        .await
+        .unwrap();
+    assert_eq!(total, 8);
+    for sid in [&sets[0][0], &sets[0][1], &sets[1][0], &sets[1][1]] {
+        assert_eq!(
+            queued
+                .iter()
+                .filter(|d| &d.communication_sid == sid)
+                .count(),
+            2
+        );
+    }
+}
+
 both_backends!(
     an_inbound_call_stored_in_one_batch,
     a_refused_batch_applies_nothing,
-    a_claim_whose_owner_died_is_never_redialled
+    a_claim_whose_owner_died_is_never_redialled,
+    a_mixed_batch_stores_what_its_writes_store_one_by_one
 );

@@ -96,7 +96,9 @@ use anyhow::{Context, Result, bail};
 use callsmith_bench::calls::{
     Sampler, Sipp, SippJob, all_rows, history_totals, rate_scenario, wait_all_ended,
 };
-use callsmith_bench::{CLK_TCK, Limit, ProcStat, Series, percentile, proc_stat, svg_plot};
+use callsmith_bench::{
+    CLK_TCK, Limit, ProcStat, Series, cpu_ticks_of_command, percentile, proc_stat, svg_plot,
+};
 use callsmith_control::communication::CommunicationStatus;
 use callsmith_control::store::CommunicationRecord;
 use callsmith_control::store::communications::CommunicationFilter;
@@ -345,6 +347,20 @@ impl Step {
         self.wall_secs = wall;
         self.rss_before_kib = before.rss_kib;
         self.rss_peak_kib = self.rss_peak_kib.max(after.rss_kib);
+    }
+
+    /// Notes what the PostgreSQL server spent over the step (`ticks` of every `postgres`
+    /// process), per call and as a share of a core; the engine's CPU figures leave it out.
+    fn database_cpu(&mut self, ticks: u64, wall: f64) {
+        if self.target != Target::Callsmith(Db::Postgres) {
+            return;
+        }
+        let secs = ticks as f64 / CLK_TCK;
+        self.notes.push(format!(
+            "PostgreSQL server: {:.3} ms CPU per call, {:.1} % of a core",
+            secs * 1000.0 / self.attempted.max(1) as f64,
+            secs / wall.max(1e-9) * 100.0
+        ));
     }
 
     fn pct(&self, q: f64) -> f64 {
@@ -644,6 +660,7 @@ async fn inbound_load(
 
     let sampler = Sampler::start(pid);
     let before = proc_stat(pid).context("engine /proc")?;
+    let db_before = cpu_ticks_of_command("postgres");
     let t0 = Instant::now();
     let mut uac = Sipp::spawn(&caller(total, rate), args.hold_ms)?;
     let exited = uac.wait(Duration::from_secs(budget + 30)).await;
@@ -657,6 +674,7 @@ async fn inbound_load(
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = proc_stat(pid).context("engine /proc")?;
     let wall = t0.elapsed().as_secs_f64();
+    let db_ticks = cpu_ticks_of_command("postgres").saturating_sub(db_before);
     sampler_peak(&sampler, step);
     drop(sampler);
 
@@ -667,6 +685,7 @@ async fn inbound_load(
     step.peak_live = st.peak_current;
     step.setup = uac.rtts();
     step.engine_usage(&before, &after, idle, wall);
+    step.database_cpu(db_ticks, wall);
     if st.outgoing < total {
         step.failed += total - st.outgoing;
         step.notes.push(format!(
@@ -805,6 +824,7 @@ async fn outbound_load(
     }
     let sampler = Sampler::start(pid);
     let before = proc_stat(pid).context("engine /proc")?;
+    let db_before = cpu_ticks_of_command("postgres");
     let t0 = Instant::now();
     let f = CommunicationFilter {
         agent_sid: Some(agent.to_string()),
@@ -814,6 +834,7 @@ async fn outbound_load(
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = proc_stat(pid).context("engine /proc")?;
     let wall = t0.elapsed().as_secs_f64();
+    let db_ticks = cpu_ticks_of_command("postgres").saturating_sub(db_before);
     sampler_peak(&sampler, step);
     if uas
         .wait(Duration::from_secs(args.hold_ms / 1000 + 15))
@@ -836,6 +857,7 @@ async fn outbound_load(
 
     let rows = all_rows(store, &t.account, &f).await?;
     step.attempted = total;
+    step.database_cpu(db_ticks, wall);
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     for r in &rows {
         let k = format!(

@@ -583,6 +583,7 @@ impl Store {
     }
 }
 
+mod bulk;
 mod writes;
 
 pub use writes::{CallWrite, Deliveries, claimed_record};

@@ -226,10 +226,20 @@ macro_rules! apply_write {
 impl Store {
     /// Applies `writes` in order in ONE transaction: all or none. Returns, per write,
     /// whether it changed its row (see [`CallWrite`]). A write that breaks a constraint
-    /// (an inbound sid created twice) fails the whole batch.
+    /// (an inbound sid created twice) fails the whole batch. On PostgreSQL a batch is
+    /// applied as one statement per kind of write (see `bulk`).
     pub async fn communications_apply(&self, writes: &[CallWrite]) -> StoreResult<Vec<bool>> {
         if writes.is_empty() {
             return Ok(Vec::new());
+        }
+        if let crate::store::Pool::Postgres(p) = &self.pool
+            && writes.len() > 1
+            && super::bulk::kind_order(writes)
+        {
+            let mut tx = p.begin().await?;
+            let changed = super::bulk::apply(&mut tx, writes).await?;
+            tx.commit().await?;
+            return Ok(changed);
         }
         on_db!(self, p => async {
             let mut tx = p.begin().await?;
