@@ -3,7 +3,8 @@
 //!
 //! Layers, bottom up:
 //! - sans-IO cores: [`g711`], [`rtp`], [`rtcp`], [`dtmf`], [`jitter`], [`vad`], [`amd`];
-//! - audio sources: [`prompt`] (decode, resample, cache, growing sources), [`tts`];
+//! - audio sources: [`prompt`] (decode, resample, cache, growing sources), [`tts`]
+//!   (spoken sentence by sentence, split by [`sentences`]);
 //! - the pacing workers ([`worker`], private) behind [`MediaEngine`] / [`MediaSession`];
 //! - speech recognition clients and the batch helper: [`stt`];
 //! - [`recording`];
@@ -32,9 +33,11 @@ pub mod prompt;
 pub mod recording;
 pub mod rtcp;
 pub mod rtp;
+pub mod sentences;
 mod session;
 pub mod stt;
 pub mod tts;
+mod tts_sentences;
 pub mod vad;
 mod worker;
 

@@ -106,6 +106,11 @@ struct StreamState {
     /// Sources that play the same audio from its start ([`StreamingAudio::follow`]):
     /// everything pushed here is pushed to them, and they finish with this one.
     followers: Vec<Arc<StreamingAudio>>,
+    /// When the first samples were pushed ([`crate::clock::now_ns`]).
+    first_audio_ns: Option<u64>,
+    /// Sources that get everything pushed here but are not finished with it
+    /// ([`StreamingAudio::pass_to`]).
+    passed_to: Vec<Arc<StreamingAudio>>,
 }
 
 /// What a player got from a growing source this tick.
@@ -142,6 +147,8 @@ impl StreamingAudio {
                 finished: false,
                 history,
                 followers: Vec::new(),
+                first_audio_ns: None,
+                passed_to: Vec::new(),
             }),
             max_buffered: max_buffered.max(FRAME_SAMPLES),
         })
@@ -150,6 +157,28 @@ impl StreamingAudio {
     /// Everything pushed so far (empty unless built with `new_with_history`).
     pub fn take_history(&self) -> Vec<i16> {
         self.inner.lock().history.take().unwrap_or_default()
+    }
+
+    /// Samples pushed so far, when the source keeps its history.
+    pub fn history_len(&self) -> usize {
+        self.inner.lock().history.as_ref().map_or(0, Vec::len)
+    }
+
+    /// A copy of the history from sample `from` on (empty without history).
+    pub fn history_since(&self, from: usize) -> Vec<i16> {
+        let s = self.inner.lock();
+        s.history
+            .as_ref()
+            .and_then(|h| h.get(from..))
+            .map(<[i16]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    /// When the first samples were pushed ([`crate::clock::now_ns`]): for a synthesis, its
+    /// first audio. A follower's first audio is its start when it follows a source that
+    /// has audio already.
+    pub fn first_audio_ns(&self) -> Option<u64> {
+        self.inner.lock().first_audio_ns
     }
 
     /// Another source of the same audio from its start, for another player, buffering at
@@ -170,13 +199,23 @@ impl StreamingAudio {
         f
     }
 
+    /// Passes everything pushed here from now on to `target` as well (its history is not
+    /// replayed, and finishing this source does not finish `target`): a part of a longer
+    /// source that keeps its own copy.
+    pub fn pass_to(&self, target: Arc<StreamingAudio>) {
+        self.inner.lock().passed_to.push(target);
+    }
+
     /// Appends 8 kHz samples.
     pub fn push(&self, pcm: &[i16]) {
         let mut s = self.inner.lock();
         if s.finished {
             return;
         }
-        for f in &s.followers {
+        if s.first_audio_ns.is_none() && !pcm.is_empty() {
+            s.first_audio_ns = Some(crate::clock::now_ns());
+        }
+        for f in s.followers.iter().chain(&s.passed_to) {
             f.push(pcm);
         }
         if let Some(h) = s.history.as_mut() {

@@ -3,7 +3,9 @@
 //! into a growing source as it downloads), an OpenAI-compatible engine (POST
 //! `/v1/audio/speech`, 8 kHz PCM streamed as it arrives), a cache keyed by
 //! (engine, voice, language, model, speed, text), and the pure URL normaliser
-//! behind GET /v1/adapters/tts/normalize/{path}.
+//! behind GET /v1/adapters/tts/normalize/{path}. Playing a synthesis as it is made,
+//! sentence by sentence, is in `tts_sentences` ([`TtsService::synthesis`],
+//! [`TtsService::speech`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -16,7 +18,8 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::prompt::{Playable, Prompt, PromptError, SAMPLE_RATE, StreamingAudio};
+use crate::prompt::{Prompt, PromptError, SAMPLE_RATE, StreamingAudio};
+pub use crate::tts_sentences::{Speech, SynthStatus, Synthesis};
 
 #[derive(Debug, Error)]
 pub enum TtsError {
@@ -784,7 +787,7 @@ impl WavStreamDecoder {
 
 /// Samples a player of a streamed synthesis may buffer (a synthesis runs ahead of
 /// real time; it is bounded by its text).
-const STREAM_BUFFER: usize = usize::MAX / 2;
+pub(crate) const STREAM_BUFFER: usize = usize::MAX / 2;
 
 /// Cached syntheses by key, with insertion order for eviction.
 type SynthCache = (HashMap<String, Arc<Prompt>>, VecDeque<String>);
@@ -797,8 +800,11 @@ pub struct TtsService {
     /// Streamed syntheses under way, by cache key: a call that asks for the same prompt
     /// meanwhile follows that stream instead of starting its own synthesis (500 calls a
     /// second asking for one uncached greeting start one engine process, not 500).
-    in_flight: Mutex<HashMap<String, Arc<StreamingAudio>>>,
+    pub(crate) in_flight: Mutex<HashMap<String, InFlight>>,
 }
+
+/// A streamed synthesis under way: its source (which keeps its history) and how it ends.
+pub(crate) type InFlight = (Arc<StreamingAudio>, Arc<SynthStatus>);
 
 impl TtsService {
     /// `capacity`: cached syntheses kept (oldest evicted first).
@@ -838,7 +844,7 @@ impl TtsService {
         self.engines.contains_key(name)
     }
 
-    fn engine(&self, name: &str) -> Result<Arc<dyn TtsEngine>, TtsError> {
+    pub(crate) fn engine(&self, name: &str) -> Result<Arc<dyn TtsEngine>, TtsError> {
         self.engines
             .get(name)
             .cloned()
@@ -850,7 +856,7 @@ impl TtsService {
         self.cache.lock().0.get(&req.cache_key()).cloned()
     }
 
-    fn store(&self, key: String, p: Arc<Prompt>) {
+    pub(crate) fn store(&self, key: String, p: Arc<Prompt>) {
         let mut g = self.cache.lock();
         if g.0.insert(key.clone(), p).is_none() {
             g.1.push_back(key);
@@ -869,55 +875,6 @@ impl TtsService {
         let p = Arc::new(self.engine(&req.engine)?.synthesize(req).await?);
         self.store(req.cache_key(), p.clone());
         Ok(p)
-    }
-
-    /// Something to play now: the cached prompt, or a growing source fed as
-    /// synthesis proceeds (the finished audio is cached for next time).
-    /// A synthesis of the same request under way is followed, not started again.
-    pub fn playable(self: &Arc<Self>, req: &TtsRequest) -> Result<Playable, TtsError> {
-        if let Some(p) = self.cached(req) {
-            return Ok(Playable::Prompt(p));
-        }
-        let engine = self.engine(&req.engine)?;
-        let key = req.cache_key();
-        let stream = {
-            let mut in_flight = self.in_flight.lock();
-            if let Some(primary) = in_flight.get(&key) {
-                return Ok(Playable::Stream(primary.follow(STREAM_BUFFER)));
-            }
-            // Checked again under the lock: a synthesis may have finished meanwhile.
-            if let Some(p) = self.cached(req) {
-                return Ok(Playable::Prompt(p));
-            }
-            // Nobody plays the primary itself (every player follows it): it keeps its
-            // history and one frame.
-            let primary = StreamingAudio::new_with_history(0);
-            in_flight.insert(key.clone(), primary.clone());
-            primary
-        };
-        let player = stream.follow(STREAM_BUFFER);
-        let (svc, req, out) = (self.clone(), req.clone(), stream);
-        tokio::spawn(async move {
-            let result = engine.synthesize_into(&req, &out).await;
-            {
-                // Under the in-flight lock: a request sees the synthesis either in flight
-                // (with its whole history) or cached, never neither.
-                let mut in_flight = svc.in_flight.lock();
-                let pcm = out.take_history();
-                if result.is_ok() && !pcm.is_empty() {
-                    svc.store(key.clone(), Arc::new(Prompt::from_pcm(pcm)));
-                }
-                in_flight.remove(&key);
-                out.finish();
-            }
-            match result {
-                Ok(()) => {}
-                Err(e) => {
-                    tracing::warn!(engine = %req.engine, error = %e, "streamed synthesis failed")
-                }
-            }
-        });
-        Ok(Playable::Stream(player))
     }
 }
 
@@ -1028,6 +985,7 @@ fn decode_b64_text(s: &str) -> Result<String, NormalizeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::Playable;
 
     /// Pushes 0, 1, 2, … in three chunks with pauses, counting its runs.
     struct Slow {
