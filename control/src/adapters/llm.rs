@@ -193,6 +193,36 @@ impl Accumulator {
     }
 }
 
+impl Accumulator {
+    /// Takes a whole (non-streamed) chat completion: `choices[0].message` (content, tool
+    /// calls) and its finish reason, or its `error`.
+    pub fn apply_completion(&mut self, body: &[u8]) -> Result<(), (String, i64)> {
+        let v: Value =
+            serde_json::from_slice(body).map_err(|e| (format!("unparseable answer: {e}"), 0))?;
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            let msg = err["message"]
+                .as_str()
+                .map(String::from)
+                .unwrap_or_else(|| err.to_string());
+            return Err((msg, err["code"].as_i64().unwrap_or(0)));
+        }
+        let choice = v["choices"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["index"].as_u64().unwrap_or(0) == 0))
+            .ok_or_else(|| ("the answer has no choices".to_string(), 0))?;
+        let message = &choice["message"];
+        if let Some(c) = message["content"].as_str() {
+            self.content.push_str(c);
+        }
+        if let Some(calls) = message.get("tool_calls").filter(|c| c.is_array()) {
+            self.tool_calls = serde_json::from_value(calls.clone())
+                .map_err(|e| (format!("unparseable tool calls: {e}"), 0))?;
+        }
+        self.finish_reason = choice["finish_reason"].as_str().map(String::from);
+        Ok(())
+    }
+}
+
 /// Lifecycle of a chat stream. `in_progress` until the upstream finishes; `completed`
 /// after `[DONE]` (or the end of the event stream after a finish_reason); `failed` when
 /// the upstream refused, broke off or reported an error (polls then answer 502).
@@ -401,11 +431,25 @@ impl LlmService {
         req: ChatRequest,
         within: Duration,
     ) -> Result<Accumulator, LlmError> {
+        self.complete_streaming(account_sid, req, within, None)
+            .await
+    }
+
+    /// [`Self::complete`], handing each piece of the answer's content to `deltas` as it
+    /// arrives (a provider that answers one JSON document instead of a stream hands over
+    /// its whole content at once). What was handed over before an error stays handed over.
+    pub async fn complete_streaming(
+        &self,
+        account_sid: &str,
+        req: ChatRequest,
+        within: Duration,
+        deltas: Option<&tokio::sync::mpsc::UnboundedSender<String>>,
+    ) -> Result<Accumulator, LlmError> {
         let provider = self.checked_provider(&req)?;
         let stream = Mutex::new(ChatStream::new(account_sid, &provider, &req));
         let within = within.min(self.stream_timeout);
-        match tokio::time::timeout(within, run_upstream(&self.http, &provider, &req, &stream)).await
-        {
+        let run = run_upstream(&self.http, &provider, &req, &stream, deltas);
+        match tokio::time::timeout(within, run).await {
             Ok(Ok(())) => Ok(std::mem::take(&mut stream.lock().acc)),
             Ok(Err((m, c))) => Err(LlmError::Upstream(m, c)),
             Err(_) => Err(LlmError::Upstream(
@@ -435,7 +479,8 @@ impl LlmService {
         let timeout = self.stream_timeout;
         tokio::spawn(async move {
             let result =
-                tokio::time::timeout(timeout, run_upstream(&http, &provider, &req, &stream)).await;
+                tokio::time::timeout(timeout, run_upstream(&http, &provider, &req, &stream, None))
+                    .await;
             let mut s = stream.lock();
             match result {
                 Ok(Ok(())) => s.status = ChatStatus::Completed,
@@ -521,12 +566,19 @@ impl LlmService {
     }
 }
 
-/// Reads one chat from its upstream into `stream`. Err carries message and code.
+/// Largest non-streamed (JSON) answer read.
+const MAX_JSON_ANSWER: usize = 4 << 20;
+
+/// Reads one chat from its upstream into `stream`, each piece of content also sent to
+/// `deltas`. The upstream streams server-sent events; an `application/json` answer (a
+/// provider that does not stream) is read as one chat completion. Err carries message
+/// and code.
 async fn run_upstream(
     http: &reqwest::Client,
     provider: &LlmProvider,
     req: &ChatRequest,
     stream: &Mutex<ChatStream>,
+    deltas: Option<&tokio::sync::mpsc::UnboundedSender<String>>,
 ) -> Result<(), (String, i64)> {
     let url = format!(
         "{}/chat/completions",
@@ -568,10 +620,41 @@ async fn run_upstream(
             v["error"]["code"].as_i64().unwrap_or(0),
         ));
     }
+    let is_json = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| {
+            t.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+    let send = |piece: &str| {
+        if let Some(tx) = deltas
+            && !piece.is_empty()
+        {
+            let _ = tx.send(piece.to_string());
+        }
+    };
+    if is_json {
+        let body = read_bounded(resp, MAX_JSON_ANSWER)
+            .await
+            .map_err(|e| (format!("provider {}: {e}", provider.name), 0))?;
+        let mut acc = Accumulator::default();
+        acc.apply_completion(&body)
+            .map_err(|(m, c)| (format!("provider {}: {m}", provider.name), c))?;
+        send(&acc.content);
+        stream.lock().acc = acc;
+        return Ok(());
+    }
     let mut decoder = SseDecoder::default();
     let mut bytes = resp.bytes_stream();
     let apply = |payload: &str| -> Result<bool, (String, i64)> {
-        match stream.lock().acc.apply(payload) {
+        let mut s = stream.lock();
+        let before = s.acc.content.len();
+        let effect = s.acc.apply(payload);
+        send(&s.acc.content[before..]);
+        match effect {
             ChunkEffect::Continue => Ok(false),
             ChunkEffect::Done => Ok(true),
             ChunkEffect::Error(m, c) => Err((format!("provider {}: {m}", provider.name), c)),
@@ -606,6 +689,20 @@ async fn run_upstream(
             0,
         ))
     }
+}
+
+/// A body of at most `max` bytes.
+async fn read_bounded(resp: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    let mut bytes = resp.bytes_stream();
+    while let Some(chunk) = bytes.next().await {
+        let chunk = chunk.map_err(|e| format!("the answer broke off: {e}"))?;
+        if body.len() + chunk.len() > max {
+            return Err(format!("the answer is larger than {max} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 #[cfg(test)]
