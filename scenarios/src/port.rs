@@ -127,6 +127,19 @@ pub struct LlmRequest {
     pub messages: Vec<(String, String)>,
 }
 
+/// What [`CallPort::speak_llm`] did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpokenReply {
+    /// The model's reply: all of it, or what arrived before an error or before the caller
+    /// interrupted it.
+    pub reply: String,
+    /// Why the reply stopped early (the provider failed or broke off, the call ended).
+    pub error: Option<String>,
+    /// The text handed to synthesis and how its playback ended; `None` when nothing was
+    /// spoken (an empty reply, or an error before its first sentence).
+    pub spoken: Option<(String, PlayOutcome)>,
+}
+
 /// Result of sending an SMS.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "result", content = "detail", rename_all = "snake_case")]
@@ -193,6 +206,40 @@ pub trait CallPort: Send {
     ) -> Result<Vec<IntentScore>, String>;
     /// One chat completion; returns the reply text.
     async fn llm(&mut self, request: &LlmRequest) -> Result<String, String>;
+    /// One chat completion spoken in `voice` as it is generated: one prompt, each complete
+    /// sentence synthesised and played while the model still writes the next, the call's
+    /// `interruptible` rules applying to the whole. By default the whole reply is asked
+    /// for with [`CallPort::llm`], then played.
+    async fn speak_llm(
+        &mut self,
+        request: &LlmRequest,
+        voice: &TtsVoice,
+        interruptible: bool,
+    ) -> SpokenReply {
+        match self.llm(request).await {
+            Ok(reply) => {
+                let text = reply.trim().to_string();
+                let spoken = if text.is_empty() {
+                    None
+                } else {
+                    let prompt = PromptSpec::Tts {
+                        text: text.clone(),
+                        voice: voice.clone(),
+                    };
+                    Some((text, self.play(&prompt, interruptible).await))
+                };
+                SpokenReply {
+                    reply,
+                    error: None,
+                    spoken,
+                }
+            }
+            Err(error) => SpokenReply {
+                error: Some(error),
+                ..SpokenReply::default()
+            },
+        }
+    }
     /// Executes a compiled webhook and maps its response (see [`WebhookOutcome::finish`]).
     async fn webhook(
         &mut self,
