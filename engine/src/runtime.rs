@@ -367,6 +367,8 @@ pub struct TurnMetrics {
     pub engine: Histogram,
     /// Recognition streams that could not start or failed mid-turn, by engine.
     pub recognition_failures: Family<Vec<(String, String)>, Counter>,
+    /// The stages of a turn, by `stage` (see [`TurnMetrics::observe_stages`]).
+    pub stages: Family<Vec<(String, String)>, Histogram>,
 }
 
 impl TurnMetrics {
@@ -381,6 +383,34 @@ impl TurnMetrics {
             latency: Histogram::new(buckets),
             engine: Histogram::new(buckets),
             recognition_failures: Family::default(),
+            stages: Family::new_with_constructor(|| {
+                Histogram::new([
+                    0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0,
+                ])
+            }),
+        }
+    }
+
+    /// Observes the stages of a turn whose reply went out, each where both its ends are
+    /// known: `end_of_turn` (end of speech → the recogniser's end-of-turn decision),
+    /// `transcript` (decision → final transcript), `reply` (the answer → the reply known:
+    /// classifier, model, webhook), `synthesis` (reply known → its first synthesised audio),
+    /// `send` (first synthesised audio → its first RTP packet).
+    pub fn observe_stages(&self, t: &callsmith_control::communication::history::TurnLog) {
+        let answer = t.final_ms.or(t.dtmf.as_ref().map(|_| t.ended_ms));
+        let stages = [
+            ("end_of_turn", t.speech_ended_ms, t.end_of_turn_ms),
+            ("transcript", t.end_of_turn_ms, t.final_ms),
+            ("reply", answer, t.reply_ready_ms),
+            ("synthesis", t.reply_ready_ms, t.first_synthesis_ms),
+            ("send", t.first_synthesis_ms, t.reply_first_rtp_ms),
+        ];
+        for (stage, from, to) in stages {
+            if let (Some(from), Some(to)) = (from, to) {
+                self.stages
+                    .get_or_create(&vec![("stage".to_string(), stage.to_string())])
+                    .observe(to.saturating_sub(from) as f64 / 1000.0);
+            }
         }
     }
 
@@ -400,6 +430,11 @@ impl TurnMetrics {
             "callsmith_turn_engine_seconds",
             "Answer available to the reply handed to the media worker (the engine's share of the turn latency)",
             self.engine.clone(),
+        );
+        r.register(
+            "callsmith_turn_stage_seconds",
+            "The stages of a turn by stage: end_of_turn (end of speech to the end-of-turn decision), transcript (decision to final transcript), reply (answer to the reply known), synthesis (reply known to its first synthesised audio), send (first synthesised audio to its first RTP packet)",
+            self.stages.clone(),
         );
         r.register(
             "callsmith_recognition_failures",

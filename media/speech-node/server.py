@@ -15,6 +15,9 @@ Recognition (websocket):
   End of utterance: Silero VAD, then after --turn-check-ms of silence the Smart Turn v3
   model decides whether the turn is complete (final now) or not (wait up to
   --max-silence-ms). --endpoint fixed: a plain --silence-ms timer.
+  Every final of both protocols also carries "decision_to_final_ms" (an extension): the
+  milliseconds between the end-of-turn decision (or the Finalize/CloseStream/eof asking
+  for it) and the final being sent, i.e. its decoding.
 
 Synthesis (HTTP, OpenAI-compatible):
   POST /v1/audio/speech {"model","input","voice","response_format":"wav"|"pcm","speed",
@@ -391,6 +394,7 @@ class RecSession:
         self.cfg = cfg
         self.loop = asyncio.get_running_loop()
         self.proc_ms = []  # wall time from endpoint decision to the final sent
+        self.decided_at = time.monotonic()  # the last end-of-turn decision
         self.on_partial = None  # async callback(text, utterance_id)
 
     async def send(self, obj):
@@ -491,7 +495,14 @@ class RecSession:
         text, words = res
         end = words[-1]["end"] if words else start + audio.size / SR
         self.proc_ms.append((time.monotonic() - t0) * 1000)
+        self.decided_at = t0
         return text, words, start, end
+
+    def decision_to_final_ms(self):
+        """Milliseconds from the last end-of-turn decision (the start of `final`) to now:
+        sent with the final as `decision_to_final_ms`, so the client can place the decision
+        in its own time."""
+        return round((time.monotonic() - self.decided_at) * 1000, 1)
 
     def summary(self, proto):
         st = self.stream
@@ -572,7 +583,8 @@ async def vosk_ws(request):
                     st.flush_input()
                     if st.speech:
                         text, words, _s, _e = await sess.final(False)
-                        await sess.send({"result": words, "text": text})
+                        await sess.send({"result": words, "text": text,
+                                         "decision_to_final_ms": sess.decision_to_final_ms()})
                     else:
                         await sess.send({"text": ""})
                     await ws.close()
@@ -588,7 +600,8 @@ async def vosk_ws(request):
                         ev = "end"
                 if ev in ("end", "max"):
                     text, words, _s, _e = await sess.final()
-                    await sess.send({"result": words, "text": text})
+                    await sess.send({"result": words, "text": text,
+                                     "decision_to_final_ms": sess.decision_to_final_ms()})
                     sent_final = True
                 ev = st.feed(b"")
             if sent_final:
@@ -653,7 +666,9 @@ async def deepgram_ws(request):
     async def final(speech_final, from_finalize=False):
         text, words, start, end = await sess.final(speech_final)
         last_sent["text"] = ""
-        await sess.send(dg_results(text, True, speech_final, start, end, words, from_finalize))
+        msg = dg_results(text, True, speech_final, start, end, words, from_finalize)
+        msg["decision_to_final_ms"] = sess.decision_to_final_ms()
+        await sess.send(msg)
 
     try:
         async for msg in ws:

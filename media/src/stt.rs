@@ -90,6 +90,10 @@ pub struct Transcript {
     /// Call time where the recognised speech ends (word timings when the node gives them, else `at_ms`).
     pub end_ms: u64,
     pub node: String,
+    /// For a final: milliseconds between the node's end-of-turn decision and its sending
+    /// this result (its decoding), when the node reports it (`decision_to_final_ms`, the
+    /// local speech node's extension of both protocols).
+    pub decision_to_final_ms: Option<u64>,
 }
 
 /// What a stream reports.
@@ -285,6 +289,15 @@ fn stream_url(node: &SttNodeConfig, params: &SttParams) -> Result<String, String
     }
 }
 
+/// A final's `decision_to_final_ms` (the local speech node's extension of the Vosk and
+/// Deepgram-style results: its end-of-turn decision to the final sent), if present and sane
+/// (under a minute).
+fn decision_lag(text: &str) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let ms = v.get("decision_to_final_ms")?.as_f64()?;
+    (ms.is_finite() && (0.0..60_000.0).contains(&ms)).then_some(ms.round() as u64)
+}
+
 /// Parses one node message into (text, is_final, speech end in seconds if known).
 fn parse_result(protocol: SttProtocol, text: &str) -> Option<(String, bool, Option<f64>)> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
@@ -388,7 +401,8 @@ async fn run_stream(
                             last_partial = if is_final { String::new() } else { text.clone() };
                             let base = first_ms.unwrap_or(0);
                             let end_ms = end_s.map(|e| base + (e * 1000.0) as u64).unwrap_or(sent_ms).min(sent_ms.max(base));
-                            let tr = Transcript { text, is_final, at_ms: sent_ms, end_ms, node: node.name.clone() };
+                            let decision_to_final_ms = if is_final { decision_lag(t.as_str()) } else { None };
+                            let tr = Transcript { text, is_final, at_ms: sent_ms, end_ms, node: node.name.clone(), decision_to_final_ms };
                             let _ = events.send(SttEvent::Transcript(tr)).await;
                         }
                     }
@@ -571,6 +585,13 @@ mod tests {
             Some(("hi".into(), true, Some(0.5)))
         );
         assert_eq!(parse_result(SttProtocol::Vosk, "not json"), None);
+        assert_eq!(
+            decision_lag(r#"{"text": "hi", "decision_to_final_ms": 212.4}"#),
+            Some(212)
+        );
+        assert_eq!(decision_lag(r#"{"text": "hi"}"#), None);
+        assert_eq!(decision_lag(r#"{"decision_to_final_ms": -5}"#), None);
+        assert_eq!(decision_lag(r#"{"decision_to_final_ms": "soon"}"#), None);
         let dg = r#"{"type":"Results","is_final":true,"start":1.0,"duration":0.5,"channel":{"alternatives":[{"transcript":"yes"}]}}"#;
         assert_eq!(
             parse_result(SttProtocol::Deepgram, dg),

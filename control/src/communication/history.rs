@@ -85,7 +85,8 @@ pub struct PromptLog {
     pub played_ms: u64,
     /// Time from the play request to the end of playout.
     pub elapsed_ms: u64,
-    /// Why nothing was played (outcome `failed`): the audio could not be had.
+    /// Why the prompt failed (outcome `failed`): the audio could not be had, or its
+    /// synthesis stopped part way (a sentence failed; what was made before was played).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -106,6 +107,12 @@ pub struct TurnLog {
     #[serde(default)]
     pub speech_ended_ms: Option<u64>,
     pub first_partial_ms: Option<u64>,
+    /// When the recogniser decided the caller's turn was over: the final transcript's
+    /// arrival minus the time the node reports between its decision and sending the final
+    /// (the local speech node's `decision_to_final_ms`); the final's arrival for a node that
+    /// does not report it.
+    #[serde(default)]
+    pub end_of_turn_ms: Option<u64>,
     pub final_ms: Option<u64>,
     /// Final transcript minus the end of speech (recognition latency).
     pub final_latency_ms: Option<u64>,
@@ -122,11 +129,19 @@ pub struct TurnLog {
     /// Bucket-qualified storage path of the caller audio of this turn
     /// (`callsmith/calls/…/speech/<n>.wav`), for `GET …/speech-recording`.
     pub speech_recognition_recording: Option<String>,
-    /// Call time the reply to this turn's answer was handed to the media worker (the
-    /// answer decided: classifier, LLM or webhook done; its audio resolved, synthesis
-    /// started).
+    /// Call time the reply to this turn's answer was known: the port asked to play it (the
+    /// answer decided: classifier, LLM or webhook done), or a streamed LLM reply's first
+    /// complete sentence.
+    #[serde(default)]
+    pub reply_ready_ms: Option<u64>,
+    /// Call time the reply was handed to the media worker (its audio resolved: a file
+    /// fetched, a synthesis started or found in the cache).
     #[serde(default)]
     pub reply_requested_ms: Option<u64>,
+    /// Call time the reply's first synthesised audio was there (for a prompt from the
+    /// synthesis cache, when it was handed to the media worker; unset for a file prompt).
+    #[serde(default)]
+    pub first_synthesis_ms: Option<u64>,
     /// Call time of the first RTP packet of the reply to this turn's answer.
     pub reply_first_rtp_ms: Option<u64>,
     /// What the caller waits: end of their speech → first RTP packet of the reply, ms.

@@ -94,8 +94,10 @@ impl LivePort {
             let typed = std::mem::take(&mut self.pending_dtmf);
             listen.typed_during_prompt(&typed, now());
         }
-        // Recognition latency of the last final transcript fed, for the turn's record.
+        // Recognition latency of the last final transcript fed, and the node's decision
+        // to send it (ms before it arrived), for the turn's record.
         let mut final_latency_ms = None;
+        let mut decision_lag_ms: Option<u64> = None;
         let heard = loop {
             let mut done = None;
             while let Some(action) = listen.poll_action() {
@@ -109,7 +111,9 @@ impl LivePort {
                         turn.interim.push((at, text));
                     }
                     ListenAction::Final => {
-                        turn.final_ms = Some(self.ms());
+                        let at = self.ms();
+                        turn.final_ms = Some(at);
+                        turn.end_of_turn_ms = Some(at.saturating_sub(decision_lag_ms.unwrap_or(0)));
                         turn.final_latency_ms = final_latency_ms;
                     }
                     ListenAction::FinishRecognition => {
@@ -147,6 +151,7 @@ impl LivePort {
                         }
                         if t.is_final {
                             final_latency_ms = Some(t.at_ms.saturating_sub(t.end_ms));
+                            decision_lag_ms = t.decision_to_final_ms;
                         }
                         let ev = ListenEvent::Transcript { text: t.text, is_final: t.is_final };
                         listen.handle_event(now(), ev);

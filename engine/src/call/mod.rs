@@ -11,7 +11,8 @@
 //! from-number, trunk, time zone), `error` (retryable or permanent setup failures),
 //! `outbound` (placing a call up to its answer), `answered` (running an answered call and
 //! storing its end), `port` (the `CallPort` and what the call waits on), `play` and
-//! `listen` (prompts and listen turns), `sms`, `transfer`, and `history` (the saved
+//! `listen` (prompts and listen turns), `speak` (a language model's reply spoken as it
+//! streams), `sms`, `transfer`, and `history` (the saved
 //! history's types).
 
 use std::collections::BTreeMap;
@@ -61,6 +62,7 @@ mod play;
 mod port;
 mod prepare;
 mod sms;
+mod speak;
 mod transfer;
 
 pub use answered::AnsweredCall;

@@ -1,57 +1,70 @@
-//! Prompts in a live call: TTS or audio by reference (through the one audio resolver),
-//! played with keys and the call's end taken in meanwhile.
+//! Prompts in a live call: TTS (synthesised sentence by sentence as it plays) or audio by
+//! reference (through the one audio resolver), played with keys and the call's end taken
+//! in meanwhile.
 
 use callsmith_scenarios::turn::{PlayAction, PlayEvent, PlayTurn, PlayoutEnd};
+
+use callsmith_media::PlayHandle;
+use callsmith_media::tts::Synthesis;
 
 use super::*;
 
 impl LivePort {
-    pub(super) async fn playable(&mut self, prompt: &PromptSpec) -> Result<Playable, String> {
+    /// The synthesis request for `text` in `voice`: the default synthesizer when the voice
+    /// names none or one that is not configured, espeak-ng while the local speech node is
+    /// not ready.
+    pub(super) fn tts_request(&mut self, text: &str, voice: &TtsVoice) -> TtsRequest {
+        let req = TtsRequest {
+            engine: if voice.engine.is_empty() {
+                self.rt.settings.default_tts_engine.clone()
+            } else {
+                voice.engine.clone()
+            },
+            voice: voice.voice.clone(),
+            language: voice.language.clone(),
+            model: voice.model.clone(),
+            speed: voice.speed.unwrap_or(1.0),
+            text: text.to_string(),
+        };
+        let req = if self.rt.tts.cached(&req).is_none() && !self.rt.tts.has_engine(&req.engine) {
+            TtsRequest {
+                engine: self.rt.settings.default_tts_engine.clone(),
+                ..req
+            }
+        } else {
+            req
+        };
+        // The local speech node's synthesizer while the node is not ready (loading,
+        // restarting): espeak-ng speaks instead of a silent, failed prompt.
+        if self.rt.local_speech_down(&req.engine) && self.rt.tts.cached(&req).is_none() {
+            self.errors.push(format!(
+                "prompt: the local speech node is not ready; spoken with {} instead of {}",
+                crate::config::FALLBACK_TTS_ENGINE,
+                req.engine
+            ));
+            TtsRequest {
+                engine: crate::config::FALLBACK_TTS_ENGINE.into(),
+                voice: String::new(),
+                model: String::new(),
+                ..req
+            }
+        } else {
+            req
+        }
+    }
+
+    /// What a prompt plays: a synthesis (cached, or a growing source with how its
+    /// synthesis is doing) or a file's audio.
+    pub(super) async fn playable(&mut self, prompt: &PromptSpec) -> Result<Synthesis, String> {
         match prompt {
             PromptSpec::Tts { text, voice } => {
-                let req = TtsRequest {
-                    engine: if voice.engine.is_empty() {
-                        self.rt.settings.default_tts_engine.clone()
-                    } else {
-                        voice.engine.clone()
-                    },
-                    voice: voice.voice.clone(),
-                    language: voice.language.clone(),
-                    model: voice.model.clone(),
-                    speed: voice.speed.unwrap_or(1.0),
-                    text: text.clone(),
-                };
-                let req =
-                    if self.rt.tts.cached(&req).is_none() && !self.rt.tts.has_engine(&req.engine) {
-                        TtsRequest {
-                            engine: self.rt.settings.default_tts_engine.clone(),
-                            ..req
-                        }
-                    } else {
-                        req
-                    };
-                // The local speech node's synthesizer while the node is not ready (loading,
-                // restarting): espeak-ng speaks instead of a silent, failed prompt.
-                let req = if self.rt.local_speech_down(&req.engine)
-                    && self.rt.tts.cached(&req).is_none()
-                {
-                    self.errors.push(format!(
-                        "prompt: the local speech node is not ready; spoken with {} instead of {}",
-                        crate::config::FALLBACK_TTS_ENGINE,
-                        req.engine
-                    ));
-                    TtsRequest {
-                        engine: crate::config::FALLBACK_TTS_ENGINE.into(),
-                        voice: String::new(),
-                        model: String::new(),
-                        ..req
-                    }
-                } else {
-                    req
-                };
-                self.rt.tts.playable(&req).map_err(|e| e.to_string())
+                let req = self.tts_request(text, voice);
+                self.rt.tts.synthesis(&req).map_err(|e| e.to_string())
             }
-            PromptSpec::File { url } => self.file_prompt(url).await,
+            PromptSpec::File { url } => Ok(Synthesis {
+                playable: self.file_prompt(url).await?,
+                status: None,
+            }),
         }
     }
 
@@ -83,8 +96,7 @@ impl LivePort {
     }
 
     /// Plays one prompt (the port's `play`): keys and the call's end are taken in while
-    /// it plays; the history records it. What they do to the prompt is decided by
-    /// [`PlayTurn`]; this feeds it the call's I/O and does what it asks.
+    /// it plays; the history records it.
     pub(super) async fn play_prompt(
         &mut self,
         prompt: &PromptSpec,
@@ -95,7 +107,9 @@ impl LivePort {
         }
         let at_ms = self.ms();
         let t0 = Instant::now();
-        let playable = match self.playable(prompt).await {
+        // The reply is known (classifier, model, webhook done): the port is asked to play it.
+        let ready_ns = callsmith_media::clock::now_ns();
+        let synthesis = match self.playable(prompt).await {
             Ok(p) => p,
             Err(e) => {
                 self.errors.push(format!("prompt: {e}"));
@@ -112,81 +126,139 @@ impl LivePort {
             }
         };
         let requested_ns = callsmith_media::clock::now_ns();
-        let handle = match self.session.play(playable, interruptible) {
+        // The first synthesised audio: a growing source's first samples; a prompt from the
+        // synthesis cache has all of its audio at once; a file is no synthesis.
+        let source = match &synthesis.playable {
+            Playable::Stream(s) => Some(s.clone()),
+            Playable::Prompt(_) => None,
+        };
+        let is_tts = matches!(prompt, PromptSpec::Tts { .. });
+        let handle = match self.session.play(synthesis.playable, interruptible) {
             Ok(h) => h,
             Err(e) => return PlayOutcome::Failed(e.to_string()),
         };
+        let (mut outcome, played_ms, first_rtp_ns) =
+            self.drive_playout(handle, interruptible).await;
+        // A synthesis that stopped part way (a sentence failed): what was made was played.
+        let mut error = match &outcome {
+            PlayOutcome::Failed(e) => Some(e.clone()),
+            _ => None,
+        };
+        if let Some(Some(Err(e))) = synthesis.status.as_ref().map(|s| s.result())
+            && outcome == PlayOutcome::Completed
+        {
+            self.errors.push(format!("prompt: {e}"));
+            error = Some(e.clone());
+            outcome = PlayOutcome::Failed(e);
+        }
+        if let (Some(answer), Some(first)) = (self.answer_ns.take(), first_rtp_ns) {
+            let first_synthesis_ns = match &source {
+                Some(s) => s.first_audio_ns(),
+                None => is_tts.then_some(requested_ns),
+            };
+            self.record_turn_latency(
+                answer,
+                ReplyTimes {
+                    ready_ns,
+                    requested_ns,
+                    first_synthesis_ns,
+                    first_rtp_ns: first,
+                },
+            );
+        }
+        self.keep_prompt(PromptLog {
+            at_ms,
+            prompt: prompt.clone(),
+            interruptible,
+            outcome: outcome_name(&outcome).into(),
+            played_ms,
+            elapsed_ms: t0.elapsed().as_millis() as u64,
+            error,
+        });
+        outcome
+    }
+
+    /// Waits for a playout to end, taking in keys and the call's end meanwhile: what they
+    /// do to the prompt is decided by [`PlayTurn`]; this feeds it the call's I/O and does
+    /// what it asks. Returns the outcome, the ms played and the first RTP packet's time.
+    pub(super) async fn drive_playout(
+        &mut self,
+        handle: PlayHandle,
+        interruptible: bool,
+    ) -> (PlayOutcome, u64, Option<u64>) {
         let wait = handle.wait();
         tokio::pin!(wait);
         let mut play = PlayTurn::new(interruptible);
-        let mut played_ms = 0;
-        let mut first_rtp_ns = None;
-        let outcome = loop {
-            let mut done = None;
-            while let Some(action) = play.poll_action() {
-                match action {
-                    PlayAction::KeepDigit(d) => self.pending_dtmf.push(d),
-                    PlayAction::StopPlayout => {
-                        let _ = self.session.stop_playout();
-                    }
-                    PlayAction::Done(o) => done = Some(o),
-                }
-            }
-            if let Some(o) = done {
-                break o;
+        let (mut played_ms, mut first_rtp_ns) = (0, None);
+        loop {
+            if let Some(o) = self.play_actions(&mut play) {
+                return (o, played_ms, first_rtp_ns);
             }
             tokio::select! {
                 o = &mut wait => {
                     first_rtp_ns = o.first_rtp_ns;
                     played_ms = o.played_ms;
-                    play.handle_event(PlayEvent::PlayoutEnded(match o.end {
-                        PlayEnd::Completed => PlayoutEnd::Completed,
-                        PlayEnd::Interrupted => PlayoutEnd::Interrupted,
-                        PlayEnd::Stopped => PlayoutEnd::Stopped,
-                    }));
+                    play.handle_event(PlayEvent::PlayoutEnded(playout_end(o.end)));
                 }
-                h = self.next_happening() => match h {
-                    Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => {
-                        play.handle_event(PlayEvent::Digit(digit));
-                    }
-                    Happening::Media(None) => self.media_events = None,
-                    Happening::Media(Some(_)) => {}
-                    Happening::Signal(s) => {
-                        if let Some(d) = self.on_signal(s) {
-                            play.handle_event(PlayEvent::Digit(d));
-                        }
-                        if self.ended.is_some() {
-                            play.handle_event(PlayEvent::HungUp);
-                        }
-                    }
-                    Happening::Forced(f) => {
-                        self.force_end(f);
-                        play.handle_event(PlayEvent::CallEnding);
-                    }
+                h = self.next_happening() => self.play_happening(&mut play, h),
+            }
+        }
+    }
+
+    /// Does what the prompt's [`PlayTurn`] asks; its outcome once it is over.
+    pub(super) fn play_actions(&mut self, play: &mut PlayTurn) -> Option<PlayOutcome> {
+        let mut done = None;
+        while let Some(action) = play.poll_action() {
+            match action {
+                PlayAction::KeepDigit(d) => self.pending_dtmf.push(d),
+                PlayAction::StopPlayout => {
+                    let _ = self.session.stop_playout();
+                }
+                PlayAction::Done(o) => done = Some(o),
+            }
+        }
+        done
+    }
+
+    /// Feeds what happened while a prompt plays to its [`PlayTurn`].
+    pub(super) fn play_happening(&mut self, play: &mut PlayTurn, h: Happening) {
+        match h {
+            Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => {
+                play.handle_event(PlayEvent::Digit(digit));
+            }
+            Happening::Media(None) => self.media_events = None,
+            Happening::Media(Some(_)) => {}
+            Happening::Signal(s) => {
+                if let Some(d) = self.on_signal(s) {
+                    play.handle_event(PlayEvent::Digit(d));
+                }
+                if self.ended.is_some() {
+                    play.handle_event(PlayEvent::HungUp);
                 }
             }
-        };
-        if let (Some(answer), Some(first)) = (self.answer_ns.take(), first_rtp_ns) {
-            self.record_turn_latency(answer, requested_ns, first);
+            Happening::Forced(f) => {
+                self.force_end(f);
+                play.handle_event(PlayEvent::CallEnding);
+            }
         }
-        let name = match &outcome {
-            PlayOutcome::Completed => "completed",
-            PlayOutcome::Interrupted => "interrupted",
-            PlayOutcome::HungUp => "hung_up",
-            PlayOutcome::Failed(_) => "failed",
-        };
-        self.keep_prompt(PromptLog {
-            at_ms,
-            prompt: prompt.clone(),
-            interruptible,
-            outcome: name.into(),
-            played_ms,
-            elapsed_ms: t0.elapsed().as_millis() as u64,
-            error: match &outcome {
-                PlayOutcome::Failed(e) => Some(e.clone()),
-                _ => None,
-            },
-        });
-        outcome
+    }
+}
+
+/// The media worker's end of a playout, as the prompt's [`PlayTurn`] takes it.
+pub(super) fn playout_end(end: PlayEnd) -> PlayoutEnd {
+    match end {
+        PlayEnd::Completed => PlayoutEnd::Completed,
+        PlayEnd::Interrupted => PlayoutEnd::Interrupted,
+        PlayEnd::Stopped => PlayoutEnd::Stopped,
+    }
+}
+
+/// A prompt's outcome as the history names it.
+pub(super) fn outcome_name(o: &PlayOutcome) -> &'static str {
+    match o {
+        PlayOutcome::Completed => "completed",
+        PlayOutcome::Interrupted => "interrupted",
+        PlayOutcome::HungUp => "hung_up",
+        PlayOutcome::Failed(_) => "failed",
     }
 }

@@ -58,6 +58,18 @@ pub struct LivePort {
     pub(super) live: Option<Live>,
 }
 
+/// The moments of a turn's reply ([`callsmith_media::clock::now_ns`]).
+pub(super) struct ReplyTimes {
+    /// The reply known (classifier, model, webhook done; a streamed reply's first sentence).
+    pub ready_ns: u64,
+    /// The reply handed to the media worker.
+    pub requested_ns: u64,
+    /// Its first synthesised audio (`None` for a file prompt).
+    pub first_synthesis_ns: Option<u64>,
+    /// Its first RTP packet.
+    pub first_rtp_ns: u64,
+}
+
 /// Something that happened while waiting.
 pub(super) enum Happening {
     Media(Option<MediaEvent>),
@@ -167,8 +179,6 @@ impl LivePort {
         }
     }
 
-    /// Records a turn's latency (answer → first RTP of the reply) on the last turn and on
-    /// /metrics.
     /// Keeps a prompt for the history (and tells the live feed).
     pub(super) fn keep_prompt(&mut self, log: PromptLog) {
         if let Some(live) = &self.live {
@@ -177,14 +187,11 @@ impl LivePort {
         self.prompts.push(log);
     }
 
-    pub(super) fn record_turn_latency(
-        &mut self,
-        answer_ns: u64,
-        requested_ns: u64,
-        first_rtp_ns: u64,
-    ) {
-        let total_us = first_rtp_ns.saturating_sub(answer_ns) / 1000;
-        let engine_us = requested_ns.saturating_sub(answer_ns) / 1000;
+    /// Records a turn's latency (answer → first RTP of the reply) and the moments of its
+    /// reply on the last turn, on /metrics and in the live feed.
+    pub(super) fn record_turn_latency(&mut self, answer_ns: u64, reply: ReplyTimes) {
+        let total_us = reply.first_rtp_ns.saturating_sub(answer_ns) / 1000;
+        let engine_us = reply.requested_ns.saturating_sub(answer_ns) / 1000;
         self.rt.turns.latency.observe(total_us as f64 / 1e6);
         self.rt.turns.engine.observe(engine_us as f64 / 1e6);
         let now_ns = callsmith_media::clock::now_ns();
@@ -192,9 +199,13 @@ impl LivePort {
             self.ms()
                 .saturating_sub(now_ns.saturating_sub(ns) / 1_000_000)
         };
-        let (at_ms, requested_ms) = (ms_at(first_rtp_ns), ms_at(requested_ns));
+        let at_ms = ms_at(reply.first_rtp_ns);
+        let (ready_ms, requested_ms) = (ms_at(reply.ready_ns), ms_at(reply.requested_ns));
+        let synthesis_ms = reply.first_synthesis_ns.map(ms_at);
         if let Some(t) = self.turns.last_mut() {
+            t.reply_ready_ms = Some(ready_ms);
             t.reply_requested_ms = Some(requested_ms);
+            t.first_synthesis_ms = synthesis_ms;
             t.reply_first_rtp_ms = Some(at_ms);
             t.response_ms = t.speech_ended_ms.map(|end| at_ms.saturating_sub(end));
             if let Some(ms) = t.response_ms {
@@ -202,6 +213,7 @@ impl LivePort {
             }
             t.turn_latency_us = Some(total_us);
             t.turn_engine_us = Some(engine_us);
+            self.rt.turns.observe_stages(t);
             if let Some(live) = &self.live {
                 live.turn(t);
             }
@@ -299,19 +311,7 @@ impl CallPort for LivePort {
     }
 
     async fn llm(&mut self, request: &LlmRequest) -> Result<String, String> {
-        let account = self
-            .rt
-            .store
-            .account_get(&self.comm.account_sid)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the account no longer exists")?;
-        let enabled = callsmith_control::adapters::llm::llm_enabled(&self.rt.store, &account)
-            .await
-            .map_err(|e| e.to_string())?;
-        if !enabled {
-            return Err("llm_disabled: the global_llm feature flag is off for this account".into());
-        }
+        let account = self.llm_account().await?;
         let llm = self.rt.services.adapters.llm.clone();
         let answer = llm.complete(
             &account.sid,
@@ -330,6 +330,15 @@ impl CallPort for LivePort {
                 }
             }
         }
+    }
+
+    async fn speak_llm(
+        &mut self,
+        request: &LlmRequest,
+        voice: &TtsVoice,
+        interruptible: bool,
+    ) -> SpokenReply {
+        self.speak_reply(request, voice, interruptible).await
     }
 
     async fn webhook(
@@ -403,6 +412,27 @@ impl CallPort for LivePort {
         if let Some(live) = &self.live {
             live.traced(event);
         }
+    }
+}
+
+impl LivePort {
+    /// The call's account, when its `global_llm` feature flag lets its bricks ask a model.
+    pub(super) async fn llm_account(
+        &mut self,
+    ) -> Result<callsmith_control::store::AccountRecord, String> {
+        let store = self.rt.store.clone();
+        let account = store
+            .account_get(&self.comm.account_sid)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the account no longer exists")?;
+        let enabled = callsmith_control::adapters::llm::llm_enabled(&store, &account)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !enabled {
+            return Err("llm_disabled: the global_llm feature flag is off for this account".into());
+        }
+        Ok(account)
     }
 }
 

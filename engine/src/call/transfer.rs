@@ -355,7 +355,7 @@ impl LivePort {
         prompt: Option<&PromptSpec>,
     ) -> Result<Option<Playable>, String> {
         match prompt {
-            Some(p) => self.playable(p).await.map(Some),
+            Some(p) => self.playable(p).await.map(|s| Some(s.playable)),
             None => Ok(None),
         }
     }
