@@ -139,6 +139,24 @@ impl SentenceBuffer {
         (!rest.is_empty()).then(|| rest.to_string())
     }
 
+    /// The text received so far as a sentence, when it ends like one (a terminator not
+    /// after an abbreviation or an initial) although the next sentence's first character,
+    /// which would make it certain, has not arrived: for a stream that pauses there.
+    pub fn take_ended(&mut self) -> Option<String> {
+        let text = self.pending.trim();
+        if text.is_empty() {
+            return None;
+        }
+        let probe = format!("{text} A");
+        let (end, _) = next_boundary(&probe, 0)?;
+        if end != text.len() {
+            return None;
+        }
+        let s = text.to_string();
+        self.pending.clear();
+        Some(s)
+    }
+
     /// The text received after the last complete sentence.
     pub fn pending(&self) -> &str {
         &self.pending
@@ -206,6 +224,27 @@ mod tests {
         assert_eq!(b.pending(), "Anything else?");
         assert_eq!(b.finish().as_deref(), Some("Anything else?"));
         assert_eq!(b.finish(), None);
+    }
+
+    #[test]
+    fn a_paused_stream_gives_the_sentence_it_ends_with() {
+        let mut b = SentenceBuffer::default();
+        assert!(b.push("Sorry, that key is not on the menu. ").is_empty());
+        assert_eq!(
+            b.take_ended().as_deref(),
+            Some("Sorry, that key is not on the menu.")
+        );
+        assert_eq!(b.pending(), "");
+        for unfinished in ["Please press", "Ask Mr.", "Call J.", "It is 3.", "Why"] {
+            let mut b = SentenceBuffer::default();
+            b.push(unfinished);
+            let expect = unfinished.ends_with("3.").then(|| unfinished.to_string());
+            assert_eq!(b.take_ended(), expect, "{unfinished:?}");
+        }
+        let mut b = SentenceBuffer::default();
+        b.push("Done? ");
+        assert_eq!(b.take_ended().as_deref(), Some("Done?"));
+        assert_eq!(b.take_ended(), None);
     }
 
     #[test]

@@ -836,12 +836,17 @@ impl Reply {
 
 type Handler = dyn Fn(&Recorded) -> Reply + Send + Sync;
 
+/// When an [`HttpPeer`] read a request, and when it wrote the last byte of its answer.
+pub type Timing = (tokio::time::Instant, Option<tokio::time::Instant>);
+
 /// A small HTTP/1.1 server on 127.0.0.1 that records every request and answers with what
 /// its handler returns (one request per connection, `connection: close`).
 pub struct HttpPeer {
     /// `http://127.0.0.1:<port>`.
     pub url: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
+    /// Per answered request: when it was read and when its answer's last byte was written.
+    timings: Arc<Mutex<Vec<Timing>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -907,18 +912,27 @@ impl HttpPeer {
         let addr = l.local_addr().expect("http peer addr");
         let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
         let r2 = requests.clone();
+        let timings: Arc<Mutex<Vec<_>>> = Arc::default();
+        let t2 = timings.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut s, _)) = l.accept().await else {
                     return;
                 };
                 let requests = r2.clone();
+                let timings = t2.clone();
                 let handler = handler.clone();
                 tokio::spawn(async move {
                     let Some(req) = read_request(&mut s).await else {
                         return;
                     };
+                    let read_at = tokio::time::Instant::now();
                     let reply = handler(&req);
+                    let slot = {
+                        let mut t = timings.lock().expect("peer lock");
+                        t.push((read_at, None));
+                        t.len() - 1
+                    };
                     requests.lock().expect("peer lock").push(req);
                     let len = if reply.content_type == "text/event-stream" {
                         String::new()
@@ -940,6 +954,7 @@ impl HttpPeer {
                         }
                         let _ = s.flush().await;
                     }
+                    timings.lock().expect("peer lock")[slot].1 = Some(tokio::time::Instant::now());
                     let _ = s.shutdown().await;
                 });
             }
@@ -947,8 +962,15 @@ impl HttpPeer {
         HttpPeer {
             url: format!("http://{addr}"),
             requests,
+            timings,
             task,
         }
+    }
+
+    /// Per request, in the order they were read: when it was read and when the last byte
+    /// of its answer was written (`None` while it is being answered).
+    pub fn timings(&self) -> Vec<Timing> {
+        self.timings.lock().expect("peer lock").clone()
     }
 
     /// Every request received so far, in order.
@@ -1014,6 +1036,8 @@ struct RtpCounters {
     /// script finished.
     sent_done_ms: Option<u64>,
     voiced_after_script: u64,
+    /// When each voiced packet arrived.
+    voiced_at: Vec<tokio::time::Instant>,
 }
 
 /// The callee's RTP endpoint, owned by the test: a UDP socket on 127.0.0.1 (announce its
@@ -1118,6 +1142,7 @@ impl RtpPeer {
                 c.received += 1;
                 if n > 12 && ulaw_voiced(&buf[12..n]) {
                     c.voiced += 1;
+                    c.voiced_at.push(tokio::time::Instant::now());
                     if done {
                         c.voiced_after_script += 1;
                     }
@@ -1174,6 +1199,12 @@ impl RtpPeer {
     pub fn voiced(&self) -> (u64, u64) {
         let c = self.counters.lock().expect("rtp lock");
         (c.voiced, c.voiced_after_script)
+    }
+
+    /// When the voiced packets received from `from` on arrived.
+    pub fn voiced_since(&self, from: tokio::time::Instant) -> Vec<tokio::time::Instant> {
+        let c = self.counters.lock().expect("rtp lock");
+        c.voiced_at.iter().copied().filter(|t| *t >= from).collect()
     }
 
     /// Milliseconds after the engine's first packet at which the script was fully sent.

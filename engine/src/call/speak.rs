@@ -1,5 +1,6 @@
 //! A language model's reply spoken as it streams (the port's `speak_llm`): the model's
-//! content arrives in pieces, each complete sentence ([`SentenceBuffer`]) is handed to one
+//! content arrives in pieces, each complete sentence ([`SentenceBuffer`]; one the model
+//! pauses after for [`SENTENCE_PAUSE`]) is handed to one
 //! growing synthesis ([`callsmith_media::tts::TtsService::speech`]) that plays as one
 //! prompt from its first sentence on, while the model writes the rest.
 //!
@@ -22,6 +23,11 @@ use callsmith_scenarios::turn::{PlayEvent, PlayTurn};
 
 use super::play::{outcome_name, playout_end};
 use super::*;
+
+/// A pause of the model after text that ends like a sentence (a terminator, no
+/// abbreviation before it) after which that sentence is spoken without waiting for the
+/// next one's first character, which would make its end certain.
+const SENTENCE_PAUSE: Duration = Duration::from_millis(150);
 
 /// A reply being spoken: its synthesis, its playout and when they started.
 struct Playing {
@@ -76,6 +82,9 @@ impl LivePort {
         let (mut pieces_open, mut flushed) = (true, false);
         let mut playing: Option<Playing> = None;
         let mut outcome: Option<PlayOutcome> = None;
+        // When the model has paused long enough after text that ends like a sentence for
+        // it to be spoken without waiting for the next one's first character.
+        let mut quiet_at: Option<Instant> = None;
         loop {
             // The model is done and every piece taken: the rest is its last sentence.
             if result.is_some() && !pieces_open && !flushed {
@@ -115,6 +124,12 @@ impl LivePort {
                     _ => std::future::pending().await,
                 }
             };
+            let quiet = async {
+                match quiet_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 piece = rx.recv(), if pieces_open => match piece {
                     Some(piece) => {
@@ -122,9 +137,16 @@ impl LivePort {
                         for s in sentences.push(&piece) {
                             self.say(&mut playing, &mut outcome, &s, voice, interruptible, &mut spoken);
                         }
+                        quiet_at = Some(Instant::now() + SENTENCE_PAUSE);
                     }
                     None => pieces_open = false,
                 },
+                _ = quiet => {
+                    quiet_at = None;
+                    if let Some(s) = sentences.take_ended() {
+                        self.say(&mut playing, &mut outcome, &s, voice, interruptible, &mut spoken);
+                    }
+                }
                 r = &mut answer, if result.is_none() => result = Some(r),
                 o = wait => {
                     if let Some(p) = playing.as_mut() {
