@@ -173,10 +173,18 @@ async fn a_browser_calls_a_draft_answers_by_voice_and_watches_it_branch() {
     assert_eq!(turn["brick_id"], "ask", "{turn}");
     let ms = |k: &str| turn[k].as_u64().unwrap_or_else(|| panic!("{k} in {turn}"));
     assert!(ms("speech_started_ms") < ms("speech_ended_ms"), "{turn}");
-    assert!(ms("speech_ended_ms") <= ms("final_ms"), "{turn}");
-    assert!(ms("final_ms") <= ms("reply_requested_ms"), "{turn}");
+    // The speech node reports its end-of-turn decision apart from the final (which
+    // decoding follows), so the decision comes strictly before the final's arrival.
+    assert!(ms("speech_ended_ms") <= ms("end_of_turn_ms"), "{turn}");
+    assert!(ms("end_of_turn_ms") < ms("final_ms"), "{turn}");
+    assert!(ms("final_ms") <= ms("reply_ready_ms"), "{turn}");
+    assert!(ms("reply_ready_ms") <= ms("reply_requested_ms"), "{turn}");
     assert!(
-        ms("reply_requested_ms") <= ms("reply_first_rtp_ms"),
+        ms("reply_requested_ms") <= ms("first_synthesis_ms"),
+        "{turn}"
+    );
+    assert!(
+        ms("first_synthesis_ms") <= ms("reply_first_rtp_ms"),
         "{turn}"
     );
     assert_eq!(
@@ -196,6 +204,14 @@ async fn a_browser_calls_a_draft_answers_by_voice_and_watches_it_branch() {
         metrics.contains("callsmith_turn_response_seconds_count 1"),
         "the response time on /metrics"
     );
+    for stage in ["end_of_turn", "transcript", "reply", "synthesis", "send"] {
+        assert!(
+            metrics.contains(&format!(
+                "callsmith_turn_stage_seconds_count{{stage=\"{stage}\"}} 1"
+            )),
+            "stage {stage} on /metrics"
+        );
+    }
     assert_eq!(ended["communication_status"], "completed", "{ended}");
     assert_eq!(ended["goals"], json!(["said_yes"]));
     assert!(
