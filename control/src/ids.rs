@@ -19,6 +19,8 @@ pub mod prefix {
     pub const SCENARIO_VERSION: &str = "scv";
     pub const LEGACY_CONTACT: &str = "cnt";
     pub const LEGACY_ATTEMPT: &str = "att";
+    /// A dispatch batch: the communications dispatched together (docs/communications.md).
+    pub const BATCH: &str = "bat";
 }
 
 /// A new sid `<prefix>_<32 hex digits of a UUIDv7>`.

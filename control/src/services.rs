@@ -12,6 +12,7 @@ use crate::{
     audio_ref::AudioResolver,
     browser_calls::BrowserCalls,
     catalog::SttEngines,
+    communication::service::StatisticsService,
     hangups::Hangups,
     live::LiveCalls,
     metrics::Metrics,
@@ -47,6 +48,8 @@ pub struct Services {
     pub browser: Arc<BrowserCalls>,
     /// The Prometheus registry (see [`crate::metrics`]).
     pub metrics: Arc<Metrics>,
+    /// Statistics of sets of communications (see [`crate::communication::service`]).
+    pub statistics: StatisticsService,
     /// Components beside the database and their states, for `/readyz` (see
     /// [`crate::readiness`]).
     pub readiness: Arc<Readiness>,
@@ -81,6 +84,7 @@ impl Services {
             browser: Arc::default(),
             metrics: Arc::new(Metrics::new()),
             readiness: Arc::default(),
+            statistics: StatisticsService::new(settings.statistics_max_communications),
         })
     }
 }

@@ -36,6 +36,9 @@ pub struct Settings {
     /// Hosts (names or addresses as written in URLs) tenant-named URLs may reach whatever
     /// they resolve to (engine key `webhook.allow_hosts`).
     pub webhook_allow_hosts: Vec<String>,
+    /// Most communications one statistics or report request reads (a larger set is 422
+    /// `too_many_communications`); see [`crate::communication::service`].
+    pub statistics_max_communications: i64,
 }
 
 impl Default for Settings {
@@ -53,6 +56,8 @@ impl Default for Settings {
             adapters: Default::default(),
             webhook_allow_private: false,
             webhook_allow_hosts: Vec::new(),
+            statistics_max_communications:
+                crate::communication::service::DEFAULT_MAX_COMMUNICATIONS,
         }
     }
 }

@@ -35,6 +35,7 @@ fn inbound(f: &callsmith_control::testing::Fixture, scenario: &str) -> NewCommun
         is_test: false,
         data: "{}".into(),
         strategy_sid: None,
+        batch_sid: None,
         timezone: "UTC".into(),
         scheduled_at: None,
         due_at: Utc::now(),

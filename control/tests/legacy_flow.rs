@@ -7,7 +7,7 @@
 use base64::Engine;
 use callsmith_control::{
     both_backends,
-    store::{NewAttempt, NewCommunication, Pool, StoreError, sqlx},
+    store::{NewAttempt, NewAttemptCall, NewCommunication, Pool, StoreError, sqlx},
     testing::{Fixture, TestResponse, TestServer, minimal_snapshot},
 };
 use chrono::{DateTime, Duration, Utc};
@@ -1187,6 +1187,7 @@ async fn a_contact_is_dialled_once(s: TestServer) {
         campaign_sid: c.clone(),
         scheduled_at: now,
         delayed: false,
+        batch_sid: "bat_racer".into(),
     };
     let call = NewCommunication {
         sid: "com_racer".into(),
@@ -1203,13 +1204,21 @@ async fn a_contact_is_dialled_once(s: TestServer) {
         is_test: false,
         data: "{}".into(),
         strategy_sid: None,
+        batch_sid: None,
         timezone: "UTC".into(),
         scheduled_at: None,
         due_at: now,
     };
     let r = s
         .store
-        .legacy_attempt_create(&racer, &[(contact, call)])
+        .legacy_attempt_create(
+            &racer,
+            &[NewAttemptCall {
+                contact_sid: contact,
+                dial: 1,
+                communication: call,
+            }],
+        )
         .await;
     assert!(matches!(r, Err(StoreError::Unique)), "{r:?}");
     assert!(

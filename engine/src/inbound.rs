@@ -96,6 +96,7 @@ impl lifecycle::Setup for Answer {
             is_test: agent.is_test,
             data: "{}".into(),
             strategy_sid: None,
+            batch_sid: None,
             timezone: timezone.clone(),
             scheduled_at: None,
             due_at: Utc::now(),

@@ -3,8 +3,9 @@
 //! provisions a tenant, an account, a trunk to `--target`, a number, the scenario of
 //! `--scenario` (validated and published through the API, so a bad file gets the same
 //! SCN1xx errors) and an agent with `--cps` and `--cpl`, dispatches `--calls` calls to the
-//! target's user, shows their progress, and writes `report.json` and `report.html` with
-//! the figures of `GET /v1/communication/-/statistics` and the calls over time.
+//! target's user in one dispatch batch, shows their progress, and writes `report.json` and
+//! `report.html` with the figures of `GET /v1/communication/-/statistics?batch=…`, the
+//! calls and the turns of their saved histories over time.
 
 use std::{
     io::Write,
@@ -242,16 +243,22 @@ pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
 
     let started = chrono::Utc::now();
     let t0 = Instant::now();
+    // The first dispatch starts the batch; every other one joins it.
+    let mut batch: Option<String> = None;
     for _ in 0..args.calls {
-        api.post(
-            "/v1/communication/-/dispatch",
-            json!({"agent_sid": agent_sid, "recipient": user}),
-        )
-        .await?;
+        let mut body = json!({"agent_sid": agent_sid, "recipient": user});
+        if let Some(b) = &batch {
+            body["batch_sid"] = json!(b);
+        }
+        let c = api.post("/v1/communication/-/dispatch", body).await?;
+        if batch.is_none() {
+            batch = Some(c["batch_sid"].as_str().context("batch_sid")?.to_string());
+        }
     }
+    let batch = batch.unwrap_or_default();
     // Poll the statistics until every call is final (or the deadline).
     let deadline = Duration::from_secs(args.calls / u64::from(args.cps) + args.timeout_secs);
-    let statistics_path = format!("/v1/communication/-/statistics?agent_sid={agent_sid}");
+    let statistics_path = format!("/v1/communication/-/statistics?batch={batch}");
     let mut stats;
     let mut timed_out = false;
     loop {
@@ -272,7 +279,8 @@ pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
     }
     eprintln!();
     let finished = chrono::Utc::now();
-    let rows = all_communications(&api, &agent_sid).await?;
+    let rows = all_communications(&api, &batch).await?;
+    let turns = turns(&node, api.account.as_deref().unwrap_or_default(), &batch).await?;
     let report = json!({
         "target": args.target,
         "scenario": args.scenario.display().to_string(),
@@ -284,6 +292,8 @@ pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
         "timed_out": timed_out,
         "statistics": stats,
         "communications": rows,
+        "turns": turns,
+        "batch_sid": batch,
     });
     std::fs::write(out.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
     std::fs::write(
@@ -332,12 +342,41 @@ fn progress(stats: &Value, open: i64, calls: u64, elapsed: Duration) {
 }
 
 /// Every communication of the agent, oldest first.
-async fn all_communications(api: &Api, agent_sid: &str) -> anyhow::Result<Vec<Value>> {
+/// The turns of the saved histories of the batch's calls (the first 2,000 histories, as the
+/// statistics read them), for the turn latency plot.
+async fn turns(
+    node: &crate::Node,
+    account_sid: &str,
+    batch: &str,
+) -> anyhow::Result<Vec<callsmith_control::communication::report::TurnPoint>> {
+    let filter = callsmith_control::store::communications::CommunicationFilter {
+        batch_sid: Some(batch.to_string()),
+        ..Default::default()
+    };
+    let rows = node
+        .services
+        .statistics
+        .select(&node.store, account_sid, &filter)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading the calls: {e:?}"))?;
+    let refs: Vec<_> = rows.iter().collect();
+    let histories = callsmith_control::communication::statistics::read_histories(
+        &node.services.objects,
+        account_sid,
+        &refs,
+    )
+    .await;
+    Ok(callsmith_control::communication::report::turn_points(
+        &histories,
+    ))
+}
+
+async fn all_communications(api: &Api, batch: &str) -> anyhow::Result<Vec<Value>> {
     let mut out = Vec::new();
     loop {
         let page = api
             .get(&format!(
-                "/v1/communication?agent_sid={agent_sid}&limit=500&offset={}",
+                "/v1/communication?batch={batch}&limit=500&offset={}",
                 out.len()
             ))
             .await?;

@@ -144,6 +144,8 @@ async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result
         webhook_allow_private: cfg.webhook.allow_private,
         webhook_allow_hosts: cfg.webhook.allow_hosts.clone(),
         adapters: cfg.adapters.to_control()?,
+        statistics_max_communications:
+            callsmith_control::communication::service::DEFAULT_MAX_COMMUNICATIONS,
     };
     let http = settings.http;
     // One set of services for the call engine and the HTTP layer.

@@ -11,6 +11,7 @@ use crate::store::CommunicationRecord;
 pub mod caller;
 pub mod history;
 pub mod report;
+pub mod service;
 pub mod statistics;
 mod status;
 pub use status::CommunicationStatus;
@@ -51,6 +52,9 @@ pub struct Communication {
     pub data: Value,
     pub timezone: String,
     pub is_test: bool,
+    /// The dispatch batch (`bat_…`) the communication was dispatched in (a legacy
+    /// attempt's calls carry the attempt's); null for inbound and browser calls.
+    pub batch_sid: Option<String>,
     /// The callee granted personal-data recording consent during the call: the scenario
     /// variable `consent_granted` held `true`/`yes`/`1` at the end (docs/communications.md).
     pub consent_granted: bool,
@@ -95,6 +99,7 @@ impl From<&CommunicationRecord> for Communication {
                 .unwrap_or_else(|_| Value::Object(Default::default())),
             timezone: c.timezone.clone(),
             is_test: c.is_test,
+            batch_sid: c.batch_sid.clone(),
             consent_granted: c.consent_granted,
             has_recording: c.has_recording,
             has_history: c.has_history,

@@ -117,32 +117,42 @@ pub fn mos(loss_percent: f64, jitter_ms: f64) -> f64 {
 /// Most call histories [`Quality::read`] reads.
 pub const MAX_QUALITY_HISTORIES: usize = 2000;
 
+/// The saved histories of the first [`MAX_QUALITY_HISTORIES`] of `calls` that saved one,
+/// read from object storage. A history that cannot be read (removed by retention,
+/// unreadable) is left out.
+pub async fn read_histories(
+    objects: &crate::objects::Objects,
+    account_sid: &str,
+    calls: &[&CommunicationRecord],
+) -> Vec<CallHistory> {
+    let mut histories = Vec::new();
+    for c in calls
+        .iter()
+        .filter(|c| c.has_history)
+        .take(MAX_QUALITY_HISTORIES)
+    {
+        let path = c
+            .history_path
+            .clone()
+            .unwrap_or_else(|| crate::objects::CallObjects::new(account_sid, &c.sid).history());
+        if let Ok(bytes) = objects.get(&path).await
+            && let Ok(h) = serde_json::from_slice::<CallHistory>(&bytes)
+        {
+            histories.push(h);
+        }
+    }
+    histories
+}
+
 impl Quality {
-    /// The quality of the first [`MAX_QUALITY_HISTORIES`] of `calls` that saved a history,
-    /// read from object storage. A history that cannot be read (removed by retention,
-    /// unreadable) is left out; `calls` says how many were read.
+    /// The quality of the histories [`read_histories`] reads for `calls`; `calls` of the
+    /// result says how many were read.
     pub async fn read(
         objects: &crate::objects::Objects,
         account_sid: &str,
         calls: &[&CommunicationRecord],
     ) -> Quality {
-        let mut histories = Vec::new();
-        for c in calls
-            .iter()
-            .filter(|c| c.has_history)
-            .take(MAX_QUALITY_HISTORIES)
-        {
-            let path = c
-                .history_path
-                .clone()
-                .unwrap_or_else(|| crate::objects::CallObjects::new(account_sid, &c.sid).history());
-            if let Ok(bytes) = objects.get(&path).await
-                && let Ok(h) = serde_json::from_slice::<CallHistory>(&bytes)
-            {
-                histories.push(h);
-            }
-        }
-        Quality::of(&histories)
+        Quality::of(&read_histories(objects, account_sid, calls).await)
     }
 
     pub fn of<'a>(histories: impl IntoIterator<Item = &'a CallHistory>) -> Quality {

@@ -2,7 +2,8 @@
 //! attempt made. A campaign is an agent (see `legacy`); an attempt's calls are ordinary
 //! communications, written with the same statement as every other
 //! ([`super::communications::insert_communication`]) and linked to their attempt and
-//! contact in `legacy_attempt_calls` (migration 0350).
+//! contact in `legacy_attempt_calls` (migration 0350). A contact's calls are numbered by
+//! `dial` (1, 2, … as later attempts redial it; unique per contact, migration 0360).
 
 use chrono::{DateTime, Utc};
 
@@ -14,7 +15,7 @@ use super::{
 };
 
 store_row! {
-    /// A contact of a campaign, with the attempt that dialled it (if one did).
+    /// A contact of a campaign, with the attempt that dialled it last (if one did).
     #[derive(Debug, Clone)]
     pub struct LegacyContactRecord {
         pub sid: String,
@@ -23,10 +24,12 @@ store_row! {
         pub phone: String,
         /// JSON object text: the contact's variables (a flat map of scalars).
         pub variables: String,
-        /// The attempt that dialled the contact; "" before one did.
+        /// The attempt that dialled the contact last; "" before one did.
         pub attempt_sid: String,
         /// The communication that attempt made; "" before.
         pub communication_sid: String,
+        /// Calls made to the contact (0 before the first attempt; more when redialled).
+        pub dial_count: i64,
         pub creation_time: DateTime<Utc>,
     }
 }
@@ -40,9 +43,32 @@ pub struct NewContact {
     pub variables: String,
 }
 
+/// A contact with its latest call (the link with the highest `dial`).
 const CONTACT_SELECT: &str = "SELECT c.sid, c.account_sid, c.campaign_sid, c.phone, c.variables, \
-    COALESCE(l.attempt_sid, '') AS attempt_sid, COALESCE(l.communication_sid, '') AS communication_sid, c.creation_time \
-    FROM legacy_contacts c LEFT JOIN legacy_attempt_calls l ON l.contact_sid = c.sid";
+    COALESCE(l.attempt_sid, '') AS attempt_sid, COALESCE(l.communication_sid, '') AS communication_sid, \
+    COALESCE(l.dial, 0) AS dial_count, c.creation_time \
+    FROM legacy_contacts c LEFT JOIN legacy_attempt_calls l ON l.contact_sid = c.sid \
+    AND l.dial = (SELECT MAX(x.dial) FROM legacy_attempt_calls x WHERE x.contact_sid = c.sid)";
+
+/// Which contacts an attempt dials besides those never dialled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redial {
+    /// None: only contacts no attempt dialled.
+    None,
+    /// Also contacts whose latest call ended without an answer.
+    Failed,
+    /// Also every contact whose latest call has ended.
+    All,
+}
+
+/// A call an attempt makes: the contact, its dial number (the contact's calls so far + 1)
+/// and the communication.
+#[derive(Debug, Clone)]
+pub struct NewAttemptCall {
+    pub contact_sid: String,
+    pub dial: i64,
+    pub communication: NewCommunication,
+}
 
 store_row! {
     /// An attempt with the counts its status is derived from.
@@ -59,6 +85,8 @@ store_row! {
         pub update_time: DateTime<Utc>,
         /// Calls the attempt made (one per contact).
         pub contact_count: i64,
+        /// The dispatch batch of its calls (`bat_…`); "" for an attempt made before batches.
+        pub batch_sid: String,
         /// Those of its calls not yet final (`new`, `queued`, `dialing`, `in_progress`).
         pub open_count: i64,
     }
@@ -73,13 +101,16 @@ pub struct NewAttempt {
     pub campaign_sid: String,
     pub scheduled_at: DateTime<Utc>,
     pub delayed: bool,
+    /// The dispatch batch its calls carry.
+    pub batch_sid: String,
 }
 
 const ATTEMPT_SELECT: &str = "SELECT a.sid, a.account_sid, a.campaign_sid, a.scheduled_at, a.delayed, a.canceled_at, \
     a.creation_time, a.update_time, \
     (SELECT COUNT(*) FROM legacy_attempt_calls l WHERE l.attempt_sid = a.sid) AS contact_count, \
     (SELECT COUNT(*) FROM legacy_attempt_calls l JOIN communications m ON m.sid = l.communication_sid \
-     WHERE l.attempt_sid = a.sid AND m.communication_status IN ('new', 'queued', 'dialing', 'in_progress')) AS open_count \
+     WHERE l.attempt_sid = a.sid AND m.communication_status IN ('new', 'queued', 'dialing', 'in_progress')) AS open_count, \
+    COALESCE(a.batch_sid, '') AS batch_sid \
     FROM legacy_attempts a";
 
 /// One call of an attempt: the contact it dialled and its communication.
@@ -120,6 +151,7 @@ impl Store {
                 variables: c.variables.clone(),
                 attempt_sid: String::new(),
                 communication_sid: String::new(),
+                dial_count: 0,
                 creation_time: t,
             })
             .collect())
@@ -147,14 +179,25 @@ impl Store {
         .await
     }
 
-    /// The contacts of a campaign no attempt has dialled, oldest first.
-    pub async fn legacy_contacts_undialled(
+    /// The contacts of a campaign an attempt dials, oldest first: those no attempt has
+    /// dialled, and with `redial` those whose latest call ended (`All`) or ended without an
+    /// answer (`Failed`). A contact whose latest call has not ended is never taken.
+    pub async fn legacy_contacts_to_dial(
         &self,
         account_sid: &str,
         campaign_sid: &str,
+        redial: Redial,
     ) -> StoreResult<Vec<LegacyContactRecord>> {
+        const ENDED: &str =
+            "m.communication_status IN ('completed', 'failed', 'canceled', 'interrupted')";
+        let again = match redial {
+            Redial::None => "1 = 0".to_string(),
+            Redial::Failed => format!("{ENDED} AND m.answered_at IS NULL"),
+            Redial::All => ENDED.to_string(),
+        };
         let sql = format!(
-            "{CONTACT_SELECT} WHERE c.account_sid = $1 AND c.campaign_sid = $2 AND l.contact_sid IS NULL \
+            "{CONTACT_SELECT} LEFT JOIN communications m ON m.sid = l.communication_sid \
+             WHERE c.account_sid = $1 AND c.campaign_sid = $2 AND (l.contact_sid IS NULL OR ({again})) \
              ORDER BY c.creation_time ASC, c.sid ASC"
         );
         Ok(
@@ -179,25 +222,28 @@ impl Store {
     }
 
     /// Creates an attempt with its calls in one transaction: each communication is
-    /// inserted and linked to the attempt and to its contact. `Unique` when another
-    /// attempt took one of the contacts first (nothing is written then).
+    /// inserted and linked to the attempt and to its contact under its dial number.
+    /// `Unique` when another attempt took one of the contacts (that dial number) first
+    /// (nothing is written then).
     pub async fn legacy_attempt_create(
         &self,
         a: &NewAttempt,
-        calls: &[(String, NewCommunication)],
+        calls: &[NewAttemptCall],
     ) -> StoreResult<()> {
         let t = now();
         on_db!(self, p => async {
             let mut tx = p.begin().await?;
-            sqlx::query("INSERT INTO legacy_attempts (sid, tenant_sid, account_sid, campaign_sid, scheduled_at, delayed, creation_time, update_time) \
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $7)")
+            sqlx::query("INSERT INTO legacy_attempts (sid, tenant_sid, account_sid, campaign_sid, scheduled_at, delayed, creation_time, update_time, batch_sid) \
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)")
                 .bind(&a.sid).bind(&a.tenant_sid).bind(&a.account_sid).bind(&a.campaign_sid).bind(a.scheduled_at).bind(a.delayed).bind(t)
+                .bind(&a.batch_sid)
                 .execute(&mut *tx).await?;
-            for (contact_sid, c) in calls {
+            for call in calls {
+                let c = &call.communication;
                 insert_communication!(&mut *tx, c, t)?;
-                sqlx::query("INSERT INTO legacy_attempt_calls (communication_sid, tenant_sid, account_sid, attempt_sid, contact_sid) \
-                    VALUES ($1, $2, $3, $4, $5)")
-                    .bind(&c.sid).bind(&a.tenant_sid).bind(&a.account_sid).bind(&a.sid).bind(contact_sid)
+                sqlx::query("INSERT INTO legacy_attempt_calls (communication_sid, tenant_sid, account_sid, attempt_sid, contact_sid, dial) \
+                    VALUES ($1, $2, $3, $4, $5, $6)")
+                    .bind(&c.sid).bind(&a.tenant_sid).bind(&a.account_sid).bind(&a.sid).bind(&call.contact_sid).bind(call.dial)
                     .execute(&mut *tx).await?;
             }
             tx.commit().await

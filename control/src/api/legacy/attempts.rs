@@ -1,15 +1,16 @@
 //! Attempts of a campaign (`/v1/campaign/{campaign_id}/attempt…`): one launch of the
 //! campaign for its contacts. An attempt dials every contact of the campaign that no
-//! earlier attempt dialled, once, through the campaign's agent: it creates one
+//! earlier attempt dialled, once, and with `redial` also contacts whose latest call ended
+//! (`all`) or ended unanswered (`failed`), through the campaign's agent: it creates one
 //! communication per contact with [`AgentDispatch`], as POST /v1/communication/-/dispatch
-//! does, and the engine's dialer claims them within the agent's cps, cpl and calling
-//! schedule like any other.
+//! does, all in one dispatch batch, and the engine's dialer claims them within the agent's
+//! cps, cpl and calling schedule like any other.
 
 use super::*;
 use crate::{
     api::v1::communications::AgentDispatch,
     ids::{new_sid, prefix},
-    store::{LegacyAttemptRecord, NewAttempt},
+    store::{LegacyAttemptRecord, NewAttempt, NewAttemptCall, Redial},
     text_enum::text_enum,
 };
 
@@ -33,6 +34,29 @@ text_enum!(
         Canceled = "canceled",
     }
 );
+
+text_enum!(
+    "redial mode",
+    /// Which contacts an attempt dials besides those no attempt dialled yet: `none` (the
+    /// default), `failed` (also those whose latest call ended without an answer: busy, no
+    /// answer, rejected, failed, canceled, interrupted) or `all` (also every contact whose
+    /// latest call has ended). A contact whose latest call has not ended is never redialled.
+    pub enum RedialMode {
+        None = "none",
+        Failed = "failed",
+        All = "all",
+    }
+);
+
+impl From<RedialMode> for Redial {
+    fn from(m: RedialMode) -> Redial {
+        match m {
+            RedialMode::None => Redial::None,
+            RedialMode::Failed => Redial::Failed,
+            RedialMode::All => Redial::All,
+        }
+    }
+}
 
 impl AttemptStatus {
     pub fn of(a: &LegacyAttemptRecord, now: DateTime<Utc>) -> AttemptStatus {
@@ -61,6 +85,9 @@ pub struct Attempt {
     pub scheduled_at: DateTime<Utc>,
     /// Contacts it dials (one communication each).
     pub contact_count: i64,
+    /// The dispatch batch of its calls (`bat_…`): `GET /v1/communication/-/statistics?batch=…`
+    /// and the v1 list and report take it. "" for an attempt created before batches existed.
+    pub batch_sid: String,
     pub creation_time: DateTime<Utc>,
     pub update_time: DateTime<Utc>,
 }
@@ -74,6 +101,7 @@ impl Attempt {
             delayed: a.delayed,
             scheduled_at: a.scheduled_at,
             contact_count: a.contact_count,
+            batch_sid: a.batch_sid.clone(),
             creation_time: a.creation_time,
             update_time: a.update_time,
         }
@@ -88,6 +116,9 @@ pub struct CreateAttempt {
     /// an instant attempt, due now.
     #[serde(default)]
     pub scheduled_at: Option<DateTime<Utc>>,
+    /// Contacts to dial again besides those never dialled: `none` (default), `failed`, `all`.
+    #[serde(default)]
+    pub redial: Option<RedialMode>,
 }
 
 /// The attempt `attempt_id` of the campaign `campaign_id` of the authenticated account;
@@ -106,14 +137,14 @@ pub(super) async fn attempt_of(
         .ok_or_else(|| LegacyError::not_found("attempt"))
 }
 
-/// Launch the campaign for every contact no earlier attempt dialled: instant, or delayed
-/// to `scheduled_at`. 200 returns the attempt.
+/// Launch the campaign for every contact no earlier attempt dialled (and, with `redial`,
+/// those to dial again): instant, or delayed to `scheduled_at`. 200 returns the attempt.
 #[utoipa::path(post, path = "/v1/campaign/{campaign_id}/attempt", tag = "legacy", params(("campaign_id" = String, Path)),
     request_body = CreateAttempt, security(("basic" = [])),
     responses((status = 200, body = Attempt),
-        (status = 400, body = RpcStatus, description = "INVALID_ARGUMENT (3): malformed body, scheduled_at not in the future, the campaign's scenario unpublished or no number to call from; FAILED_PRECONDITION (9): no contact left to dial, or the campaign is archived"),
+        (status = 400, body = RpcStatus, description = "INVALID_ARGUMENT (3): malformed body, scheduled_at not in the future, the campaign's scenario unpublished or no number to call from; FAILED_PRECONDITION (9): no contact left to dial (none new, none to redial), or the campaign is archived"),
         (status = 401, body = RpcStatus), (status = 404, body = RpcStatus, description = "No such campaign in this account"),
-        (status = 409, body = RpcStatus, description = "ABORTED (10): a concurrent attempt took some of the contacts; create the attempt again to dial the rest"),
+        (status = 409, body = RpcStatus, description = "ABORTED (10): a concurrent attempt took (or redialled) some of the contacts; create the attempt again to dial the rest"),
         (status = 500, body = RpcStatus)))]
 async fn create_attempt(
     State(state): State<AppState>,
@@ -143,15 +174,25 @@ async fn create_attempt(
         .await?
         .ok_or_else(LegacyError::unauthenticated)?;
     let dispatch = AgentDispatch::prepare(&state, &account, &c.sid).await?;
+    let redial = b.redial.unwrap_or(RedialMode::None);
     let contacts = state
         .store
-        .legacy_contacts_undialled(&who.account_sid, &c.sid)
+        .legacy_contacts_to_dial(&who.account_sid, &c.sid, redial.into())
         .await?;
     if contacts.is_empty() {
-        return Err(LegacyError::failed_precondition(
-            "no contact to dial: the campaign has none that an earlier attempt did not dial",
-        ));
+        return Err(LegacyError::failed_precondition(match redial {
+            RedialMode::None => {
+                "no contact to dial: every contact was dialled by an earlier attempt (add contacts, or redial with \"redial\": \"failed\" or \"all\")"
+            }
+            RedialMode::Failed => {
+                "no contact to dial: none is new and no contact's latest call ended unanswered"
+            }
+            RedialMode::All => {
+                "no contact to dial: none is new and every dialled contact's latest call is still under way"
+            }
+        }));
     }
+    let batch_sid = new_sid(prefix::BATCH);
     let calls = contacts
         .iter()
         .map(|k| {
@@ -160,8 +201,13 @@ async fn create_attempt(
                     tracing::error!(contact = %k.sid, error = %e, "stored contact variables unreadable");
                     LegacyError::internal()
                 })?;
-            let new = dispatch.communication(k.phone.clone(), &data, b.scheduled_at, None)?;
-            Ok((k.sid.clone(), new))
+            let new =
+                dispatch.communication(k.phone.clone(), &data, b.scheduled_at, None, &batch_sid)?;
+            Ok(NewAttemptCall {
+                contact_sid: k.sid.clone(),
+                dial: k.dial_count + 1,
+                communication: new,
+            })
         })
         .collect::<Result<Vec<_>, LegacyError>>()?;
     let attempt = NewAttempt {
@@ -171,6 +217,7 @@ async fn create_attempt(
         campaign_sid: c.sid.clone(),
         scheduled_at: b.scheduled_at.unwrap_or(now),
         delayed: b.scheduled_at.is_some(),
+        batch_sid,
     };
     state
         .store
@@ -178,7 +225,7 @@ async fn create_attempt(
         .await
         .map_err(|e| match e {
             StoreError::Unique => LegacyError::aborted(
-                "a concurrent attempt took some of these contacts; create the attempt again to dial the rest",
+                "a concurrent attempt took (or redialled) some of these contacts; create the attempt again to dial the rest",
             ),
             other => other.into(),
         })?;

@@ -34,10 +34,13 @@ pub struct Contact {
     /// Per-contact variables: the initial scenario variables of its call.
     #[schema(value_type = Object)]
     pub variables: serde_json::Value,
-    /// The attempt that dialled the contact; "" before one did.
+    /// The attempt that dialled the contact last; "" before one did.
     pub attempt_sid: String,
     /// The communication that attempt created for it; "" before.
     pub communication_sid: String,
+    /// Calls made to the contact: 0 before the first attempt, more when an attempt with
+    /// `redial` dialled it again.
+    pub dial_count: i64,
     pub creation_time: DateTime<Utc>,
 }
 
@@ -51,6 +54,7 @@ impl From<&LegacyContactRecord> for Contact {
                 .unwrap_or_else(|_| serde_json::Value::Object(Default::default())),
             attempt_sid: c.attempt_sid.clone(),
             communication_sid: c.communication_sid.clone(),
+            dial_count: c.dial_count,
             creation_time: c.creation_time,
         }
     }

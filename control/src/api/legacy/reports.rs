@@ -12,7 +12,8 @@ use super::*;
 use crate::{
     communication::{
         CommunicationStatus,
-        statistics::{CallStatistics, Quality, setup_time_ms},
+        report::{CplLine, Plots, turn_points},
+        statistics::{CallStatistics, Quality, read_histories, setup_time_ms},
     },
     store::{AttemptCall, CommunicationRecord, LegacyAttemptRecord},
 };
@@ -40,6 +41,15 @@ fn answered(c: &CommunicationRecord) -> bool {
     c.answered_at.is_some()
 }
 
+/// The statistics of an attempt's calls, without quality.
+fn statistics_of(attempt: &LegacyAttemptRecord, calls: &[AttemptCall]) -> AttemptStatistics {
+    AttemptStatistics {
+        attempt_sid: attempt.sid.clone(),
+        status: AttemptStatus::of(attempt, crate::store::now()),
+        calls: CallStatistics::of(calls.iter().map(|c| &c.communication)),
+    }
+}
+
 /// The statistics of an attempt's calls, quality from their histories included.
 async fn statistics(
     state: &AppState,
@@ -47,15 +57,11 @@ async fn statistics(
     attempt: &LegacyAttemptRecord,
     calls: &[AttemptCall],
 ) -> AttemptStatistics {
-    let mut stats = CallStatistics::of(calls.iter().map(|c| &c.communication));
+    let mut stats = statistics_of(attempt, calls);
     // References, not copies: an attempt may hold many calls.
     let records: Vec<&CommunicationRecord> = calls.iter().map(|c| &c.communication).collect();
-    stats.quality = Some(Quality::read(&state.objects, &who.account_sid, &records).await);
-    AttemptStatistics {
-        attempt_sid: attempt.sid.clone(),
-        status: AttemptStatus::of(attempt, crate::store::now()),
-        calls: stats,
-    }
+    stats.calls.quality = Some(Quality::read(&state.objects, &who.account_sid, &records).await);
+    stats
 }
 
 /// Statistics of an attempt: counts by communication and call status, answered calls and
@@ -191,7 +197,8 @@ async fn attempt_calls(
 }
 
 /// The attempt as one HTML page with no outside resources: its statistics, live calls
-/// over time against the campaign's cpl, and the setup time of each call
+/// over time against the campaign's cpl, setup time and turn latency over time, and the
+/// outcomes
 /// (`communication::report`, the page `GET /v1/communication/-/report.html` and
 /// `callsmith load` give any set of calls).
 #[utoipa::path(get, path = "/v1/campaign/{campaign_id}/attempt/{attempt_id}/report.html", tag = "legacy",
@@ -205,10 +212,19 @@ async fn attempt_report_page(
     axum::extract::Path((campaign_id, attempt_id)): axum::extract::Path<(String, String)>,
 ) -> Result<Response, LegacyError> {
     let (a, calls) = attempt_calls(&state, &who, &campaign_id, &attempt_id).await?;
+    let records: Vec<&CommunicationRecord> = calls.iter().map(|c| &c.communication).collect();
+    let histories = read_histories(&state.objects, &who.account_sid, &records).await;
+    let mut stats = statistics_of(&a, &calls);
+    stats.calls.quality = Some(Quality::of(&histories));
+    let plots = Plots {
+        cpl: CplLine::of(&state.store, &who.account_sid, records.iter().copied()).await?,
+        turns: turn_points(&histories),
+    };
     let page = crate::communication::report::page(
         &format!("Attempt {} of campaign {}", a.sid, a.campaign_sid),
-        calls.iter().map(|c| &c.communication),
-        &statistics(&state, &who, &a, &calls).await,
+        records.iter().copied(),
+        &stats,
+        &plots,
     );
     Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response())
 }

@@ -129,6 +129,7 @@ async fn browser_call(
         is_test: true,
         data: "{}".into(),
         strategy_sid: None,
+        batch_sid: None,
         timezone: caller::call_timezone(None, &account),
         scheduled_at: None,
         due_at: now,

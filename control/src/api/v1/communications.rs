@@ -25,8 +25,6 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(dispatch))
         .routes(routes!(list_communications))
-        .routes(routes!(communication_statistics))
-        .routes(routes!(communication_report))
         .routes(routes!(get_communication))
         .routes(routes!(hangup_communication))
 }
@@ -64,6 +62,44 @@ pub struct DispatchBody {
     /// Test call: run the current draft (frozen on first use) instead of the published version.
     #[serde(default)]
     pub draft: Option<bool>,
+    /// Add the communication to this dispatch batch (a `batch_sid` an earlier dispatch of
+    /// the account answered), so statistics and reports can select the set with
+    /// `?batch=`. Absent: a new batch of its own. No such batch in the account: 422
+    /// `unknown_batch`.
+    #[serde(default)]
+    #[schema(pattern = "^bat_[0-9a-f]{32}$")]
+    pub batch_sid: Option<String>,
+}
+
+/// The pattern of a batch id (`bat_` and 32 lowercase hex digits).
+pub(crate) fn is_batch_sid(s: &str) -> bool {
+    s.strip_prefix("bat_")
+        .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// The batch a dispatch joins: `batch_sid` when the account has communications in it,
+/// else a new one; 422 `unknown_batch` for a batch the account does not have (another
+/// account's batch answers the same).
+async fn dispatch_batch(
+    state: &AppState,
+    account: &AccountRecord,
+    batch_sid: Option<&str>,
+) -> ApiResult<String> {
+    let Some(b) = batch_sid else {
+        return Ok(new_sid(crate::ids::prefix::BATCH));
+    };
+    if is_batch_sid(b)
+        && state
+            .store
+            .communication_batch_exists(&account.sid, b)
+            .await?
+    {
+        return Ok(b.to_string());
+    }
+    Err(ApiError::unprocessable(
+        "unknown_batch",
+        "batch_sid: no such dispatch batch in this account (omit it to start a new batch)",
+    ))
 }
 
 fn non_empty(v: &Option<String>) -> Option<&str> {
@@ -173,13 +209,15 @@ impl AgentDispatch {
     }
 
     /// The row of one call to `recipient` (checked with [`check_recipient`]) with `data`
-    /// (checked with [`flat_data`]) as its initial variables, due at `scheduled_at` or now.
+    /// (checked with [`flat_data`]) as its initial variables, due at `scheduled_at` or now,
+    /// in the dispatch batch `batch_sid`.
     pub(crate) fn communication(
         &self,
         recipient: String,
         data: &serde_json::Map<String, Value>,
         scheduled_at: Option<DateTime<Utc>>,
         strategy_sid: Option<String>,
+        batch_sid: &str,
     ) -> ApiResult<NewCommunication> {
         Ok(NewCommunication {
             sid: new_sid(COMMUNICATION_PREFIX),
@@ -196,6 +234,7 @@ impl AgentDispatch {
             is_test: self.agent.is_test,
             data: serde_json::to_string(data).map_err(ApiError::internal)?,
             strategy_sid: strategy_sid.filter(|s| !s.is_empty()),
+            batch_sid: Some(batch_sid.to_string()),
             timezone: self.timezone.clone(),
             scheduled_at,
             due_at: due_at(scheduled_at),
@@ -223,7 +262,8 @@ fn due_at(scheduled_at: Option<DateTime<Utc>>) -> DateTime<Utc> {
     scheduled_at.map_or(t, |s| s.max(t))
 }
 
-/// Create a communication: an agent call (`agent_sid`) or a scenario test call (`scenario_sid`).
+/// Create a communication: an agent call (`agent_sid`) or a scenario test call
+/// (`scenario_sid`), in a new dispatch batch or the `batch_sid` of an earlier dispatch.
 #[utoipa::path(post, path = "/v1/communication/-/dispatch", tag = "communications", request_body = DispatchBody,
     params(("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
     security(("bearer" = [])),
@@ -246,15 +286,22 @@ async fn dispatch(
         }
     };
     let recipient = check_recipient("recipient", &b.recipient)?;
+    let batch = dispatch_batch(&state, &account, b.batch_sid.as_deref()).await?;
     let new = match target {
         Target::Agent(agent_sid) => {
             let data = flat_data("data", b.data.as_ref())?;
             AgentDispatch::prepare(&state, &account, agent_sid)
                 .await?
-                .communication(recipient, &data, b.scheduled_at, b.strategy_sid.clone())?
+                .communication(
+                    recipient,
+                    &data,
+                    b.scheduled_at,
+                    b.strategy_sid.clone(),
+                    &batch,
+                )?
         }
         Target::Scenario(scenario_sid) => {
-            test_call(&state, &account, scenario_sid, &b, recipient).await?
+            test_call(&state, &account, scenario_sid, &b, recipient, batch).await?
         }
     };
     let rec = state.store.communication_create(&new).await?;
@@ -269,6 +316,7 @@ async fn test_call(
     scenario_sid: &str,
     b: &DispatchBody,
     recipient: String,
+    batch_sid: String,
 ) -> ApiResult<NewCommunication> {
     let (scenario, record) =
         test_version(state, account, scenario_sid, b.draft.unwrap_or(false)).await?;
@@ -291,6 +339,7 @@ async fn test_call(
         is_test: true,
         data: "{}".into(),
         strategy_sid: None,
+        batch_sid: Some(batch_sid),
         timezone: caller::call_timezone(None, account),
         scheduled_at: b.scheduled_at,
         due_at: due_at(b.scheduled_at),
@@ -376,6 +425,10 @@ pub struct CommunicationQuery {
     /// Created before this time.
     #[serde(default)]
     pub created_to: Option<DateTime<Utc>>,
+    /// Only the communications of this dispatch batch (`batch_sid` of a dispatch).
+    #[serde(default)]
+    #[param(pattern = "^bat_[0-9a-f]{32}$")]
+    pub batch: Option<String>,
     #[serde(default)]
     #[param(minimum = 0, maximum = 500)]
     pub limit: Option<i64>,
@@ -411,6 +464,7 @@ async fn list_communications(
             )
         })?;
     check_direction(q.direction.as_deref())?;
+    let batch_sid = check_batch(q.batch.as_deref())?;
     let account = auth.account_scope(&state).await?;
     let filter = CommunicationFilter {
         agent_sid: q.agent_sid.clone(),
@@ -418,6 +472,7 @@ async fn list_communications(
         direction: q.direction.clone(),
         created_from: q.created_from,
         created_to: q.created_to,
+        batch_sid,
     };
     let (rows, total) = state
         .store
@@ -430,28 +485,8 @@ async fn list_communications(
     )))
 }
 
-/// Query of GET /v1/communication/-/statistics: which communications of the account.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct StatisticsQuery {
-    /// Only this agent's communications.
-    #[serde(default)]
-    pub agent_sid: Option<String>,
-    /// `outbound` or `inbound`.
-    #[serde(default)]
-    #[param(pattern = "^(outbound|inbound)$")]
-    pub direction: Option<String>,
-    /// Created at or after this time.
-    #[serde(default)]
-    pub created_from: Option<DateTime<Utc>>,
-    /// Created before this time.
-    #[serde(default)]
-    pub created_to: Option<DateTime<Utc>>,
-}
-
 /// A `direction` filter: `outbound` or `inbound` (400 otherwise).
-fn check_direction(direction: Option<&str>) -> ApiResult<()> {
+pub(super) fn check_direction(direction: Option<&str>) -> ApiResult<()> {
     match direction {
         None | Some("outbound") | Some("inbound") => Ok(()),
         Some(_) => Err(ApiError::bad_request(
@@ -461,106 +496,17 @@ fn check_direction(direction: Option<&str>) -> ApiResult<()> {
     }
 }
 
-/// Most communications one statistics request reads.
-pub const MAX_STATISTICS_COMMUNICATIONS: i64 = 200_000;
-
-/// Statistics of the account's communications (all, or those of an agent, a direction or
-/// a creation time range): counts by communication and call status, calls dialled and
-/// answered, the answer rate, setup time and duration percentiles, goals reached, and the
-/// audio and turn quality of the newest 2,000 saved histories (RTP loss, jitter, an
-/// estimated MOS, turn latency). The legacy attempt statistics give the same figures, but
-/// quality, for an attempt's calls.
-#[utoipa::path(get, path = "/v1/communication/-/statistics", tag = "communications",
-    params(StatisticsQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
-    security(("bearer" = [])),
-    responses((status = 200, body = crate::communication::statistics::CallStatistics), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 422, body = ErrorBody, description = "More communications match than one request reads (200,000): narrow the time range"),
-        (status = 500, body = ErrorBody)))]
-async fn communication_statistics(
-    State(state): State<AppState>,
-    auth: Authz<cap::ResourcesRead>,
-    Query(q): Query<StatisticsQuery>,
-) -> ApiResult<Json<crate::communication::statistics::CallStatistics>> {
-    let account = auth.account_scope(&state).await?;
-    Ok(Json(statistics_for(&state, &account, &q).await?.0))
-}
-
-/// The same set as the statistics as one HTML page: the figures, live calls over time and
-/// the setup time of each call (`communication::report`).
-#[utoipa::path(get, path = "/v1/communication/-/report.html", tag = "communications",
-    params(StatisticsQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
-    security(("bearer" = [])),
-    responses((status = 200, content_type = "text/html; charset=utf-8", body = String), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 422, body = ErrorBody, description = "More communications match than one request reads (200,000): narrow the time range"),
-        (status = 500, body = ErrorBody)))]
-async fn communication_report(
-    State(state): State<AppState>,
-    auth: Authz<cap::ResourcesRead>,
-    Query(q): Query<StatisticsQuery>,
-) -> ApiResult<axum::response::Response> {
-    use axum::response::IntoResponse;
-    let account = auth.account_scope(&state).await?;
-    let (stats, rows) = statistics_for(&state, &account, &q).await?;
-    let page = crate::communication::report::page(
-        &format!("callsmith report: {}", account.name),
-        rows.iter().rev(),
-        &stats,
-    );
-    Ok((
-        [(http::header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        page,
-    )
-        .into_response())
-}
-
-/// The statistics of the communications `q` selects, and those communications (newest
-/// first).
-async fn statistics_for(
-    state: &AppState,
-    account: &AccountRecord,
-    q: &StatisticsQuery,
-) -> ApiResult<(
-    crate::communication::statistics::CallStatistics,
-    Vec<CommunicationRecord>,
-)> {
-    check_direction(q.direction.as_deref())?;
-    let filter = CommunicationFilter {
-        agent_sid: q.agent_sid.clone(),
-        communication_status: None,
-        direction: q.direction.clone(),
-        created_from: q.created_from,
-        created_to: q.created_to,
-    };
-    const PAGE: i64 = 5000;
-    let mut rows: Vec<CommunicationRecord> = Vec::new();
-    loop {
-        let (page, total) = state
-            .store
-            .communication_list(&account.sid, &filter, PAGE, rows.len() as i64)
-            .await?;
-        if total > MAX_STATISTICS_COMMUNICATIONS {
-            return Err(ApiError::unprocessable(
-                "too_many_communications",
-                format!(
-                    "{total} communications match; one request reads at most {MAX_STATISTICS_COMMUNICATIONS}: narrow created_from/created_to"
-                ),
-            ));
-        }
-        let n = page.len();
-        rows.extend(page);
-        if n == 0 || rows.len() as i64 >= total {
-            break;
-        }
+/// A `batch` filter: a batch id (400 otherwise). A well-formed id the account does not
+/// have selects nothing, whoever's it is.
+pub(super) fn check_batch(batch: Option<&str>) -> ApiResult<Option<String>> {
+    match batch {
+        None => Ok(None),
+        Some(b) if is_batch_sid(b) => Ok(Some(b.to_string())),
+        Some(_) => Err(ApiError::bad_request(
+            "invalid_query",
+            "batch: a dispatch batch id (bat_ and 32 lowercase hex digits), as dispatch answers it in batch_sid",
+        )),
     }
-    let mut stats = crate::communication::statistics::CallStatistics::of(&rows);
-    // Rows come newest first: the quality figures are those of the newest histories.
-    let refs: Vec<&CommunicationRecord> = rows.iter().collect();
-    stats.quality = Some(
-        crate::communication::statistics::Quality::read(&state.objects, &account.sid, &refs).await,
-    );
-    Ok((stats, rows))
 }
 
 /// The communication `id` when it belongs to the caller's account.

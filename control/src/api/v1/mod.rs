@@ -7,6 +7,7 @@ mod auth;
 pub mod browser_call;
 mod call_objects;
 mod classifiers;
+mod communication_stats;
 pub mod communications;
 mod dictionaries;
 mod flags;
@@ -72,6 +73,7 @@ pub(super) fn groups() -> Vec<OpenApiRouter<AppState>> {
         stt::routes(),
         tts::routes(),
         communications::routes(),
+        communication_stats::routes(),
         browser_call::routes(),
         call_objects::routes(),
         results::routes(),

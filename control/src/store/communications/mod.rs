@@ -64,6 +64,8 @@ store_row! {
         pub recording_path: Option<String>,
         pub data: String,
         pub strategy_sid: Option<String>,
+        /// The dispatch batch (`bat_…`); None for inbound and browser calls.
+        pub batch_sid: Option<String>,
         pub timezone: String,
         pub end_reason: Option<String>,
         pub error: Option<String>,
@@ -90,7 +92,7 @@ impl CommunicationRecord {
 
 pub(crate) const COLS: &str = "sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, recipient, \
     from_number, trunk, direction, communication_status, call_status, sip_code, duration, goals, variables, is_test, \
-    consent_granted, has_recording, has_history, history_path, recording_path, data, strategy_sid, timezone, \
+    consent_granted, has_recording, has_history, history_path, recording_path, data, strategy_sid, batch_sid, timezone, \
     end_reason, error, call_id, scheduled_at, due_at, claim_token, claimed_by, claimed_until, started_at, \
     answered_at, ended_at, created_at, updated_at";
 
@@ -113,6 +115,8 @@ pub struct NewCommunication {
     /// JSON object text of the dispatch `data`.
     pub data: String,
     pub strategy_sid: Option<String>,
+    /// The dispatch batch (`bat_…`); None for inbound and browser calls.
+    pub batch_sid: Option<String>,
     pub timezone: String,
     pub scheduled_at: Option<DateTime<Utc>>,
     pub due_at: DateTime<Utc>,
@@ -126,6 +130,8 @@ pub struct CommunicationFilter {
     pub direction: Option<String>,
     pub created_from: Option<DateTime<Utc>>,
     pub created_to: Option<DateTime<Utc>>,
+    /// Only the communications of this dispatch batch.
+    pub batch_sid: Option<String>,
 }
 
 /// Who claims and for how long.
@@ -302,12 +308,12 @@ macro_rules! insert_communication {
         let c: &$crate::store::NewCommunication = $c;
         sqlx::query("INSERT INTO communications (sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, \
             recipient, from_number, trunk, direction, communication_status, duration, goals, variables, is_test, consent_granted, has_recording, \
-            has_history, data, strategy_sid, timezone, scheduled_at, due_at, created_at, updated_at) \
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'new', 0, '[]', '{}', $12, FALSE, FALSE, FALSE, $13, $14, $15, $16, $17, $18, $18)")
+            has_history, data, strategy_sid, timezone, scheduled_at, due_at, created_at, updated_at, batch_sid) \
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'new', 0, '[]', '{}', $12, FALSE, FALSE, FALSE, $13, $14, $15, $16, $17, $18, $18, $19)")
             .bind(&c.sid).bind(&c.tenant_sid).bind(&c.account_sid).bind(&c.agent_sid).bind(&c.scenario_sid)
             .bind(c.version).bind(c.draft_version).bind(&c.recipient).bind(&c.from_number).bind(&c.trunk)
             .bind(&c.direction).bind(c.is_test).bind(&c.data).bind(&c.strategy_sid).bind(&c.timezone)
-            .bind(c.scheduled_at).bind(c.due_at).bind($t)
+            .bind(c.scheduled_at).bind(c.due_at).bind($t).bind(&c.batch_sid)
             .execute($exec)
             .await
             .map(|_| ())
@@ -384,6 +390,9 @@ impl Store {
         if let Some(v) = f.created_to {
             add("created_at", "<", Bind::T(v));
         }
+        if let Some(v) = &f.batch_sid {
+            add("batch_sid", "=", Bind::S(v.clone()));
+        }
         let wher = cond.join(" AND ");
         let count = format!("SELECT COUNT(*) FROM communications WHERE {wher}");
         let total: i64 = on_db!(self, p => bind_all!(sqlx::query_scalar(sqlx::AssertSqlSafe(count.clone())), &binds).fetch_one(p).await)?;
@@ -397,6 +406,19 @@ impl Store {
         binds.push(Bind::I(offset));
         let rows = on_db!(self, p => bind_all!(sqlx::query_as::<_, CommunicationRecord>(sqlx::AssertSqlSafe(sql.clone())), &binds).fetch_all(p).await)?;
         Ok((rows, total))
+    }
+
+    /// Whether the account has a communication in the dispatch batch `batch_sid` (another
+    /// account's batch reads as absent).
+    pub async fn communication_batch_exists(
+        &self,
+        account_sid: &str,
+        batch_sid: &str,
+    ) -> StoreResult<bool> {
+        let n: i64 = on_db!(self, p => sqlx::query_scalar("SELECT COUNT(*) FROM (SELECT 1 FROM communications \
+            WHERE account_sid = $1 AND batch_sid = $2 LIMIT 1) b")
+            .bind(account_sid).bind(batch_sid).fetch_one(p).await)?;
+        Ok(n > 0)
     }
 
     /// Agents with due outbound rows (`new`/`queued`, `due_at <= now`).
