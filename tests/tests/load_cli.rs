@@ -123,6 +123,20 @@ async fn load_reports_what_the_callee_answered() {
         html.contains("RTP loss") && html.contains("estimated MOS"),
         "{html}"
     );
+    // One dispatch batch; the page draws the cpl, setup time and turn latency over time
+    // and the outcomes.
+    let batch = report["batch_sid"].as_str().expect("batch_sid");
+    assert!(calls.iter().all(|c| c["batch_sid"] == batch), "{calls:?}");
+    for shown in [
+        "(cpl dashed)",
+        "dashed: 3",
+        "Setup time over time",
+        "Turn latency over time",
+        "By call status",
+        "By goal reached",
+    ] {
+        assert!(html.contains(shown), "{shown}: {html}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
