@@ -369,6 +369,9 @@ fn vosk_node(name: &str, port: u16) -> SttNodeConfig {
         url: format!("ws://127.0.0.1:{port}"),
         protocol: SttProtocol::Vosk,
         ready_url: Some(format!("http://127.0.0.1:{port}/ready")),
+        api_key: None,
+        api_key_env: None,
+        ca_file: None,
     }
 }
 

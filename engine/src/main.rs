@@ -123,6 +123,7 @@ struct Node {
 /// Opens the store and starts the call engine; `serve` and `load` both run on it.
 /// `local_tts_engine`: the synthesizer registered for the local speech node, if any.
 async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result<Node> {
+    cfg.stt.check()?;
     let store = open_store(cfg).await?;
     let settings = Settings {
         public_url: cfg.public_url(),

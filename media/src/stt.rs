@@ -11,18 +11,30 @@
 //! A node failing mid-stream is reported as [`SttEvent::NodeFailed`] and marked,
 //! so the next stream picks another ready node.
 //!
+//! A node's URL is `ws://` or `wss://`. Over `wss://` the client speaks TLS (rustls, ring)
+//! trusting the public web roots (`webpki-roots`, the set reqwest's `rustls-tls` uses) and
+//! the CA certificates of the node's `ca_file` (private deployments). A node with an API
+//! key (`api_key`, or `api_key_env` naming the variable that holds it) sends it as
+//! `Authorization: Token <key>`, as Deepgram expects. Node URLs come from the operator's
+//! configuration only (a tenant names an engine, never a URL), so they are trusted like
+//! every configured upstream and not subject to the reach rules of tenant-named URLs.
+//!
 //! Also the batch helper [`recognize`] used by POST /v1/adapters/stt/{engine}/run.
 
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::MediaError;
 use crate::prompt::{FRAME_SAMPLES, Prompt, PromptError};
@@ -41,13 +53,110 @@ pub enum SttProtocol {
 #[serde(deny_unknown_fields)]
 pub struct SttNodeConfig {
     pub name: String,
-    /// Websocket URL, e.g. `ws://127.0.0.1:2700` (Vosk) or `ws://host/v1/listen` (Deepgram-style).
+    /// Websocket URL, e.g. `ws://127.0.0.1:2700` (Vosk), `ws://host/v1/listen` (Deepgram-style)
+    /// or `wss://api.deepgram.com/v1/listen` (TLS).
     pub url: String,
     pub protocol: SttProtocol,
     /// HTTP readiness probe answering 200 when the node can serve (e.g. `http://127.0.0.1:2700/ready`).
     /// Without one, a TCP connect to the websocket's host and port is the probe.
     #[serde(default)]
     pub ready_url: Option<String>,
+    /// API key, sent as `Authorization: Token <key>` when the stream connects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// Name of an environment variable holding the API key; used when `api_key` is unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// PEM file of CA certificates trusted for this node's `wss://` URL besides the public
+    /// roots (a private deployment's own CA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+}
+
+impl SttNodeConfig {
+    /// A node without key, CA file or readiness URL.
+    pub fn new(name: impl Into<String>, url: impl Into<String>, protocol: SttProtocol) -> Self {
+        SttNodeConfig {
+            name: name.into(),
+            url: url.into(),
+            protocol,
+            ready_url: None,
+            api_key: None,
+            api_key_env: None,
+            ca_file: None,
+        }
+    }
+
+    /// The API key: `api_key`, else the value of `api_key_env` (an error when that variable
+    /// is not set), else none.
+    pub fn key(&self) -> Result<Option<String>, String> {
+        match (&self.api_key, &self.api_key_env) {
+            (Some(k), _) => Ok(Some(k.clone())),
+            (None, Some(var)) => std::env::var(var)
+                .map(Some)
+                .map_err(|_| format!("api_key_env: {var} is not set")),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// Checks what can be checked before a call: the URL (`ws://` or `wss://` with a host),
+    /// the key's variable, and that `ca_file` reads as PEM certificates (and is only given
+    /// with `wss://`).
+    pub fn check(&self) -> Result<(), String> {
+        let u = url::Url::parse(&self.url).map_err(|e| format!("url {:?}: {e}", self.url))?;
+        if u.host_str().is_none() {
+            return Err(format!("url {:?} has no host", self.url));
+        }
+        match u.scheme() {
+            "wss" => {
+                tls_client_config(self)?;
+            }
+            "ws" if self.ca_file.is_some() => {
+                return Err(format!(
+                    "ca_file is set but url {:?} is not wss://",
+                    self.url
+                ));
+            }
+            "ws" => {}
+            other => {
+                return Err(format!(
+                    "url {:?}: scheme {other} is not ws or wss",
+                    self.url
+                ));
+            }
+        }
+        self.key().map(|_| ())
+    }
+}
+
+/// The TLS client settings of a `wss://` node: the public web roots plus the certificates
+/// of its `ca_file`, ring as the crypto provider.
+pub fn tls_client_config(node: &SttNodeConfig) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = &node.ca_file {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("ca_file {}: {e}", path.display()))?;
+        if certs.is_empty() {
+            return Err(format!("ca_file {}: no certificate in it", path.display()));
+        }
+        for c in certs {
+            roots
+                .add(c)
+                .map_err(|e| format!("ca_file {}: {e}", path.display()))?;
+        }
+    }
+    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(cfg))
 }
 
 /// Recognition parameters of one stream.
@@ -112,6 +221,8 @@ pub enum SttEvent {
 struct NodeState {
     cfg: SttNodeConfig,
     failed_at: Mutex<Option<Instant>>,
+    /// TLS settings of a `wss://` node, built on its first stream.
+    tls: OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
 }
 
 /// The configured nodes with their health.
@@ -133,6 +244,7 @@ impl SttPool {
                     .map(|cfg| NodeState {
                         cfg,
                         failed_at: Mutex::new(None),
+                        tls: OnceLock::new(),
                     })
                     .collect(),
             ),
@@ -168,6 +280,14 @@ impl SttPool {
             .await,
             Ok(Ok(_))
         )
+    }
+
+    /// The TLS settings of `node` (kept per pool node; built afresh for a node not in it).
+    fn tls(&self, node: &SttNodeConfig) -> Result<Arc<rustls::ClientConfig>, String> {
+        match self.nodes.iter().find(|n| n.cfg == *node) {
+            Some(n) => n.tls.get_or_init(|| tls_client_config(node)).clone(),
+            None => tls_client_config(node),
+        }
     }
 
     /// Marks a node failed; `pick` skips it for `retry_after`.
@@ -244,7 +364,7 @@ pub fn start_stream(
     let (ftx, frx) = oneshot::channel();
     let n = node.clone();
     tokio::spawn(async move {
-        if let Err(error) = run_stream(&n, &params, audio, frx, &etx).await {
+        if let Err(error) = run_stream(&pool, &n, &params, audio, frx, &etx).await {
             pool.mark_failed(&n.name);
             let _ = etx
                 .send(SttEvent::NodeFailed {
@@ -335,7 +455,71 @@ fn parse_result(protocol: SttProtocol, text: &str) -> Option<(String, bool, Opti
     }
 }
 
+/// The byte stream under a node's websocket: TCP, or TLS over TCP.
+trait WsIo: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> WsIo for T {}
+
+/// Opens the node's websocket at `url` (`ws://` or `wss://`), with its key when it has one.
+async fn connect(
+    pool: &SttPool,
+    node: &SttNodeConfig,
+    url: &str,
+) -> Result<WebSocketStream<Box<dyn WsIo>>, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("url: {e}"))?;
+    let tls = match parsed.scheme() {
+        "ws" => None,
+        "wss" => Some(pool.tls(node)?),
+        other => return Err(format!("url scheme {other} is not ws or wss")),
+    };
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| "url has no host".to_string())?
+        .trim_matches(['[', ']'])
+        .to_string();
+    let port = parsed
+        .port_or_known_default()
+        .ok_or_else(|| "url has no port".to_string())?;
+    let mut request = url
+        .into_client_request()
+        .map_err(|e| format!("request: {e}"))?;
+    if let Some(key) = node.key()? {
+        let value = format!("Token {key}")
+            .parse()
+            .map_err(|_| "the API key is not a valid header value".to_string())?;
+        request.headers_mut().insert("authorization", value);
+    }
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|e| format!("connect to {host}:{port}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let io: Box<dyn WsIo> = match tls {
+        None => Box::new(tcp),
+        Some(cfg) => {
+            let name = rustls::pki_types::ServerName::try_from(host.clone())
+                .map_err(|e| format!("TLS server name {host:?}: {e}"))?;
+            let stream = tokio_rustls::TlsConnector::from(cfg)
+                .connect(name, tcp)
+                .await
+                .map_err(|e| {
+                    let hint = if e.to_string().contains("invalid peer certificate") {
+                        " (the node's certificate is not trusted: is its CA in the public \
+                         roots, or in the node's ca_file?)"
+                    } else {
+                        ""
+                    };
+                    format!("TLS handshake with {host}:{port} failed: {e}{hint}")
+                })?;
+            Box::new(stream)
+        }
+    };
+    let (ws, _) = tokio_tungstenite::client_async(request, io)
+        .await
+        .map_err(|e| format!("websocket handshake with {host}:{port}: {e}"))?;
+    Ok(ws)
+}
+
 async fn run_stream(
+    pool: &SttPool,
     node: &SttNodeConfig,
     params: &SttParams,
     mut audio: AudioReceiver,
@@ -343,13 +527,9 @@ async fn run_stream(
     events: &mpsc::Sender<SttEvent>,
 ) -> Result<(), String> {
     let url = stream_url(node, params)?;
-    let (ws, _) = tokio::time::timeout(
-        Duration::from_secs(5),
-        tokio_tungstenite::connect_async(url.as_str()),
-    )
-    .await
-    .map_err(|_| "connect timed out".to_string())?
-    .map_err(|e| e.to_string())?;
+    let ws = tokio::time::timeout(Duration::from_secs(5), connect(pool, node, &url))
+        .await
+        .map_err(|_| "connect timed out".to_string())??;
     let (mut tx, mut rx) = ws.split();
     if node.protocol == SttProtocol::Vosk {
         tx.send(Message::text(r#"{"config": {"sample_rate": 8000}}"#))
@@ -605,12 +785,7 @@ mod tests {
 
     #[test]
     fn deepgram_url_carries_parameters() {
-        let n = SttNodeConfig {
-            name: "d".into(),
-            url: "ws://127.0.0.1:1/v1/listen".into(),
-            protocol: SttProtocol::Deepgram,
-            ready_url: None,
-        };
+        let n = SttNodeConfig::new("d", "ws://127.0.0.1:1/v1/listen", SttProtocol::Deepgram);
         let p = SttParams {
             language: "en-US".into(),
             model: "nova".into(),
@@ -635,12 +810,11 @@ mod tests {
 
     #[tokio::test]
     async fn no_node_is_an_error() {
-        let pool = SttPool::new(vec![SttNodeConfig {
-            name: "down".into(),
-            url: "ws://127.0.0.1:9/".into(),
-            protocol: SttProtocol::Vosk,
-            ready_url: None,
-        }]);
+        let pool = SttPool::new(vec![SttNodeConfig::new(
+            "down",
+            "ws://127.0.0.1:9/",
+            SttProtocol::Vosk,
+        )]);
         assert!(matches!(pool.pick().await, Err(SttError::NoReadyNode)));
     }
 }

@@ -195,6 +195,9 @@ async fn speech_round_trips_through_the_recognition_node() {
         url: format!("ws://127.0.0.1:{}", free_port()),
         protocol: callsmith_media::stt::SttProtocol::Vosk,
         ready_url: Some(format!("http://127.0.0.1:{}/ready", free_port())),
+        api_key: None,
+        api_key_env: None,
+        ca_file: None,
     };
     let pool2 = SttPool::new(vec![dead, node.vosk("live")]);
     for _ in 0..3 {

@@ -523,6 +523,20 @@ pub struct SttSection {
     pub engines: std::collections::BTreeMap<String, Vec<callsmith_media::stt::SttNodeConfig>>,
 }
 
+impl SttSection {
+    /// Checks every node before the start: its URL (`ws://` or `wss://`), that its
+    /// `api_key_env` variable is set and that its `ca_file` reads as PEM certificates.
+    pub fn check(&self) -> anyhow::Result<()> {
+        for (engine, nodes) in &self.engines {
+            for (i, n) in nodes.iter().enumerate() {
+                n.check()
+                    .map_err(|e| anyhow::anyhow!("stt.engines.{engine}[{i}] ({}): {e}", n.name))?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `[dialer]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]

@@ -100,6 +100,9 @@ fn register(cfg: &mut Config, plan: &SpeechPlan, listen: SocketAddr) -> Option<S
                 url: format!("ws://{listen}/v1/listen"),
                 protocol: SttProtocol::Deepgram,
                 ready_url: Some(format!("http://{listen}/ready")),
+                api_key: None,
+                api_key_env: None,
+                ca_file: None,
             }],
         );
     }
@@ -210,6 +213,9 @@ mod tests {
                 url: "ws://127.0.0.1:2700".into(),
                 protocol: SttProtocol::Vosk,
                 ready_url: None,
+                api_key: None,
+                api_key_env: None,
+                ca_file: None,
             }],
         );
         assert!(matches!(prepare(&mut cfg).unwrap(), Decision::Start { .. }));

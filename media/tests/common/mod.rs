@@ -215,6 +215,9 @@ impl SttNode {
             url: format!("ws://127.0.0.1:{}", self.port),
             protocol: callsmith_media::stt::SttProtocol::Vosk,
             ready_url: Some(format!("http://127.0.0.1:{}/ready", self.port)),
+            api_key: None,
+            api_key_env: None,
+            ca_file: None,
         }
     }
 
@@ -224,6 +227,9 @@ impl SttNode {
             url: format!("ws://127.0.0.1:{}/v1/listen", self.port),
             protocol: callsmith_media::stt::SttProtocol::Deepgram,
             ready_url: Some(format!("http://127.0.0.1:{}/ready", self.port)),
+            api_key: None,
+            api_key_env: None,
+            ca_file: None,
         }
     }
 }
