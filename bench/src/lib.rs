@@ -4,6 +4,7 @@
 use std::path::Path;
 
 pub mod calls;
+pub mod voice;
 
 /// The `q`-quantile (0–1) of sorted values, nearest rank; None when empty.
 pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {

@@ -1,0 +1,537 @@
+//! `voice_turn`: the bot's response to speech, on the wire (issue #19).
+//!
+//! Starts the real binary (`$CALLSMITH_BIN`, a release build) with `[speech] local = true`:
+//! one supervised speech node (Whisper base with Silero VAD + Smart Turn end of turn,
+//! Piper voice `joe`). Its scenario asks "Would you like a callback?" by speech and
+//! answers yes, no and anything else with a spoken reply. Per concurrency level N
+//! (`--concurrency 1,5,10`) an agent with cpl = N places `--calls-per-level` calls to a
+//! callee of this process ([`callsmith_bench::voice::Callee`], the workspace's SIP stack),
+//! which answers, waits for the question to end, speaks one of 12 flite phrases (a voice
+//! other than the bot's) and timestamps, on its own socket, the packet carrying its last
+//! voiced frame and the first voiced packet of the reply after it.
+//!
+//! Per level: on-wire response p50/p95/p99, the history's `response_ms` and its parts
+//! (speech end → final transcript → reply requested → first RTP), recognition (the
+//! history's transcript against the phrase, normalised: exact phrases, word errors, the
+//! branch taken), and the CPU of the engine and of the speech node (% of one core over the
+//! level). Writes `voice_turn[_TAG].svg` to `--out` and prints a markdown table.
+//!
+//! ```sh
+//! eval "$(bash scripts/test-deps.sh)"   # CALLSMITH_STT_PYTHON: the speech node's venv
+//! cargo build --release -p callsmith-bench -p callsmith-engine --bin voice_turn --bin callsmith
+//! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith \
+//!   $CARGO_TARGET_DIR/release/voice_turn --concurrency 1,5,10 --calls-per-level 12
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use callsmith_bench::calls::{Sampler, all_rows, wait_all_ended};
+use callsmith_bench::voice::{self, CallRecord, Callee, Phrase, word_errors};
+use callsmith_bench::{Limit, Series, percentile, svg_plot};
+use callsmith_control::objects::CallObjects;
+use callsmith_control::store::communications::CommunicationFilter;
+use callsmith_e2e::{
+    AgentSpec, Engine, EngineOptions, create_agent, create_scenario, provision, store_of,
+};
+use callsmith_media::stt::normalize_transcript;
+use clap::Parser;
+use serde_json::{Value, json};
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    about = "End of caller speech → first reply RTP, on the wire, at N concurrent speech calls"
+)]
+struct Args {
+    /// Concurrency levels (the agent's cpl).
+    #[arg(long, value_delimiter = ',', default_value = "1,5,10")]
+    concurrency: Vec<u32>,
+    /// Calls per level.
+    #[arg(long, default_value_t = 12)]
+    calls_per_level: u32,
+    /// Warm-up calls before the first level (one per branch primes the synthesis cache
+    /// and the recogniser); not counted.
+    #[arg(long, default_value_t = 3)]
+    warmup: u32,
+    /// Whisper/Piper threads of the speech node (default: the node's, half the cores).
+    #[arg(long)]
+    speech_threads: Option<usize>,
+    /// Where the plot goes.
+    #[arg(long, default_value = "bench/reports")]
+    out: PathBuf,
+    /// Suffix of the plot's file name (`voice_turn_TAG.svg`).
+    #[arg(long, default_value = "")]
+    tag: String,
+    /// Whole run bound, seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout_secs: u64,
+}
+
+/// One answered turn: the callee's measurement beside the engine's history.
+#[derive(Debug, Clone)]
+struct Turn {
+    wire_ms: Option<f64>,
+    history_response_ms: Option<f64>,
+    speech_to_final_ms: Option<f64>,
+    final_to_requested_ms: Option<f64>,
+    requested_to_rtp_ms: Option<f64>,
+    /// The transcript is the phrase (normalised).
+    exact: bool,
+    errors: usize,
+    words: usize,
+    branch_ok: bool,
+    live: usize,
+    transcript: String,
+    phrase: String,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Level {
+    n: u32,
+    calls: usize,
+    completed: usize,
+    turns: Vec<Turn>,
+    failures: Vec<String>,
+    secs: f64,
+    engine_cpu_pct: f64,
+    node_cpu_pct: f64,
+    load: (f64, f64),
+}
+
+fn loadavg() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+fn sorted(v: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = v.filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+fn p(v: &[f64], q: f64) -> String {
+    if v.is_empty() {
+        "–".into()
+    } else {
+        format!("{:.0}", percentile(v, q))
+    }
+}
+
+fn node_pid(e: &Engine) -> Option<u32> {
+    let log = e.log();
+    let line = log.lines().rfind(|l| l.contains("speech node started"))?;
+    let rest = &line[line.find("pid=")? + 4..];
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn diff(a: Option<u64>, b: Option<u64>) -> Option<f64> {
+    Some(b? as f64 - a? as f64)
+}
+
+/// Reads one call's first turn from its history and pairs it with the callee's record.
+fn turn_of(h: &Value, rec: &CallRecord, phrase: &Phrase) -> Turn {
+    let t = &h["turns"][0];
+    let u = |k: &str| t[k].as_u64();
+    let transcript = t["transcript"].as_str().unwrap_or_default().to_string();
+    let (want, got) = (
+        normalize_transcript(&phrase.text),
+        normalize_transcript(&transcript),
+    );
+    let (errors, words) = word_errors(&want, &got);
+    let goals: Vec<String> = h["goals"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g.as_str().map(String::from))
+        .collect();
+    Turn {
+        wire_ms: rec.response_ms(),
+        history_response_ms: u("response_ms").map(|v| v as f64),
+        speech_to_final_ms: diff(u("speech_ended_ms"), u("final_ms")),
+        final_to_requested_ms: diff(u("final_ms"), u("reply_requested_ms")),
+        requested_to_rtp_ms: diff(u("reply_requested_ms"), u("reply_first_rtp_ms")),
+        exact: want == got,
+        errors,
+        words,
+        branch_ok: goals.contains(&phrase.branch),
+        live: rec.live_at_speech_end,
+        transcript,
+        phrase: phrase.text.clone(),
+    }
+}
+
+async fn wait_speech_ready(e: &Engine) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let (_, body) = e.get("/readyz", None).await;
+        if body["components"]["speech"] == "ok" {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the speech node is not ready after 180 s: {body}\n{}",
+                e.log()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
+    let python = std::env::var("CALLSMITH_STT_PYTHON").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/callsmith/speech-venv/bin/python",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    let dir = tempfile::tempdir()?;
+    let phrases = voice::make_phrases(dir.path())?;
+    let callee = Callee::start(phrases.clone()).await?;
+    let mut speech = format!("[speech]\nlocal = true\npython = {python:?}\n");
+    if let Some(t) = args.speech_threads {
+        speech.push_str(&format!("threads = {t}\n"));
+    }
+    let e = Engine::start(EngineOptions {
+        trunks: vec![("carrier".into(), callee.addr)],
+        extra_toml: speech,
+        dialer_toml: "max_timer_lag_ms = 100\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let t0 = Instant::now();
+    wait_speech_ready(&e).await?;
+    println!(
+        "speech node ready after {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let engine_pid = e.pid().context("engine pid")?;
+    let node = node_pid(&e).context("speech node pid in the log")?;
+    let t = provision(&e, "voice", "carrier", "+4930100900").await;
+    let store = store_of(&e, None).await;
+    let scn = create_scenario(&store, &t, &voice::scenario(), true).await;
+    let mut next_call = 0usize;
+
+    // Warm-up: one call per phrase of a different branch, one after the other.
+    if args.warmup > 0 {
+        let agent = create_agent(
+            &store,
+            &t,
+            &AgentSpec {
+                cpl: 1,
+                ..AgentSpec::new(scn.clone(), t.number_id.clone())
+            },
+        )
+        .await;
+        for i in 0..args.warmup as usize {
+            e.dispatch(
+                &t,
+                json!({"recipient": format!("+1555{i:07}"), "agent_sid": agent}),
+            )
+            .await;
+        }
+        next_call = args.warmup as usize;
+        let f = CommunicationFilter {
+            agent_sid: Some(agent),
+            ..Default::default()
+        };
+        if !wait_all_ended(&store, &t.account, &f, Duration::from_secs(120)).await? {
+            bail!("warm-up calls did not end\n{}", e.log());
+        }
+        println!("warm-up: {} calls", args.warmup);
+    }
+
+    for &n in &args.concurrency {
+        let engine_s = Sampler::start(engine_pid);
+        let node_s = Sampler::start(node);
+        let load0 = loadavg();
+        // Starts spread by the cps (calls last ~8 s), so turns do not all end at once.
+        let cps = i64::from(n.div_ceil(6).max(1));
+        let agent = create_agent(
+            &store,
+            &t,
+            &AgentSpec {
+                cps,
+                cpl: i64::from(n),
+                ..AgentSpec::new(scn.clone(), t.number_id.clone())
+            },
+        )
+        .await;
+        let start = Instant::now();
+        for _ in 0..args.calls_per_level {
+            e.dispatch(
+                &t,
+                json!({"recipient": format!("+1555{next_call:07}"), "agent_sid": agent}),
+            )
+            .await;
+            next_call += 1;
+        }
+        let f = CommunicationFilter {
+            agent_sid: Some(agent),
+            ..Default::default()
+        };
+        let budget = Duration::from_secs(60 + u64::from(args.calls_per_level) * 12 / u64::from(n));
+        let all_ended = wait_all_ended(&store, &t.account, &f, budget).await?;
+        let end = Instant::now();
+        // The callee's record of a call is written when its BYE arrived.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut level = Level {
+            n,
+            secs: end.duration_since(start).as_secs_f64(),
+            load: (load0, loadavg()),
+            ..Default::default()
+        };
+        if !all_ended {
+            level
+                .failures
+                .push(format!("calls still open after {budget:?}"));
+        }
+        let cpu = |s: &Sampler| {
+            s.window(start, end)
+                .map_or(f64::NAN, |(secs, cpu, _)| cpu / secs * 100.0)
+        };
+        level.engine_cpu_pct = cpu(&engine_s);
+        level.node_cpu_pct = cpu(&node_s);
+        let records: BTreeMap<String, CallRecord> = callee.records();
+        let rows = all_rows(&store, &t.account, &f).await?;
+        level.calls = rows.len();
+        for r in &rows {
+            let Some(rec) = records.get(&r.recipient) else {
+                level
+                    .failures
+                    .push(format!("{}: the callee saw no call", r.recipient));
+                continue;
+            };
+            if let Some(err) = &rec.error {
+                level.failures.push(format!("{}: {err}", r.recipient));
+            }
+            let path = e.object_path(&CallObjects::new(&t.account, &r.sid).history());
+            let Some(h) = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            else {
+                level.failures.push(format!(
+                    "{}: no history ({:?})",
+                    r.recipient, r.communication_status
+                ));
+                continue;
+            };
+            level.completed += 1;
+            let turn = turn_of(&h, rec, &phrases[rec.phrase]);
+            if turn.wire_ms.is_none() {
+                level.failures.push(format!(
+                    "{}: no reply measured (heard {:?}, transcript {:?})",
+                    r.recipient, h["turns"][0]["heard"], turn.transcript
+                ));
+            }
+            level.turns.push(turn);
+        }
+        print_level(&level);
+        levels.push(level);
+    }
+    Ok(())
+}
+
+fn print_level(l: &Level) {
+    let wire = sorted(l.turns.iter().filter_map(|t| t.wire_ms));
+    println!(
+        "level {}: {} calls, {} turns measured in {:.0} s; on-wire p50 {} p95 {} ms; engine {:.0} %, node {:.0} % of a core",
+        l.n,
+        l.calls,
+        wire.len(),
+        l.secs,
+        p(&wire, 50.0),
+        p(&wire, 95.0),
+        l.engine_cpu_pct,
+        l.node_cpu_pct
+    );
+    for t in &l.turns {
+        if !t.exact {
+            println!("  heard {:?} for {:?}", t.transcript, t.phrase);
+        }
+    }
+    for f in &l.failures {
+        println!("  failure: {f}");
+    }
+}
+
+fn print_table(levels: &[Level]) {
+    println!(
+        "\n| calls live (cpl) | turns | on-wire p50 / p95 / p99 ms | history response_ms p50 | speech end → final p50 | final → reply requested p50 | → first RTP p50 | mean live at speech end | exact phrases | word errors | branch right | engine CPU % | node CPU % | load 1-min |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for l in levels {
+        let wire = sorted(l.turns.iter().filter_map(|t| t.wire_ms));
+        let hist = sorted(l.turns.iter().filter_map(|t| t.history_response_ms));
+        let s2f = sorted(l.turns.iter().filter_map(|t| t.speech_to_final_ms));
+        let f2r = sorted(l.turns.iter().filter_map(|t| t.final_to_requested_ms));
+        let r2p = sorted(l.turns.iter().filter_map(|t| t.requested_to_rtp_ms));
+        let n = l.turns.len().max(1) as f64;
+        let exact = l.turns.iter().filter(|t| t.exact).count();
+        let (errs, words) = l
+            .turns
+            .iter()
+            .fold((0, 0), |a, t| (a.0 + t.errors, a.1 + t.words));
+        let branch = l.turns.iter().filter(|t| t.branch_ok).count();
+        let live = l.turns.iter().map(|t| t.live as f64).sum::<f64>() / n;
+        println!(
+            "| {} | {} | {} / {} / {} | {} | {} | {} | {} | {:.1} | {}/{} ({:.0} %) | {:.1} % | {}/{} | {:.0} | {:.0} | {:.1}–{:.1} |",
+            l.n,
+            wire.len(),
+            p(&wire, 50.0),
+            p(&wire, 95.0),
+            p(&wire, 99.0),
+            p(&hist, 50.0),
+            p(&s2f, 50.0),
+            p(&f2r, 50.0),
+            p(&r2p, 50.0),
+            live,
+            exact,
+            l.turns.len(),
+            exact as f64 * 100.0 / n,
+            errs as f64 * 100.0 / words.max(1) as f64,
+            branch,
+            l.turns.len(),
+            l.engine_cpu_pct,
+            l.node_cpu_pct,
+            l.load.0,
+            l.load.1
+        );
+    }
+    // The difference between the two clocks of one turn: the callee's wire time against
+    // the engine's own response_ms.
+    let d = sorted(levels.iter().flat_map(|l| {
+        l.turns
+            .iter()
+            .filter_map(|t| Some(t.wire_ms? - t.history_response_ms?))
+    }));
+    if !d.is_empty() {
+        println!(
+            "\non-wire minus history response_ms: p5 {} p50 {} p95 {} ms",
+            p(&d, 5.0),
+            p(&d, 50.0),
+            p(&d, 95.0)
+        );
+    }
+}
+
+fn write_plot(args: &Args, levels: &[Level]) -> Result<PathBuf> {
+    let q = |f: fn(&Turn) -> Option<f64>, pct: f64| -> Vec<(f64, f64)> {
+        levels
+            .iter()
+            .filter_map(|l| {
+                let v = sorted(l.turns.iter().filter_map(f));
+                (!v.is_empty()).then(|| (f64::from(l.n), percentile(&v, pct)))
+            })
+            .collect()
+    };
+    let series = vec![
+        Series {
+            name: "on-wire, each turn".into(),
+            color: "#999".into(),
+            points: levels
+                .iter()
+                .flat_map(|l| {
+                    l.turns
+                        .iter()
+                        .filter_map(move |t| Some((f64::from(l.n), t.wire_ms?)))
+                })
+                .collect(),
+            line: false,
+        },
+        Series {
+            name: "on-wire p50".into(),
+            color: "#1f77b4".into(),
+            points: q(|t| t.wire_ms, 50.0),
+            line: true,
+        },
+        Series {
+            name: "on-wire p95".into(),
+            color: "#d62728".into(),
+            points: q(|t| t.wire_ms, 95.0),
+            line: true,
+        },
+        Series {
+            name: "history response p50".into(),
+            color: "#2ca02c".into(),
+            points: q(|t| t.history_response_ms, 50.0),
+            line: true,
+        },
+        Series {
+            name: "speech end → final p50".into(),
+            color: "#ff7f0e".into(),
+            points: q(|t| t.speech_to_final_ms, 50.0),
+            line: true,
+        },
+    ];
+    let limits = [
+        Limit {
+            y: 500.0,
+            label: "p50 target 500".into(),
+        },
+        Limit {
+            y: 800.0,
+            label: "p95 target 800".into(),
+        },
+    ];
+    let svg = svg_plot(
+        "End of caller speech → first reply audio (voice_turn)",
+        "concurrent speech calls (cpl)",
+        "ms",
+        &series,
+        &limits,
+    );
+    std::fs::create_dir_all(&args.out)?;
+    let name = if args.tag.is_empty() {
+        "voice_turn.svg".to_string()
+    } else {
+        format!("voice_turn_{}.svg", args.tag)
+    };
+    let path = args.out.join(name);
+    std::fs::write(&path, svg)?;
+    Ok(path)
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if args.concurrency.contains(&0) || args.calls_per_level == 0 {
+        bail!("--concurrency levels and --calls-per-level must be at least 1");
+    }
+    if std::env::var_os("CALLSMITH_E2E_LOG").is_none() {
+        // SAFETY: no other thread exists yet (the runtime is built below).
+        unsafe { std::env::set_var("CALLSMITH_E2E_LOG", "info") };
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut levels = Vec::new();
+    let outcome = rt.block_on(async {
+        tokio::select! {
+            r = run(&args, &mut levels) => r,
+            _ = tokio::time::sleep(Duration::from_secs(args.timeout_secs)) => {
+                Err(anyhow::anyhow!("stopped after --timeout-secs {}", args.timeout_secs))
+            }
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted (SIGINT)")),
+        }
+    });
+    // Dropping the runtime kills the engine (and with it the speech node).
+    drop(rt);
+    println!(
+        "\nvoice_turn: {} (load average now {:.2}, {} cores)",
+        std::env::args().collect::<Vec<_>>().join(" "),
+        loadavg(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    if !levels.is_empty() {
+        print_table(&levels);
+        println!("\nplot: {}", write_plot(&args, &levels)?.display());
+    }
+    outcome
+}
