@@ -48,7 +48,7 @@ struct Args {
     /// Concurrency levels (the agent's cpl).
     #[arg(long, value_delimiter = ',', default_value = "1,5,10")]
     concurrency: Vec<u32>,
-    /// Calls per level.
+    /// Calls per level (at least twice the level, so the cpl is reached and held).
     #[arg(long, default_value_t = 12)]
     calls_per_level: u32,
     /// Warm-up calls before the first level (one per branch primes the synthesis cache
@@ -264,7 +264,8 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
         )
         .await;
         let start = Instant::now();
-        for _ in 0..args.calls_per_level {
+        let calls = args.calls_per_level.max(2 * n);
+        for _ in 0..calls {
             e.dispatch(
                 &t,
                 json!({"recipient": format!("+1555{next_call:07}"), "agent_sid": agent}),
@@ -276,7 +277,7 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
             agent_sid: Some(agent),
             ..Default::default()
         };
-        let budget = Duration::from_secs(60 + u64::from(args.calls_per_level) * 12 / u64::from(n));
+        let budget = Duration::from_secs(60 + u64::from(calls) * 12 / u64::from(n));
         let all_ended = wait_all_ended(&store, &t.account, &f, budget).await?;
         let end = Instant::now();
         // The callee's record of a call is written when its BYE arrived.
