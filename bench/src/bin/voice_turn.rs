@@ -58,6 +58,10 @@ struct Args {
     /// Whisper/Piper threads of the speech node (default: the node's, half the cores).
     #[arg(long)]
     speech_threads: Option<usize>,
+    /// More arguments of the speech node's server.py (`[speech] args`), e.g.
+    /// `--speech-args=--final-window,trim`.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    speech_args: Vec<String>,
     /// Where the plot goes.
     #[arg(long, default_value = "bench/reports")]
     out: PathBuf,
@@ -197,6 +201,9 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
     let mut speech = format!("[speech]\nlocal = true\npython = {python:?}\n");
     if let Some(t) = args.speech_threads {
         speech.push_str(&format!("threads = {t}\n"));
+    }
+    if !args.speech_args.is_empty() {
+        speech.push_str(&format!("args = {:?}\n", args.speech_args));
     }
     let e = Engine::start(EngineOptions {
         trunks: vec![("carrier".into(), callee.addr)],
