@@ -53,13 +53,9 @@ pub async fn run(rt: Runtime) {
         let now = Instant::now();
         if now.duration_since(last_renew) >= rt.settings.lease / 3 {
             last_renew = now;
-            if let Err(e) = rt
-                .store
-                .communication_renew(&rt.settings.claim_token, Utc::now() + lease)
-                .await
-            {
-                warn!(error = %e, "renewing call leases failed");
-            }
+            rt.journal
+                .renew(&rt.settings.claim_token, Utc::now() + lease)
+                .await;
         }
         if now.duration_since(last_reconcile)
             >= Duration::from_secs(cfg.reconcile_interval_secs.max(1))
@@ -93,9 +89,8 @@ pub async fn renew_while_live(rt: Runtime) {
     let lease =
         chrono::Duration::from_std(rt.settings.lease).unwrap_or(chrono::Duration::seconds(30));
     while rt.live.total() > 0 {
-        let _ = rt
-            .store
-            .communication_renew(&rt.settings.claim_token, Utc::now() + lease)
+        rt.journal
+            .renew(&rt.settings.claim_token, Utc::now() + lease)
             .await;
         tokio::time::sleep(rt.settings.lease / 3).await;
     }

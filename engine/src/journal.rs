@@ -16,6 +16,10 @@
 //! is never dropped, and the call's live-call guard is held until it is stored, so the
 //! shutdown drain waits for it too.
 //!
+//! The renewal of this process's claim leases goes through the same writer
+//! ([`Journal::renew`]), so one task writes the rows of live calls and no two of its
+//! statements wait on each other's row locks.
+//!
 //! What a crash can lose: the writes queued and not yet committed (at most one batch
 //! plus what queued behind it, milliseconds of calls). An inbound call whose row was not
 //! yet stored leaves no row (its call died with the process); an outbound row keeps its
@@ -46,6 +50,11 @@ enum Entry {
     Write(CallWrite, Option<oneshot::Sender<StoreResult<bool>>>),
     /// Answered once everything queued before it is stored.
     Flush(oneshot::Sender<()>),
+    /// Extend the lease of every row the claim token holds (see [`Journal::renew`]).
+    Renew {
+        token: String,
+        until: chrono::DateTime<chrono::Utc>,
+    },
 }
 
 /// The queue is full: the node is behind on its writes.
@@ -125,6 +134,22 @@ impl Journal {
         }
     }
 
+    /// Queues the renewal of this process's leases (every row `token` holds, until
+    /// `until`), waiting only for room. The writer applies it after the writes queued
+    /// before it, on its own: the renewal and the call writes then never hold row locks at
+    /// the same time (on PostgreSQL the two, locking rows in different orders, could
+    /// deadlock and stall both for the server's deadlock timeout), and the dialer does
+    /// not wait on the database for it.
+    pub async fn renew(&self, token: &str, until: chrono::DateTime<chrono::Utc>) {
+        let renew = Entry::Renew {
+            token: token.to_string(),
+            until,
+        };
+        if self.tx.send(renew).await.is_err() {
+            warn!("the call progress writer has stopped; leases are not renewed");
+        }
+    }
+
     /// Writes that fit in the queue now.
     pub fn free(&self) -> usize {
         self.tx.capacity()
@@ -164,6 +189,7 @@ async fn apply(store: &Store, batch: &mut Vec<Entry>) {
     let mut writes = Vec::with_capacity(batch.len());
     let mut waiters = Vec::with_capacity(batch.len());
     let mut flushes = Vec::new();
+    let mut renew = None;
     for entry in batch.drain(..) {
         match entry {
             Entry::Write(w, done) => {
@@ -171,6 +197,8 @@ async fn apply(store: &Store, batch: &mut Vec<Entry>) {
                 waiters.push(done);
             }
             Entry::Flush(done) => flushes.push(done),
+            // The latest renewal covers the earlier ones.
+            Entry::Renew { token, until } => renew = Some((token, until)),
         }
     }
     let started = std::time::Instant::now();
@@ -211,6 +239,11 @@ async fn apply(store: &Store, batch: &mut Vec<Entry>) {
         if let Some(done) = done {
             let _ = done.send(r);
         }
+    }
+    if let Some((token, until)) = renew
+        && let Err(e) = store.communication_renew(&token, until).await
+    {
+        warn!(error = %e, "renewing call leases failed");
     }
     // Everything queued before a flush was in this batch or an earlier one.
     for done in flushes {
