@@ -252,13 +252,14 @@ async fn a_claim_whose_owner_died_is_never_redialled(s: TestServer) {
 /// The writes a few calls make, interleaved as the journal queues them: one outbound call
 /// answered and ended (with result deliveries), one that fails after its INVITE, one
 /// released before it, one whose claim was lost, and an inbound call created, answered and
-/// ended. `rows` are four dialling rows claimed with token `tok`.
+/// ended. `rows` are four dialling rows claimed with token `tok`; the writes happen at
+/// `t0` plus a few milliseconds.
 fn mixed_batch(
     f: &callsmith_control::testing::Fixture,
     scn: &str,
     rows: &[String],
+    t0: chrono::DateTime<Utc>,
 ) -> Vec<CallWrite> {
-    let t0 = Utc::now() - Duration::seconds(10);
     let at = |ms: i64| t0 + Duration::milliseconds(ms);
     let started = |sid: &String, ms| CallWrite::Started {
         sid: sid.clone(),
@@ -400,8 +401,10 @@ async fn a_mixed_batch_stores_what_its_writes_store_one_by_one(s: TestServer) {
         rows.sort();
         sets.push(rows);
     }
-    let batched = mixed_batch(&f, &scn, &sets[0]);
-    let single = mixed_batch(&f, &scn, &sets[1]);
+    // Both sets' writes describe the same moments.
+    let t0 = Utc::now() - Duration::seconds(10);
+    let batched = mixed_batch(&f, &scn, &sets[0], t0);
+    let single = mixed_batch(&f, &scn, &sets[1], t0);
     let changed = s.store.communications_apply(&batched).await.unwrap();
     let mut one_by_one = Vec::new();
     for w in single.clone() {

@@ -10,6 +10,7 @@
 pub mod classifier;
 pub mod error;
 pub mod llm;
+mod llm_sse;
 
 use std::{sync::Arc, time::Duration};
 
