@@ -1038,6 +1038,8 @@ struct RtpCounters {
     voiced_after_script: u64,
     /// When each voiced packet arrived.
     voiced_at: Vec<tokio::time::Instant>,
+    /// When each scripted key's first telephone-event packet was sent.
+    keys_at: Vec<(char, tokio::time::Instant)>,
 }
 
 /// The callee's RTP endpoint, owned by the test: a UDP socket on 127.0.0.1 (announce its
@@ -1083,6 +1085,8 @@ impl RtpPeer {
         let port = sock.local_addr().expect("rtp addr").port();
         // The plan: one (payload type, marker, timestamp, payload) per 20 ms slot.
         let mut plan: Vec<(u8, bool, u32, Vec<u8>)> = Vec::new();
+        // The slot of each key's first telephone-event packet.
+        let mut key_slots: Vec<(usize, char)> = Vec::new();
         let mut ts: u32 = 0;
         let silence = vec![0xFFu8; 160];
         for step in script {
@@ -1110,6 +1114,7 @@ impl RtpPeer {
                             other => panic!("not a DTMF digit: {other:?}"),
                         };
                         let start = ts;
+                        key_slots.push((plan.len(), d));
                         for i in 1..=5u16 {
                             let dur = (i * 160).to_be_bytes();
                             plan.push((101, i == 1, start, vec![event, 10, dur[0], dur[1]]));
@@ -1167,6 +1172,9 @@ impl RtpPeer {
                         if last.elapsed() > Duration::from_millis(1500) {
                             return;
                         }
+                        if let Some((_, key)) = key_slots.iter().find(|(slot, _)| *slot == i) {
+                            c2.lock().expect("rtp lock").keys_at.push((*key, tokio::time::Instant::now()));
+                        }
                         let pkt = match plan.get(i) {
                             Some((pt, m, t, p)) => rtp_packet(*pt, *m, seq, *t, p),
                             None => {
@@ -1205,6 +1213,12 @@ impl RtpPeer {
     pub fn voiced_since(&self, from: tokio::time::Instant) -> Vec<tokio::time::Instant> {
         let c = self.counters.lock().expect("rtp lock");
         c.voiced_at.iter().copied().filter(|t| *t >= from).collect()
+    }
+
+    /// The scripted keys sent so far, each with when its first telephone-event packet was
+    /// sent.
+    pub fn keys_sent(&self) -> Vec<(char, tokio::time::Instant)> {
+        self.counters.lock().expect("rtp lock").keys_at.clone()
     }
 
     /// Milliseconds after the engine's first packet at which the script was fully sent.

@@ -6,6 +6,10 @@
 //!   sentence; the history keeps the whole reply and the turn's timestamps;
 //! - a model stream cut after its first sentence: that sentence is spoken, the error is in
 //!   the trace;
+//! - a key during an interruptible reply's first sentence stops it there (the model is not
+//!   waited for, the history has what was heard) and answers the question; a key before
+//!   its first sentence leaves it unspoken; a reply that is not interruptible plays on, the
+//!   key answering after it;
 //! - a long prompt's first audio reaches the callee before its last sentence is asked for;
 //! - a synthesizer failing on the second sentence: the first is heard, the prompt fails.
 
@@ -141,8 +145,9 @@ impl Rig {
 }
 
 /// A question answered by key 1; any other key makes the model reply (its fallback_invalid
-/// has `llm_properties`), then silence ends it as `empty`.
-fn llm_question() -> Value {
+/// has `llm_properties`; `interruptible` is the fallback's `is_interruptible`), then the
+/// question listens again without repeating its statement; silence ends it as `empty`.
+fn llm_question(interruptible: bool) -> Value {
     snapshot(json!({
         "start_call": start_call("ask", "espeak-ng"),
         "question": {"v1": [brick("ask", json!({
@@ -150,7 +155,7 @@ fn llm_question() -> Value {
             "type": "standard", "input_mode": "dtmf",
             "dtmf_properties": {"dtmf_timeout": 1, "no_input_timeout": 2, "min_symbols": 1, "max_symbols": 1},
             "answer": {"answers": [{"answer_id": "one", "description": "", "dtmf_input": {"value": "1"}}]},
-            "fallback_invalid": {"fallbacks": [{"is_repeat_statement": false, "is_interruptible": false, "type": "llm",
+            "fallback_invalid": {"fallbacks": [{"is_repeat_statement": false, "is_interruptible": interruptible, "type": "llm",
                 "llm_properties": {"engine": "", "model": "gpt-e2e", "provider": "", "gdpr_required": false,
                     "messages": [{"role": "system", "content": "Tell the caller which key to press."}]}}]}
         }), outs(&[("one", "g_one"), ("empty", "g_silent"), ("invalid", "g_silent")]))]},
@@ -179,7 +184,7 @@ async fn a_streamed_llm_reply_is_heard_before_the_model_finishes() {
         RtpStep::Digits("9".into()),
     ];
     let mut r = rig("stream", script, &providers(&llm.url)).await;
-    let (done, h) = r.call(&llm_question()).await;
+    let (done, h) = r.call(&llm_question(false)).await;
     assert_eq!(done["goals"], json!(["silent"]), "{}", h["trace"]);
 
     // The callee heard the reply while the model was still writing its last sentence.
@@ -262,7 +267,7 @@ async fn a_cut_model_stream_speaks_what_arrived_and_records_the_error() {
         RtpStep::Digits("9".into()),
     ];
     let mut r = rig("cut", script, &providers(&llm.url)).await;
-    let (_, h) = r.call(&llm_question()).await;
+    let (_, h) = r.call(&llm_question(false)).await;
     let err = events(&h, "port_error");
     assert_eq!(err.len(), 1, "{}", h["trace"]);
     assert_eq!(err[0]["operation"], "llm");
@@ -291,6 +296,201 @@ async fn a_cut_model_stream_speaks_what_arrived_and_records_the_error() {
         .expect("prompt log");
     assert_eq!(p["outcome"], "completed");
     assert!(p["played_ms"].as_u64().unwrap() > 1000, "{p}");
+}
+
+/// A reply of three sentences, the model pausing 2.5 s before each of the last two: it
+/// streams for 5.1 s.
+const BARGE_FIRST: &str = "Sorry, that key is not on the menu. ";
+const BARGE_SECOND: &str = "This menu has a single choice. ";
+const BARGE_LAST: &str = "Please press one to continue.";
+const BARGE_MODEL_MS: u64 = 5100;
+
+fn barge_model() -> Reply {
+    sse(
+        &[(100, BARGE_FIRST), (2500, BARGE_SECOND), (2500, BARGE_LAST)],
+        true,
+    )
+}
+
+/// A wrong key (the model is asked for the fallback's reply), then key 1 1.2 s later: while
+/// the reply's first sentence plays and the model still writes the second.
+fn barge_script() -> Vec<RtpStep> {
+    vec![
+        RtpStep::Wait(Duration::from_millis(2500)),
+        RtpStep::Digits("9".into()),
+        RtpStep::Wait(Duration::from_millis(1000)),
+        RtpStep::Digits("1".into()),
+    ]
+}
+
+/// When the callee started pressing key 1 (the engine takes a key at its end, 100 ms on).
+fn key_one(rtp: &RtpPeer) -> tokio::time::Instant {
+    rtp.keys_sent()
+        .iter()
+        .find(|(k, _)| *k == '1')
+        .map(|(_, at)| *at)
+        .expect("key 1 was sent")
+}
+
+fn prompt_log<'a>(h: &'a Value, text: &str) -> &'a Value {
+    h["prompts"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["prompt"]["text"] == text))
+        .unwrap_or_else(|| panic!("no prompt {text:?}: {}", h["prompts"]))
+}
+
+fn at_ms(h: &Value, kind: &str) -> u64 {
+    events(h, kind)
+        .first()
+        .and_then(|e| e["at_ms"].as_u64())
+        .unwrap_or_else(|| panic!("no {kind} in {}", h["trace"]))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_interrupts_a_streamed_reply_and_answers_the_question() {
+    let llm = HttpPeer::start(|_| barge_model()).await;
+    let mut r = rig("barge", barge_script(), &providers(&llm.url)).await;
+    let (done, h) = r.call(&llm_question(true)).await;
+    // The key that interrupted the reply is the question's answer.
+    assert_eq!(done["goals"], json!(["one"]), "{}", h["trace"]);
+    assert_eq!(h["turns"][1]["dtmf"], "1", "{}", h["turns"]);
+
+    let asked = llm.timings()[0].0;
+    let key = key_one(&r.rtp);
+    assert!(
+        key < asked + Duration::from_millis(2500),
+        "the key was pressed before the model wrote its second sentence"
+    );
+    let voiced = r.rtp.voiced_since(asked);
+    let first_heard = *voiced.first().expect("the reply was heard");
+    let before = voiced.iter().filter(|t| **t < key).count();
+    let after = voiced.iter().filter(|t| **t >= key).count();
+    let late = voiced
+        .iter()
+        .filter(|t| **t > key + Duration::from_millis(600))
+        .count();
+    eprintln!(
+        "reply heard {} ms after the model was asked; key 1 {} ms later; voiced packets: {before} before the key, {after} after it, {late} more than 600 ms after it",
+        (first_heard - asked).as_millis(),
+        (key - first_heard).as_millis()
+    );
+    assert!(before >= 10, "the first sentence was heard: {before}");
+    // The engine takes the key at its end (100 ms); the playout stops at its next frame.
+    assert!(after <= 15, "the reply stopped at the key: {after}");
+    assert_eq!(late, 0, "nothing was spoken after the key");
+
+    // The history: the prompt as spoken (the first sentence), interrupted after what the
+    // callee heard of it; the reply as it had arrived.
+    let spoken = BARGE_FIRST.trim();
+    let p = prompt_log(&h, spoken);
+    assert_eq!(p["outcome"], "interrupted", "{p}");
+    assert_eq!(p["interruptible"], true, "{p}");
+    let played = p["played_ms"].as_u64().expect("played_ms");
+    let heard_ms = (key - first_heard).as_millis() as u64;
+    eprintln!("played_ms {played}; {heard_ms} ms from the first voiced packet to the key");
+    assert!(
+        played > 0 && played + 300 >= heard_ms && played <= heard_ms + 500,
+        "played_ms {played} is what was heard before the key ({heard_ms} ms)"
+    );
+    let played_events = events(&h, "prompt_played");
+    let reply_event = played_events
+        .iter()
+        .find(|e| e["prompt"]["text"] == spoken)
+        .unwrap_or_else(|| panic!("{}", h["trace"]));
+    assert_eq!(reply_event["outcome"]["result"], "interrupted");
+    assert!(
+        !h["prompts"].to_string().contains(BARGE_SECOND.trim()),
+        "the later sentences were not spoken: {}",
+        h["prompts"]
+    );
+    assert_eq!(events(&h, "llm_replied")[0]["reply"], BARGE_FIRST);
+    assert!(events(&h, "port_error").is_empty(), "{}", h["trace"]);
+
+    // The model was not waited for: the call was over well before it would have finished.
+    let (asked_ms, ended_ms) = (at_ms(&h, "fallback"), at_ms(&h, "call_ended"));
+    assert!(
+        ended_ms - asked_ms + 2000 < BARGE_MODEL_MS,
+        "the call ended {} ms after the model was asked; it streams for {BARGE_MODEL_MS} ms",
+        ended_ms - asked_ms
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_before_the_first_sentence_interrupts_a_streamed_reply() {
+    // The model writes its first sentence 1.5 s after it was asked; key 1 comes before.
+    let llm = HttpPeer::start(|_| {
+        sse(
+            &[
+                (1500, BARGE_FIRST),
+                (2500, BARGE_SECOND),
+                (2500, BARGE_LAST),
+            ],
+            true,
+        )
+    })
+    .await;
+    let script = vec![
+        RtpStep::Wait(Duration::from_millis(2500)),
+        RtpStep::Digits("9".into()),
+        RtpStep::Wait(Duration::from_millis(300)),
+        RtpStep::Digits("1".into()),
+    ];
+    let mut r = rig("early", script, &providers(&llm.url)).await;
+    let (done, h) = r.call(&llm_question(true)).await;
+    assert_eq!(done["goals"], json!(["one"]), "{}", h["trace"]);
+    let asked = llm.timings()[0].0;
+    assert!(
+        key_one(&r.rtp) + Duration::from_millis(100) < asked + Duration::from_millis(1500),
+        "key 1 was taken before the model's first sentence"
+    );
+    assert!(
+        r.rtp.voiced_since(asked).is_empty(),
+        "nothing of the reply was spoken"
+    );
+    assert!(
+        !h["prompts"].to_string().contains(BARGE_FIRST.trim()),
+        "{}",
+        h["prompts"]
+    );
+    assert_eq!(events(&h, "llm_replied")[0]["reply"], "");
+    let (asked_ms, ended_ms) = (at_ms(&h, "fallback"), at_ms(&h, "call_ended"));
+    assert!(
+        ended_ms - asked_ms < 1500,
+        "the call ended {} ms after the model was asked, before its first sentence",
+        ended_ms - asked_ms
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_does_not_interrupt_a_streamed_reply_that_is_not_interruptible() {
+    let llm = HttpPeer::start(|_| barge_model()).await;
+    let mut r = rig("nobarge", barge_script(), &providers(&llm.url)).await;
+    let (done, h) = r.call(&llm_question(false)).await;
+    // The key is kept: after the reply it answers the question.
+    assert_eq!(done["goals"], json!(["one"]), "{}", h["trace"]);
+
+    let (asked, finished) = llm.timings()[0];
+    let finished = finished.expect("the model finished");
+    let key = key_one(&r.rtp);
+    let voiced = r.rtp.voiced_since(asked);
+    let late = voiced
+        .iter()
+        .filter(|t| **t > key + Duration::from_millis(600))
+        .count();
+    let after_model = voiced.iter().filter(|t| **t > finished).count();
+    eprintln!(
+        "voiced packets more than 600 ms after key 1: {late}; after the model finished: {after_model}"
+    );
+    assert!(late > 100, "the reply played on after the key: {late}");
+    assert!(
+        after_model > 20,
+        "the last sentence was heard: {after_model}"
+    );
+    let whole = format!("{BARGE_FIRST}{BARGE_SECOND}{BARGE_LAST}");
+    let p = prompt_log(&h, whole.trim());
+    assert_eq!(p["outcome"], "completed", "{p}");
+    assert!(p["played_ms"].as_u64().unwrap() > 4000, "{p}");
+    assert_eq!(events(&h, "llm_replied")[0]["reply"], whole.as_str());
 }
 
 /// An OpenAI-compatible synthesizer answering each sentence after `delay_ms` with 1 s of

@@ -10,8 +10,9 @@
 //!   unfinished one is not), and the error is returned.
 //! - A sentence's synthesis fails: the prompt ends after the audio made so far (outcome
 //!   `failed`), the model's reply is still read to its end.
-//! - The caller interrupts (an interruptible reply) or hangs up: the model is not waited
-//!   for; the reply returned is what had arrived.
+//! - The caller interrupts an interruptible reply (speech or a key while it plays, a key
+//!   before its first sentence: then nothing is spoken) or hangs up: the model is not
+//!   waited for; the reply returned is what had arrived. Keys are kept for the next listen.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -159,11 +160,27 @@ impl LivePort {
                 h = self.next_happening() => match playing.as_mut() {
                     Some(p) if outcome.is_none() => self.play_happening(&mut p.play, h),
                     _ => {
+                        let keys = self.pending_dtmf.len();
                         if let Some(why) = self.wait_interrupted(h) {
                             if playing.is_none() {
                                 return failed(why.into(), reply);
                             }
                             outcome = Some(PlayOutcome::HungUp);
+                        } else if interruptible
+                            && playing.is_none()
+                            && outcome.is_none()
+                            && self.pending_dtmf.len() > keys
+                        {
+                            // A key before the first sentence: the caller took the turn,
+                            // nothing is spoken (the key is kept for the next listen).
+                            return SpokenReply {
+                                reply,
+                                error: match result {
+                                    Some(Err(e)) => Some(e),
+                                    _ => None,
+                                },
+                                spoken: None,
+                            };
                         }
                     }
                 },
