@@ -45,9 +45,16 @@ class Recognizer:
         self.transcribe(np.zeros(SR, dtype=np.float32), 0.0, False, trim=True)
 
     def transcribe(self, audio: np.ndarray, offset_s: float, words: bool, trim: bool = False):
-        """Returns (text, words). Called from one worker thread only."""
+        """Returns (text, words, end_s): `words` with their timings when asked for (an
+        extra alignment pass, ~25 % of a short final), `end_s` where the recognised speech
+        ends in stream seconds (the last word's end, else the last segment's end; None
+        without speech). Called from one worker thread only.
+
+        Decoding always predicts timestamps: without them a shortened encoder window makes
+        Whisper repeat short phrases ("Not today. Not today. Not today.") until the token
+        cap, while the segment's end timestamp stops it."""
         if audio.size < SR // 10:
-            return "", []
+            return "", [], None
         frames = audio.size // 160
         self._frames = min(3000, (frames + 300 + 99) // 100 * 100) if trim else 3000
         segments, _info = self.model.transcribe(
@@ -58,15 +65,16 @@ class Recognizer:
             temperature=0.0,
             vad_filter=False,
             word_timestamps=words,
-            without_timestamps=not words,
+            without_timestamps=False,
             # a guard against hallucination loops (speech is under ~5 tokens/s)
             max_new_tokens=int(24 + 8 * audio.size / SR),
         )
-        texts, result = [], []
+        texts, result, end = [], [], None
         for seg in segments:
             if seg.no_speech_prob > 0.6 and seg.avg_logprob < -1.0:
                 continue
             texts.append(seg.text.strip())
+            end = round(offset_s + min(seg.end, audio.size / SR), 3)
             for w in seg.words or []:
                 result.append(
                     {
@@ -76,7 +84,9 @@ class Recognizer:
                         "conf": round(float(w.probability), 3),
                     }
                 )
-        return " ".join(t for t in texts if t).strip(), result
+        if result:
+            end = result[-1]["end"]
+        return " ".join(t for t in texts if t).strip(), result, end
 
 
 def _ort_session(path, threads=1):
@@ -137,6 +147,7 @@ class EndpointConfig:
     mode: str = "smart"  # "smart" (VAD + Smart Turn) or "fixed" (VAD + fixed silence timer)
     silence_ms: int = 700  # fixed mode: silence that ends an utterance
     turn_check_ms: int = 200  # smart mode: silence after which Smart Turn is asked
+    final_start_ms: int = 100  # silence after which the final transcription starts (both modes)
     max_silence_ms: int = 1200  # smart mode: silence that ends an utterance whatever Smart Turn said
     turn_threshold: float = 0.5
     max_utterance_s: float = 15.0
@@ -171,6 +182,7 @@ class Stream:
         self.voice_seq = 0  # bumps on every speech chunk inside an utterance
         self.speech_end = 0  # stream sample where speech was last heard
         self.turn_checked = False
+        self.spec_started = False  # "spec" reported for the current silence
         self.quiet_run = 0  # for the Silero state reset outside speech
         self.recent_max = 0.0
         self.utterance_id = 0
@@ -213,7 +225,8 @@ class Stream:
 
     def feed(self, data: bytes):
         """Adds audio and runs the VAD until an event: None, "check" (ask Smart
-        Turn), "end" (silence timer ran out) or "max" (utterance too long).
+        Turn), "spec" (start the final transcription, the speaker may still go on),
+        "end" (silence timer ran out) or "max" (utterance too long).
         After an event, call feed(b"") again: unprocessed audio is kept."""
         if data:
             self._append_input(data)
@@ -258,6 +271,7 @@ class Stream:
                 self.speech = True
                 self.silence = 0
                 self.turn_checked = False
+                self.spec_started = False
                 self.speech_end = self.pos
                 self.voice_seq += 1
                 self.partial_at = 0
@@ -271,6 +285,7 @@ class Stream:
         if voiced:
             self.silence = 0
             self.turn_checked = False
+            self.spec_started = False
             self.speech_end = self.pos
             self.voice_seq += 1
         else:
@@ -279,12 +294,17 @@ class Stream:
             return "max"
         sil_ms = self.ms(self.silence)
         if cfg.mode == "fixed":
-            return "end" if sil_ms >= cfg.silence_ms else None
-        if sil_ms >= cfg.max_silence_ms:
+            if sil_ms >= cfg.silence_ms:
+                return "end"
+        elif sil_ms >= cfg.max_silence_ms:
             return "end"
-        if sil_ms >= cfg.turn_check_ms and not self.turn_checked:
+        elif sil_ms >= cfg.turn_check_ms and not self.turn_checked:
             self.turn_checked = True
+            self.spec_started = True  # the check starts the final transcription if "spec" did not
             return "check"
+        if sil_ms >= cfg.final_start_ms and not self.spec_started:
+            self.spec_started = True
+            return "spec"
         return None
 
     def audio(self) -> np.ndarray:
@@ -329,6 +349,7 @@ class Stream:
         self.run = 0
         self.silence = 0
         self.turn_checked = False
+        self.spec_started = False
         self.partial = ""
         self.partial_at = 0
         self.spec = None

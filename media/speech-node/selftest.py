@@ -149,7 +149,7 @@ async def recognise(port, proto, pcm8, endpointing=None, realtime=True, lead_s=0
     else:
         url = f"ws://127.0.0.1:{port}/v1/listen?encoding=linear16&sample_rate=8000&channels=1&interim_results=true"
         if endpointing is not None:
-            url += f"&endpointing={endpointing}"
+            url += f"&endpoint=fixed&endpointing={endpointing}"
     finals, interims = [], 0
     t_end_sent = None
     t_final = None
@@ -159,6 +159,7 @@ async def recognise(port, proto, pcm8, endpointing=None, realtime=True, lead_s=0
             if proto == "vosk":
                 cfg = {"sample_rate": 8000}
                 if endpointing is not None:
+                    cfg["endpoint"] = "fixed"
                     cfg["endpointing"] = endpointing
                 await ws.send_str(json.dumps({"config": cfg}))
 

@@ -83,7 +83,7 @@ E = Engines()
 STT_EXEC = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stt")
 TURN_EXEC = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turn")
 TTS_EXEC = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tts")
-FINAL_TRIM = False  # --final-window trim
+FINAL_TRIM = True  # --final-window trim (the default)
 STT_PENDING = [0]  # transcriptions queued or running: partials wait for an idle worker
 
 
@@ -388,8 +388,9 @@ async def speech(request):
 class RecSession:
     """What both websocket protocols share: the stream, its transcription tasks."""
 
-    def __init__(self, ws, cfg: EndpointConfig, rate: int):
+    def __init__(self, ws, cfg: EndpointConfig, rate: int, words: bool = True):
         self.ws = ws
+        self.words = words  # finals carry word timings (an extra alignment pass)
         self.stream = Stream(cfg, E.vad, rate)
         self.cfg = cfg
         self.loop = asyncio.get_running_loop()
@@ -437,18 +438,31 @@ class RecSession:
 
         st.partial_task = asyncio.ensure_future(done())
 
-    async def turn_check(self):
-        """Smart Turn at the first short silence; starts the final transcription at the
-        same time (kept if the speaker does not resume). True: the turn is complete."""
+    def launch_spec(self):
+        """Starts the final transcription of the utterance so far, speculatively: `final`
+        uses it if no speech came in since (same utterance, same `voice_seq`)."""
         st = self.stream
-        t0 = time.monotonic()
-        st.turn_checks += 1
         audio, start, uid, seq = st.audio(), st.start_s(), st.utterance_id, st.voice_seq
         if st.spec is not None:
             st.spec[3]["cancel"] = True
         token = {"cancel": False}
-        fut = stt_submit(self.loop, self._job, audio, start, True, lambda: st.closed or token["cancel"], FINAL_TRIM)
+        fut = stt_submit(self.loop, self._job, audio, start, self.words, lambda: st.closed or token["cancel"],
+                         FINAL_TRIM)
         st.spec = (fut, uid, seq, token)
+
+    def spec_valid(self):
+        st = self.stream
+        return st.spec is not None and st.spec[1] == st.utterance_id and st.spec[2] == st.voice_seq
+
+    async def turn_check(self):
+        """Smart Turn at the first short silence; the final transcription runs beside it
+        (started by the earlier "spec" event, or now). True: the turn is complete."""
+        st = self.stream
+        t0 = time.monotonic()
+        st.turn_checks += 1
+        if not self.spec_valid():
+            self.launch_spec()
+        fut, uid, audio = st.spec[0], st.utterance_id, st.audio()
 
         async def spec_partial():
             try:
@@ -479,8 +493,7 @@ class RecSession:
         st = self.stream
         t0 = time.monotonic()
         spec = st.spec
-        uid = st.utterance_id
-        valid = spec is not None and spec[1] == uid and spec[2] == st.voice_seq
+        valid = self.spec_valid()
         if spec is not None and not valid:
             spec[3]["cancel"] = True
         audio, start = st.take_utterance(endpoint)
@@ -491,9 +504,10 @@ class RecSession:
             except Exception:
                 res = None
         if res is None:
-            res = await stt_submit(self.loop, self._job, audio, start, True, None, FINAL_TRIM)
-        text, words = res
-        end = words[-1]["end"] if words else start + audio.size / SR
+            res = await stt_submit(self.loop, self._job, audio, start, self.words, None, FINAL_TRIM)
+        text, words, end = res
+        if end is None:
+            end = start + audio.size / SR
         self.proc_ms.append((time.monotonic() - t0) * 1000)
         self.decided_at = t0
         return text, words, start, end
@@ -515,11 +529,16 @@ class RecSession:
         )
 
 
-def endpoint_cfg(args, endpointing=None):
+def endpoint_cfg(args, endpointing=None, endpoint=None):
+    """A stream's endpointing: the node's options, then the stream's `endpoint`
+    (`smart`/`fixed`) and `endpointing` (ms of silence, or `false`). With Smart Turn,
+    `endpointing` caps the silence (Smart Turn may end the turn sooner); with the fixed
+    timer it is the timer."""
     cfg = EndpointConfig(
         mode=args.endpoint if E.turn is not None else "fixed",
         silence_ms=args.silence_ms,
         turn_check_ms=args.turn_check_ms,
+        final_start_ms=args.final_start_ms,
         max_silence_ms=args.max_silence_ms,
         turn_threshold=args.turn_threshold,
         max_utterance_s=args.max_utterance_s,
@@ -527,14 +546,19 @@ def endpoint_cfg(args, endpointing=None):
         vad=args.vad if E.vad is not None else "energy",
         energy_threshold=args.energy_threshold,
     )
+    if str(endpoint).lower() == "fixed":
+        cfg.mode = "fixed"
+    elif str(endpoint).lower() == "smart" and E.turn is not None:
+        cfg.mode = "smart"
     if endpointing is not None:
         s = str(endpointing).lower()
         if s == "false":
             cfg.mode = "fixed"
             cfg.silence_ms = 10**9
         elif s.isdigit() and int(s) > 0:
-            cfg.mode = "fixed"
             cfg.silence_ms = int(s)
+            cfg.max_silence_ms = int(s)
+            cfg.turn_check_ms = min(cfg.turn_check_ms, int(s))
     return cfg
 
 
@@ -575,8 +599,8 @@ async def vosk_ws(request):
                     if rate < 4000 or rate > 48000:
                         await sess.send({"error": "unsupported sample_rate"})
                         continue
-                    if "endpointing" in cfg:  # extension: a fixed silence timer in ms, or false
-                        sess.cfg = st.cfg = endpoint_cfg(args, cfg.get("endpointing"))
+                    if "endpointing" in cfg or "endpoint" in cfg:  # extensions, as in endpoint_cfg
+                        sess.cfg = st.cfg = endpoint_cfg(args, cfg.get("endpointing"), cfg.get("endpoint"))
                     st.set_rate(rate)
                     continue
                 if isinstance(obj, dict) and obj.get("eof"):
@@ -595,6 +619,8 @@ async def vosk_ws(request):
             sent_final = False
             ev = st.feed(msg.data)
             while ev is not None:
+                if ev == "spec":
+                    sess.launch_spec()
                 if ev == "check":
                     if await sess.turn_check():
                         ev = "end"
@@ -652,7 +678,9 @@ async def deepgram_ws(request):
     if q.get("encoding", "linear16") != "linear16" or not 4000 <= rate <= 48000 or channels != 1:
         await ws.close(code=1008, message=b"unsupported encoding, sample_rate or channels")
         return ws
-    sess = RecSession(ws, endpoint_cfg(args, q.get("endpointing")), rate)
+    # extension: `words=false` skips the word timing pass (finals keep start and duration)
+    words = q.get("words", "true").lower() != "false"
+    sess = RecSession(ws, endpoint_cfg(args, q.get("endpointing"), q.get("endpoint")), rate, words)
     st = sess.stream
     last_sent = {"text": ""}
 
@@ -666,7 +694,7 @@ async def deepgram_ws(request):
     async def final(speech_final, from_finalize=False):
         text, words, start, end = await sess.final(speech_final)
         last_sent["text"] = ""
-        msg = dg_results(text, True, speech_final, start, end, words, from_finalize)
+        msg = dg_results(text, True, speech_final, start, end, words if sess.words else None, from_finalize)
         msg["decision_to_final_ms"] = sess.decision_to_final_ms()
         await sess.send(msg)
 
@@ -702,6 +730,8 @@ async def deepgram_ws(request):
                                      "timestamp": round(st.start_s(), 3)})
                 if ev is None:
                     break
+                if ev == "spec":
+                    sess.launch_spec()
                 if ev == "check":
                     if await sess.turn_check():
                         ev = "end"
@@ -734,10 +764,12 @@ def parse_args(argv=None):
     p.add_argument("--endpoint", choices=["smart", "fixed"], default="smart",
                    help="end of utterance: VAD + Smart Turn (default) or a fixed silence timer")
     p.add_argument("--turn-check-ms", type=int, default=200, help="smart: silence before asking Smart Turn")
+    p.add_argument("--final-start-ms", type=int, default=100,
+                   help="silence after which the final transcription starts (kept if speech does not resume)")
     p.add_argument("--max-silence-ms", type=int, default=1200, help="smart: silence that always ends an utterance")
     p.add_argument("--turn-threshold", type=float, default=0.5, help="smart: Smart Turn probability for complete")
     p.add_argument("--silence-ms", type=int, default=700, help="fixed: silence that ends an utterance")
-    p.add_argument("--final-window", choices=["full", "trim"], default="full",
+    p.add_argument("--final-window", choices=["full", "trim"], default="trim",
                    help="Whisper encoder window for finals: full 30 s (accurate) or the utterance + 3 s "
                         "(about 4x faster, more word errors); partials always use trim")
     p.add_argument("--vad", choices=["silero", "energy"], default="silero")

@@ -165,6 +165,12 @@ pub struct SttParams {
     pub language: String,
     pub model: String,
     pub interim_results: bool,
+    /// Silence in milliseconds after speech that ends the caller's turn, for this stream
+    /// (a question's `speech_timeout`). Sent as Deepgram's `endpointing` query parameter, or
+    /// `endpointing` in the Vosk config frame (the local speech node's extension). `None`:
+    /// the node decides (the local node: Smart Turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpointing_ms: Option<u32>,
 }
 
 impl Default for SttParams {
@@ -173,6 +179,7 @@ impl Default for SttParams {
             language: "en-US".into(),
             model: String::new(),
             interim_results: true,
+            endpointing_ms: None,
         }
     }
 }
@@ -381,6 +388,15 @@ pub fn start_stream(
     }
 }
 
+/// The Vosk protocol's first text frame.
+fn vosk_config(params: &SttParams) -> String {
+    let mut config = serde_json::json!({"sample_rate": 8000});
+    if let Some(ms) = params.endpointing_ms {
+        config["endpointing"] = ms.into();
+    }
+    serde_json::json!({ "config": config }).to_string()
+}
+
 fn stream_url(node: &SttNodeConfig, params: &SttParams) -> Result<String, String> {
     match node.protocol {
         SttProtocol::Vosk => Ok(node.url.clone()),
@@ -402,6 +418,9 @@ fn stream_url(node: &SttNodeConfig, params: &SttParams) -> Result<String, String
                     );
                 if !params.model.is_empty() {
                     q.append_pair("model", &params.model);
+                }
+                if let Some(ms) = params.endpointing_ms {
+                    q.append_pair("endpointing", &ms.to_string());
                 }
             }
             Ok(u.to_string())
@@ -532,7 +551,7 @@ async fn run_stream(
         .map_err(|_| "connect timed out".to_string())??;
     let (mut tx, mut rx) = ws.split();
     if node.protocol == SttProtocol::Vosk {
-        tx.send(Message::text(r#"{"config": {"sample_rate": 8000}}"#))
+        tx.send(Message::text(vosk_config(params)))
             .await
             .map_err(|e| e.to_string())?;
     }
@@ -790,6 +809,7 @@ mod tests {
             language: "en-US".into(),
             model: "nova".into(),
             interim_results: true,
+            endpointing_ms: None,
         };
         let u = stream_url(&n, &p).unwrap();
         assert!(
@@ -798,6 +818,36 @@ mod tests {
                 && u.contains("language=en-US")
         );
         assert!(u.contains("model=nova") && u.contains("interim_results=true"));
+        assert!(!u.contains("endpointing"), "{u}");
+        let timed = SttParams {
+            endpointing_ms: Some(1500),
+            ..p
+        };
+        assert!(stream_url(&n, &timed).unwrap().contains("endpointing=1500"));
+        // A node URL's own query (the local node's `words=false`) is kept.
+        let local = SttNodeConfig::new(
+            "l",
+            "ws://127.0.0.1:1/v1/listen?words=false",
+            SttProtocol::Deepgram,
+        );
+        let u = stream_url(&local, &timed).unwrap();
+        assert!(
+            u.contains("?words=false&") && u.contains("endpointing=1500"),
+            "{u}"
+        );
+    }
+
+    #[test]
+    fn vosk_config_carries_the_endpointing() {
+        let v: serde_json::Value =
+            serde_json::from_str(&vosk_config(&SttParams::default())).unwrap();
+        assert_eq!(v, serde_json::json!({"config": {"sample_rate": 8000}}));
+        let timed = SttParams {
+            endpointing_ms: Some(900),
+            ..SttParams::default()
+        };
+        let v: serde_json::Value = serde_json::from_str(&vosk_config(&timed)).unwrap();
+        assert_eq!(v["config"]["endpointing"], 900);
     }
 
     #[test]

@@ -54,6 +54,7 @@ impl LivePort {
                         },
                         model: speech.model.clone(),
                         interim_results: true,
+                        endpointing_ms: speech.speech_timeout_secs.map(endpointing_ms),
                     };
                     match self.session.start_stt(&pool, params).await {
                         Ok(s) => {
@@ -255,7 +256,26 @@ impl LivePort {
     }
 }
 
+/// A question's `speech_timeout` (seconds of silence that end the caller's turn) as the
+/// recognition stream's endpointing, within 50 ms and 30 s.
+fn endpointing_ms(secs: f64) -> u32 {
+    (secs * 1000.0).round().clamp(50.0, 30_000.0) as u32
+}
+
 /// The time the turn machine is fed: the runtime's clock, the one its deadline is slept on.
 fn now() -> std::time::Instant {
     Instant::now().into_std()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::endpointing_ms;
+
+    #[test]
+    fn speech_timeout_becomes_the_streams_endpointing() {
+        assert_eq!(endpointing_ms(1.5), 1500);
+        assert_eq!(endpointing_ms(0.7), 700);
+        assert_eq!(endpointing_ms(0.001), 50);
+        assert_eq!(endpointing_ms(600.0), 30_000);
+    }
 }

@@ -6,8 +6,9 @@
 //! has the node on and it is installed, the engine gets
 //! * a recognition node `speech-node` for the default recognition engine
 //!   (`dialer.default_stt_engine`, `whisper`), Deepgram-style protocol at
-//!   `ws://<listen>/v1/listen`, probed at `/ready`, unless `[stt]` configures nodes for
-//!   that engine itself;
+//!   `ws://<listen>/v1/listen?words=false` (the node's extension that skips the word timing
+//!   pass, which the engine does not use: finals still carry where the speech ends), probed
+//!   at `/ready`, unless `[stt]` configures nodes for that engine itself;
 //! * an `openai` synthesizer `piper` at `http://<listen>` with `speech.voice`, unless a
 //!   `[[tts.engines]]` entry is named `piper`; it is the default synthesizer unless
 //!   `tts.default_engine` names another.
@@ -97,7 +98,7 @@ fn register(cfg: &mut Config, plan: &SpeechPlan, listen: SocketAddr) -> Option<S
             engine,
             vec![SttNodeConfig {
                 name: STT_NODE_NAME.into(),
-                url: format!("ws://{listen}/v1/listen"),
+                url: format!("ws://{listen}/v1/listen?words=false"),
                 protocol: SttProtocol::Deepgram,
                 ready_url: Some(format!("http://{listen}/ready")),
                 api_key: None,
@@ -188,7 +189,7 @@ mod tests {
         };
         assert!(listen.ip().is_loopback() && listen.port() != 0);
         let nodes = &cfg.stt.engines["whisper"];
-        assert_eq!(nodes[0].url, format!("ws://{listen}/v1/listen"));
+        assert_eq!(nodes[0].url, format!("ws://{listen}/v1/listen?words=false"));
         assert_eq!(nodes[0].protocol, SttProtocol::Deepgram);
         assert_eq!(
             nodes[0].ready_url.as_deref(),

@@ -471,6 +471,7 @@ async fn run_engine(
                     language: item.option.language.clone(),
                     model: item.option.model.clone(),
                     interim_results: item.realtime,
+                    endpointing_ms: None,
                 };
                 match recognize(pool, &prompt, &params, item.realtime).await {
                     Ok(out) => {
