@@ -173,10 +173,11 @@ async fn a_browser_calls_a_draft_answers_by_voice_and_watches_it_branch() {
     assert_eq!(turn["brick_id"], "ask", "{turn}");
     let ms = |k: &str| turn[k].as_u64().unwrap_or_else(|| panic!("{k} in {turn}"));
     assert!(ms("speech_started_ms") < ms("speech_ended_ms"), "{turn}");
-    // The speech node reports its end-of-turn decision apart from the final (which
-    // decoding follows), so the decision comes strictly before the final's arrival.
+    // The speech node reports its end-of-turn decision apart from the final: the decision
+    // comes no later than the final's arrival (at it when the node's speculative
+    // transcription was done by the decision).
     assert!(ms("speech_ended_ms") <= ms("end_of_turn_ms"), "{turn}");
-    assert!(ms("end_of_turn_ms") < ms("final_ms"), "{turn}");
+    assert!(ms("end_of_turn_ms") <= ms("final_ms"), "{turn}");
     assert!(ms("final_ms") <= ms("reply_ready_ms"), "{turn}");
     assert!(ms("reply_ready_ms") <= ms("reply_requested_ms"), "{turn}");
     assert!(
