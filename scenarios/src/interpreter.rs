@@ -807,8 +807,12 @@ impl<'p> Run<'p> {
                         self.speak_llm(b, port, request, voice, intr).await
                     }
                 };
-                if outcome == PlayOutcome::HungUp {
-                    return Step::Stop(EndReason::HungUp);
+                match outcome {
+                    PlayOutcome::HungUp => return Step::Stop(EndReason::HungUp),
+                    // The caller answered over the reprompt: listen now, as after an
+                    // interrupted statement, instead of repeating the statement first.
+                    PlayOutcome::Interrupted => say_statement = false,
+                    _ => {}
                 }
             }
             if say_statement

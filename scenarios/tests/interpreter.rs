@@ -678,6 +678,43 @@ async fn barge_in_on_an_interruptible_statement_goes_straight_to_listening() {
 }
 
 #[tokio::test]
+async fn barge_in_on_a_reprompt_skips_the_statement_repeat() {
+    let props = |interruptible: bool| {
+        json!({
+            "statement": {"audio": {"mode": "tts", "tts": {"text": "Press 1 or 2."}}, "is_interruptible": false},
+            "input_mode": "dtmf",
+            "answer": {"answers": [{"answer_id": "a", "dtmf_input": {"value": "1"}}, {"answer_id": "b", "dtmf_input": {"value": "2"}}]},
+            "fallback_invalid": {"fallbacks": [{"is_repeat_statement": true, "is_interruptible": interruptible,
+                "audio": {"mode": "tts", "tts": {"text": "That key is not on the menu."}}}]}
+        })
+    };
+    // The caller presses 1 over the interruptible reprompt: it is the answer, and the
+    // statement is not played again before it is taken.
+    let mut port = ScriptedCall::new().press("9").press("1");
+    port.barge_in = true;
+    let r = run(&question(props(true)), &mut port).await;
+    assert_eq!(answer_taken(&r), "a");
+    assert_eq!(
+        port.played_texts(),
+        vec!["Press 1 or 2.", "That key is not on the menu."]
+    );
+    assert_eq!(port.listens.len(), 2);
+    // A reprompt that cannot be interrupted plays out, then the statement is repeated.
+    let mut port = ScriptedCall::new().press("9").press("1");
+    port.barge_in = true;
+    let r = run(&question(props(false)), &mut port).await;
+    assert_eq!(answer_taken(&r), "a");
+    assert_eq!(
+        port.played_texts(),
+        vec![
+            "Press 1 or 2.",
+            "That key is not on the menu.",
+            "Press 1 or 2."
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_hang_up_during_a_prompt_ends_the_run() {
     let mut port = ScriptedCall::new();
     port.hang_up_on_play = Some(1);
