@@ -11,7 +11,7 @@ use callsmith_media::prompt::StreamingAudio;
 use callsmith_media::stt::{SttParams, SttPool, recognize};
 use callsmith_media::tts::{OpenAiTts, OpenAiTtsConfig, TtsEngine, TtsError, TtsRequest};
 use common::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 const SENTENCE: &str = "I would like to check the balance of my account";
 
@@ -151,36 +151,10 @@ async fn peer(parts: Vec<Vec<u8>>, then: Then) -> (String, Arc<std::sync::Mutex<
         while let Ok((mut sock, _)) = listener.accept().await {
             let (parts, then, log) = (parts.clone(), then.clone(), log.clone());
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let head_end = loop {
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break i + 4;
-                    }
-                    match sock.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
+                let Some((head, body)) = read_http_request(&mut sock).await else {
+                    return;
                 };
-                let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-                let len = head
-                    .lines()
-                    .find_map(|l| {
-                        let (k, v) = l.split_once(':')?;
-                        k.eq_ignore_ascii_case("content-length")
-                            .then(|| v.trim().parse::<usize>().ok())?
-                    })
-                    .unwrap_or(0);
-                while buf.len() < head_end + len {
-                    match sock.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                log.lock().unwrap().push(Seen {
-                    head,
-                    body: buf[head_end..head_end + len].to_vec(),
-                });
+                log.lock().unwrap().push(Seen { head, body });
                 for p in parts {
                     if sock.write_all(&p).await.is_err() {
                         return;

@@ -4,12 +4,15 @@
 //! audio after what was spoken, and the cache holds the whole prompt (or each sentence of
 //! a streamed reply).
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use callsmith_media::prompt::{FRAME_SAMPLES, Playable, StreamFrame, StreamingAudio};
 use callsmith_media::tts::{OpenAiTts, OpenAiTtsConfig, TtsRequest, TtsService};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use common::read_http_request;
+use tokio::io::AsyncWriteExt;
 
 /// How the peer answers one sentence.
 #[derive(Clone)]
@@ -40,31 +43,10 @@ async fn peer(
         while let Ok((mut sock, _)) = listener.accept().await {
             let (log, answer) = (log.clone(), answer.clone());
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let head_end = loop {
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break i + 4;
-                    }
-                    match sock.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
+                let Some((_head, body)) = read_http_request(&mut sock).await else {
+                    return;
                 };
-                let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
-                let len = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-                    .unwrap_or(0);
-                while buf.len() < head_end + len {
-                    match sock.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                let body: serde_json::Value =
-                    serde_json::from_slice(&buf[head_end..head_end + len]).unwrap_or_default();
+                let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
                 let input = body["input"].as_str().unwrap_or_default().to_string();
                 log.lock().unwrap().push(Seen {
                     input: input.clone(),

@@ -5,6 +5,8 @@
 //! else `<workspace>/target/debug/callsmith`; build it first with
 //! `cargo build -p callsmith-engine --bin callsmith`.
 
+pub mod scenario;
+
 use std::net::{SocketAddr, TcpListener as StdTcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

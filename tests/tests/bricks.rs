@@ -23,28 +23,12 @@
 
 use std::time::Duration;
 
+use callsmith_e2e::scenario::{brick, next, outs};
 use callsmith_e2e::*;
 use serde_json::{Value, json};
 
-fn next(to: &str) -> Value {
-    json!([{"type": "next", "description": "", "next": to}])
-}
-
-fn outs(pairs: &[(&str, &str)]) -> Value {
-    Value::Array(
-        pairs
-            .iter()
-            .map(|(t, n)| json!({"type": t, "description": "", "next": n}))
-            .collect(),
-    )
-}
-
-fn brick(id: &str, properties: Value, outputs: Value) -> Value {
-    json!({"id": id, "description": "", "properties": properties, "outputs": outputs})
-}
-
 fn snapshot(bricks: Value) -> Value {
-    json!({"name": "bricks e2e", "constructor": {"bricks": bricks}})
+    callsmith_e2e::scenario::snapshot("bricks e2e", bricks)
 }
 
 /// start_call with espeak-ng prompts and whisper recognition, leading to `to`.
