@@ -29,6 +29,7 @@ use crate::leg::{
     CallLeg, Command, Driver, LegDirection, LegEvent, LegMachine, LegSetup, SessionTimer, new_leg,
 };
 use crate::logging::{MessageLog, redact_number};
+use crate::relay::DialogRelay;
 use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SessionDescription};
 use crate::states::StateRouter;
 use crate::trunk::{self, SipTransport, TrunkConfig};
@@ -95,6 +96,8 @@ struct Inner {
     router: Arc<dyn CallRouter>,
     /// Every dialog's states, routed to its leg.
     states: StateRouter,
+    /// What inbound dialogs send their INVITE transaction (see [`DialogRelay`]).
+    relay: DialogRelay,
     cancel: CancellationToken,
 }
 
@@ -302,6 +305,7 @@ impl SipStack {
             tcp_addr,
             router: Arc::new(router),
             states: StateRouter::start(cancel.clone()),
+            relay: DialogRelay::start(endpoint_inner.clone(), cancel.clone()),
             cancel: cancel.clone(),
         });
         let (call_tx, call_rx) = mpsc::channel(1024);
@@ -634,12 +638,16 @@ async fn handle_invite(
     };
     let contact = local_addr
         .and_then(|a| rsipstack::sip::Uri::try_from(format!("sip:{called}@{a}{tp}").as_str()).ok());
-    let dialog = inner.dialog_layer.get_or_create_server_invite(
-        &tx,
-        inner.states.sender(),
-        None,
-        contact,
-    )?;
+    // The dialog gets the relay's sender, not a clone of the transaction's own, so the
+    // transaction's channel is freed when it ends instead of when the call does.
+    let own_sender = std::mem::replace(&mut tx.tu_sender, inner.relay.sender());
+    let dialog =
+        inner
+            .dialog_layer
+            .get_or_create_server_invite(&tx, inner.states.sender(), None, contact);
+    tx.tu_sender = own_sender;
+    let dialog = dialog?;
+    let _route = inner.relay.register(&tx.original, &tx.key);
     let state_rx = inner.states.register(&dialog.id());
     let call_id = dialog.id().call_id.clone();
     info!(%call_id, trunk = %trunk.name, from = %redact_number(&from), to = %redact_number(&called), %source, "inbound call");
