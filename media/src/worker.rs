@@ -328,6 +328,11 @@ struct Scratch {
     bot: [i16; FRAME_SAMPLES],
 }
 
+/// The sessions of one slot. Boxed (a session is about 1 KiB) so a slot's spare capacity,
+/// which stays after a busy spell, costs a pointer per place instead of a session.
+#[allow(clippy::vec_box)]
+type Slot = Vec<Box<Session>>;
+
 pub(crate) fn run_worker(
     rx: Receiver<Command>,
     pacing: Arc<PacingStats>,
@@ -341,7 +346,7 @@ pub(crate) fn run_worker(
             "media worker: SCHED_FIFO refused; using normal scheduling"
         );
     }
-    let mut slots: Vec<Vec<Session>> = (0..SLOTS).map(|_| Vec::new()).collect();
+    let mut slots: Vec<Slot> = (0..SLOTS).map(|_| Vec::new()).collect();
     let mut scratch = Box::new(Scratch {
         rx: [0; 2048],
         rx_batch: RxBatch {
@@ -412,18 +417,19 @@ fn slot_for_new<T>(slots: &[Vec<T>]) -> usize {
         .unwrap_or(0)
 }
 
-fn find(slots: &mut [Vec<Session>], id: u64) -> Option<&mut Session> {
+fn find(slots: &mut [Slot], id: u64) -> Option<&mut Session> {
     slots
         .iter_mut()
         .flat_map(|s| s.iter_mut())
         .find(|s| s.id == id)
+        .map(|s| &mut **s)
 }
 
-fn handle_command(cmd: Command, slots: &mut [Vec<Session>], now: u64) {
+fn handle_command(cmd: Command, slots: &mut [Slot], now: u64) {
     match cmd {
         Command::Add(init) => {
             let slot = slot_for_new(slots);
-            slots[slot].push(Session::new(*init, now));
+            slots[slot].push(Box::new(Session::new(*init, now)));
         }
         Command::Remove(id, done) => {
             for slot in slots.iter_mut() {

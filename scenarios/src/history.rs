@@ -19,7 +19,8 @@ pub struct TraceEvent {
     pub event: Event,
 }
 
-/// What happened.
+/// What happened. The larger payloads are boxed so an event stays small (a call's trace
+/// is kept in memory for the whole call).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
@@ -35,7 +36,7 @@ pub enum Event {
     },
     PromptPlayed {
         brick_id: String,
-        prompt: PromptSpec,
+        prompt: Box<PromptSpec>,
         interruptible: bool,
         outcome: PlayOutcome,
     },
@@ -72,7 +73,7 @@ pub enum Event {
     },
     WebhookCalled {
         brick_id: String,
-        outcome: WebhookOutcome,
+        outcome: Box<WebhookOutcome>,
     },
     SmsSent {
         brick_id: String,
@@ -82,7 +83,7 @@ pub enum Event {
     },
     Transferred {
         brick_id: String,
-        spec: TransferSpec,
+        spec: Box<TransferSpec>,
         outcome: TransferOutcome,
     },
     AnsweringMachine {

@@ -611,7 +611,7 @@ impl<'p> Run<'p> {
                     &*port,
                     Event::Transferred {
                         brick_id: b.id.to_string(),
-                        spec,
+                        spec: Box::new(spec),
                         outcome,
                     },
                 );
@@ -655,7 +655,7 @@ impl<'p> Run<'p> {
                     &*port,
                     Event::WebhookCalled {
                         brick_id: b.id.to_string(),
-                        outcome,
+                        outcome: Box::new(outcome),
                     },
                 );
                 Step::Take(out.to_string())
@@ -720,7 +720,7 @@ impl<'p> Run<'p> {
             &*port,
             Event::PromptPlayed {
                 brick_id: b.id.to_string(),
-                prompt,
+                prompt: Box::new(prompt),
                 interruptible,
                 outcome: outcome.clone(),
             },
@@ -959,7 +959,7 @@ impl<'p> Run<'p> {
             &*port,
             Event::PromptPlayed {
                 brick_id: b.id.to_string(),
-                prompt: PromptSpec::Tts { text, voice },
+                prompt: Box::new(PromptSpec::Tts { text, voice }),
                 interruptible,
                 outcome: outcome.clone(),
             },

@@ -381,7 +381,7 @@ async fn webhook_failures_take_the_fail_output() {
         .webhook_error("connection refused");
     let r = run(&fixture(), &mut port).await;
     let outcome = r.trace.events.iter().find_map(|e| match &e.event {
-        Event::WebhookCalled { outcome, .. } => Some(outcome.clone()),
+        Event::WebhookCalled { outcome, .. } => Some((**outcome).clone()),
         _ => None,
     });
     let outcome = outcome.expect("webhook event");

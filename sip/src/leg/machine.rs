@@ -149,9 +149,14 @@ impl LegMachine {
         matches!(self.phase, Phase::Ended)
     }
 
-    /// The next thing to do, in order.
+    /// The next thing to do, in order. Once drained the queue gives its buffer back: a
+    /// call acts only a few times in its life, and the machine lives as long as the call.
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        let next = self.actions.pop_front();
+        if next.is_none() && self.actions.capacity() > 0 {
+            self.actions = VecDeque::new();
+        }
+        next
     }
 
     /// When [`LegMachine::handle_timeout`] is due next.
