@@ -53,6 +53,22 @@ impl Prompt {
         Prompt { pcm, ulaw, alaw }
     }
 
+    /// [`Prompt::decode`] on tokio's blocking pool: decoding and resampling a whole file
+    /// takes milliseconds of CPU that would hold up the runtime's other tasks.
+    pub async fn decode_off_runtime<B>(
+        bytes: B,
+        extension_hint: Option<String>,
+    ) -> Result<Prompt, PromptError>
+    where
+        B: AsRef<[u8]> + Send + 'static,
+    {
+        tokio::task::spawn_blocking(move || {
+            Prompt::decode(bytes.as_ref(), extension_hint.as_deref())
+        })
+        .await
+        .map_err(|e| PromptError::Decode(e.to_string()))?
+    }
+
     /// Decodes any supported container at any rate/channel count.
     pub fn decode(bytes: &[u8], extension_hint: Option<&str>) -> Result<Prompt, PromptError> {
         let (samples, rate) = decode_mono(bytes, extension_hint)?;

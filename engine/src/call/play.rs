@@ -88,9 +88,8 @@ impl LivePort {
             }
         };
         let ext = url.rsplit_once('.').map(|(_, e)| e.to_string());
-        let p = tokio::task::spawn_blocking(move || Prompt::decode(&bytes, ext.as_deref()))
+        let p = Prompt::decode_off_runtime(bytes, ext)
             .await
-            .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
         Ok(Playable::Prompt(Arc::new(p)))
     }

@@ -65,10 +65,7 @@ impl TtsEngine for HttpTts {
             .bytes()
             .await
             .map_err(|e| TtsError::Http(e.to_string()))?;
-        let p = tokio::task::spawn_blocking(move || Prompt::decode(&bytes, Some("wav")))
-            .await
-            .map_err(|e| TtsError::Synth(e.to_string()))??;
-        Ok(p)
+        Ok(Prompt::decode_off_runtime(bytes, Some("wav".into())).await?)
     }
 
     /// Streams 16-bit PCM WAV bodies into `out` as they download; other
@@ -106,10 +103,7 @@ impl TtsEngine for HttpTts {
                                     &c.map_err(|e| TtsError::Http(e.to_string()))?,
                                 );
                             }
-                            let p =
-                                tokio::task::spawn_blocking(move || Prompt::decode(&head, None))
-                                    .await
-                                    .map_err(|e| TtsError::Synth(e.to_string()))??;
+                            let p = Prompt::decode_off_runtime(head, None).await?;
                             out.push(p.pcm());
                             return Ok(());
                         }

@@ -80,10 +80,7 @@ impl TtsEngine for LocalTts {
         let bytes = tokio::fs::read(&file.0)
             .await
             .map_err(|e| TtsError::Synth(e.to_string()))?;
-        let p = tokio::task::spawn_blocking(move || Prompt::decode(&bytes, Some("wav")))
-            .await
-            .map_err(|e| TtsError::Synth(e.to_string()))??;
-        Ok(p)
+        Ok(Prompt::decode_off_runtime(bytes, Some("wav".into())).await?)
     }
 }
 
