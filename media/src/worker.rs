@@ -205,7 +205,11 @@ struct Session {
     /// Receive totals of the peer's earlier sources (see [`PriorRx`]).
     prior_rx: PriorRx,
     jb: JitterBuffer,
+    /// Decoded caller samples not yet played (empty, with no buffer, until anything wants
+    /// the caller's audio).
     rx_pcm: VecDeque<i16>,
+    /// Caller samples popped but not decoded, not yet played (see `skip_caller_frame`).
+    rx_skipped: usize,
     last_payload_len: usize,
     dtmf_rx: DtmfDetector,
     last_rx_ns: u64,
@@ -260,7 +264,8 @@ impl Session {
             remote_ssrc: None,
             prior_rx: PriorRx::default(),
             jb,
-            rx_pcm: VecDeque::with_capacity(RX_PCM_CAPACITY),
+            rx_pcm: VecDeque::new(),
+            rx_skipped: 0,
             last_payload_len: FRAME_SAMPLES,
             dtmf_rx: DtmfDetector::default(),
             last_rx_ns: now,
@@ -531,12 +536,13 @@ fn handle_command(cmd: Command, slots: &mut [Slot], now: u64) {
 fn tick_session(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingStats) {
     let now = now_ns();
     receive(s, sc, now);
-    caller_frame(s, sc);
-    let at_ms = s.at_ms();
-
     // VAD and barge-in, while anything depends on them.
     let barge_in = s.current.as_ref().is_some_and(|p| p.interruptible);
-    if let Some(vad) = s.vad.as_mut().filter(|_| s.speech_watched || barge_in) {
+    let detect = s.vad.is_some() && (s.speech_watched || barge_in);
+    caller_frame(s, sc, detect || !s.taps.is_empty() || s.recorder.is_some());
+    let at_ms = s.at_ms();
+
+    if let Some(vad) = s.vad.as_mut().filter(|_| detect) {
         let transition = vad.push(&sc.caller);
         let hangover_ms = vad.hangover_ms();
         // Speech interrupts once it has lasted `barge_in_min_ms`; shorter speech that ends
@@ -739,8 +745,25 @@ fn on_rtcp(s: &mut Session, buf: &[u8], now: u64) {
     }
 }
 
-/// Fills `sc.caller` with this tick's caller audio (silence when none).
-fn caller_frame(s: &mut Session, sc: &mut Scratch) {
+/// Fills `sc.caller` with this tick's caller audio (silence when none). The jitter buffer
+/// gives up one frame's worth of packets every tick either way, but they are decoded only
+/// while something takes the audio (`wanted`: speech detection, a tap, the recorder): a
+/// DTMF-only bot neither decodes nor holds the decode buffer, which is allocated the first
+/// tick anything wants the audio.
+fn caller_frame(s: &mut Session, sc: &mut Scratch, wanted: bool) {
+    if !wanted {
+        skip_caller_frame(s);
+        sc.caller.fill(0);
+        return;
+    }
+    if s.rx_pcm.capacity() == 0 {
+        s.rx_pcm.reserve_exact(RX_PCM_CAPACITY);
+    }
+    // Samples skipped while nothing wanted them: their remainder plays as silence.
+    if s.rx_skipped > 0 {
+        s.rx_pcm.extend(std::iter::repeat_n(0i16, s.rx_skipped));
+        s.rx_skipped = 0;
+    }
     let codec = s.codec;
     let mut guard = 0;
     while s.rx_pcm.len() < FRAME_SAMPLES && guard < 8 {
@@ -767,6 +790,28 @@ fn caller_frame(s: &mut Session, sc: &mut Scratch) {
         }
     } else {
         sc.caller.fill(0);
+    }
+}
+
+/// `caller_frame` without decoding: pops the same packets, counting their samples in
+/// `rx_skipped` (and what decoded samples are left) so playout keeps its place.
+fn skip_caller_frame(s: &mut Session) {
+    let mut guard = 0;
+    while s.rx_pcm.len() + s.rx_skipped < FRAME_SAMPLES && guard < 8 {
+        guard += 1;
+        match s.jb.pop() {
+            Pop::Frame(payload) => {
+                s.last_payload_len = payload.len().max(1);
+                s.rx_skipped += payload.len();
+            }
+            Pop::Lost => s.rx_skipped += s.last_payload_len,
+            Pop::Empty => break,
+        }
+    }
+    if s.rx_pcm.len() + s.rx_skipped >= FRAME_SAMPLES {
+        let from_pcm = s.rx_pcm.len().min(FRAME_SAMPLES);
+        s.rx_pcm.drain(..from_pcm);
+        s.rx_skipped -= FRAME_SAMPLES - from_pcm;
     }
 }
 

@@ -374,6 +374,65 @@ async fn jitter_buffer_reorders_and_counts_loss() {
     assert_eq!(stats.late, 0);
 }
 
+/// Nothing takes the caller's audio at first (no tap, no recorder, no speech detection),
+/// so the worker pops the jitter buffer without decoding; a tap added mid-stream then gets
+/// every later frame, in order, with nothing lost or repeated.
+#[tokio::test]
+async fn a_tap_added_mid_stream_gets_the_frames_from_then_on_in_order() {
+    let engine = engine_with(|c| {
+        c.jitter_min_packets = 8;
+        c.jitter_max_packets = 8;
+        c.vad = None;
+    });
+    let session = engine.open_session(None).unwrap();
+    let peer = RawPeer::new().await;
+    session.set_remote(peer.addr(), Codec::Pcmu, None).unwrap();
+    let mut buf = [0u8; 256];
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    let mut tap = None;
+    for seq in 1..=40u16 {
+        tick.tick().await;
+        if seq == 16 {
+            tap = Some(session.tap_caller_audio(200).unwrap());
+        }
+        let payload = [Codec::Pcmu.encode(200 * seq as i16); 160];
+        let n = write_rtp(&mut buf, seq == 1, 0, seq, seq as u32 * 160, 9, &payload).unwrap();
+        peer.sock
+            .send_to(&buf[..n], session.local_addr())
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut tap = tap.unwrap();
+    let mut levels = vec![];
+    while let Ok(f) = tap.try_recv() {
+        let l = common::level(&f.pcm) as i32;
+        if l > 0 || !levels.is_empty() {
+            levels.push(l);
+        }
+    }
+    while levels.last() == Some(&0) {
+        levels.pop();
+    }
+    let level_of = |k: i32| Codec::Pcmu.decode(Codec::Pcmu.encode(200 * k as i16)) as i32;
+    let first = (1..=40)
+        .find(|k| levels.first() == Some(&level_of(*k)))
+        .expect("the tap heard the stream");
+    assert!(
+        first <= 16,
+        "the tap started with packet {first}, after packets it should have heard"
+    );
+    let expected: Vec<i32> = (first..=40).map(level_of).collect();
+    assert_eq!(
+        levels, expected,
+        "every frame after the tap, once, in order"
+    );
+    let stats = session.stats().await.unwrap();
+    assert_eq!(stats.packets_received, 40);
+    assert_eq!(stats.packets_lost, 0);
+    assert_eq!(stats.concealed, 0);
+}
+
 #[tokio::test]
 async fn symmetric_rtp_latches_to_first_source() {
     let engine = engine();
