@@ -315,6 +315,48 @@ async fn malformed_rtp_and_rtcp_are_dropped_and_counted() {
     assert_eq!(digit, Some('3'));
 }
 
+/// Sends one 20 ms PCMU packet per tick from `peer` to `session`, packet `seq` at the
+/// constant level 200×seq; `before(seq)` runs just before each packet is sent.
+async fn send_level_packets(
+    session: &callsmith_media::MediaSession,
+    peer: &RawPeer,
+    seqs: impl IntoIterator<Item = u16>,
+    mut before: impl FnMut(u16),
+) {
+    let mut buf = [0u8; 256];
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    for seq in seqs {
+        tick.tick().await;
+        before(seq);
+        let payload = [Codec::Pcmu.encode(200 * seq as i16); 160];
+        let n = write_rtp(&mut buf, seq == 1, 0, seq, seq as u32 * 160, 9, &payload).unwrap();
+        peer.sock
+            .send_to(&buf[..n], session.local_addr())
+            .await
+            .unwrap();
+    }
+}
+
+/// The levels of the frames a tap heard, from the first non-silent one to the last.
+fn heard_levels(tap: &mut callsmith_media::AudioReceiver) -> Vec<i32> {
+    let mut levels = vec![];
+    while let Ok(f) = tap.try_recv() {
+        let l = common::level(&f.pcm) as i32;
+        if l > 0 || !levels.is_empty() {
+            levels.push(l);
+        }
+    }
+    while levels.last() == Some(&0) {
+        levels.pop();
+    }
+    levels
+}
+
+/// The level a packet of `send_level_packets` decodes to.
+fn level_of(seq: i32) -> i32 {
+    Codec::Pcmu.decode(Codec::Pcmu.encode(200 * seq as i16)) as i32
+}
+
 #[tokio::test]
 async fn jitter_buffer_reorders_and_counts_loss() {
     let engine = engine_with(|c| {
@@ -330,37 +372,11 @@ async fn jitter_buffer_reorders_and_counts_loss() {
     // Packets 1..=30, each a constant level 200*k; 11 and 12 swapped, 20 lost.
     let mut order: Vec<u16> = (1..=30).filter(|s| *s != 20).collect();
     order.swap(10, 11);
-    let mut buf = [0u8; 256];
-    let mut tick = tokio::time::interval(Duration::from_millis(20));
-    for seq in order {
-        tick.tick().await;
-        let payload = [Codec::Pcmu.encode(200 * seq as i16); 160];
-        let n = write_rtp(&mut buf, seq == 1, 0, seq, seq as u32 * 160, 9, &payload).unwrap();
-        peer.sock
-            .send_to(&buf[..n], session.local_addr())
-            .await
-            .unwrap();
-    }
+    send_level_packets(&session, &peer, order, |_| {}).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut levels = vec![];
-    while let Ok(f) = tap.try_recv() {
-        let l = common::level(&f.pcm) as i32;
-        if l > 0 || !levels.is_empty() {
-            levels.push(l);
-        }
-    }
-    // Strip trailing silence after the stream.
-    while levels.last() == Some(&0) {
-        levels.pop();
-    }
+    let levels = heard_levels(&mut tap);
     let expected: Vec<i32> = (1..=30)
-        .map(|k| {
-            if k == 20 {
-                0
-            } else {
-                Codec::Pcmu.decode(Codec::Pcmu.encode(200 * k as i16)) as i32
-            }
-        })
+        .map(|k| if k == 20 { 0 } else { level_of(k) })
         .collect();
     assert_eq!(
         levels, expected,
@@ -387,34 +403,15 @@ async fn a_tap_added_mid_stream_gets_the_frames_from_then_on_in_order() {
     let session = engine.open_session(None).unwrap();
     let peer = RawPeer::new().await;
     session.set_remote(peer.addr(), Codec::Pcmu, None).unwrap();
-    let mut buf = [0u8; 256];
-    let mut tick = tokio::time::interval(Duration::from_millis(20));
     let mut tap = None;
-    for seq in 1..=40u16 {
-        tick.tick().await;
+    send_level_packets(&session, &peer, 1..=40, |seq| {
         if seq == 16 {
             tap = Some(session.tap_caller_audio(200).unwrap());
         }
-        let payload = [Codec::Pcmu.encode(200 * seq as i16); 160];
-        let n = write_rtp(&mut buf, seq == 1, 0, seq, seq as u32 * 160, 9, &payload).unwrap();
-        peer.sock
-            .send_to(&buf[..n], session.local_addr())
-            .await
-            .unwrap();
-    }
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut tap = tap.unwrap();
-    let mut levels = vec![];
-    while let Ok(f) = tap.try_recv() {
-        let l = common::level(&f.pcm) as i32;
-        if l > 0 || !levels.is_empty() {
-            levels.push(l);
-        }
-    }
-    while levels.last() == Some(&0) {
-        levels.pop();
-    }
-    let level_of = |k: i32| Codec::Pcmu.decode(Codec::Pcmu.encode(200 * k as i16)) as i32;
+    let levels = heard_levels(tap.as_mut().unwrap());
     let first = (1..=40)
         .find(|k| levels.first() == Some(&level_of(*k)))
         .expect("the tap heard the stream");
