@@ -214,3 +214,37 @@ async fn s3_presigns_offline() {
     assert!(link.signed_url.contains("X-Amz-Expires=600"));
     assert!(link.signed_url.contains("X-Amz-Signature="));
 }
+
+/// Many histories written into one folder at once (as calls end together): each one lands
+/// whole, none is lost to the bound on local writes at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_puts_into_one_folder_at_once_all_land() {
+    let d = tempfile::tempdir().unwrap();
+    let o = Arc::new(local(d.path()));
+    let puts = (0..200).map(|i| {
+        let o = o.clone();
+        tokio::spawn(async move {
+            let body = format!("{{\"call\":{i}}}");
+            o.put(
+                &format!("calls/acc_1/com_{i}.history.json"),
+                Bytes::from(body),
+                Some("application/json"),
+            )
+            .await
+        })
+    });
+    for r in futures::future::join_all(puts).await {
+        r.unwrap().unwrap();
+    }
+    for i in 0..200 {
+        let got = o
+            .get(&format!("calls/acc_1/com_{i}.history.json"))
+            .await
+            .unwrap();
+        assert_eq!(got.as_ref(), format!("{{\"call\":{i}}}").as_bytes());
+    }
+    let names = std::fs::read_dir(d.path().join("objects/calls/acc_1"))
+        .unwrap()
+        .count();
+    assert_eq!(names, 200, "no staged file is left beside the objects");
+}
