@@ -227,12 +227,22 @@ async fn postgres_fold_ignores_the_database_ctype() {
             .await
             .unwrap();
     store.close().await;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE \"{name}\" WITH (FORCE)"
-    )))
-    .execute(&mut conn)
-    .await
-    .unwrap();
+    // Autovacuum may have just started on the new database, and only a superuser may end
+    // its worker: the drop is tried until that worker has gone.
+    let mut dropped = false;
+    for _ in 0..50 {
+        let drop = format!("DROP DATABASE \"{name}\" WITH (FORCE)");
+        if sqlx::query(sqlx::AssertSqlSafe(drop))
+            .execute(&mut conn)
+            .await
+            .is_ok()
+        {
+            dropped = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(dropped, "the scratch database {name} could not be dropped");
     assert_eq!(
         lower, "Öst ΟΔΟΣ",
         "lower() under LC_CTYPE C folds ASCII only"
