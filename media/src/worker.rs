@@ -8,10 +8,12 @@
 //! that dominated CPU per stream at 100 calls).
 //!
 //! Per session and tick: drain the sockets (non-blocking), play one caller
-//! frame out of the jitter buffer (VAD, taps, recording), then send one
-//! packet: DTMF event, prompt audio or silence. Nothing on this path
-//! allocates: prompts are pre-encoded, buffers are preallocated, and every
-//! hand-off to async code is a `try_send` on a bounded channel.
+//! frame out of the jitter buffer (decoded only for VAD, taps and recording),
+//! then send one packet: DTMF event, prompt audio or silence. Nothing on this
+//! path allocates, except a session's decode buffer the first tick its
+//! caller's audio is wanted: prompts are pre-encoded, other buffers are
+//! preallocated, and every hand-off to async code is a `try_send` on a bounded
+//! channel.
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
