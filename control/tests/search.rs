@@ -227,8 +227,8 @@ async fn postgres_fold_ignores_the_database_ctype() {
             .await
             .unwrap();
     store.close().await;
-    // Autovacuum may have just started on the new database, and only a superuser may end
-    // its worker: the drop is tried until that worker has gone.
+    // A backend this role may not end can be on the new database for a moment (the drop
+    // was refused once with 42501): the drop is tried until it has gone.
     let mut dropped = false;
     for _ in 0..50 {
         let drop = format!("DROP DATABASE \"{name}\" WITH (FORCE)");
