@@ -210,7 +210,7 @@ struct Session {
     /// Decoded caller samples not yet played (empty, with no buffer, until anything wants
     /// the caller's audio).
     rx_pcm: VecDeque<i16>,
-    /// Caller samples popped but not decoded, not yet played (see `skip_caller_frame`).
+    /// Caller samples popped but not decoded, not yet played (see `caller_frame`).
     rx_skipped: usize,
     last_payload_len: usize,
     dtmf_rx: DtmfDetector,
@@ -751,69 +751,53 @@ fn on_rtcp(s: &mut Session, buf: &[u8], now: u64) {
 /// gives up one frame's worth of packets every tick either way, but they are decoded only
 /// while something takes the audio (`wanted`: speech detection, a tap, the recorder): a
 /// DTMF-only bot neither decodes nor holds the decode buffer, which is allocated the first
-/// tick anything wants the audio.
+/// tick anything wants the audio. Undecoded samples are counted in `rx_skipped`, so
+/// playout keeps its place.
 fn caller_frame(s: &mut Session, sc: &mut Scratch, wanted: bool) {
-    if !wanted {
-        skip_caller_frame(s);
-        sc.caller.fill(0);
-        return;
-    }
-    if s.rx_pcm.capacity() == 0 {
-        s.rx_pcm.reserve_exact(RX_PCM_CAPACITY);
-    }
-    // Samples skipped while nothing wanted them: their remainder plays as silence.
-    if s.rx_skipped > 0 {
-        s.rx_pcm.extend(std::iter::repeat_n(0i16, s.rx_skipped));
-        s.rx_skipped = 0;
+    if wanted {
+        if s.rx_pcm.capacity() == 0 {
+            s.rx_pcm.reserve_exact(RX_PCM_CAPACITY);
+        }
+        // Samples skipped while nothing wanted them: their remainder plays as silence.
+        if s.rx_skipped > 0 {
+            s.rx_pcm.extend(std::iter::repeat_n(0i16, s.rx_skipped));
+            s.rx_skipped = 0;
+        }
     }
     let codec = s.codec;
     let mut guard = 0;
-    while s.rx_pcm.len() < FRAME_SAMPLES && guard < 8 {
+    while s.rx_pcm.len() + s.rx_skipped < FRAME_SAMPLES && guard < 8 {
         guard += 1;
-        match s.jb.pop() {
-            Pop::Frame(payload) => {
-                s.last_payload_len = payload.len().max(1);
-                if s.rx_pcm.len() + payload.len() <= s.rx_pcm.capacity() {
-                    s.rx_pcm.extend(payload.iter().map(|b| codec.decode(*b)));
-                }
+        let (payload, n) = match s.jb.pop() {
+            Pop::Frame(p) => {
+                s.last_payload_len = p.len().max(1);
+                (Some(p), p.len())
             }
-            Pop::Lost => {
-                let n = s.last_payload_len;
-                if s.rx_pcm.len() + n <= s.rx_pcm.capacity() {
-                    s.rx_pcm.extend(std::iter::repeat_n(0i16, n));
-                }
-            }
+            Pop::Lost => (None, s.last_payload_len),
             Pop::Empty => break,
+        };
+        if !wanted {
+            s.rx_skipped += n;
+        } else if s.rx_pcm.len() + n <= s.rx_pcm.capacity() {
+            match payload {
+                Some(p) => s.rx_pcm.extend(p.iter().map(|b| codec.decode(*b))),
+                None => s.rx_pcm.extend(std::iter::repeat_n(0i16, n)),
+            }
         }
     }
-    if s.rx_pcm.len() >= FRAME_SAMPLES {
+    if !wanted {
+        sc.caller.fill(0);
+        if s.rx_pcm.len() + s.rx_skipped >= FRAME_SAMPLES {
+            let from_pcm = s.rx_pcm.len().min(FRAME_SAMPLES);
+            s.rx_pcm.drain(..from_pcm);
+            s.rx_skipped -= FRAME_SAMPLES - from_pcm;
+        }
+    } else if s.rx_pcm.len() >= FRAME_SAMPLES {
         for (o, v) in sc.caller.iter_mut().zip(s.rx_pcm.drain(..FRAME_SAMPLES)) {
             *o = v;
         }
     } else {
         sc.caller.fill(0);
-    }
-}
-
-/// `caller_frame` without decoding: pops the same packets, counting their samples in
-/// `rx_skipped` (and what decoded samples are left) so playout keeps its place.
-fn skip_caller_frame(s: &mut Session) {
-    let mut guard = 0;
-    while s.rx_pcm.len() + s.rx_skipped < FRAME_SAMPLES && guard < 8 {
-        guard += 1;
-        match s.jb.pop() {
-            Pop::Frame(payload) => {
-                s.last_payload_len = payload.len().max(1);
-                s.rx_skipped += payload.len();
-            }
-            Pop::Lost => s.rx_skipped += s.last_payload_len,
-            Pop::Empty => break,
-        }
-    }
-    if s.rx_pcm.len() + s.rx_skipped >= FRAME_SAMPLES {
-        let from_pcm = s.rx_pcm.len().min(FRAME_SAMPLES);
-        s.rx_pcm.drain(..from_pcm);
-        s.rx_skipped -= FRAME_SAMPLES - from_pcm;
     }
 }
 
