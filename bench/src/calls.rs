@@ -17,7 +17,9 @@ use callsmith_e2e::{Engine, free_udp_port, reply_scenario, ulaw_tone, workspace}
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
-use crate::{CLK_TCK, ProcStat, SippStat, proc_stat, read_sipp_rtts, read_sipp_stat};
+use crate::{
+    CLK_TCK, ProcStat, SippStat, proc_stat, read_sipp_errors, read_sipp_rtts, read_sipp_stat,
+};
 
 /// `/proc/<pid>/stat` every 100 ms until the process is gone or a zombie.
 pub struct Sampler {
@@ -226,6 +228,11 @@ impl Sipp {
     /// Response times of timer 1, sorted.
     pub fn rtts(&self) -> Vec<f64> {
         read_sipp_rtts(self.dir.path(), self.scenario, 1)
+    }
+
+    /// The kinds of error SIPp logged (`-trace_err`), with their counts.
+    pub fn errors(&self) -> Vec<(String, usize)> {
+        read_sipp_errors(self.dir.path(), self.scenario)
     }
 }
 

@@ -323,6 +323,62 @@ pub fn read_sipp_rtts(dir: &Path, scenario: &str, rtd: u32) -> Vec<f64> {
     out
 }
 
+/// What SIPp's `-trace_err` file (`<scenario>_<pid>_errors.log`) in `dir` says went wrong,
+/// one line per kind of error with how often it happened, most frequent first.
+pub fn read_sipp_errors(dir: &Path, scenario: &str) -> Vec<(String, usize)> {
+    let text: String = sipp_files(dir, scenario, "_errors.log")
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect();
+    sipp_error_kinds(&text)
+}
+
+/// Groups the entries of a SIPp error log by kind. Each entry starts with a date, a time
+/// and an epoch (`2026-11-24<TAB>04:47:56.270038<TAB>1795495676.270038: `); entries
+/// are not always separated by a newline, and an unexpected message is printed whole after
+/// its entry. A kind is the entry's first line with the Call-ID left out.
+pub fn sipp_error_kinds(text: &str) -> Vec<(String, usize)> {
+    let b = text.as_bytes();
+    // Where each entry's timestamp starts: `dddd-dd-dd\t`.
+    let is_start = |i: usize| {
+        b.len() >= i + 11
+            && b[i..i + 4].iter().all(u8::is_ascii_digit)
+            && b[i + 4] == b'-'
+            && b[i + 5..i + 7].iter().all(u8::is_ascii_digit)
+            && b[i + 7] == b'-'
+            && b[i + 8..i + 10].iter().all(u8::is_ascii_digit)
+            && b[i + 10] == b'\t'
+    };
+    let starts: Vec<usize> = (0..b.len()).filter(|i| is_start(*i)).collect();
+    let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+    for (k, &at) in starts.iter().enumerate() {
+        let entry = &text[at..starts.get(k + 1).copied().unwrap_or(text.len())];
+        let Some((_, msg)) = entry.split_once(": ") else {
+            continue;
+        };
+        let first = msg.lines().next().unwrap_or("").trim();
+        *kinds.entry(without_call_id(first)).or_default() += 1;
+    }
+    let mut out: Vec<(String, usize)> = kinds.into_iter().collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+/// `Call-Id: 1-28563@127.0.0.1, …` and `Call-Id '1-28563@127.0.0.1'` with the id left out,
+/// so that entries of one kind read the same.
+fn without_call_id(line: &str) -> String {
+    let mut out = line.to_string();
+    for (open, close) in [("Call-Id: ", ','), ("Call-Id '", '\'')] {
+        if let Some(i) = out.find(open) {
+            let from = i + open.len();
+            if let Some(len) = out[from..].find(close) {
+                out.replace_range(from..from + len, "…");
+            }
+        }
+    }
+    out
+}
+
 fn sipp_files(dir: &Path, scenario: &str, suffix: &str) -> Vec<std::path::PathBuf> {
     let prefix = format!("{scenario}_");
     let mut out = Vec::new();
@@ -347,6 +403,33 @@ fn sipp_files(dir: &Path, scenario: &str, suffix: &str) -> Vec<std::path::PathBu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sipp_error_entries_are_grouped_by_kind_without_their_call_id() {
+        // As SIPp writes them: a header, entries not always ended by a newline, and an
+        // unexpected message printed whole after its entry.
+        let log = "The following events occurred:\n\
+            2026-11-24\t04:47:56.270038\t1795495676.270038: Call-Id: 1-28563@127.0.0.1, receive timeout on message UAC:1 without label to jump to (ontimeout attribute): aborting call\
+            2026-11-24\t04:47:56.370033\t1795495676.370033: Call-Id: 2-28563@127.0.0.1, receive timeout on message UAC:1 without label to jump to (ontimeout attribute): aborting call\n\
+            2026-11-24\t04:47:57.000001\t1795495677.000001: Aborting call on unexpected message for Call-Id '3-28563@127.0.0.1': while expecting 'ACK' (index 3), received 'BYE sip:a@127.0.0.1 SIP/2.0\n\
+            Via: SIP/2.0/UDP 127.0.0.1:5060\n\
+            '\n";
+        let kinds = sipp_error_kinds(log);
+        assert_eq!(
+            kinds,
+            vec![
+                (
+                    "Call-Id: …, receive timeout on message UAC:1 without label to jump to (ontimeout attribute): aborting call".to_string(),
+                    2
+                ),
+                (
+                    "Aborting call on unexpected message for Call-Id '…': while expecting 'ACK' (index 3), received 'BYE sip:a@127.0.0.1 SIP/2.0".to_string(),
+                    1
+                ),
+            ]
+        );
+        assert!(sipp_error_kinds("The following events occurred:\n").is_empty());
+    }
 
     #[test]
     fn slope_fits_a_line_through_noise() {

@@ -686,6 +686,7 @@ async fn inbound_load(
     step.setup = uac.rtts();
     step.engine_usage(&before, &after, idle, wall);
     step.database_cpu(db_ticks, wall);
+    note_sipp_errors(step, "caller", &uac);
     if st.outgoing < total {
         step.failed += total - st.outgoing;
         step.notes.push(format!(
@@ -875,7 +876,25 @@ async fn outbound_load(
             "outcomes {outcomes:?}; the callee counted {} failed calls",
             st.failed
         ));
+        // Why the engine's unanswered calls ended, as stored.
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        for r in rows
+            .iter()
+            .filter(|r| r.call_status.as_deref() != Some("answered"))
+        {
+            let k = format!(
+                "{} {}: {}",
+                r.call_status.as_deref().unwrap_or("-"),
+                r.sip_code.map(|c| c.to_string()).unwrap_or_default(),
+                r.error.as_deref().unwrap_or("no error recorded")
+            );
+            *reasons.entry(k).or_default() += 1;
+        }
+        for (k, n) in reasons.iter().take(4) {
+            step.notes.push(format!("unanswered: {n} × {k}"));
+        }
     }
+    note_sipp_errors(step, "callee", &uas);
     let mut starts: Vec<DateTime<Utc>> = rows.iter().filter_map(|r| r.started_at).collect();
     starts.sort();
     if let (Some(first), Some(last)) = (starts.first(), starts.last())
@@ -981,6 +1000,8 @@ async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
             uas.kill().await;
             let _ = uas.wait(Duration::from_secs(5)).await;
             let (c, s) = (uac.stat(), uas.stat());
+            note_sipp_errors(&mut step, "caller", &uac);
+            note_sipp_errors(&mut step, "callee", &uas);
             step.attempted = c.outgoing.max(total);
             step.failed = c.failed.max(s.failed) + total.saturating_sub(c.outgoing);
             step.retrans = c.retransmissions;
@@ -1037,6 +1058,8 @@ async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
                 uas.kill().await;
             }
             let (c, s) = (uac.stat(), uas.stat());
+            note_sipp_errors(&mut step, "caller", &uac);
+            note_sipp_errors(&mut step, "callee", &uas);
             step.attempted = c.outgoing.max(total);
             step.failed = c.failed.max(s.failed) + total.saturating_sub(c.outgoing);
             step.retrans = s.retransmissions;
@@ -1438,6 +1461,14 @@ impl AbortOnDrop {
                 "cancelled".into()
             }
         })
+    }
+}
+
+/// What a SIPp of the step logged as errors (`-trace_err`), the most frequent kinds first.
+fn note_sipp_errors(step: &mut Step, role: &str, sipp: &Sipp) {
+    for (kind, n) in sipp.errors().iter().take(4) {
+        let kind: String = kind.chars().take(200).collect();
+        step.notes.push(format!("{role} SIPp error: {n} × {kind}"));
     }
 }
 
