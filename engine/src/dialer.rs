@@ -16,6 +16,13 @@
 //!
 //! Scenario test calls have no agent: they start at once, bounded only by
 //! `dialer.max_live_calls` (which bounds every call of this process).
+//!
+//! Pacing: the claim loop runs every `poll_interval_ms`, counted from one claim's start to
+//! the next (a slow claim does not push the next one back). Each claim takes the start
+//! slots up to two poll intervals ahead ([`agent_limits`]), so the next claim, a poll
+//! interval later, may itself take up to a poll interval (it waits behind the call
+//! journal's batch on a busy database) before any of the slots it takes is due: every call
+//! starts on its slot instead of in a burst after a late claim.
 
 use std::time::{Duration, Instant};
 
@@ -46,9 +53,13 @@ pub async fn run(rt: Runtime) {
     let mut last_renew = Instant::now();
     let mut last_reconcile = Instant::now() - Duration::from_secs(3600);
     info!(instance = %rt.settings.instance, "dialer started");
+    let mut polls = tokio::time::interval(poll);
+    polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        if rt.draining.is_cancelled() {
-            break;
+        tokio::select! {
+            biased;
+            _ = rt.draining.cancelled() => break,
+            _ = polls.tick() => {}
         }
         let now = Instant::now();
         if now.duration_since(last_renew) >= rt.settings.lease / 3 {
@@ -75,10 +86,6 @@ pub async fn run(rt: Runtime) {
         }
         if let Err(e) = tick(&rt, lease).await {
             warn!(error = %e, "dialer tick failed");
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(poll) => {}
-            _ = rt.draining.cancelled() => break,
         }
     }
     info!("dialer stopped claiming");
@@ -119,8 +126,6 @@ async fn tick(
             tokio::spawn(crate::call::run_outbound(rt.clone(), c, None, None));
         }
     }
-    // Start slots missed by at most one poll interval may still be taken, and those of the
-    // coming poll interval are claimed now, each call started at its slot.
     let poll_us = rt.settings.dialer.poll_interval_ms.max(20) as i64 * 1000;
     let agents = rt.store.communications_due_agents().await?;
     for agent_sid in agents {
@@ -177,12 +182,7 @@ async fn tick(
                 }
             }
         }
-        let limits = AgentLimits {
-            cps: agent.cps,
-            cpl: agent.cpl,
-            slack_us: poll_us,
-            lookahead_us: poll_us,
-        };
+        let limits = agent_limits(agent.cps, agent.cpl, poll_us);
         let rows = rt
             .store
             .communication_claim_agent(&claim(rt, lease), &agent.sid, &limits, room(rt))
@@ -199,9 +199,93 @@ async fn tick(
     Ok(())
 }
 
+/// An agent's limits as the dialer claims with them, polling every `poll_us`: start slots
+/// missed by at most one poll interval may still be taken (the long-run rate stays `cps`),
+/// and those of the next two poll intervals are claimed now, each call started at its
+/// slot (see the module doc's pacing).
+fn agent_limits(cps: i64, cpl: i64, poll_us: i64) -> AgentLimits {
+    AgentLimits {
+        cps,
+        cpl,
+        slack_us: poll_us,
+        lookahead_us: 2 * poll_us,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use callsmith_control::store::communications::claimable_slots;
+
+    /// Claims every `poll_us` from `0`, claim `k` read by the store `delays_us[k % len]`
+    /// after it was due (it waited behind other writes); returns every slot taken with the
+    /// time of the claim that took it, after the first claim (whose slots include the
+    /// slack's catch-up), as `claim_agent` keeps the agent's next free slot.
+    fn slots_taken(limits: &AgentLimits, poll_us: i64, delays_us: &[i64]) -> Vec<(i64, i64)> {
+        let mut next_us = 0;
+        let mut out = Vec::new();
+        for k in 0..30 {
+            let now_us = k * poll_us + delays_us[k as usize % delays_us.len()];
+            let s = claimable_slots(next_us, now_us, limits);
+            for i in 0..s.available {
+                if k > 0 {
+                    out.push((s.next_after(i), now_us));
+                }
+            }
+            next_us = s.next_after(s.available).max(next_us);
+        }
+        out
+    }
+
+    #[test]
+    fn a_claim_up_to_a_poll_interval_slow_starts_no_call_late() {
+        let poll_us = 100_000;
+        let limits = agent_limits(500, 0, poll_us);
+        for delays in [
+            &[0][..],
+            &[30_000],
+            &[95_000],
+            &[0, 95_000],
+            &[95_000, 0, 50_000],
+        ] {
+            let taken = slots_taken(&limits, poll_us, delays);
+            let late: Vec<_> = taken
+                .iter()
+                .filter(|(slot, claimed)| slot < claimed)
+                .collect();
+            assert!(
+                late.is_empty(),
+                "claims {delays:?} µs late: slots due before their claim {late:?}"
+            );
+            // One slot every 2 ms, no gap, no slot twice: the rate stays 500 per second.
+            for w in taken.windows(2) {
+                assert_eq!(w[1].0 - w[0].0, 2_000, "claims {delays:?} µs late: {w:?}");
+            }
+            assert!(
+                taken.len() >= 28 * 50,
+                "claims {delays:?}: {} slots",
+                taken.len()
+            );
+        }
+    }
+
+    #[test]
+    fn one_poll_interval_of_lookahead_starts_calls_late_when_a_claim_is_slow() {
+        // What the second interval is for: claiming only the next one, a claim read 90 ms
+        // late after one read on time finds the slots between its predecessor's horizon
+        // and itself already due.
+        let poll_us = 100_000;
+        let one = AgentLimits {
+            lookahead_us: poll_us,
+            ..agent_limits(500, 0, poll_us)
+        };
+        let taken = slots_taken(&one, poll_us, &[0, 90_000]);
+        let late = taken
+            .iter()
+            .filter(|(slot, claimed)| slot < claimed)
+            .count();
+        assert!(late > 500, "{late} of {} slots late", taken.len());
+    }
 
     #[test]
     fn schedule_defaults_to_always() {
