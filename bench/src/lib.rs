@@ -364,11 +364,19 @@ pub fn sipp_error_kinds(text: &str) -> Vec<(String, usize)> {
     out
 }
 
-/// `Call-Id: 1-28563@127.0.0.1, …` and `Call-Id '1-28563@127.0.0.1'` with the id left out,
+/// `Call-Id: 1-28563@127.0.0.1, …`, `Call-Id '1-28563@127.0.0.1'` and `Dead call
+/// 1-28563@127.0.0.1 (…` with the id left out, and the request-URI of a received request,
 /// so that entries of one kind read the same.
 fn without_call_id(line: &str) -> String {
     let mut out = line.to_string();
-    for (open, close) in [("Call-Id: ", ','), ("Call-Id '", '\'')] {
+    for (open, close) in [
+        ("Call-Id: ", ','),
+        ("Call-Id '", '\''),
+        ("Dead call ", ' '),
+        ("received 'INVITE ", ' '),
+        ("received 'BYE ", ' '),
+        ("received 'ACK ", ' '),
+    ] {
         if let Some(i) = out.find(open) {
             let from = i + open.len();
             if let Some(len) = out[from..].find(close) {
@@ -413,7 +421,9 @@ mod tests {
             2026-11-24\t04:47:56.370033\t1795495676.370033: Call-Id: 2-28563@127.0.0.1, receive timeout on message UAC:1 without label to jump to (ontimeout attribute): aborting call\n\
             2026-11-24\t04:47:57.000001\t1795495677.000001: Aborting call on unexpected message for Call-Id '3-28563@127.0.0.1': while expecting 'ACK' (index 3), received 'BYE sip:a@127.0.0.1 SIP/2.0\n\
             Via: SIP/2.0/UDP 127.0.0.1:5060\n\
-            '\n";
+            '\n\
+            2026-11-24\t04:47:58.000001\t1795495678.000001: Dead call 0483f1@127.0.0.1 (aborted at index 3), received 'INVITE sip:+15550002004@127.0.0.1:48013 SIP/2.0\n\
+            2026-11-24\t04:47:58.100001\t1795495678.100001: Dead call 466150@127.0.0.1 (aborted at index 3), received 'INVITE sip:+15550002006@127.0.0.1:48013 SIP/2.0\n";
         let kinds = sipp_error_kinds(log);
         assert_eq!(
             kinds,
@@ -423,7 +433,11 @@ mod tests {
                     2
                 ),
                 (
-                    "Aborting call on unexpected message for Call-Id '…': while expecting 'ACK' (index 3), received 'BYE sip:a@127.0.0.1 SIP/2.0".to_string(),
+                    "Dead call … (aborted at index 3), received 'INVITE … SIP/2.0".to_string(),
+                    2
+                ),
+                (
+                    "Aborting call on unexpected message for Call-Id '…': while expecting 'ACK' (index 3), received 'BYE … SIP/2.0".to_string(),
                     1
                 ),
             ]
