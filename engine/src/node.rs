@@ -33,14 +33,7 @@ pub async fn start(
     }
     // Before anything binds: a bad `[tts]` section is a start-up error naming the key.
     let tts: Arc<TtsService> = Arc::new(cfg.tts.service()?);
-    let sip_cfg = callsmith_sip::SipConfig {
-        udp: cfg.sip.udp,
-        tcp: cfg.sip.tcp,
-        trunks: cfg.sip.trunks.clone(),
-        default_trunk: cfg.sip.default_trunk.clone(),
-        user_agent: cfg.sip.user_agent.clone(),
-        ..Default::default()
-    };
+    let sip_cfg = cfg.sip.to_sip()?;
     // The node's capacity admits inbound calls (503 while full); unknown numbers are
     // answered 404 by the inbound handler (it knows the number table).
     let capacity = Capacity::new(&services, &cfg.dialer);

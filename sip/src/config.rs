@@ -43,7 +43,17 @@ pub struct SipConfig {
     pub codecs: Vec<SdpCodec>,
     pub user_agent: String,
     pub timers: SipTimers,
+    /// Receive buffer asked for the UDP socket, bytes (`SO_RCVBUF`). SIP arrives in bursts
+    /// at high call rates, and a datagram that finds the buffer full is dropped by the
+    /// kernel and costs a retransmission (500 ms or more). The kernel caps it at
+    /// `net.core.rmem_max`; [`crate::SipStack::udp_receive_buffer`] says what was granted.
+    pub udp_receive_buffer_bytes: usize,
 }
+
+/// The default [`SipConfig::udp_receive_buffer_bytes`]: 4 MiB, about 2000 datagrams (a
+/// datagram of a few hundred bytes takes about 2 KiB of buffer in the kernel) or several
+/// seconds of arrivals at 500 calls per second.
+pub const UDP_RECEIVE_BUFFER_BYTES: usize = 4 << 20;
 
 impl Default for SipConfig {
     fn default() -> Self {
@@ -56,6 +66,7 @@ impl Default for SipConfig {
             codecs: vec![SdpCodec::Pcmu, SdpCodec::Pcma],
             user_agent: "callsmith".into(),
             timers: SipTimers::default(),
+            udp_receive_buffer_bytes: UDP_RECEIVE_BUFFER_BYTES,
         }
     }
 }

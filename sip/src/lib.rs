@@ -29,7 +29,7 @@ pub mod status;
 pub mod trunk;
 pub mod wire;
 
-pub use config::{SipConfig, SipTimers};
+pub use config::{SipConfig, SipTimers, UDP_RECEIVE_BUFFER_BYTES};
 pub use leg::{CallLeg, EndInfo, LegController, LegDirection, LegEvent, Party, ReferOutcome};
 pub use logging::redact_number;
 pub use sdp::{LocalMedia, MediaDirection, NegotiatedMedia, SdpCodec};

@@ -92,6 +92,8 @@ struct Inner {
     config: SipConfig,
     dialog_layer: Arc<DialogLayer>,
     udp_addr: Option<SocketAddr>,
+    /// The UDP socket's receive buffer as the kernel granted it, bytes.
+    udp_receive_buffer: Option<usize>,
     tcp_addr: Option<SocketAddr>,
     router: Arc<dyn CallRouter>,
     /// Every dialog's states, routed to its leg.
@@ -233,6 +235,22 @@ fn source_of(tx: &Transaction) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip?, port))
 }
 
+/// Binds the SIP UDP socket (no address reuse: a taken address is an error) with a receive
+/// buffer of `receive_buffer` bytes asked; returns it and the buffer the kernel granted.
+fn bind_udp(
+    addr: SocketAddr,
+    receive_buffer: usize,
+) -> std::io::Result<(tokio::net::UdpSocket, usize)> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_nonblocking(true)?;
+    socket.set_recv_buffer_size(receive_buffer)?;
+    // Linux reports twice what it grants (the other half is its bookkeeping allowance).
+    let granted = socket.recv_buffer_size()? / 2;
+    socket.bind(&addr.into())?;
+    Ok((tokio::net::UdpSocket::from_std(socket.into())?, granted))
+}
+
 impl SipStack {
     /// Bind the transports and start serving. TCP with port 0 gets a free port picked here.
     pub async fn start(config: SipConfig, router: impl CallRouter) -> Result<SipStack, SipError> {
@@ -240,14 +258,32 @@ impl SipStack {
         let transport_layer = TransportLayer::new(cancel.child_token());
         let mut udp_addr = None;
         let mut tcp_addr = None;
+        let mut udp_receive_buffer = None;
         if let Some(addr) = config.udp {
-            let conn = UdpConnection::create_connection(addr, None, Some(cancel.child_token()))
-                .await
-                .map_err(|e| SipError::Listen {
-                    transport: "udp",
-                    addr,
-                    reason: e.to_string(),
-                })?;
+            let listen_error = |e: std::io::Error| SipError::Listen {
+                transport: "udp",
+                addr,
+                reason: e.to_string(),
+            };
+            let (socket, granted) =
+                bind_udp(addr, config.udp_receive_buffer_bytes).map_err(listen_error)?;
+            if granted < config.udp_receive_buffer_bytes {
+                warn!(
+                    asked = config.udp_receive_buffer_bytes,
+                    granted,
+                    "the SIP UDP receive buffer is smaller than asked: the kernel caps it at \
+                     net.core.rmem_max (sysctl -w net.core.rmem_max=<bytes> raises it)"
+                );
+            }
+            udp_receive_buffer = Some(granted);
+            let conn =
+                UdpConnection::from_socket(Arc::new(socket), None, Some(cancel.child_token()))
+                    .await
+                    .map_err(|e| SipError::Listen {
+                        transport: "udp",
+                        addr,
+                        reason: e.to_string(),
+                    })?;
             udp_addr = Some(conn.get_addr().get_socketaddr()?);
             transport_layer.add_transport(conn.into());
         }
@@ -302,6 +338,7 @@ impl SipStack {
             config,
             dialog_layer,
             udp_addr,
+            udp_receive_buffer,
             tcp_addr,
             router: Arc::new(router),
             states: StateRouter::start(cancel.clone()),
@@ -324,6 +361,11 @@ impl SipStack {
 
     pub fn udp_addr(&self) -> Option<SocketAddr> {
         self.inner.udp_addr
+    }
+    /// The UDP socket's receive buffer, bytes: what the kernel granted for
+    /// [`SipConfig::udp_receive_buffer_bytes`] (at most `net.core.rmem_max`).
+    pub fn udp_receive_buffer(&self) -> Option<usize> {
+        self.inner.udp_receive_buffer
     }
     pub fn tcp_addr(&self) -> Option<SocketAddr> {
         self.inner.tcp_addr
@@ -735,6 +777,49 @@ mod tests {
             .expect("the start must fail");
         assert!(err.to_string().contains(&addr.to_string()), "{err}");
         drop(held);
+    }
+
+    #[tokio::test]
+    async fn the_udp_socket_gets_the_receive_buffer_asked_within_the_kernel_cap() {
+        let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .expect("rmem_max")
+            .trim()
+            .parse()
+            .expect("a number");
+        for asked in [256 << 10, crate::UDP_RECEIVE_BUFFER_BYTES] {
+            let config = SipConfig {
+                udp: Some("127.0.0.1:0".parse().unwrap()),
+                tcp: None,
+                udp_receive_buffer_bytes: asked,
+                ..SipConfig::default()
+            };
+            let stack = SipStack::start(config, |_: &str, _: &str| true)
+                .await
+                .expect("start");
+            let granted = stack.udp_receive_buffer().expect("udp is on");
+            assert_eq!(
+                granted,
+                asked.min(rmem_max),
+                "asked {asked}, rmem_max {rmem_max}"
+            );
+            // The socket is the one serving: a request to it is answered.
+            let addr = stack.udp_addr().expect("udp address");
+            let probe = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let me = probe.local_addr().unwrap();
+            let options = format!(
+                "OPTIONS sip:{addr} SIP/2.0\r\nVia: SIP/2.0/UDP {me};branch=z9hG4bKrcvbuf{asked}\r\n\
+                 From: <sip:probe@{me}>;tag=1\r\nTo: <sip:{addr}>\r\nCall-ID: rcvbuf-{asked}\r\n\
+                 CSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+            );
+            probe.send_to(options.as_bytes(), addr).await.unwrap();
+            let mut buf = [0u8; 2048];
+            let (n, _) = tokio::time::timeout(Duration::from_secs(5), probe.recv_from(&mut buf))
+                .await
+                .expect("an answer to OPTIONS")
+                .unwrap();
+            let answer = String::from_utf8_lossy(&buf[..n]);
+            assert!(answer.starts_with("SIP/2.0 "), "{answer}");
+        }
     }
 
     #[tokio::test]

@@ -455,6 +455,28 @@ pub struct SipSection {
     /// Outbound calls not answered within this many seconds are canceled (`no_answer`);
     /// a call the gateway has not answered at all by then ends `failed`. Default 45.
     pub ring_timeout_secs: u64,
+    /// Receive buffer of the UDP socket, bytes; at least 65536. Default 4194304. The
+    /// kernel caps it at `net.core.rmem_max` (the start-up log warns when it does).
+    pub udp_receive_buffer_bytes: usize,
+}
+
+impl SipSection {
+    /// The SIP stack's configuration; the receive buffer must be at least 64 KiB.
+    pub fn to_sip(&self) -> anyhow::Result<callsmith_sip::SipConfig> {
+        anyhow::ensure!(
+            self.udp_receive_buffer_bytes >= 65536,
+            "sip.udp_receive_buffer_bytes must be at least 65536"
+        );
+        Ok(callsmith_sip::SipConfig {
+            udp: self.udp,
+            tcp: self.tcp,
+            trunks: self.trunks.clone(),
+            default_trunk: self.default_trunk.clone(),
+            user_agent: self.user_agent.clone(),
+            udp_receive_buffer_bytes: self.udp_receive_buffer_bytes,
+            ..Default::default()
+        })
+    }
 }
 
 impl Default for SipSection {
@@ -466,6 +488,7 @@ impl Default for SipSection {
             default_trunk: None,
             user_agent: "callsmith".into(),
             ring_timeout_secs: 45,
+            udp_receive_buffer_bytes: callsmith_sip::UDP_RECEIVE_BUFFER_BYTES,
         }
     }
 }

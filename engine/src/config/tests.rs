@@ -302,6 +302,25 @@ fn http_limits_and_login_throttle_from_file() {
 }
 
 #[test]
+fn the_sip_udp_receive_buffer_is_configurable_and_at_least_64_kib() {
+    let d = Config::default();
+    assert_eq!(d.sip.to_sip().unwrap().udp_receive_buffer_bytes, 4 << 20);
+    figment::Jail::expect_with(|jail| {
+        jail.create_file("c.toml", "[sip]\nudp_receive_buffer_bytes = 1048576\n")?;
+        let c =
+            Config::load(Some(Path::new("c.toml")), Config::env()).map_err(|e| e.to_string())?;
+        let sip = c.sip.to_sip().map_err(|e| e.to_string())?;
+        assert_eq!(sip.udp_receive_buffer_bytes, 1 << 20);
+        assert_eq!(sip.udp, c.sip.udp);
+        let mut bad = c.clone();
+        bad.sip.udp_receive_buffer_bytes = 65535;
+        let err = bad.sip.to_sip().unwrap_err().to_string();
+        assert!(err.contains("sip.udp_receive_buffer_bytes"), "{err}");
+        Ok(())
+    });
+}
+
+#[test]
 fn unknown_keys_are_rejected() {
     figment::Jail::expect_with(|jail| {
         jail.create_file("c.toml", "[http]\nlisten_typo = \"x\"\n")?;
