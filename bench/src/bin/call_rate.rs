@@ -72,7 +72,11 @@
 //! Notes under each table say what the engine itself recorded: its rows (calls stored and
 //! answered), the saved call histories (prompts played, RTP packets sent and received per
 //! call, errors), the start rate fitted over every start and the longest pause between
-//! two starts, how long the dispatch took, and the warnings and errors of its log.
+//! two starts, how long the dispatch took, and the warnings and errors of its log. A
+//! step with failed calls also says why: the engine's stored reasons for the unanswered
+//! calls (call status, SIP code, error) and the kinds of error each SIPp logged
+//! (`-trace_err`), with counts. SIPp runs with 4 MiB socket buffers (`-buff_size`), as the
+//! engine's SIP socket does, so neither side drops bursts that the other would not.
 //!
 //! SVG plots (setup p99 and CPU per call against rate, callsmith against SIPp) go to
 //! `bench/reports/call_rate_<tag>_<direction>_{setup,cpu}.svg`. The engine logs at
