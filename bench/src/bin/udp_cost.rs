@@ -8,7 +8,7 @@
 //!
 //! A peer thread plays the callers: one socket per flow, one 172-byte packet per flow every
 //! 20 ms (µ-law at 20 ms), draining what comes back. The measured thread plays the engine,
-//! in one of three modes, one packet per flow every 20 ms:
+//! in one of four modes, one packet per flow every 20 ms:
 //!
 //! - `send-only`: one socket per flow, `sendto` each tick, never reads: what SIPp's UAS
 //!   does with its prompt (the caller's packets are left in the socket).

@@ -17,9 +17,9 @@
 //! Local [`Objects::put`]s go through a semaphore of [`LOCAL_WRITERS`] permits. Each runs
 //! on tokio's blocking pool and creates a staged file, then renames it into place in the
 //! object's folder. A call history is written at every call's end. Unbounded, hundreds of
-//! these writes at once queue on the folder's lock in the kernel, spinning, and starve the
-//! calls of CPU: at 500 calls a second outbound, the dialer paused for 135–690 ms.
-//! Measured in `bench/reports/call_rate.md`.
+//! these writes at once contend in the kernel (the folder's lock, and choosing a free
+//! inode) and starve the calls of CPU: at 500 calls a second outbound, the dialer paused
+//! for 135–690 ms. Measured in `bench/reports/call_rate.md`.
 //!
 //! Account-owned objects keep the account sid as the second path segment
 //! (`<kind>/<account_sid>/…`), so [`owner_of`] tells who may read a bare path; every
