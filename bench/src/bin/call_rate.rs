@@ -225,6 +225,9 @@ struct Args {
     /// More keys for the engine's `[dialer]` section, e.g. `write_queue = 20000`.
     #[arg(long, default_value = "")]
     dialer_toml: String,
+    /// More keys for the engine's `[media]` section, e.g. `io = "syscalls"`.
+    #[arg(long, default_value = "")]
+    media_toml: String,
     /// Give up after this many seconds in all (every child is killed).
     #[arg(long, default_value_t = 3600)]
     timeout_secs: u64,
@@ -544,6 +547,7 @@ async fn callsmith_step_on(
             args.dialer_toml
         ),
         rtp_ports: Some(RTP_PORTS),
+        media_toml: format!("{}\n", args.media_toml),
         ..Default::default()
     })
     .await;
