@@ -105,23 +105,14 @@ struct Sample {
     received: u64,
 }
 
-fn thread_cpu() -> Duration {
+/// CPU time on `clock` (`CLOCK_THREAD_CPUTIME_ID` or `CLOCK_PROCESS_CPUTIME_ID`).
+fn cpu_time(clock: libc::clockid_t) -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: a valid clock id and a valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-fn process_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
@@ -436,7 +427,8 @@ impl Uring {
 /// The process's CPU less the peer thread's: the measured thread's own, and any kernel
 /// worker thread it hands work to (io_uring's io-wq workers belong to the process).
 fn own_cpu(peer: &AtomicU64) -> Duration {
-    process_cpu().saturating_sub(Duration::from_nanos(peer.load(Ordering::Relaxed)))
+    cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID)
+        .saturating_sub(Duration::from_nanos(peer.load(Ordering::Relaxed)))
 }
 
 const MULTI_BUFS: u16 = 4096;
@@ -624,7 +616,10 @@ fn run_mode(mode: Mode, flows: usize, seconds: u64) -> Result<Sample> {
                 let _ = s.send_to(&packet, to);
                 rx.drain(s);
             }
-            peer_cpu_w.store(thread_cpu().as_nanos() as u64, Ordering::Relaxed);
+            peer_cpu_w.store(
+                cpu_time(libc::CLOCK_THREAD_CPUTIME_ID).as_nanos() as u64,
+                Ordering::Relaxed,
+            );
             next += PERIOD;
             if let Some(d) = next.checked_duration_since(Instant::now()) {
                 std::thread::sleep(d);
