@@ -260,13 +260,13 @@ impl SipStack {
         let mut tcp_addr = None;
         let mut udp_receive_buffer = None;
         if let Some(addr) = config.udp {
-            let listen_error = |e: std::io::Error| SipError::Listen {
+            let listen_error = |e: &dyn std::fmt::Display| SipError::Listen {
                 transport: "udp",
                 addr,
                 reason: e.to_string(),
             };
             let (socket, granted) =
-                bind_udp(addr, config.udp_receive_buffer_bytes).map_err(listen_error)?;
+                bind_udp(addr, config.udp_receive_buffer_bytes).map_err(|e| listen_error(&e))?;
             if granted < config.udp_receive_buffer_bytes {
                 warn!(
                     asked = config.udp_receive_buffer_bytes,
@@ -279,11 +279,7 @@ impl SipStack {
             let conn =
                 UdpConnection::from_socket(Arc::new(socket), None, Some(cancel.child_token()))
                     .await
-                    .map_err(|e| SipError::Listen {
-                        transport: "udp",
-                        addr,
-                        reason: e.to_string(),
-                    })?;
+                    .map_err(|e| listen_error(&e))?;
             udp_addr = Some(conn.get_addr().get_socketaddr()?);
             transport_layer.add_transport(conn.into());
         }

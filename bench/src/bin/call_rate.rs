@@ -225,7 +225,7 @@ struct Args {
     /// More keys for the engine's `[dialer]` section, e.g. `write_queue = 20000`.
     #[arg(long, default_value = "")]
     dialer_toml: String,
-    /// More keys for the engine's `[media]` section, e.g. `io = "syscalls"`.
+    /// More keys for the engine's `[media]` section, e.g. `rtp_timeout_ms = 60000`.
     #[arg(long, default_value = "")]
     media_toml: String,
     /// Give up after this many seconds in all (every child is killed).
