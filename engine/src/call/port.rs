@@ -125,6 +125,11 @@ impl LivePort {
         // Each reason to end the call is reported once; after that only the leg's end
         // and media are waited for.
         let open = self.forced.is_none();
+        // The leg is heard until it has reported its end (`ended`): after that it answers
+        // every poll at once with nothing, and a wait that outlasts the end (a prompt being
+        // stopped after the caller hung up) would spin on it. A wait that begins after the
+        // end checks `ended` before it waits.
+        let leg_open = self.ended.is_none();
         let media = async {
             match self.media_events.as_mut() {
                 Some(rx) => rx.next().await,
@@ -136,7 +141,7 @@ impl LivePort {
                 Some(MediaEvent::RtpTimeout { .. }) if open => Happening::Forced(ForcedEnd::RtpTimeout),
                 m => Happening::Media(m),
             },
-            s = next_signal(&mut self.leg) => Happening::Signal(s),
+            s = next_signal(&mut self.leg), if leg_open => Happening::Signal(s),
             _ = tokio::time::sleep_until(deadline), if open => Happening::Forced(ForcedEnd::MaxDuration),
             _ = hangup_all.cancelled(), if open => Happening::Forced(ForcedEnd::Shutdown),
             _ = requested.cancelled(), if open => Happening::Forced(ForcedEnd::HangupRequested),
@@ -311,6 +316,9 @@ impl CallPort for LivePort {
     }
 
     async fn llm(&mut self, request: &LlmRequest) -> Result<String, String> {
+        if self.ended.is_some() {
+            return Err("the caller hung up".into());
+        }
         let account = self.llm_account().await?;
         let llm = self.rt.services.adapters.llm.clone();
         let answer = llm.complete(
