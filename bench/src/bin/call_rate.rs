@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Per rate and direction, every target runs alone, one after the other, each against a
-//! fresh process (a new engine with a new database, a new SIPp):
+//! fresh process (a new engine with a new database, a new SIPp). The engine's data
+//! directory is made under `TMPDIR` (the system's temporary directory by default).
 //!
 //! - **inbound**: a SIPp UAC (`sipp/rate_uac_caller.xml`) calls at `-r RATE` for
 //!   `--seconds` (`-m RATE×seconds`), streams a µ-law tone (`rtp_stream`) from its `-mp`
