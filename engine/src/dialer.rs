@@ -155,6 +155,8 @@ async fn tick(
             }
             continue;
         };
+        // One copy for every call this poll places for the agent.
+        let agent = std::sync::Arc::new(agent);
         if !agent.is_dialable() {
             let until = Utc::now()
                 + chrono::Duration::seconds(rt.settings.dialer.inactive_retry_secs.max(1) as i64);

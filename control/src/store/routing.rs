@@ -104,8 +104,9 @@ async fn listen(pool: PgPool, cache: Weak<PgRouteCache>) {
 /// What a call to a served number runs, as stored when it was read.
 #[derive(Debug, Clone)]
 pub struct InboundRoute {
-    /// The active agent whose gateway is the number (or the number's pool).
-    pub agent: AgentRecord,
+    /// The active agent whose gateway is the number (or the number's pool), shared with
+    /// the calls that run it.
+    pub agent: Arc<AgentRecord>,
     /// The number called, as stored.
     pub identifier: String,
     /// The agent's scenario's newest published version; None when none is published.
@@ -148,7 +149,7 @@ impl Store {
         let published = self.scenario_latest_published(&agent.scenario_sid).await?;
         let account = self.account_get(&agent.account_sid).await?;
         Ok(Some(Arc::new(InboundRoute {
-            agent,
+            agent: Arc::new(agent),
             identifier,
             published,
             account,

@@ -233,7 +233,7 @@ impl AnsweredCall {
                     .map(String::as_str),
             ),
         };
-        finish(&rt, &comm, port.agent.as_ref(), &f).await;
+        finish(&rt, &comm, port.agent.as_deref(), &f).await;
         if let Some(live) = live {
             live.end(&f);
         }

@@ -26,7 +26,7 @@ pub fn run_outbound(
     rt: Runtime,
     comm: CommunicationRecord,
     start_at: Option<DateTime<Utc>>,
-    agent: Option<AgentRecord>,
+    agent: Option<Arc<AgentRecord>>,
 ) -> impl std::future::Future<Output = ()> + Send {
     lifecycle::run(
         rt,
@@ -45,7 +45,7 @@ pub(super) struct Dial {
     comm: Option<CommunicationRecord>,
     start_at: Option<DateTime<Utc>>,
     /// The row's agent, when the dialer passed it.
-    agent: Option<AgentRecord>,
+    agent: Option<Arc<AgentRecord>>,
 }
 
 #[async_trait]
@@ -174,7 +174,7 @@ async fn place(
                 variables: "{}".into(),
                 ..CallFinish::new(CommunicationStatus::Completed)
             };
-            finish(rt, comm, prep.agent.as_ref(), &f).await;
+            finish(rt, comm, prep.agent.as_deref(), &f).await;
             return None;
         }
     };
@@ -205,7 +205,7 @@ async fn place(
                     error: failed.then(|| end.reason.clone()),
                     ..CallFinish::new(CommunicationStatus::Completed)
                 };
-                finish(rt, comm, prep.agent.as_ref(), &f).await;
+                finish(rt, comm, prep.agent.as_deref(), &f).await;
                 return None;
             }
             Some(_) => {}
@@ -233,7 +233,7 @@ async fn place(
             ),
             ..CallFinish::new(CommunicationStatus::Completed)
         };
-        finish(rt, comm, prep.agent.as_ref(), &f).await;
+        finish(rt, comm, prep.agent.as_deref(), &f).await;
         return None;
     };
     rt.journal

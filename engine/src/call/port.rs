@@ -27,7 +27,7 @@ pub(super) async fn next_signal(leg: &mut Leg) -> Option<Signal> {
 pub struct LivePort {
     pub(super) rt: Runtime,
     pub(super) comm: CommunicationRecord,
-    pub(super) agent: Option<AgentRecord>,
+    pub(super) agent: Option<Arc<AgentRecord>>,
     pub(super) from_number: String,
     pub(super) session: MediaSession,
     pub(super) media_events: Option<callsmith_media::MediaEvents>,
@@ -358,7 +358,7 @@ impl CallPort for LivePort {
     }
 
     async fn send_sms(&mut self, to: &str, text: &str) -> SmsOutcome {
-        match send_sms(&self.rt, self.agent.as_ref(), &self.from_number, to, text).await {
+        match send_sms(&self.rt, self.agent.as_deref(), &self.from_number, to, text).await {
             Ok(()) => SmsOutcome::Sent,
             Err(e) => SmsOutcome::Failed(e),
         }
@@ -372,7 +372,7 @@ impl CallPort for LivePort {
     }
 
     async fn answering_machine(&mut self) -> AmdVerdict {
-        if self.ended.is_some() || !amd_enabled(self.agent.as_ref()) {
+        if self.ended.is_some() || !amd_enabled(self.agent.as_deref()) {
             return AmdVerdict::Unknown;
         }
         let cfg = amd_config();

@@ -9,7 +9,7 @@ use super::*;
 pub struct Prepared {
     /// Shared with every call running the same scenario text (see `Runtime::program`).
     pub program: Arc<Program>,
-    pub agent: Option<AgentRecord>,
+    pub agent: Option<Arc<AgentRecord>>,
     pub from_number: String,
     pub trunk: Option<String>,
     pub tz: Tz,
@@ -27,7 +27,7 @@ pub struct Prepared {
 pub async fn prepare(
     rt: &Runtime,
     comm: &CommunicationRecord,
-    agent: Option<AgentRecord>,
+    agent: Option<Arc<AgentRecord>>,
 ) -> Result<Prepared, CallError> {
     let store = &rt.store;
     let agent = match (&comm.agent_sid, agent) {
@@ -36,6 +36,7 @@ pub async fn prepare(
             store
                 .agent_get(a)
                 .await?
+                .map(Arc::new)
                 .ok_or(CallError::permanent("the agent no longer exists"))?,
         ),
         (None, _) => None,
