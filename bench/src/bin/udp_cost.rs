@@ -27,8 +27,9 @@
 //!   more after a `recvmsg`.
 //!
 //! Printed per mode: the measured side's CPU (the process's less the peer thread's, so
-//! work the kernel hands to io_uring's worker threads counts) as % of a core, per flow, and per packet handled (sent + received), medians over the runs (the modes
-//! alternate within each run), and each mode's ratio to `send-only` per flow. On loopback
+//! work the kernel hands to io_uring's worker threads counts) as % of a core, per flow,
+//! and per packet handled (sent + received), medians over the runs (the modes alternate
+//! within each run), and each mode's ratio to `send-only` per flow. On loopback
 //! the sender also pays the receiving socket's delivery, so `sendto` is the larger cost.
 //! Only 127.0.0.1 is ever a target.
 
