@@ -33,3 +33,9 @@ impl From<rsipstack::Error> for SipError {
         SipError::Stack(e.to_string())
     }
 }
+
+impl From<rsipstack::sip::Error> for SipError {
+    fn from(e: rsipstack::sip::Error) -> Self {
+        SipError::Stack(e.to_string())
+    }
+}

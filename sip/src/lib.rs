@@ -21,6 +21,7 @@ mod headers;
 mod interop;
 mod leg;
 pub mod logging;
+mod outbound;
 mod relay;
 pub mod sdp;
 mod stack;

@@ -8,7 +8,8 @@
 //! with a sender of this relay instead: one channel for all of them, and a task that hands
 //! each event to the transaction it belongs to, found in the endpoint's table of running
 //! transactions. An event for a transaction that has ended is dropped, as rsipstack drops
-//! it when the dialog's own send fails.
+//! it when the dialog's own send fails. Outbound dialogs are given the same sender
+//! ([`crate::outbound`]); a client dialog sends nothing to its INVITE transaction.
 //!
 //! A dialog sends two kinds of event: a response to the INVITE (ringing, answer, reject),
 //! whose Via and CSeq name the transaction, and an ACK that reached the dialog as a

@@ -29,6 +29,7 @@ use crate::leg::{
     CallLeg, Command, Driver, LegDirection, LegEvent, LegMachine, LegSetup, SessionTimer, new_leg,
 };
 use crate::logging::{MessageLog, redact_number};
+use crate::outbound::{self, ForkInspector, ForkWatch, OutboundDialogs};
 use crate::relay::DialogRelay;
 use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SessionDescription};
 use crate::states::StateRouter;
@@ -98,8 +99,12 @@ struct Inner {
     router: Arc<dyn CallRouter>,
     /// Every dialog's states, routed to its leg.
     states: StateRouter,
-    /// What inbound dialogs send their INVITE transaction (see [`DialogRelay`]).
+    /// What dialogs send their INVITE transaction (see [`DialogRelay`]).
     relay: DialogRelay,
+    /// Outbound dialogs, for in-dialog requests.
+    outbound: Arc<OutboundDialogs>,
+    /// Outbound INVITEs, watched for forked 2xx.
+    forks: Arc<ForkWatch>,
     cancel: CancellationToken,
 }
 
@@ -307,12 +312,14 @@ impl SipStack {
             t1x64: config.timers.t1 * 64,
             ..Default::default()
         };
+        let (forks, forked) = ForkWatch::new(option.t1x64);
         let endpoint = EndpointBuilder::new()
             .with_user_agent(&config.user_agent)
             .with_cancel_token(cancel.clone())
             .with_transport_layer(transport_layer)
             .with_option(option)
             .with_inspector(Box::new(MessageLog(crate::interop::AlgorithmNames)))
+            .with_transport_inspector(Box::new(ForkInspector(forks.clone())))
             .with_allows(vec![
                 Method::Invite,
                 Method::Ack,
@@ -329,6 +336,11 @@ impl SipStack {
         let endpoint_inner = endpoint.inner.clone();
         let dialog_layer = Arc::new(DialogLayer::new(endpoint_inner.clone()));
         tokio::spawn(async move { endpoint.serve().await });
+        tokio::spawn(outbound::end_forks(
+            endpoint_inner.clone(),
+            forked,
+            cancel.clone(),
+        ));
 
         let inner = Arc::new(Inner {
             config,
@@ -339,6 +351,8 @@ impl SipStack {
             router: Arc::new(router),
             states: StateRouter::start(cancel.clone()),
             relay: DialogRelay::start(endpoint_inner.clone(), cancel.clone()),
+            outbound: Arc::default(),
+            forks,
             cancel: cancel.clone(),
         });
         let (call_tx, call_rx) = mpsc::channel(1024);
@@ -431,10 +445,16 @@ impl SipStack {
             },
             ..Default::default()
         };
-        let (dialog, join) = inner
-            .dialog_layer
-            .do_invite_async(opt, inner.states.sender())?;
+        let (dialog, invite) = outbound::client_invite(
+            &inner.dialog_layer,
+            opt,
+            inner.states.sender(),
+            inner.relay.sender(),
+        )?;
         let state_rx = inner.states.register(&dialog.id());
+        let registered = inner.outbound.register(&dialog);
+        let watching = inner.forks.watch(&dialog.id());
+        let join = tokio::spawn(outbound::run_invite(dialog.clone(), invite, watching));
         let call_id = dialog.id().call_id.clone();
         info!(%call_id, trunk = %trunk.name, from = %redact_number(&from), to = %redact_number(&to), "placing call");
         let (leg, cmd_rx, ev_tx) = new_leg(call_id, LegDirection::Outbound, trunk.name.clone());
@@ -456,6 +476,7 @@ impl SipStack {
             cmd_rx,
             events: ev_tx,
             invite: Some(join),
+            outbound: Some(registered),
             machine: LegMachine::new(setup, Instant::now().into_std()),
         };
         tokio::spawn(driver.run());
@@ -505,7 +526,11 @@ async fn handle_request(
         if tx.original.method == Method::Ack {
             return Ok(());
         }
-        match inner.dialog_layer.match_dialog(&tx) {
+        let dialog = match inner.outbound.find(&tx.original) {
+            Some(d) => Some(Dialog::Invite(d)),
+            None => inner.dialog_layer.match_dialog(&tx),
+        };
+        match dialog {
             Some(Dialog::Invite(mut d)) => {
                 d.handle(&mut tx).await?;
             }
@@ -709,6 +734,7 @@ async fn handle_invite(
         cmd_rx,
         events: ev_tx,
         invite: None,
+        outbound: None,
         machine: LegMachine::new(setup, Instant::now().into_std()),
     };
     tokio::spawn(driver.run());

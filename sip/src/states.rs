@@ -8,13 +8,12 @@
 //! (a call sees a handful of states).
 //!
 //! A leg is known by its Call-ID and local tag, the two parts of a dialog id that never
-//! change (the remote tag is learnt on the first response). The INVITE task can report a
-//! state before `do_invite_async` has returned the dialog whose id the leg registers, so
-//! states for an id nobody registered yet are held and handed over on registration. A leg
-//! registers right after rsipstack makes its dialog, with no await between, so what is not
-//! claimed within [`UNCLAIMED_TTL`] never will be: mostly a state that came after its leg
-//! ended (the `Terminated` that follows our BYE). It is dropped when the next unclaimed
-//! state arrives.
+//! change (the remote tag is learnt on the first response). States for an id nobody
+//! registered yet are held and handed over on registration. A leg registers right after
+//! its dialog is made, with no await between (an outbound leg before its INVITE is sent),
+//! so what is not claimed within [`UNCLAIMED_TTL`] never will be: mostly a state that came
+//! after its leg ended (the `Terminated` that follows our BYE). It is dropped when the next
+//! unclaimed state arrives.
 
 use std::collections::HashMap;
 use std::sync::Arc;

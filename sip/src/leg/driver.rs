@@ -24,6 +24,7 @@ use super::io::{
 use super::machine::LegMachine;
 use super::refer::{ReferId, refer_notify_status};
 use super::{Command, LegEvent, ReferOutcome};
+use crate::outbound::Registered;
 use crate::sdp::NegotiatedMedia;
 use crate::states::LegStates;
 
@@ -35,6 +36,8 @@ pub(crate) struct Driver {
     pub events: UnboundedSender<LegEvent>,
     /// Outbound only: the INVITE transaction task.
     pub invite: Option<JoinHandle<InviteAsyncResult>>,
+    /// Outbound only: the dialog's entry in the stack's table, removed when the leg ends.
+    pub outbound: Option<Registered>,
     pub machine: LegMachine,
 }
 
@@ -121,6 +124,7 @@ impl Driver {
         }
         let id = self.dialog.id();
         self.dialog_layer.remove_dialog(&id);
+        self.outbound = None;
         debug!(call_id = %id.call_id, "leg driver finished");
     }
 
