@@ -63,7 +63,7 @@ async fn open_store(cfg: &Config) -> anyhow::Result<Store> {
         std::fs::create_dir_all(&cfg.data_dir)
             .with_context(|| format!("creating data dir {}", cfg.data_dir.display()))?;
     }
-    let store = Store::connect(&url, cfg.database.max_connections)
+    let store = Store::connect(&url, cfg.database_pool_size())
         .await
         .context("connecting to the database")?;
     let applied = store.migrate().await.context("applying migrations")?;

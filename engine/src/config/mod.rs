@@ -282,14 +282,15 @@ impl HttpConfig {
 }
 
 /// `[database]`
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseConfig {
     /// `postgres://user:pass@host/db` selects PostgreSQL; `sqlite://path` or a plain
     /// path selects SQLite. Default: SQLite at `<data_dir>/callsmith.db`.
     pub url: Option<String>,
-    /// Connection pool size. Default 16.
-    pub max_connections: u32,
+    /// Connection pool size. Default: 4 for SQLite, 16 for PostgreSQL
+    /// ([`callsmith_control::store::default_pool_size`]).
+    pub max_connections: Option<u32>,
 }
 
 /// `[auth]`
@@ -406,15 +407,6 @@ impl Default for HttpConfig {
             public_url: None,
             header_read_timeout_ms: limits.header_read_timeout.as_millis() as u64,
             idle_timeout_ms: limits.idle_timeout.as_millis() as u64,
-        }
-    }
-}
-
-impl Default for DatabaseConfig {
-    fn default() -> Self {
-        DatabaseConfig {
-            url: None,
-            max_connections: 16,
         }
     }
 }
@@ -664,6 +656,13 @@ impl Config {
                 TOP_LEVEL_KEYS.iter().any(|t| first.eq_ignore_ascii_case(t))
             })
             .split("__")
+    }
+
+    /// The connection pool size in effect.
+    pub fn database_pool_size(&self) -> u32 {
+        self.database
+            .max_connections
+            .unwrap_or_else(|| callsmith_control::store::default_pool_size(&self.database_url()))
     }
 
     /// The database URL in effect.

@@ -7,6 +7,7 @@ fn defaults_work_out_of_the_box() {
     let c = Config::default();
     assert_eq!(c.http.listen.to_string(), "127.0.0.1:8080");
     assert_eq!(c.database_url(), "sqlite://data/callsmith.db");
+    assert_eq!(c.database_pool_size(), 4, "SQLite: a few connections");
     assert_eq!(c.public_url(), "http://127.0.0.1:8080");
 }
 
@@ -23,7 +24,12 @@ fn file_then_env_override() {
         assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
         assert_eq!(c.log.format, LogFormat::Json);
         assert_eq!(c.database_url(), "postgres://u:p@127.0.0.1/db");
+        assert_eq!(c.database_pool_size(), 16, "PostgreSQL's default pool");
         assert_eq!(c.bootstrap_superuser_token.as_deref(), Some("cs_su_abc"));
+        jail.set_env("CALLSMITH_DATABASE__MAX_CONNECTIONS", "3");
+        let c =
+            Config::load(Some(Path::new("c.toml")), Config::env()).map_err(|e| e.to_string())?;
+        assert_eq!(c.database_pool_size(), 3, "a configured pool size wins");
         Ok(())
     });
 }
