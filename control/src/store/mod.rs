@@ -224,13 +224,19 @@ pub fn from_json_list(s: &str) -> Vec<String> {
 /// A pooled PostgreSQL connection idle at least this long is pinged before reuse.
 const IDLE_PING_AFTER: Duration = Duration::from_secs(30);
 
+/// Each SQLite connection's page cache: 512 KiB (SQLite's default is 2 MiB). A connection
+/// throws its whole cache away when it sees that another one has written, which under calls
+/// is every few milliseconds, so a larger cache mostly holds pages that are about to be
+/// dropped; a page it misses is read from the operating system's file cache.
+const SQLITE_CACHE_SIZE: &str = "-512";
+
 /// The connection pool size for `url` when none is configured.
 ///
 /// SQLite: 4. It commits one write transaction at a time, and every connection keeps its own
-/// page cache (up to 2 MiB), prepared statements and worker thread, and reloads its cache
-/// after other connections' writes; more connections than cores serve no faster and hold
-/// more memory. PostgreSQL: 16, as its connections spend most of their time waiting on the
-/// server.
+/// page cache (512 KiB, `SQLITE_CACHE_SIZE`), prepared statements and worker thread, and
+/// reloads its cache after other connections' writes; more connections than cores serve no
+/// faster and hold more memory. PostgreSQL: 16, as its connections spend most of their time
+/// waiting on the server.
 pub fn default_pool_size(url: &str) -> u32 {
     if is_postgres(url) { 16 } else { 4 }
 }
@@ -277,7 +283,8 @@ impl Store {
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .foreign_keys(true)
-                .busy_timeout(Duration::from_secs(10));
+                .busy_timeout(Duration::from_secs(10))
+                .pragma("cache_size", SQLITE_CACHE_SIZE);
             let kept = std::sync::Arc::new(read_cache::Caches::default());
             caches = Some(kept.clone());
             Pool::Sqlite(
@@ -435,5 +442,34 @@ mod tests {
             .unwrap();
         assert!(file.caches.is_some());
         assert!(file.without_read_cache().caches.is_none());
+    }
+
+    #[test]
+    fn the_default_pool_is_small_for_sqlite() {
+        assert_eq!(default_pool_size("sqlite:///tmp/x.db"), 4);
+        assert_eq!(default_pool_size("/var/lib/callsmith/callsmith.db"), 4);
+        assert_eq!(default_pool_size("postgres://u@127.0.0.1/db"), 16);
+        assert_eq!(default_pool_size("postgresql://u@127.0.0.1/db"), 16);
+    }
+
+    #[tokio::test]
+    async fn every_sqlite_connection_keeps_a_small_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(dir.path().join("t.db").to_str().unwrap(), 2)
+            .await
+            .unwrap();
+        let Pool::Sqlite(p) = store.pool() else {
+            unreachable!()
+        };
+        // Two connections held at once, so both of the pool's are asked.
+        let mut a = p.acquire().await.unwrap();
+        let mut b = p.acquire().await.unwrap();
+        for conn in [&mut a, &mut b] {
+            let kib: i64 = sqlx::query_scalar("PRAGMA cache_size")
+                .fetch_one(&mut **conn)
+                .await
+                .unwrap();
+            assert_eq!(kib.to_string(), SQLITE_CACHE_SIZE);
+        }
     }
 }
