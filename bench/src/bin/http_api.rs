@@ -45,9 +45,10 @@ struct Args {
     /// Page size of the measured GET /v1/user (`?limit=`).
     #[arg(long, default_value_t = 100)]
     user_limit: u32,
-    /// Store connection pool size (the service's `database.max_connections`).
-    #[arg(long, default_value_t = 16)]
-    pool: u32,
+    /// Store connection pool size (the service's `database.max_connections`); by default
+    /// the service's default for the backend (4 on SQLite, 16 on PostgreSQL).
+    #[arg(long)]
+    pool: Option<u32>,
     /// Send every read to the database (on SQLite the store keeps user pages and
     /// credential lookups until a table they read changes; this measures a miss every time).
     #[arg(long)]
@@ -71,7 +72,7 @@ struct Target {
     _dir: tempfile::TempDir,
 }
 
-async fn start(backend: Backend, pool: u32, read_cache: bool) -> anyhow::Result<Target> {
+async fn start(backend: Backend, pool: Option<u32>, read_cache: bool) -> anyhow::Result<Target> {
     let dir = tempfile::tempdir()?;
     let url = match backend {
         Backend::Sqlite => format!("sqlite://{}", dir.path().join("bench.db").display()),
@@ -81,6 +82,7 @@ async fn start(backend: Backend, pool: u32, read_cache: bool) -> anyhow::Result<
             callsmith_control::store::create_postgres_database(&admin, "csfb_").await?
         }
     };
+    let pool = pool.unwrap_or_else(|| callsmith_control::store::default_pool_size(&url));
     let store = Store::connect(&url, pool).await?;
     let store = if read_cache {
         store
