@@ -53,7 +53,7 @@ type DialogKey = (String, String);
 /// is not followed further.
 const MAX_FORKS: usize = 16;
 
-/// How often ended INVITEs are swept out of [`ForkWatch`], at most.
+/// How often answered INVITEs whose window has passed are swept out of [`ForkWatch`].
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// Makes an outbound INVITE's dialog and its client transaction. The dialog is given
@@ -159,30 +159,6 @@ struct Invite {
     forks: Vec<String>,
 }
 
-#[derive(Default)]
-struct Invites {
-    by_key: HashMap<DialogKey, Invite>,
-    swept: Option<Instant>,
-}
-
-impl Invites {
-    fn sweep(&mut self, now: Instant) {
-        if self
-            .swept
-            .is_some_and(|at| now.duration_since(at) < SWEEP_EVERY)
-        {
-            return;
-        }
-        self.swept = Some(now);
-        self.by_key.retain(|_, invite| {
-            invite
-                .answered
-                .as_ref()
-                .is_none_or(|(_, until)| *until > now)
-        });
-    }
-}
-
 /// Watches the 2xx responses to outbound INVITEs for forks.
 ///
 /// The first 2xx to an INVITE is the one its transaction and dialog take (responses reach
@@ -190,7 +166,7 @@ impl Invites {
 /// within 64×T1 of the first, is a second branch: it is handed to a task that ends it with
 /// a BYE, once per branch.
 pub(crate) struct ForkWatch {
-    invites: Mutex<Invites>,
+    invites: Mutex<HashMap<DialogKey, Invite>>,
     window: Duration,
     forks: UnboundedSender<(Response, SipAddr)>,
 }
@@ -202,7 +178,7 @@ impl ForkWatch {
     ) -> (Arc<ForkWatch>, UnboundedReceiver<(Response, SipAddr)>) {
         let (forks, rx) = unbounded();
         let watch = ForkWatch {
-            invites: Mutex::new(Invites::default()),
+            invites: Mutex::new(HashMap::new()),
             window,
             forks,
         };
@@ -210,12 +186,10 @@ impl ForkWatch {
     }
 
     /// Starts watching the INVITE of `dialog`. The INVITE is forgotten when the guard drops
-    /// if it was not answered, else 64×T1 after its first 2xx.
+    /// if it was not answered, else at the first sweep 64×T1 after its first 2xx.
     pub(crate) fn watch(self: &Arc<Self>, dialog: &DialogId) -> Watching {
         let key = (dialog.call_id.clone(), dialog.local_tag.clone());
-        let mut invites = self.invites.lock();
-        invites.sweep(Instant::now());
-        invites.by_key.insert(key.clone(), Invite::default());
+        self.invites.lock().insert(key.clone(), Invite::default());
         Watching {
             watch: self.clone(),
             key,
@@ -238,7 +212,7 @@ impl ForkWatch {
         };
         let now = Instant::now();
         let mut invites = self.invites.lock();
-        let Some(invite) = invites.by_key.get_mut(&(id.call_id, id.local_tag)) else {
+        let Some(invite) = invites.get_mut(&(id.call_id, id.local_tag)) else {
             return;
         };
         let tag = id.remote_tag;
@@ -259,9 +233,19 @@ impl ForkWatch {
         }
     }
 
+    /// Forgets the answered INVITEs whose window has passed.
+    fn sweep(&self, now: Instant) {
+        self.invites.lock().retain(|_, invite| {
+            invite
+                .answered
+                .as_ref()
+                .is_none_or(|(_, until)| *until > now)
+        });
+    }
+
     #[cfg(test)]
     fn watched(&self) -> usize {
-        self.invites.lock().by_key.len()
+        self.invites.lock().len()
     }
 }
 
@@ -275,11 +259,10 @@ impl Drop for Watching {
     fn drop(&mut self) {
         let mut invites = self.watch.invites.lock();
         if invites
-            .by_key
             .get(&self.key)
             .is_some_and(|invite| invite.answered.is_none())
         {
-            invites.by_key.remove(&self.key);
+            invites.remove(&self.key);
         }
     }
 }
@@ -297,15 +280,23 @@ impl TransportEventInspector for ForkInspector {
     }
 }
 
-/// Ends each forked branch [`ForkWatch`] hands over (see [`end_fork`]), until `cancel`.
+/// Ends each forked branch `watch` hands over (see [`end_fork`]) and, every
+/// [`SWEEP_EVERY`], forgets the answered INVITEs whose window has passed; until `cancel`.
 pub(crate) async fn end_forks(
+    watch: Arc<ForkWatch>,
     endpoint: EndpointInnerRef,
     mut forks: UnboundedReceiver<(Response, SipAddr)>,
     cancel: CancellationToken,
 ) {
+    let mut sweep = tokio::time::interval(SWEEP_EVERY);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let (response, from) = tokio::select! {
             _ = cancel.cancelled() => break,
+            _ = sweep.tick() => {
+                watch.sweep(Instant::now());
+                continue;
+            }
             fork = forks.next() => match fork { Some(f) => f, None => break },
         };
         let endpoint = endpoint.clone();
@@ -546,23 +537,24 @@ mod tests {
         let answered = watch.watch(&invite_id());
         watch.on_response(&ok("a", "1 INVITE", ""), &from);
         drop(answered);
-        assert_eq!(watch.watched(), 1, "kept for the window after its 2xx");
+        let ringing = DialogId {
+            call_id: "ringing@127.0.0.1".into(),
+            ..invite_id()
+        };
+        let _ringing = watch.watch(&ringing);
+        watch.sweep(Instant::now() + window - Duration::from_secs(1));
+        assert_eq!(watch.watched(), 2, "kept for the window after its 2xx");
         tokio::time::advance(window + Duration::from_secs(1)).await;
         watch.on_response(&ok("late", "1 INVITE", ""), &from);
         assert!(
             forks_sent(&mut rx).is_empty(),
             "a 2xx after the window is not followed"
         );
-
-        let next = DialogId {
-            call_id: "next@127.0.0.1".into(),
-            ..invite_id()
-        };
-        let _next = watch.watch(&next);
+        watch.sweep(Instant::now());
         assert_eq!(
             watch.watched(),
             1,
-            "the next INVITE swept the expired one out"
+            "the sweep forgets the answered INVITE, not the one still ringing"
         );
     }
 

@@ -337,6 +337,7 @@ impl SipStack {
         let dialog_layer = Arc::new(DialogLayer::new(endpoint_inner.clone()));
         tokio::spawn(async move { endpoint.serve().await });
         tokio::spawn(outbound::end_forks(
+            forks.clone(),
             endpoint_inner.clone(),
             forked,
             cancel.clone(),
