@@ -3,9 +3,10 @@
 //! rsipstack's `do_invite_async` keeps every answered INVITE's client transaction in
 //! Accepted for 64×T1 (RFC 6026 §7.2), with a task per call draining it, and gives the
 //! dialog a clone of the transaction's event sender. A tokio unbounded channel allocates its
-//! first block (32 events, about 11 KiB) when it is made, so every answered call held about
-//! 18 KiB until 32 s after its answer, and the dialog kept the channel for the whole call:
-//! at 100 calls/s of 10 s calls, 39 of an outbound call's 91 KiB.
+//! first block (32 events, about 11 KiB) when it is made, so through it every answered call
+//! holds about 18 KiB until 32 s after its answer, and the dialog keeps the channel for the
+//! whole call: at 100 calls/s of 10 s calls, about 40 KiB per live call
+//! (`bench/reports/call_rate.md`).
 //!
 //! The stack builds the dialog and the transaction itself instead:
 //! - the dialog gets the relay's sender ([`crate::relay`]): a client dialog never sends to
