@@ -110,7 +110,9 @@ pub struct SessionStats {
     pub ssrc_changes: u64,
     pub malformed_rtp: u64,
     pub malformed_rtcp: u64,
-    /// Datagrams from a source other than the latched one (dropped).
+    /// Datagrams from a source other than the latched one (dropped). Once the address
+    /// the peer signalled holds the latch the socket is connected to it, and the kernel
+    /// drops other sources' datagrams before they reach the session: they are not counted.
     pub foreign_packets: u64,
     pub unknown_payload_type: u64,
     pub late: u64,

@@ -191,6 +191,8 @@ struct Session {
     /// The address the peer's SDP named (see `on_rtp_datagram`: it always wins the latch).
     signalled_rtp: Option<SocketAddr>,
     latched: bool,
+    /// The peer the RTP socket is `connect`ed to (see [`connect_final_latch`]).
+    connected: Option<SocketAddr>,
     rtcp_latched: bool,
     codec: Codec,
     te_pt: Option<u8>,
@@ -253,6 +255,7 @@ impl Session {
                 .map(|a| SocketAddr::new(a.ip(), a.port().wrapping_add(1))),
             signalled_rtp: None,
             latched: false,
+            connected: None,
             rtcp_latched: false,
             codec: Codec::Pcmu,
             te_pt: Some(101),
@@ -461,9 +464,11 @@ fn handle_command(cmd: Command, slots: &mut [Slot], now: u64) {
                 s.te_pt = te_pt;
                 s.signalled_rtp = Some(addr);
                 // A latch made before the peer's address was known may be a stale stream
-                // aimed at this recycled port: start over from the signalled address.
+                // aimed at this recycled port: start over from the signalled address. A
+                // socket connected to the old peer would not hear the new one.
                 if s.latched && s.remote_rtp != Some(addr) {
                     s.latched = false;
+                    disconnect(s);
                 }
                 if !s.latched {
                     s.remote_rtp = Some(addr);
@@ -471,6 +476,8 @@ fn handle_command(cmd: Command, slots: &mut [Slot], now: u64) {
                 if !s.rtcp_latched {
                     s.remote_rtcp = Some(SocketAddr::new(addr.ip(), addr.port().wrapping_add(1)));
                 }
+                // The peer may have latched first, from where it now says it sends.
+                connect_final_latch(s);
             }
         }
         Command::Play {
@@ -680,6 +687,7 @@ fn on_rtp_datagram(s: &mut Session, buf: &[u8], from: SocketAddr, now: u64) {
                     s.remote_rtcp = Some(SocketAddr::new(from.ip(), from.port().wrapping_add(1)));
                 }
             }
+            connect_final_latch(s);
             let at_ms = s.at_ms();
             if s.events
                 .try_send(MediaEvent::RemoteLatched { addr: from, at_ms })
@@ -862,7 +870,7 @@ fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingSt
     s.seq = s.seq.wrapping_add(1);
     let len = 12 + FRAME_SAMPLES;
     pacing.record(now_ns().saturating_sub(deadline));
-    if s.rtp.send_to(&buf[..len], remote).is_ok() {
+    if send_rtp(s, &buf[..len], remote) {
         s.packets_sent += 1;
         s.octets_sent += FRAME_SAMPLES as u64;
         if first_of_play && let Some(p) = s.current.as_mut() {
@@ -870,6 +878,69 @@ fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingSt
         }
     } else {
         s.counters.send_errors += 1;
+    }
+}
+
+/// Sends one RTP datagram to `remote`, through the connected socket when it is connected to
+/// it. A connected socket reports the peer's ICMP port-unreachable as `ECONNREFUSED` on its
+/// next send or receive, which then moves no datagram. Each tick reads before it sends, so
+/// the receive usually meets it (`recv_batch`); one that arrives between the two fails the
+/// send, and reporting it cleared it, so the datagram is sent once more, as an unconnected
+/// socket would have sent it.
+fn send_rtp(s: &Session, datagram: &[u8], remote: SocketAddr) -> bool {
+    if s.connected != Some(remote) {
+        return s.rtp.send_to(datagram, remote).is_ok();
+    }
+    match s.rtp.send(datagram) {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => s.rtp.send(datagram).is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Connects the RTP socket to its peer once the latch is final: held by the address the
+/// peer's SDP signalled, which no other source can take from it (`on_rtp_datagram`). The
+/// kernel then routes the session's sends once instead of per datagram, and drops datagrams
+/// from other sources before they are queued (they are no longer counted as
+/// `foreign_packets`). A latch on any other source stays unconnected: the signalled peer
+/// may still take it over.
+fn connect_final_latch(s: &mut Session) {
+    if s.connected.is_some() || !s.latched || s.remote_rtp != s.signalled_rtp {
+        return;
+    }
+    if let Some(peer) = s.remote_rtp
+        && s.rtp.connect(peer).is_ok()
+    {
+        s.connected = Some(peer);
+    }
+}
+
+/// Undoes [`connect_final_latch`] (a new signalled address): the socket hears every source
+/// again and keeps its local port, which `bind` fixed.
+fn disconnect(s: &mut Session) {
+    if s.connected.is_none() {
+        return;
+    }
+    use std::os::fd::AsRawFd;
+    // SAFETY: a zeroed sockaddr with family AF_UNSPEC is what connect(2) takes to dissolve
+    // a datagram socket's association; the pointer and length describe that local value.
+    let rc = unsafe {
+        let mut unspec: libc::sockaddr = std::mem::zeroed();
+        unspec.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+        libc::connect(
+            s.rtp.as_raw_fd(),
+            &unspec,
+            std::mem::size_of::<libc::sockaddr>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        s.connected = None;
+    } else {
+        tracing::warn!(
+            session = s.id,
+            error = %std::io::Error::last_os_error(),
+            "media: could not disconnect an RTP socket from its old peer"
+        );
     }
 }
 
@@ -1017,16 +1088,25 @@ fn recv_batch(sock: &UdpSocket, b: &mut RxBatch) -> usize {
         msgs[i].msg_hdr.msg_iov = &mut iov[i];
         msgs[i].msg_hdr.msg_iovlen = 1;
     }
-    // SAFETY: every mmsghdr points at a live iovec/buffer and sockaddr_storage owned by this frame.
-    let rc = unsafe {
-        libc::recvmmsg(
-            sock.as_raw_fd(),
-            msgs.as_mut_ptr(),
-            RX_BATCH as libc::c_uint,
-            libc::MSG_DONTWAIT,
-            std::ptr::null_mut(),
-        )
+    let mut receive = || {
+        // SAFETY: every mmsghdr points at a live iovec/buffer and sockaddr_storage owned by
+        // this frame.
+        unsafe {
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                RX_BATCH as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        }
     };
+    let mut rc = receive();
+    // A connected socket reports the peer's ICMP port-unreachable here instead of the
+    // datagrams; reporting clears it, so read again rather than leave them for a tick.
+    if rc < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECONNREFUSED) {
+        rc = receive();
+    }
     if rc <= 0 {
         return 0;
     }

@@ -525,7 +525,99 @@ async fn the_signalled_address_wins_the_latch_from_a_stale_stream() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let stats = session.stats().await.unwrap();
     assert_eq!(stats.remote, Some(signalled.addr()));
-    assert_eq!(stats.foreign_packets, 3);
+    // The latch is final: the socket is connected to the signalled peer and the kernel
+    // drops the stale source's datagrams before the session sees them.
+    assert_eq!(stats.packets_received, 2, "the stale packet and the peer's");
+    assert_eq!(stats.foreign_packets, 0);
+}
+
+/// A connected socket hears of a closed peer port (ICMP port-unreachable) as an error on
+/// its next receive or send. A peer that closes its port and binds it again gets every
+/// packet after that, is heard again, and none of it counts as a send error.
+#[tokio::test]
+async fn a_peer_port_closed_and_reopened_gets_rtp_again_without_send_errors() {
+    let engine = engine();
+    let mut session = engine.open_session(None).unwrap();
+    let peer = RawPeer::new().await;
+    let addr = peer.addr();
+    session.set_remote(addr, Codec::Pcmu, Some(101)).unwrap();
+    let mut buf = [0u8; 256];
+    let n = write_rtp(&mut buf, true, 0, 1, 160, 3, &[0xFF; 160]).unwrap();
+    peer.sock
+        .send_to(&buf[..n], session.local_addr())
+        .await
+        .unwrap();
+    assert_eq!(next_latch(&mut session).await, Some(addr));
+    drop(peer);
+    // A dozen packets meet the closed port, each answered with port-unreachable.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let peer = RawPeer {
+        sock: tokio::net::UdpSocket::bind(addr).await.unwrap(),
+    };
+    let got = peer
+        .collect(Duration::from_secs(2), |p| p.len() >= 10)
+        .await;
+    assert!(
+        got.len() >= 10,
+        "RTP reaches the reopened port: {}",
+        got.len()
+    );
+    let seqs: Vec<u16> = got.iter().map(|p| p.seq).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0].wrapping_add(1)),
+        "no packet after the reopening is lost: {seqs:?}"
+    );
+    // The peer's packets are heard again too.
+    let n = write_rtp(&mut buf, false, 0, 2, 320, 3, &[0xFF; 160]).unwrap();
+    peer.sock
+        .send_to(&buf[..n], session.local_addr())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stats = session.stats().await.unwrap();
+    assert_eq!(stats.send_errors, 0);
+    assert_eq!(stats.packets_received, 2);
+    assert_eq!(stats.remote, Some(addr));
+}
+
+/// A new signalled address (a re-INVITE moving the peer's media) undoes the final latch on
+/// the old one: the new address is heard, latched, and sent to.
+#[tokio::test]
+async fn a_new_signalled_address_replaces_a_final_latch() {
+    let engine = engine();
+    let mut session = engine.open_session(None).unwrap();
+    let first = RawPeer::new().await;
+    let second = RawPeer::new().await;
+    session
+        .set_remote(first.addr(), Codec::Pcmu, Some(101))
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = write_rtp(&mut buf, true, 0, 1, 160, 3, &[0xFF; 160]).unwrap();
+    first
+        .sock
+        .send_to(&buf[..n], session.local_addr())
+        .await
+        .unwrap();
+    assert_eq!(next_latch(&mut session).await, Some(first.addr()));
+    session
+        .set_remote(second.addr(), Codec::Pcmu, Some(101))
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let n2 = write_rtp(&mut buf, true, 0, 1, 160, 4, &[0xFF; 160]).unwrap();
+    second
+        .sock
+        .send_to(&buf[..n2], session.local_addr())
+        .await
+        .unwrap();
+    assert_eq!(next_latch(&mut session).await, Some(second.addr()));
+    let got = second
+        .collect(Duration::from_secs(2), |p| p.len() >= 5)
+        .await;
+    assert!(got.len() >= 5, "RTP flows to the new address");
+    let stats = session.stats().await.unwrap();
+    assert_eq!(stats.remote, Some(second.addr()));
+    assert_eq!(stats.packets_received, 2);
+    assert_eq!(stats.foreign_packets, 0);
 }
 
 #[tokio::test]
