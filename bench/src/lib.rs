@@ -18,6 +18,32 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     nearest_rank(sorted, p / 100.0).unwrap_or(f64::NAN)
 }
 
+/// Milliseconds for a report table: whole above 100, two decimals below, `–` for none.
+fn fmt_ms(v: f64) -> String {
+    if v.is_nan() {
+        "–".into()
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Percentile `q` of set-up times (ms, sorted). SIPp's times step by its clock's tick, so a
+/// percentile of 0 says only that it was under one step: it is printed as `<step`, the
+/// smallest non-zero time in the sample (`<1 step` when every time was 0).
+pub fn fmt_setup(sorted: &[f64], q: f64) -> String {
+    let v = percentile(sorted, q);
+    if v != 0.0 {
+        return fmt_ms(v);
+    }
+    match sorted.iter().copied().find(|t| *t > 0.0) {
+        Some(step) if step >= 1.0 => format!("<{step:.0}"),
+        Some(step) => format!("<{step:.2}"),
+        None => "<1 step".into(),
+    }
+}
+
 /// The least-squares slope of y over x; None with fewer than 3 points or no spread in x.
 pub fn slope(points: &[(f64, f64)]) -> Option<f64> {
     if points.len() < 3 {
@@ -458,6 +484,20 @@ mod tests {
         assert!((s - 40.0).abs() < 0.1, "{s}");
         assert_eq!(slope(&pts[..2]), None);
         assert_eq!(slope(&[(1.0, 1.0), (1.0, 2.0), (1.0, 3.0)]), None);
+    }
+
+    #[test]
+    fn setup_percentiles_under_sipp_s_clock_step_say_so() {
+        // SIPp's 4 ms tick: most calls 0, a few one step.
+        let mut v = vec![0.0; 95];
+        v.extend([4.0; 5]);
+        assert_eq!(fmt_setup(&v, 50.0), "<4");
+        assert_eq!(fmt_setup(&v, 99.0), "4.00");
+        assert_eq!(fmt_setup(&[0.0, 0.0], 99.0), "<1 step");
+        assert_eq!(fmt_setup(&[0.0, 0.25, 0.5], 50.0), "0.25");
+        assert_eq!(fmt_setup(&[0.0, 0.0, 0.25], 50.0), "<0.25");
+        assert_eq!(fmt_setup(&[1.234, 250.0], 99.0), "250");
+        assert_eq!(fmt_setup(&[], 50.0), "–");
     }
 
     #[test]

@@ -41,7 +41,8 @@
 //!   (`started_at` = INVITE sent → `answered_at` = 200 handled, from the communication
 //!   rows, µs resolution), since the callee cannot time the engine's INVITE → 200;
 //!   outbound SIPp: its UAC's `-trace_rtt`. SIPp's clock is coarse: on this machine its
-//!   times step by 4 ms (the kernel tick), so a SIPp p50 of 0 means under 4 ms. For
+//!   times step by 4 ms (the kernel tick), so a percentile under one step is printed as
+//!   `<4`, the smallest non-zero time SIPp recorded in the step. For
 //!   inbound calls the engine's own record is printed too (a note: `started_at`, set
 //!   once the INVITE is routed → `answered_at`, µs resolution).
 //! - **callee INVITE→ACK** (outbound only): the same callee timing both targets (INVITE
@@ -102,7 +103,8 @@ use callsmith_bench::calls::{
     Sampler, Sipp, SippJob, all_rows, history_totals, rate_scenario, wait_all_ended,
 };
 use callsmith_bench::{
-    CLK_TCK, Limit, ProcStat, Series, cpu_ticks_of_command, percentile, proc_stat, svg_plot,
+    CLK_TCK, Limit, ProcStat, Series, cpu_ticks_of_command, fmt_setup, percentile, proc_stat,
+    svg_plot,
 };
 use callsmith_control::communication::CommunicationStatus;
 use callsmith_control::store::CommunicationRecord;
@@ -371,8 +373,8 @@ impl Step {
         ));
     }
 
-    fn pct(&self, q: f64) -> f64 {
-        percentile(&self.setup, q)
+    fn pct(&self, q: f64) -> String {
+        fmt_setup(&self.setup, q)
     }
 
     fn cpu_ms_per_call(&self) -> f64 {
@@ -1097,16 +1099,6 @@ async fn sampler_first(s: &Sampler) -> Option<ProcStat> {
     None
 }
 
-fn fmt_ms(v: f64) -> String {
-    if v.is_nan() {
-        "–".into()
-    } else if v >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 fn summary_line(s: &Step) -> String {
     let mut out = format!(
         "{:>8} {:>5} cps {:<18} {:>6} calls {:>5} failed {:>5} retrans  setup p50 {} p99 {} ms  CPU {:.3} ms/call  RSS {:.1} MiB (peak live {}, {:.1} KiB each)  load {:.2}",
@@ -1116,8 +1108,8 @@ fn summary_line(s: &Step) -> String {
         s.attempted,
         s.failed,
         s.retrans,
-        fmt_ms(s.pct(50.0)),
-        fmt_ms(s.pct(99.0)),
+        s.pct(50.0),
+        s.pct(99.0),
         s.cpu_ms_per_call(),
         s.rss_peak_kib as f64 / 1024.0,
         s.peak_live,
@@ -1181,8 +1173,8 @@ fn print_tables(args: &Args, steps: &[Step]) {
                     s.failed.to_string()
                 },
                 s.retrans,
-                fmt_ms(s.pct(50.0)),
-                fmt_ms(s.pct(99.0))
+                s.pct(50.0),
+                s.pct(99.0)
             );
             if outbound {
                 let achieved = s
@@ -1196,8 +1188,8 @@ fn print_tables(args: &Args, steps: &[Step]) {
                     .unwrap_or_else(|| "–".into());
                 print!(
                     " {} / {} | {achieved} |",
-                    fmt_ms(percentile(&s.callee_setup, 50.0)),
-                    fmt_ms(percentile(&s.callee_setup, 99.0))
+                    fmt_setup(&s.callee_setup, 50.0),
+                    fmt_setup(&s.callee_setup, 99.0)
                 );
             }
             println!(
@@ -1320,7 +1312,7 @@ fn write_plots(args: &Args, steps: &[Step]) -> Result<Vec<PathBuf>> {
                     dir.name()
                 ),
                 "setup p99, ms",
-                series(&|s| s.pct(99.0)),
+                series(&|s| percentile(&s.setup, 99.0)),
             ),
             (
                 "cpu",
