@@ -440,27 +440,9 @@ async fn symmetric_rtp_latches_to_first_source() {
     session
         .set_remote(signalled.addr(), Codec::Pcmu, Some(101))
         .unwrap();
-    let mut buf = [0u8; 256];
-    let n = write_rtp(&mut buf, true, 0, 1, 160, 3, &[0xFF; 160]).unwrap();
-    actual
-        .sock
-        .send_to(&buf[..n], session.local_addr())
-        .await
-        .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
-    let mut latched = None;
-    while let Ok(Some(ev)) = tokio::time::timeout_at(deadline, session.next_event()).await {
-        if let MediaEvent::RemoteLatched { addr, .. } = ev {
-            latched = Some(addr);
-            break;
-        }
-    }
-    assert_eq!(latched, Some(actual.addr()));
-    intruder
-        .sock
-        .send_to(&buf[..n], session.local_addr())
-        .await
-        .unwrap();
+    actual.send_silence(session.local_addr(), 1, 160, 3).await;
+    assert_eq!(next_latch(&mut session).await, Some(actual.addr()));
+    intruder.send_silence(session.local_addr(), 1, 160, 3).await;
     let got = actual
         .collect(Duration::from_secs(2), |p| p.len() >= 5)
         .await;
@@ -493,30 +475,17 @@ async fn the_signalled_address_wins_the_latch_from_a_stale_stream() {
     session
         .set_remote(signalled.addr(), Codec::Pcmu, Some(101))
         .unwrap();
-    let mut buf = [0u8; 256];
-    let n = write_rtp(&mut buf, true, 0, 1, 160, 3, &[0xFF; 160]).unwrap();
-    stale
-        .sock
-        .send_to(&buf[..n], session.local_addr())
-        .await
-        .unwrap();
+    stale.send_silence(session.local_addr(), 1, 160, 3).await;
     let mut latched = Vec::new();
     latched.push(next_latch(&mut session).await);
-    let n2 = write_rtp(&mut buf, true, 0, 9, 160, 4, &[0xFF; 160]).unwrap();
     signalled
-        .sock
-        .send_to(&buf[..n2], session.local_addr())
-        .await
-        .unwrap();
+        .send_silence(session.local_addr(), 9, 160, 4)
+        .await;
     latched.push(next_latch(&mut session).await);
     assert_eq!(latched, vec![Some(stale.addr()), Some(signalled.addr())]);
     // The stale source keeps sending: dropped as foreign, and our RTP goes to the peer.
     for _ in 0..3 {
-        stale
-            .sock
-            .send_to(&buf[..n], session.local_addr())
-            .await
-            .unwrap();
+        stale.send_silence(session.local_addr(), 1, 160, 3).await;
     }
     let got = signalled
         .collect(Duration::from_secs(2), |p| p.len() >= 5)
@@ -541,12 +510,7 @@ async fn a_peer_port_closed_and_reopened_gets_rtp_again_without_send_errors() {
     let peer = RawPeer::new().await;
     let addr = peer.addr();
     session.set_remote(addr, Codec::Pcmu, Some(101)).unwrap();
-    let mut buf = [0u8; 256];
-    let n = write_rtp(&mut buf, true, 0, 1, 160, 3, &[0xFF; 160]).unwrap();
-    peer.sock
-        .send_to(&buf[..n], session.local_addr())
-        .await
-        .unwrap();
+    peer.send_silence(session.local_addr(), 1, 160, 3).await;
     assert_eq!(next_latch(&mut session).await, Some(addr));
     drop(peer);
     // A dozen packets meet the closed port, each answered with port-unreachable.
@@ -568,11 +532,7 @@ async fn a_peer_port_closed_and_reopened_gets_rtp_again_without_send_errors() {
         "no packet after the reopening is lost: {seqs:?}"
     );
     // The peer's packets are heard again too.
-    let n = write_rtp(&mut buf, false, 0, 2, 320, 3, &[0xFF; 160]).unwrap();
-    peer.sock
-        .send_to(&buf[..n], session.local_addr())
-        .await
-        .unwrap();
+    peer.send_silence(session.local_addr(), 2, 320, 3).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let stats = session.stats().await.unwrap();
     assert_eq!(stats.send_errors, 0);
@@ -591,24 +551,13 @@ async fn a_new_signalled_address_replaces_a_final_latch() {
     session
         .set_remote(first.addr(), Codec::Pcmu, Some(101))
         .unwrap();
-    let mut buf = [0u8; 256];
-    let n = write_rtp(&mut buf, true, 0, 1, 160, 3, &[0xFF; 160]).unwrap();
-    first
-        .sock
-        .send_to(&buf[..n], session.local_addr())
-        .await
-        .unwrap();
+    first.send_silence(session.local_addr(), 1, 160, 3).await;
     assert_eq!(next_latch(&mut session).await, Some(first.addr()));
     session
         .set_remote(second.addr(), Codec::Pcmu, Some(101))
         .unwrap();
     tokio::time::sleep(Duration::from_millis(60)).await;
-    let n2 = write_rtp(&mut buf, true, 0, 1, 160, 4, &[0xFF; 160]).unwrap();
-    second
-        .sock
-        .send_to(&buf[..n2], session.local_addr())
-        .await
-        .unwrap();
+    second.send_silence(session.local_addr(), 1, 160, 4).await;
     assert_eq!(next_latch(&mut session).await, Some(second.addr()));
     let got = second
         .collect(Duration::from_secs(2), |p| p.len() >= 5)

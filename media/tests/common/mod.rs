@@ -84,6 +84,14 @@ impl RawPeer {
         self.sock.local_addr().unwrap()
     }
 
+    /// Sends one 20 ms PCMU packet of silence to `to` (marker set on sequence 1).
+    pub async fn send_silence(&self, to: SocketAddr, seq: u16, ts: u32, ssrc: u32) {
+        let mut buf = [0u8; 256];
+        let n = callsmith_media::rtp::write_rtp(&mut buf, seq == 1, 0, seq, ts, ssrc, &[0xFF; 160])
+            .unwrap();
+        self.sock.send_to(&buf[..n], to).await.unwrap();
+    }
+
     /// Collects RTP packets until `until` returns true on the list or `max` passes.
     pub async fn collect(&self, max: Duration, mut until: impl FnMut(&[Rx]) -> bool) -> Vec<Rx> {
         let deadline = tokio::time::Instant::now() + max;
