@@ -904,8 +904,15 @@ fn send_rtp(s: &Session, datagram: &[u8], remote: SocketAddr) -> bool {
 /// from other sources before they are queued (they are no longer counted as
 /// `foreign_packets`). A latch on any other source stays unconnected: the signalled peer
 /// may still take it over.
+///
+/// A socket bound to the unspecified address stays unconnected too: connecting it would
+/// also pin the local address it receives on to the route's source address towards the
+/// peer, and on a host with several addresses the peer's datagrams may arrive on another.
 fn connect_final_latch(s: &mut Session) {
     if s.connected.is_some() || !s.latched || s.remote_rtp != s.signalled_rtp {
+        return;
+    }
+    if s.rtp.local_addr().is_ok_and(|a| a.ip().is_unspecified()) {
         return;
     }
     if let Some(peer) = s.remote_rtp

@@ -500,6 +500,34 @@ async fn the_signalled_address_wins_the_latch_from_a_stale_stream() {
     assert_eq!(stats.foreign_packets, 0);
 }
 
+/// An engine bound to the unspecified address does not connect its sockets: a connected
+/// socket would receive only on the route's source address towards the peer, and a peer
+/// sending to another of the host's addresses (here 127.0.0.2) would go unheard.
+#[tokio::test]
+async fn a_wildcard_bound_session_hears_its_peer_on_every_local_address() {
+    let engine = engine_with(|c| c.bind_ip = std::net::Ipv4Addr::UNSPECIFIED.into());
+    let mut session = engine.open_session(None).unwrap();
+    let port = session.local_addr().port();
+    let on = |ip: [u8; 4]| std::net::SocketAddr::from((ip, port));
+    let peer = RawPeer::new().await;
+    let other = RawPeer::new().await;
+    session
+        .set_remote(peer.addr(), Codec::Pcmu, Some(101))
+        .unwrap();
+    peer.send_silence(on([127, 0, 0, 1]), 1, 160, 3).await;
+    assert_eq!(next_latch(&mut session).await, Some(peer.addr()));
+    peer.send_silence(on([127, 0, 0, 2]), 2, 320, 3).await;
+    other.send_silence(on([127, 0, 0, 1]), 1, 160, 9).await;
+    let got = peer.collect(Duration::from_secs(2), |p| p.len() >= 5).await;
+    assert!(got.len() >= 5, "RTP flows to the peer");
+    let stats = session.stats().await.unwrap();
+    assert_eq!(stats.packets_received, 2, "both of the peer's packets");
+    assert_eq!(
+        stats.foreign_packets, 1,
+        "the other source is seen and dropped"
+    );
+}
+
 /// A connected socket hears of a closed peer port (ICMP port-unreachable) as an error on
 /// its next receive or send. A peer that closes its port and binds it again gets every
 /// packet after that, is heard again, and none of it counts as a send error.
