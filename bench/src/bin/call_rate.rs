@@ -83,7 +83,8 @@
 //! SVG plots (setup p99 and CPU per call against rate, callsmith against SIPp) go to
 //! `bench/reports/call_rate_<tag>_<direction>_{setup,cpu}.svg`. The engine logs at
 //! `info` unless `CALLSMITH_E2E_LOG` says otherwise; a step whose engine logged warnings
-//! or errors leaves its log in the temp dir and prints the path.
+//! or errors (every step, with `--keep-logs`) leaves its log in the temp dir and prints
+//! the path.
 //!
 //! Engine set-up: RTP ports 10000–31999 (11000 pairs; one pair per call), `[dialer]
 //! max_live_calls` as many calls as the open-file limit allows (two sockets each, at most
@@ -240,6 +241,11 @@ struct Args {
     /// Name of this run in the plot file names.
     #[arg(long, default_value = "run")]
     tag: String,
+    /// Keep every step's engine log in the temp dir, not only those with warnings (with
+    /// `CALLSMITH_E2E_LOG=info,sqlx::query=debug`, say, to count the statements a call
+    /// runs).
+    #[arg(long)]
+    keep_logs: bool,
 }
 
 /// The measured figures of one target at one rate.
@@ -594,7 +600,7 @@ async fn callsmith_step_on(
     // What the engine logged.
     let log = e.log();
     let findings = log_findings(&log);
-    if !findings.is_empty() {
+    if !findings.is_empty() || args.keep_logs {
         let path = std::env::temp_dir().join(format!(
             "call_rate_{}_{}_{}_{rate}.log",
             std::process::id(),
