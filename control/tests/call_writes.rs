@@ -400,41 +400,32 @@ async fn raw(s: &TestServer, sid: &str) -> Vec<Option<String>> {
         "timezone",
         "direction",
     ];
-    let text: Vec<String> = COLUMNS
+    let mut select: Vec<String> = COLUMNS
         .iter()
         .map(|c| format!("CAST({c} AS TEXT)"))
         .collect();
+    if matches!(s.store.pool(), Pool::Sqlite(_)) {
+        select.extend(COLUMNS.iter().map(|c| format!("typeof({c})")));
+    }
+    let sql = format!(
+        "SELECT {} FROM communications WHERE sid = $1",
+        select.join(", ")
+    );
+    macro_rules! fetch {
+        ($p:expr) => {{
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(sid)
+                .fetch_one($p)
+                .await
+                .unwrap();
+            (0..select.len())
+                .map(|i| sqlx::Row::get::<Option<String>, _>(&row, i))
+                .collect()
+        }};
+    }
     match s.store.pool() {
-        Pool::Sqlite(p) => {
-            let kinds: Vec<String> = COLUMNS.iter().map(|c| format!("typeof({c})")).collect();
-            let sql = format!(
-                "SELECT {}, {} FROM communications WHERE sid = $1",
-                text.join(", "),
-                kinds.join(", ")
-            );
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(sid)
-                .fetch_one(p)
-                .await
-                .unwrap();
-            (0..COLUMNS.len() * 2)
-                .map(|i| sqlx::Row::get::<Option<String>, _>(&row, i))
-                .collect()
-        }
-        Pool::Postgres(p) => {
-            let sql = format!(
-                "SELECT {} FROM communications WHERE sid = $1",
-                text.join(", ")
-            );
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(sid)
-                .fetch_one(p)
-                .await
-                .unwrap();
-            (0..COLUMNS.len())
-                .map(|i| sqlx::Row::get::<Option<String>, _>(&row, i))
-                .collect()
-        }
+        Pool::Sqlite(p) => fetch!(p),
+        Pool::Postgres(p) => fetch!(p),
     }
 }
 
