@@ -463,6 +463,15 @@ async fn next_latch(session: &mut callsmith_media::MediaSession) -> Option<std::
     None
 }
 
+/// Signals `peer`'s address to `session` and latches it with a first packet from there.
+async fn latch_signalled(session: &mut callsmith_media::MediaSession, peer: &RawPeer) {
+    session
+        .set_remote(peer.addr(), Codec::Pcmu, Some(101))
+        .unwrap();
+    peer.send_silence(session.local_addr(), 1, 160, 3).await;
+    assert_eq!(next_latch(session).await, Some(peer.addr()));
+}
+
 /// A stale stream (an earlier call's peer still sending to this recycled port) may latch
 /// first, but once the peer the SDP named sends from its signalled address, RTP goes there
 /// and the stale source is foreign.
@@ -537,9 +546,7 @@ async fn a_peer_port_closed_and_reopened_gets_rtp_again_without_send_errors() {
     let mut session = engine.open_session(None).unwrap();
     let peer = RawPeer::new().await;
     let addr = peer.addr();
-    session.set_remote(addr, Codec::Pcmu, Some(101)).unwrap();
-    peer.send_silence(session.local_addr(), 1, 160, 3).await;
-    assert_eq!(next_latch(&mut session).await, Some(addr));
+    latch_signalled(&mut session, &peer).await;
     drop(peer);
     // A dozen packets meet the closed port, each answered with port-unreachable.
     tokio::time::sleep(Duration::from_millis(250)).await;
@@ -576,11 +583,7 @@ async fn a_new_signalled_address_replaces_a_final_latch() {
     let mut session = engine.open_session(None).unwrap();
     let first = RawPeer::new().await;
     let second = RawPeer::new().await;
-    session
-        .set_remote(first.addr(), Codec::Pcmu, Some(101))
-        .unwrap();
-    first.send_silence(session.local_addr(), 1, 160, 3).await;
-    assert_eq!(next_latch(&mut session).await, Some(first.addr()));
+    latch_signalled(&mut session, &first).await;
     session
         .set_remote(second.addr(), Codec::Pcmu, Some(101))
         .unwrap();
