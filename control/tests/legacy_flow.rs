@@ -1,14 +1,14 @@
 //! The legacy campaign flow over HTTP Basic, on SQLite and PostgreSQL: scenarios, contacts
 //! (one, a JSON array, a CSV import), attempts (instant, delayed, canceled), attempt
-//! statistics and the communication and contact reports (JSON and CSV); every error path
-//! answers the RPC status object, and no account reaches another's campaign, contact or
-//! attempt.
+//! statistics and the communication and contact reports (JSON and CSV), which refuse an
+//! attempt over the statistics limit; every error path answers the RPC status object, and
+//! no account reaches another's campaign, contact or attempt.
 
 use base64::Engine;
 use callsmith_control::{
     both_backends,
     store::{NewAttempt, NewAttemptCall, NewCommunication, Pool, StoreError, sqlx},
-    testing::{Fixture, TestResponse, TestServer, minimal_snapshot},
+    testing::{Fixture, TestDb, TestResponse, TestServer, minimal_snapshot},
 };
 use chrono::{DateTime, Duration, Utc};
 use reqwest::Method;
@@ -1279,3 +1279,65 @@ both_backends!(
     a_contact_is_dialled_once,
     purge_removes_the_flow
 );
+
+/// The attempt statistics, the page and both reports read an attempt's calls under the
+/// statistics service's limit (a setting, 200,000 by default): an attempt with more calls
+/// is 400 INVALID_ARGUMENT with the reason `too_many_communications`, and one at the limit
+/// is read whole.
+async fn an_attempt_over_the_statistics_limit_is_refused(db: TestDb) {
+    let s = TestServer::start_with(db, |settings| settings.statistics_max_communications = 2).await;
+    let a = legacy(&s, "a").await;
+    let attempt_of = |campaign: String| {
+        let (s, a) = (&s, &a);
+        async move {
+            let sid = post(s, a, &format!("/v1/campaign/{campaign}/attempt"), json!({}))
+                .await
+                .str("sid");
+            format!("/v1/campaign/{campaign}/attempt/{sid}")
+        }
+    };
+    let big = campaign(&s, &a, "+4911").await;
+    import(&s, &a, &big, b"phone\n+4920\n+4921\n+4922\n")
+        .await
+        .expect(200);
+    let big = attempt_of(big).await;
+    let small = campaign(&s, &a, "+4912").await;
+    import(&s, &a, &small, b"phone\n+4930\n+4931\n")
+        .await
+        .expect(200);
+    let small = attempt_of(small).await;
+    for path in [
+        "statistics",
+        "report.html",
+        "report/communication",
+        "report/communication?format=csv",
+        "report/contact",
+        "report/contact?format=csv",
+    ] {
+        let r = get(&s, &a, &format!("{big}/{path}")).await;
+        let m = rpc_error(&r, 400, 3);
+        assert_eq!(
+            m, "the attempt has 3 calls; one request reads at most 2",
+            "{path}"
+        );
+        assert_eq!(
+            r.body["details"][0]["reason"], "too_many_communications",
+            "{path}: {}",
+            r.text
+        );
+        get(&s, &a, &format!("{small}/{path}")).await.expect(200);
+    }
+    let st = get(&s, &a, &format!("{small}/statistics")).await;
+    assert_eq!(st.body["total"], 2, "{}", st.text);
+    let rows = get(&s, &a, &format!("{small}/report/communication")).await;
+    assert_eq!(field(&rows, "phone"), ["+4930", "+4931"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_over_the_statistics_limit_is_refused_sqlite() {
+    an_attempt_over_the_statistics_limit_is_refused(TestDb::Sqlite).await
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_over_the_statistics_limit_is_refused_postgres() {
+    an_attempt_over_the_statistics_limit_is_refused(TestDb::Postgres).await
+}

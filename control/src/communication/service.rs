@@ -2,7 +2,8 @@
 //! (agent, direction, creation time range, dispatch batch), at most `max_communications`
 //! of them, and computes their [`CallStatistics`] with the quality of their saved
 //! histories. `GET /v1/communication/-/statistics` and `…/report.html` read through it,
-//! so the page shows the figures the API gives.
+//! so the page shows the figures the API gives; the legacy attempt statistics and reports
+//! read an attempt's calls through it, under the same limit.
 
 use super::{
     history::CallHistory,
@@ -10,7 +11,9 @@ use super::{
 };
 use crate::{
     objects::Objects,
-    store::{CommunicationRecord, Store, StoreError, communications::CommunicationFilter},
+    store::{
+        AttemptCall, CommunicationRecord, Store, StoreError, communications::CommunicationFilter,
+    },
 };
 
 /// Most communications one statistics request reads by default.
@@ -80,18 +83,50 @@ impl StatisticsService {
             let (page, total) = store
                 .communication_list(account_sid, filter, PAGE, rows.len() as i64)
                 .await?;
-            if total > self.max_communications {
-                return Err(SelectError::TooMany {
-                    total,
-                    max: self.max_communications,
-                });
-            }
+            self.within_limit(total)?;
             let n = page.len();
             rows.extend(page);
             if n == 0 || rows.len() as i64 >= total {
                 return Ok(rows);
             }
         }
+    }
+
+    /// The calls of the legacy attempt `attempt_sid` of `account_sid`, oldest first;
+    /// [`SelectError::TooMany`] when it has more than `max_communications`. At most one
+    /// more than the limit is read.
+    pub async fn attempt_calls(
+        &self,
+        store: &Store,
+        account_sid: &str,
+        attempt_sid: &str,
+    ) -> Result<Vec<AttemptCall>, SelectError> {
+        let calls = store
+            .legacy_attempt_calls(
+                account_sid,
+                attempt_sid,
+                self.max_communications.saturating_add(1),
+            )
+            .await?;
+        if calls.len() as i64 > self.max_communications {
+            let total = store
+                .legacy_attempt_call_count(account_sid, attempt_sid)
+                .await?;
+            self.within_limit(total.max(calls.len() as i64))?;
+        }
+        Ok(calls)
+    }
+
+    /// [`SelectError::TooMany`] when `total` communications are more than one request
+    /// reads.
+    fn within_limit(&self, total: i64) -> Result<(), SelectError> {
+        if total > self.max_communications {
+            return Err(SelectError::TooMany {
+                total,
+                max: self.max_communications,
+            });
+        }
+        Ok(())
     }
 
     /// The set `filter` selects with its statistics; the quality figures are those of the

@@ -317,19 +317,20 @@ impl Store {
         }.await)
     }
 
-    /// The calls of an attempt of `account_sid`, oldest first.
+    /// The calls of an attempt of `account_sid`, oldest first, at most `limit` of them.
     pub async fn legacy_attempt_calls(
         &self,
         account_sid: &str,
         attempt_sid: &str,
+        limit: i64,
     ) -> StoreResult<Vec<AttemptCall>> {
         let sql = format!(
             "SELECT l.contact_sid, {} FROM legacy_attempt_calls l JOIN communications m ON m.sid = l.communication_sid \
-             WHERE l.attempt_sid = $1 AND l.account_sid = $2 ORDER BY m.created_at ASC, m.sid ASC",
+             WHERE l.attempt_sid = $1 AND l.account_sid = $2 ORDER BY m.created_at ASC, m.sid ASC LIMIT $3",
             prefixed_columns("m", COMMUNICATION_COLS, "m_")
         );
         Ok(on_db!(self, p => {
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(attempt_sid).bind(account_sid).fetch_all(p).await?;
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(attempt_sid).bind(account_sid).bind(limit).fetch_all(p).await?;
             rows.iter()
                 .map(|r| {
                     use sqlx::Row;
@@ -340,5 +341,16 @@ impl Store {
                 })
                 .collect::<Result<Vec<_>, sqlx::Error>>()
         })?)
+    }
+
+    /// How many calls an attempt of `account_sid` has.
+    pub async fn legacy_attempt_call_count(
+        &self,
+        account_sid: &str,
+        attempt_sid: &str,
+    ) -> StoreResult<i64> {
+        Ok(on_db!(self, p => sqlx::query_scalar(
+            "SELECT COUNT(*) FROM legacy_attempt_calls WHERE attempt_sid = $1 AND account_sid = $2")
+            .bind(attempt_sid).bind(account_sid).fetch_one(p).await)?)
     }
 }

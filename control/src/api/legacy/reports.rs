@@ -13,6 +13,7 @@ use crate::{
     communication::{
         CommunicationStatus,
         report::{CplLine, Plots, turn_points},
+        service::SelectError,
         statistics::{CallStatistics, Quality, read_histories, setup_time_ms},
     },
     store::{AttemptCall, CommunicationRecord, LegacyAttemptRecord},
@@ -68,7 +69,8 @@ async fn statistics(
 /// the answer rate, setup time and duration percentiles.
 #[utoipa::path(get, path = "/v1/campaign/{campaign_id}/attempt/{attempt_id}/statistics", tag = "legacy",
     params(("campaign_id" = String, Path), ("attempt_id" = String, Path)), security(("basic" = [])),
-    responses((status = 200, body = AttemptStatistics), (status = 401, body = RpcStatus),
+    responses((status = 200, body = AttemptStatistics),
+        (status = 400, body = RpcStatus, description = "More calls in the attempt than one request reads (200,000 by default): INVALID_ARGUMENT, reason too_many_communications"), (status = 401, body = RpcStatus),
         (status = 404, body = RpcStatus, description = "No such campaign in this account, or no such attempt of it"),
         (status = 500, body = RpcStatus)))]
 async fn attempt_statistics(
@@ -181,7 +183,9 @@ fn time_cell(t: Option<DateTime<Utc>>) -> String {
 }
 
 /// The attempt `attempt_id` of campaign `campaign_id` in the caller's account, and its
-/// calls.
+/// calls, read through the statistics service: an attempt with more calls than one request
+/// reads (its limit, 200,000 by default) is 400 INVALID_ARGUMENT with the reason
+/// `too_many_communications`.
 async fn attempt_calls(
     state: &AppState,
     who: &LegacyAccount,
@@ -190,9 +194,17 @@ async fn attempt_calls(
 ) -> Result<(LegacyAttemptRecord, Vec<AttemptCall>), LegacyError> {
     let a = attempt_of(state, who, campaign_id, attempt_id).await?;
     let calls = state
-        .store
-        .legacy_attempt_calls(&who.account_sid, &a.sid)
-        .await?;
+        .statistics
+        .attempt_calls(&state.store, &who.account_sid, &a.sid)
+        .await
+        .map_err(|e| match e {
+            SelectError::TooMany { total, max } => ApiError::unprocessable(
+                "too_many_communications",
+                format!("the attempt has {total} calls; one request reads at most {max}"),
+            )
+            .into(),
+            SelectError::Store(e) => LegacyError::from(e),
+        })?;
     Ok((a, calls))
 }
 
@@ -203,7 +215,8 @@ async fn attempt_calls(
 /// `callsmith load` give any set of calls).
 #[utoipa::path(get, path = "/v1/campaign/{campaign_id}/attempt/{attempt_id}/report.html", tag = "legacy",
     params(("campaign_id" = String, Path), ("attempt_id" = String, Path)), security(("basic" = [])),
-    responses((status = 200, content_type = "text/html; charset=utf-8", body = String), (status = 401, body = RpcStatus),
+    responses((status = 200, content_type = "text/html; charset=utf-8", body = String),
+        (status = 400, body = RpcStatus, description = "More calls in the attempt than one request reads (200,000 by default): INVALID_ARGUMENT, reason too_many_communications"), (status = 401, body = RpcStatus),
         (status = 404, body = RpcStatus, description = "No such campaign in this account, or no such attempt of it"),
         (status = 500, body = RpcStatus)))]
 async fn attempt_report_page(
@@ -234,7 +247,7 @@ async fn attempt_report_page(
     params(("campaign_id" = String, Path), ("attempt_id" = String, Path), ReportQuery), security(("basic" = [])),
     responses((status = 200, description = "The rows: a JSON array, or CSV with format=csv (columns as the JSON fields)",
             content((Vec<CommunicationReportRow> = "application/json"), (String = "text/csv"))),
-        (status = 400, body = RpcStatus, description = "Unknown format or query parameter"), (status = 401, body = RpcStatus),
+        (status = 400, body = RpcStatus, description = "Unknown format or query parameter; or more calls in the attempt than one request reads (200,000 by default): reason too_many_communications"), (status = 401, body = RpcStatus),
         (status = 404, body = RpcStatus, description = "No such campaign in this account, or no such attempt of it"),
         (status = 500, body = RpcStatus)))]
 async fn communication_report(
@@ -368,7 +381,7 @@ fn keys<'a>(rows: impl Iterator<Item = &'a serde_json::Value>) -> Vec<String> {
     params(("campaign_id" = String, Path), ("attempt_id" = String, Path), ReportQuery), security(("basic" = [])),
     responses((status = 200, description = "The rows: a JSON array, or CSV with format=csv (fixed columns, then one per variable and one per result variable)",
             content((Vec<ContactReportRow> = "application/json"), (String = "text/csv"))),
-        (status = 400, body = RpcStatus, description = "Unknown format or query parameter"), (status = 401, body = RpcStatus),
+        (status = 400, body = RpcStatus, description = "Unknown format or query parameter; or more calls in the attempt than one request reads (200,000 by default): reason too_many_communications"), (status = 401, body = RpcStatus),
         (status = 404, body = RpcStatus, description = "No such campaign in this account, or no such attempt of it"),
         (status = 500, body = RpcStatus)))]
 async fn contact_report(
