@@ -39,6 +39,9 @@ pub struct Settings {
     /// Most communications one statistics or report request reads (a larger set is 422
     /// `too_many_communications`); see [`crate::communication::service`].
     pub statistics_max_communications: i64,
+    /// Most contacts a legacy campaign holds (an add that would pass it is 400
+    /// FAILED_PRECONDITION); see [`crate::api::legacy::DEFAULT_MAX_CONTACTS_PER_CAMPAIGN`].
+    pub legacy_max_contacts_per_campaign: i64,
 }
 
 impl Default for Settings {
@@ -58,6 +61,7 @@ impl Default for Settings {
             webhook_allow_hosts: Vec::new(),
             statistics_max_communications:
                 crate::communication::service::DEFAULT_MAX_COMMUNICATIONS,
+            legacy_max_contacts_per_campaign: crate::api::legacy::DEFAULT_MAX_CONTACTS_PER_CAMPAIGN,
         }
     }
 }

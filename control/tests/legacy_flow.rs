@@ -1,7 +1,7 @@
 //! The legacy campaign flow over HTTP Basic, on SQLite and PostgreSQL: scenarios, contacts
 //! (one, a JSON array, a CSV import), attempts (instant, delayed, canceled), attempt
 //! statistics and the communication and contact reports (JSON and CSV), which refuse an
-//! attempt over the statistics limit; every error path answers the RPC status object, and
+//! attempt over the statistics limit; a campaign's contact limit; every error path answers the RPC status object, and
 //! no account reaches another's campaign, contact or attempt.
 
 use base64::Engine;
@@ -1340,4 +1340,88 @@ async fn an_attempt_over_the_statistics_limit_is_refused_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attempt_over_the_statistics_limit_is_refused_postgres() {
     an_attempt_over_the_statistics_limit_is_refused(TestDb::Postgres).await
+}
+
+/// A campaign holds at most its contact limit (a setting, 200,000 by default): an add that
+/// would pass it, by one contact, a JSON array or a CSV import, is 400 FAILED_PRECONDITION
+/// and adds nothing; another campaign of the account has a limit of its own.
+async fn a_campaign_holds_at_most_its_contact_limit(db: TestDb) {
+    let s =
+        TestServer::start_with(db, |settings| settings.legacy_max_contacts_per_campaign = 3).await;
+    assert_eq!(
+        TestServer::start(TestDb::Sqlite)
+            .await
+            .state
+            .settings
+            .legacy_max_contacts_per_campaign,
+        200_000
+    );
+    let a = legacy(&s, "a").await;
+    let c = campaign(&s, &a, "+4911").await;
+    let phones = |r: TestResponse| field(&r, "phone");
+    let list = format!("/v1/campaign/{c}/contact");
+    let batch = format!("/v1/campaign/{c}/contact/batch");
+    post(
+        &s,
+        &a,
+        &batch,
+        json!([{"phone": "+4920"}, {"phone": "+4921"}]),
+    )
+    .await
+    .expect(200);
+    let m = rpc_error(
+        &post(
+            &s,
+            &a,
+            &batch,
+            json!([{"phone": "+4922"}, {"phone": "+4923"}]),
+        )
+        .await,
+        400,
+        9,
+    );
+    assert_eq!(
+        m,
+        "a campaign holds at most 3 contacts; with these 2 it would hold 4: put the rest in another campaign"
+    );
+    let m = rpc_error(&import(&s, &a, &c, b"phone\n+4922\n+4923\n").await, 400, 9);
+    assert!(m.contains("it would hold 4"), "{m}");
+    assert_eq!(phones(get(&s, &a, &list).await), ["+4920", "+4921"]);
+    post(&s, &a, &list, json!({"phone": "+4922"}))
+        .await
+        .expect(200);
+    let m = rpc_error(
+        &post(&s, &a, &list, json!({"phone": "+4923"})).await,
+        400,
+        9,
+    );
+    assert!(m.contains("with these 1 it would hold 4"), "{m}");
+    assert_eq!(
+        phones(get(&s, &a, &list).await),
+        ["+4920", "+4921", "+4922"]
+    );
+    // The limit is the campaign's: another campaign of the account fills up on its own.
+    let other = campaign(&s, &a, "+4912").await;
+    import(&s, &a, &other, b"phone\n+4930\n+4931\n+4932\n")
+        .await
+        .expect(200);
+    // An attempt dials every contact of the full campaign.
+    let attempt = post(&s, &a, &format!("/v1/campaign/{c}/attempt"), json!({})).await;
+    attempt.expect(200);
+    let st = get(
+        &s,
+        &a,
+        &format!("/v1/campaign/{c}/attempt/{}/statistics", attempt.str("sid")),
+    )
+    .await;
+    assert_eq!(st.body["total"], 3, "{}", st.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_holds_at_most_its_contact_limit_sqlite() {
+    a_campaign_holds_at_most_its_contact_limit(TestDb::Sqlite).await
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_holds_at_most_its_contact_limit_postgres() {
+    a_campaign_holds_at_most_its_contact_limit(TestDb::Postgres).await
 }

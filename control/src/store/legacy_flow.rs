@@ -1,7 +1,7 @@
 //! Legacy campaign flow: contacts of a campaign, attempts (launches) and the calls an
 //! attempt made. A campaign is an agent (see `legacy`); an attempt's calls are ordinary
 //! communications, written with the same statement as every other
-//! ([`super::communications::insert_communication`]) and linked to their attempt and
+//! ([`super::communications::insert_communications`]) and linked to their attempt and
 //! contact in `legacy_attempt_calls` (migration 0350). A contact's calls are numbered by
 //! `dial` (1, 2, … as later attempts redial it; unique per contact, migration 0360).
 
@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::{
     CommunicationRecord, FromPrefixed, NewCommunication, Store, StoreError, StoreResult,
-    communications::{COLS as COMMUNICATION_COLS, insert_communication},
+    communications::{COLS as COMMUNICATION_COLS, INSERT_ROWS, insert_communications},
     filter::Where,
     now, on_db, prefixed_columns, store_row,
 };
@@ -120,41 +120,69 @@ pub struct AttemptCall {
     pub communication: CommunicationRecord,
 }
 
+/// What [`Store::legacy_contacts_add`] did.
+#[derive(Debug)]
+pub enum ContactsAdded {
+    /// The contacts, as stored.
+    Added(Vec<LegacyContactRecord>),
+    /// Nothing: with them the campaign would hold `total` contacts, more than its limit.
+    OverLimit { total: i64 },
+}
+
 impl Store {
-    /// Adds contacts to a campaign of `account_sid`, all or none; returns them as stored.
+    /// Adds contacts to a campaign of `account_sid`, all or none, so long as the campaign
+    /// then holds at most `max_contacts`. The count is taken after the insert, in the
+    /// same transaction: on SQLite, where the insert holds the write lock, the limit is
+    /// exact; on PostgreSQL two concurrent requests can each pass it by what the other adds.
     pub async fn legacy_contacts_add(
         &self,
         tenant_sid: &str,
         account_sid: &str,
         campaign_sid: &str,
         contacts: &[NewContact],
-    ) -> StoreResult<Vec<LegacyContactRecord>> {
+        max_contacts: i64,
+    ) -> StoreResult<ContactsAdded> {
         let t = now();
-        on_db!(self, p => async {
+        let total = on_db!(self, p => async {
             let mut tx = p.begin().await?;
-            for c in contacts {
-                sqlx::query("INSERT INTO legacy_contacts (sid, tenant_sid, account_sid, campaign_sid, phone, variables, creation_time) \
-                    VALUES ($1, $2, $3, $4, $5, $6, $7)")
-                    .bind(&c.sid).bind(tenant_sid).bind(account_sid).bind(campaign_sid).bind(&c.phone).bind(&c.variables).bind(t)
-                    .execute(&mut *tx).await?;
+            for chunk in contacts.chunks(INSERT_ROWS) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO legacy_contacts (sid, tenant_sid, account_sid, campaign_sid, phone, variables, creation_time) ");
+                q.push_values(chunk, |mut b, c| {
+                    b.push_bind(&c.sid).push_bind(tenant_sid).push_bind(account_sid).push_bind(campaign_sid)
+                        .push_bind(&c.phone).push_bind(&c.variables).push_bind(t);
+                });
+                q.build().execute(&mut *tx).await?;
             }
-            tx.commit().await
+            let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM legacy_contacts WHERE campaign_sid = $1 AND account_sid = $2")
+                .bind(campaign_sid).bind(account_sid).fetch_one(&mut *tx).await?;
+            if total > max_contacts {
+                tx.rollback().await?;
+            } else {
+                tx.commit().await?;
+            }
+            Ok::<_, sqlx::Error>(total)
         }.await)
         .map_err(StoreError::from_write)?;
-        Ok(contacts
-            .iter()
-            .map(|c| LegacyContactRecord {
-                sid: c.sid.clone(),
-                account_sid: account_sid.to_string(),
-                campaign_sid: campaign_sid.to_string(),
-                phone: c.phone.clone(),
-                variables: c.variables.clone(),
-                attempt_sid: String::new(),
-                communication_sid: String::new(),
-                dial_count: 0,
-                creation_time: t,
-            })
-            .collect())
+        if total > max_contacts {
+            return Ok(ContactsAdded::OverLimit { total });
+        }
+        Ok(ContactsAdded::Added(
+            contacts
+                .iter()
+                .map(|c| LegacyContactRecord {
+                    sid: c.sid.clone(),
+                    account_sid: account_sid.to_string(),
+                    campaign_sid: campaign_sid.to_string(),
+                    phone: c.phone.clone(),
+                    variables: c.variables.clone(),
+                    attempt_sid: String::new(),
+                    communication_sid: String::new(),
+                    dial_count: 0,
+                    creation_time: t,
+                })
+                .collect(),
+        ))
     }
 
     /// A page of a campaign's contacts, oldest first; `phone` filters exactly.
@@ -238,13 +266,16 @@ impl Store {
                 .bind(&a.sid).bind(&a.tenant_sid).bind(&a.account_sid).bind(&a.campaign_sid).bind(a.scheduled_at).bind(a.delayed).bind(t)
                 .bind(&a.batch_sid)
                 .execute(&mut *tx).await?;
-            for call in calls {
-                let c = &call.communication;
-                insert_communication!(&mut *tx, c, t)?;
-                sqlx::query("INSERT INTO legacy_attempt_calls (communication_sid, tenant_sid, account_sid, attempt_sid, contact_sid, dial) \
-                    VALUES ($1, $2, $3, $4, $5, $6)")
-                    .bind(&c.sid).bind(&a.tenant_sid).bind(&a.account_sid).bind(&a.sid).bind(&call.contact_sid).bind(call.dial)
-                    .execute(&mut *tx).await?;
+            let communications: Vec<&NewCommunication> = calls.iter().map(|c| &c.communication).collect();
+            insert_communications!(&mut *tx, communications, t)?;
+            for chunk in calls.chunks(INSERT_ROWS) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO legacy_attempt_calls (communication_sid, tenant_sid, account_sid, attempt_sid, contact_sid, dial) ");
+                q.push_values(chunk, |mut b, call| {
+                    b.push_bind(&call.communication.sid).push_bind(&a.tenant_sid).push_bind(&a.account_sid)
+                        .push_bind(&a.sid).push_bind(&call.contact_sid).push_bind(call.dial);
+                });
+                q.build().execute(&mut *tx).await?;
             }
             tx.commit().await
         }.await)

@@ -61,8 +61,8 @@ pub use legacy::{
     CampaignField, CampaignFilter, CampaignOrder, LegacyCampaignRecord, LegacyProfileRecord,
 };
 pub use legacy_flow::{
-    AttemptCall, LegacyAttemptRecord, LegacyContactRecord, NewAttempt, NewAttemptCall, NewContact,
-    Redial,
+    AttemptCall, ContactsAdded, LegacyAttemptRecord, LegacyContactRecord, NewAttempt,
+    NewAttemptCall, NewContact, Redial,
 };
 pub use profile::ProfileRecord;
 pub use provision::create_postgres_database;

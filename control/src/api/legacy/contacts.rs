@@ -9,7 +9,7 @@ use super::*;
 use crate::{
     api::v1::communications::{check_recipient, flat_data},
     ids::{new_sid, prefix},
-    store::{LegacyContactRecord, NewContact},
+    store::{ContactsAdded, LegacyContactRecord, NewContact},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -22,6 +22,12 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 
 /// Most contacts one request adds (a JSON array or a CSV import).
 pub const MAX_CONTACTS_PER_REQUEST: usize = 10_000;
+
+/// Most contacts a campaign holds by default (`Settings::legacy_max_contacts_per_campaign`).
+/// An attempt dials them all in one request and one transaction, and its statistics and
+/// reports read them under the statistics limit (200,000 by default), so a campaign at
+/// this size stays within both.
+pub const DEFAULT_MAX_CONTACTS_PER_CAMPAIGN: i64 = 200_000;
 
 /// Legacy contact record.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -103,18 +109,31 @@ async fn add(
     contacts: Vec<NewContact>,
 ) -> Result<Vec<Contact>, LegacyError> {
     let c = campaign_of(state, who, campaign_id).await?;
-    let rows = state
+    let added = state
         .store
-        .legacy_contacts_add(&who.tenant_sid, &who.account_sid, &c.sid, &contacts)
+        .legacy_contacts_add(
+            &who.tenant_sid,
+            &who.account_sid,
+            &c.sid,
+            &contacts,
+            state.settings.legacy_max_contacts_per_campaign,
+        )
         .await?;
-    Ok(rows.iter().map(Contact::from).collect())
+    match added {
+        ContactsAdded::Added(rows) => Ok(rows.iter().map(Contact::from).collect()),
+        ContactsAdded::OverLimit { total } => Err(LegacyError::failed_precondition(format!(
+            "a campaign holds at most {} contacts; with these {} it would hold {total}: put the rest in another campaign",
+            state.settings.legacy_max_contacts_per_campaign,
+            contacts.len()
+        ))),
+    }
 }
 
 /// Add one contact to a campaign. 200 returns the contact.
 #[utoipa::path(post, path = "/v1/campaign/{campaign_id}/contact", tag = "legacy", params(("campaign_id" = String, Path)),
     request_body = ContactInput, security(("basic" = [])),
     responses((status = 200, body = Contact),
-        (status = 400, body = RpcStatus, description = "Malformed body, a bad phone or variables (the message names the field)"),
+        (status = 400, body = RpcStatus, description = "Malformed body, a bad phone or variables (the message names the field); FAILED_PRECONDITION (9) when the campaign would hold more than 200,000 contacts"),
         (status = 401, body = RpcStatus), (status = 404, body = RpcStatus, description = "No such campaign in this account"),
         (status = 500, body = RpcStatus)))]
 async fn add_contact(
@@ -137,7 +156,7 @@ async fn add_contact(
 #[utoipa::path(post, path = "/v1/campaign/{campaign_id}/contact/batch", tag = "legacy", params(("campaign_id" = String, Path)),
     request_body = Vec<ContactInput>, security(("basic" = [])),
     responses((status = 200, body = Vec<Contact>),
-        (status = 400, body = RpcStatus, description = "Malformed body, empty or above 10000 items, or a bad item (the message names its index and field)"),
+        (status = 400, body = RpcStatus, description = "Malformed body, empty or above 10000 items, or a bad item (the message names its index and field); FAILED_PRECONDITION (9) when the campaign would hold more than 200,000 contacts"),
         (status = 401, body = RpcStatus), (status = 404, body = RpcStatus, description = "No such campaign in this account"),
         (status = 500, body = RpcStatus)))]
 async fn add_contacts(
@@ -176,7 +195,7 @@ fn count_ok(n: usize) -> Result<(), LegacyError> {
     request_body(content = String, content_type = "text/csv", description = "Header row with `phone` and variable columns, then one contact per row"),
     security(("basic" = [])),
     responses((status = 200, body = Vec<Contact>),
-        (status = 400, body = RpcStatus, description = "Not UTF-8, malformed CSV, a bad header (no or two `phone` columns, an empty or repeated name), a row with the wrong number of fields or a bad phone, no rows or above 10000 (the message names the row)"),
+        (status = 400, body = RpcStatus, description = "Not UTF-8, malformed CSV, a bad header (no or two `phone` columns, an empty or repeated name), a row with the wrong number of fields or a bad phone, no rows or above 10000 (the message names the row); FAILED_PRECONDITION (9) when the campaign would hold more than 200,000 contacts"),
         (status = 401, body = RpcStatus), (status = 404, body = RpcStatus, description = "No such campaign in this account"),
         (status = 500, body = RpcStatus)))]
 async fn import_contacts(

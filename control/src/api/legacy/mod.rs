@@ -50,7 +50,7 @@ mod scenarios;
 pub use accounts::{LegacyAccountRecord, LegacyToken};
 pub use attempts::{Attempt, AttemptListQuery, AttemptStatus, CreateAttempt};
 pub use campaigns::{Campaign, CampaignListQuery, CreateCampaign};
-pub use contacts::{Contact, ContactInput, ContactListQuery};
+pub use contacts::{Contact, ContactInput, ContactListQuery, DEFAULT_MAX_CONTACTS_PER_CAMPAIGN};
 pub use profile::{LegacyProfile, ProfileInput};
 pub use reports::{AttemptStatistics, CommunicationReportRow, ContactReportRow, ReportQuery};
 pub use scenarios::{CreateLegacyScenario, LegacyScenario, ScenarioListQuery};

@@ -301,25 +301,43 @@ macro_rules! bind_all {
     }};
 }
 
-/// Inserts a [`NewCommunication`] as a `new` row created at `$t`, on any executor of
-/// either backend (a pool, or a transaction that writes more rows with it).
-macro_rules! insert_communication {
-    ($exec:expr, $c:expr, $t:expr) => {{
-        let c: &$crate::store::NewCommunication = $c;
-        sqlx::query("INSERT INTO communications (sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, \
-            recipient, from_number, trunk, direction, communication_status, duration, goals, variables, is_test, consent_granted, has_recording, \
-            has_history, data, strategy_sid, timezone, scheduled_at, due_at, created_at, updated_at, batch_sid) \
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'new', 0, '[]', '{}', $12, FALSE, FALSE, FALSE, $13, $14, $15, $16, $17, $18, $18, $19)")
-            .bind(&c.sid).bind(&c.tenant_sid).bind(&c.account_sid).bind(&c.agent_sid).bind(&c.scenario_sid)
-            .bind(c.version).bind(c.draft_version).bind(&c.recipient).bind(&c.from_number).bind(&c.trunk)
-            .bind(&c.direction).bind(c.is_test).bind(&c.data).bind(&c.strategy_sid).bind(&c.timezone)
-            .bind(c.scheduled_at).bind(c.due_at).bind($t).bind(&c.batch_sid)
-            .execute($exec)
-            .await
-            .map(|_| ())
+/// Rows one `INSERT` of [`insert_communications`] writes: 19 parameters each, well under
+/// SQLite's 32,766 and PostgreSQL's 65,535 per statement.
+pub(crate) const INSERT_ROWS: usize = 500;
+
+/// Inserts [`NewCommunication`]s as `new` rows created at `$t`, [`INSERT_ROWS`] rows to
+/// a statement, on any executor of either backend (a pool, or a transaction that writes
+/// more rows with it). Evaluates to the first error, if any (the rows before it stay
+/// written unless the caller's transaction rolls back).
+macro_rules! insert_communications {
+    ($exec:expr, $cs:expr, $t:expr) => {{
+        let t: chrono::DateTime<chrono::Utc> = $t;
+        let mut result: Result<(), sqlx::Error> = Ok(());
+        for chunk in $cs.chunks($crate::store::communications::INSERT_ROWS) {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO communications (sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, \
+                recipient, from_number, trunk, direction, communication_status, duration, goals, variables, is_test, consent_granted, has_recording, \
+                has_history, data, strategy_sid, timezone, scheduled_at, due_at, created_at, updated_at, batch_sid) ",
+            );
+            q.push_values(chunk, |mut b, c| {
+                let c: &$crate::store::NewCommunication = c;
+                b.push_bind(&c.sid).push_bind(&c.tenant_sid).push_bind(&c.account_sid).push_bind(&c.agent_sid)
+                    .push_bind(&c.scenario_sid).push_bind(c.version).push_bind(c.draft_version).push_bind(&c.recipient)
+                    .push_bind(&c.from_number).push_bind(&c.trunk).push_bind(&c.direction)
+                    .push("'new'").push("0").push("'[]'").push("'{}'")
+                    .push_bind(c.is_test).push("FALSE").push("FALSE").push("FALSE")
+                    .push_bind(&c.data).push_bind(&c.strategy_sid).push_bind(&c.timezone)
+                    .push_bind(c.scheduled_at).push_bind(c.due_at).push_bind(t).push_bind(t).push_bind(&c.batch_sid);
+            });
+            if let Err(e) = q.build().execute($exec).await {
+                result = Err(e);
+                break;
+            }
+        }
+        result
     }};
 }
-pub(crate) use insert_communication;
+pub(crate) use insert_communications;
 
 impl Store {
     pub async fn communication_create(
@@ -327,7 +345,8 @@ impl Store {
         c: &NewCommunication,
     ) -> StoreResult<CommunicationRecord> {
         let t = now();
-        on_db!(self, p => insert_communication!(p, c, t)).map_err(StoreError::from_write)?;
+        on_db!(self, p => insert_communications!(p, std::slice::from_ref(c), t))
+            .map_err(StoreError::from_write)?;
         self.communication_get(&c.sid)
             .await?
             .ok_or(StoreError::NotFound)
