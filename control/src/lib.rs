@@ -13,7 +13,6 @@ pub mod bootstrap;
 pub mod browser_calls;
 pub mod catalog;
 pub mod communication;
-pub mod console;
 pub mod flags;
 pub mod hangups;
 pub mod ids;

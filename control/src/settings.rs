@@ -40,9 +40,14 @@ pub struct Settings {
     /// `too_many_communications`); see [`crate::communication::service`].
     pub statistics_max_communications: i64,
     /// Most contacts a legacy campaign holds (an add that would pass it is 400
-    /// FAILED_PRECONDITION); see [`crate::api::legacy::DEFAULT_MAX_CONTACTS_PER_CAMPAIGN`].
+    /// FAILED_PRECONDITION); [`DEFAULT_LEGACY_MAX_CONTACTS_PER_CAMPAIGN`] by default.
     pub legacy_max_contacts_per_campaign: i64,
 }
+
+/// Most contacts a legacy campaign holds by default. An attempt dials a campaign's contacts
+/// in one request and one transaction, and its statistics and reports read them under the
+/// statistics limit (200,000 by default), so a campaign at this size stays within both.
+pub const DEFAULT_LEGACY_MAX_CONTACTS_PER_CAMPAIGN: i64 = 200_000;
 
 impl Default for Settings {
     fn default() -> Self {
@@ -61,7 +66,7 @@ impl Default for Settings {
             webhook_allow_hosts: Vec::new(),
             statistics_max_communications:
                 crate::communication::service::DEFAULT_MAX_COMMUNICATIONS,
-            legacy_max_contacts_per_campaign: crate::api::legacy::DEFAULT_MAX_CONTACTS_PER_CAMPAIGN,
+            legacy_max_contacts_per_campaign: DEFAULT_LEGACY_MAX_CONTACTS_PER_CAMPAIGN,
         }
     }
 }

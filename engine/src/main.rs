@@ -148,7 +148,7 @@ async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result
         statistics_max_communications:
             callsmith_control::communication::service::DEFAULT_MAX_COMMUNICATIONS,
         legacy_max_contacts_per_campaign:
-            callsmith_control::api::legacy::DEFAULT_MAX_CONTACTS_PER_CAMPAIGN,
+            callsmith_control::settings::DEFAULT_LEGACY_MAX_CONTACTS_PER_CAMPAIGN,
     };
     let http = settings.http;
     // One set of services for the call engine and the HTTP layer.

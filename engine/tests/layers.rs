@@ -2,6 +2,9 @@
 //! * the call runtime (everything under engine/src but `main.rs`, which wires the binary)
 //!   uses the control crate's domain (`Services`, the store, objects, clients), never its
 //!   HTTP layer (`callsmith_control::api`, `AppState`, the router, axum);
+//! * inside the control crate, only the HTTP layer itself (`control/src/api/`), the crate
+//!   root and its test harness name `crate::api`: the domain, the store, auth and the
+//!   adapters sit under it and never reach up into it;
 //! * no source file of either is over 700 lines.
 //!
 //! A file that breaks a rule fails its test with its path (and line).
@@ -57,6 +60,66 @@ fn the_call_runtime_never_imports_the_http_layer() {
         !manifest.lines().any(|l| l.trim_start().starts_with("axum")),
         "the engine depends on axum directly"
     );
+}
+
+#[test]
+fn the_control_domain_never_imports_the_http_layer() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../control/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() > 50, "control sources found: {}", files.len());
+    let above = |f: &Path| {
+        let rel = f.strip_prefix(&src).expect("under control/src");
+        rel.starts_with("api") || rel == Path::new("lib.rs") || rel == Path::new("testing.rs")
+    };
+    let mut offences = Vec::new();
+    for f in files.iter().filter(|f| !above(f)) {
+        let text = std::fs::read_to_string(f).expect("read source");
+        let code: String = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if code.contains("crate::api") {
+            offences.push(format!("{}: names crate::api", f.display()));
+        }
+        // `use crate::{…, api::…, …};`: a top-level item of a grouped import.
+        for group in code.split("use crate::{").skip(1) {
+            let group = group.split(';').next().unwrap_or("");
+            if top_level_items(group).any(|item| item == "api" || item.starts_with("api::")) {
+                offences.push(format!("{}: imports crate::{{api…}}", f.display()));
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "the control domain imports the HTTP layer:\n{}",
+        offences.join("\n")
+    );
+}
+
+/// The top-level items of a grouped import's inside (`a::{b, c}, d` → `a::{b, c}`, `d`).
+fn top_level_items(group: &str) -> impl Iterator<Item = String> + '_ {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&group[start..i]);
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items
+        .into_iter()
+        .map(|s| s.split_whitespace().collect::<String>())
 }
 
 /// No source file of the engine or the control plane grows past 700 lines: a file that

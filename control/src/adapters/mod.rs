@@ -8,14 +8,12 @@
 //! starts on first use.
 
 pub mod classifier;
-pub mod error;
 pub mod llm;
 mod llm_sse;
 
 use std::{sync::Arc, time::Duration};
 
 pub use classifier::{ClassifierError, Classifiers};
-pub use error::AdapterError;
 pub use llm::{LlmProvider, LlmService};
 
 use crate::store::{Store, TenantPurger};

@@ -6,7 +6,7 @@
 //!    `pub(super) fn routes() -> OpenApiRouter<AppState>` built with `routes!(...)`.
 //! 2. List it in [`v1::groups`]. The OpenAPI document and the router are produced from
 //!    the same `OpenApiRouter`, so an API route cannot be served without being documented.
-//!    The one exception is the web console ([`crate::console`]: `/` and `/console/…`),
+//!    The one exception is the web console ([`console`]: `/` and `/console/…`),
 //!    a browser client of the API that answers HTML, scripts and styles, not JSON.
 //! 3. Handlers take `Authz<cap::X>` (capability check) and call
 //!    `caller.account_scope(&state)` / `caller.tenant_scope(&state)` for scope; use
@@ -14,7 +14,9 @@
 //!    [`PageParams`] / [`Page`], and add store methods in `store/<group>.rs` plus
 //!    migrations `01NN_<group>.sql` under both `migrations/sqlite` and `migrations/postgres`.
 
+pub mod caller;
 pub mod comma_list;
+mod console;
 pub mod error;
 pub mod extract;
 pub mod legacy;
@@ -244,7 +246,7 @@ pub fn router(state: AppState) -> Router {
     let (routes, _doc) = api().split_for_parts();
     let x_request_id = HeaderName::from_static("x-request-id");
     routes
-        .merge(crate::console::routes())
+        .merge(console::routes())
         .fallback(error::route_not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_JSON_BODY_BYTES))

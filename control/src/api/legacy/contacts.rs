@@ -23,12 +23,6 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 /// Most contacts one request adds (a JSON array or a CSV import).
 pub const MAX_CONTACTS_PER_REQUEST: usize = 10_000;
 
-/// Most contacts a campaign holds by default (`Settings::legacy_max_contacts_per_campaign`).
-/// An attempt dials them all in one request and one transaction, and its statistics and
-/// reports read them under the statistics limit (200,000 by default), so a campaign at
-/// this size stays within both.
-pub const DEFAULT_MAX_CONTACTS_PER_CAMPAIGN: i64 = 200_000;
-
 /// Legacy contact record.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Contact {

@@ -29,8 +29,9 @@ use super::{
         views::Status,
     },
 };
+use crate::api::caller::Authz;
 use crate::{
-    auth::{Authz, cap, tokens},
+    auth::{cap, tokens},
     store::{
         AccountRecord, CampaignField, CampaignFilter, CampaignOrder, LegacyCampaignRecord,
         LegacyProfileRecord, StoreError,
@@ -50,7 +51,7 @@ mod scenarios;
 pub use accounts::{LegacyAccountRecord, LegacyToken};
 pub use attempts::{Attempt, AttemptListQuery, AttemptStatus, CreateAttempt};
 pub use campaigns::{Campaign, CampaignListQuery, CreateCampaign};
-pub use contacts::{Contact, ContactInput, ContactListQuery, DEFAULT_MAX_CONTACTS_PER_CAMPAIGN};
+pub use contacts::{Contact, ContactInput, ContactListQuery};
 pub use profile::{LegacyProfile, ProfileInput};
 pub use reports::{AttemptStatistics, CommunicationReportRow, ContactReportRow, ReportQuery};
 pub use scenarios::{CreateLegacyScenario, LegacyScenario, ScenarioListQuery};

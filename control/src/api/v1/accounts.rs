@@ -9,9 +9,10 @@ use super::{
     NameRule,
     views::{AccountAdmin, ApiKey, ApiKeySecret, IssueApiKey, ListQuery, Status},
 };
+use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Authz, cap, tokens},
+    auth::{cap, tokens},
     flags,
     ids::{new_sid, prefix},
     store::{AccountPatch, NewAccount},

@@ -13,9 +13,10 @@ use super::{
     users::SortOrder,
     views::Status,
 };
+use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Authz, Caller, cap},
+    auth::cap,
     ids::{new_sid, prefix},
     schedule::{CallingSchedule, parse_timezone},
     store::{AccountRecord, AgentConfig, AgentFilter, AgentRecord},

@@ -26,9 +26,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Authz, Caller, cap},
+    auth::cap,
     ids::{has_prefix, new_sid, prefix},
     objects::{LinkError, ObjectError, SIGNED_ROUTE, SignedLink, guess_content_type, link_ttl},
     store::{AudioRecord, NewAudio},

@@ -12,9 +12,10 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::views::Session;
+use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json},
-    auth::{Authz, Caller, Principal, cap, throttle, tokens},
+    auth::{Principal, cap, throttle, tokens},
     store::{TokenPurpose, UserPatch, UserRecord},
 };
 

@@ -18,9 +18,10 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::communications::{Communication, test_version, visible_communication};
+use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Path},
-    auth::{Authz, cap},
+    auth::cap,
     browser_calls::BrowserCallError,
     communication::caller,
     ids::new_sid,

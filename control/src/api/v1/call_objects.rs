@@ -14,9 +14,10 @@ use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::communications::visible_communication;
+use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Path, Query},
-    auth::{Authz, cap},
+    auth::cap,
     communication::history::CallHistory,
     objects::{CallObjects, guess_content_type, link_ttl},
 };

@@ -1,6 +1,6 @@
 //! Intent classifiers: PUT a version, read the classifier, its versions and one version,
 //! predict. Error bodies are the adapter envelope `{name, message, code, status}`
-//! (see `adapters::error`). Field names are documented in docs/adapters.md.
+//! (see `api::v1::adapter_error`). Field names are documented in docs/adapters.md.
 
 use axum::{extract::State, http::StatusCode};
 use chrono::{DateTime, Utc};
@@ -9,13 +9,12 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
+use super::adapter_error::{Adapted, AdaptedBody, AdapterError, AdapterErrorBody, AdapterResult};
+use crate::api::caller::Authz;
 use crate::{
-    adapters::{
-        classifier::{ClassifierContent, Intent, IntentSet, Saved},
-        error::{Adapted, AdaptedBody, AdapterError, AdapterErrorBody, AdapterResult},
-    },
+    adapters::classifier::{ClassifierContent, Intent, IntentSet, Saved},
     api::{AppState, Json, Page, PageParams, Path, Query},
-    auth::{Authz, cap},
+    auth::cap,
     store::ClassifierVersionRecord,
 };
 

@@ -10,9 +10,10 @@ use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::communications::{check_batch, check_direction};
+use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Query},
-    auth::{Authz, cap},
+    auth::cap,
     communication::{
         report::{self, CplLine, Plots},
         service::{CallSet, SelectError},

@@ -10,9 +10,10 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Authz, cap},
+    auth::cap,
     ids::new_sid,
     store::{
         AccountRecord, AgentRecord, CommunicationRecord, NewCommunication, ScenarioRecord,

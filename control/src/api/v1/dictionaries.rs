@@ -25,9 +25,10 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{NameRule, stt::visible_engines};
+use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Authz, Caller, cap},
+    auth::cap,
     ids::{has_prefix, new_sid, prefix},
     store::{AccountRecord, DictionaryPatch, DictionaryRecord, StoreError},
 };

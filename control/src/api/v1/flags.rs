@@ -6,9 +6,10 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{tenants::visible_tenant, views::FeatureFlagRule};
+use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Authz, cap},
+    auth::cap,
     flags,
     ids::{has_prefix, prefix},
     store::FlagRuleRecord,

@@ -7,16 +7,14 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::adapter_error::{Adapted, AdaptedBody, AdapterError, AdapterErrorBody, AdapterResult};
+use crate::api::caller::Authz;
 use crate::{
-    adapters::{
-        error::{Adapted, AdaptedBody, AdapterError, AdapterErrorBody, AdapterResult},
-        llm::{
-            ChatMessage, ChatRequest, ChatStatus, FunctionCall, PartsBehavior, ToolCall,
-            llm_enabled,
-        },
+    adapters::llm::{
+        ChatMessage, ChatRequest, ChatStatus, FunctionCall, PartsBehavior, ToolCall, llm_enabled,
     },
     api::{AppState, Json, Path, Query},
-    auth::{Authz, cap},
+    auth::cap,
     store::AccountRecord,
 };
 

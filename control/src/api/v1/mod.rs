@@ -1,6 +1,7 @@
 //! The v1 family. One module per resource group; [`groups`] lists their routers.
 
 mod accounts;
+mod adapter_error;
 pub(crate) mod agents;
 mod audio;
 mod auth;

@@ -16,11 +16,12 @@ use super::{
     users::SortOrder,
     views::Status,
 };
+use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{
         ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query, comma_list,
     },
-    auth::{Authz, Caller, cap},
+    auth::cap,
     ids::{new_sid, prefix},
     store::{
         AccountRecord, AgentRef, NewNumber, NumberFilter, NumberPatch, NumberRecord, StoreError,

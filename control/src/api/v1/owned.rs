@@ -4,10 +4,8 @@
 
 use serde::{Deserialize, Deserializer};
 
-use crate::{
-    api::{ApiError, ApiResult, AppState, comma_list},
-    auth::Caller,
-};
+use crate::api::caller::Caller;
+use crate::api::{ApiError, ApiResult, AppState, comma_list};
 
 /// Whether the caller may see a row owned by `account_sid` of `tenant_sid`: the row is
 /// in the caller's scope and, when X-Account-Sid is sent, in the declared account (the

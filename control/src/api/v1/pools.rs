@@ -11,9 +11,10 @@ use super::{
     owned::{CONFLICT_AGENTS_LISTED, in_use, sees_row},
     views::Status,
 };
+use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Authz, Caller, cap},
+    auth::cap,
     ids::{new_sid, prefix},
     store::{AgentRef, PoolRecord, StoreError},
 };

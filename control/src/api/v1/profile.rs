@@ -7,9 +7,10 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::views::{Status, User};
+use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json},
-    auth::{Authz, Capability, Principal, cap},
+    auth::{Capability, Principal, cap},
     flags::{self, Subject},
 };
 

@@ -10,9 +10,10 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{communications::communications_map, owned::parse_include};
+use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Query},
-    auth::{Authz, cap},
+    auth::cap,
     store::{ResultDeliveryRecord, results::DeliveryStatus},
 };
 

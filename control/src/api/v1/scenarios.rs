@@ -18,9 +18,10 @@ use super::{
     owned::{CONFLICT_AGENTS_LISTED, in_use, sees_row},
     users::SortOrder,
 };
+use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Authz, Caller, cap},
+    auth::cap,
     ids::{new_sid, prefix},
     store::{
         AccountRecord, AgentRef, ScenarioRecord, ScenarioVersionRecord, StoreError, VersionAxis,

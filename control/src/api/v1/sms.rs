@@ -12,9 +12,10 @@ use super::{
     owned::{CONFLICT_AGENTS_LISTED, in_use, sees_row},
     views::Status,
 };
+use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Authz, Caller, cap},
+    auth::cap,
     ids::{new_sid, prefix},
     outbound::GuardedClient,
     sms_template,

@@ -33,10 +33,11 @@ use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     audio_ref::AudioRef,
-    auth::{Authz, Caller, Principal, cap},
+    auth::{Principal, cap},
     catalog::ModelOption,
     flags::{self, Subject},
     store::AccountRecord,

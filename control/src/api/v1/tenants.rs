@@ -9,9 +9,10 @@ use super::{
     NameRule,
     views::{ApiKey, ApiKeySecret, IssueApiKey, ListQuery, Tenant},
 };
+use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Authz, Caller, cap, tokens},
+    auth::{cap, tokens},
     ids::{new_sid, prefix},
     store::{StoreError, TenantRecord},
 };

@@ -6,9 +6,10 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::views::{ListQuery, Trunk};
+use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Authz, Caller, cap},
+    auth::cap,
     ids::{new_sid, prefix},
     store::{StoreError, TrunkRecord},
 };

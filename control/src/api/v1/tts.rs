@@ -23,9 +23,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, AppState, ErrorBody},
-    auth::{Authz, cap},
+    auth::cap,
 };
 
 /// The documented path; the served route is the catch-all form of it.

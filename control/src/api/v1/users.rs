@@ -10,9 +10,10 @@ use super::{
     NameRule,
     views::{Status, User},
 };
+use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Authz, Caller, Role, cap, tokens},
+    auth::{Role, cap, tokens},
     ids::{new_sid, prefix},
     store::{NewUser, StoreError, TokenPurpose, UserPatch, UserRecord},
 };

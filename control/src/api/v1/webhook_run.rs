@@ -20,9 +20,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use crate::api::caller::Authz;
 use crate::{
     api::{ApiResult, AppState, ErrorBody, Json},
-    auth::{Authz, cap},
+    auth::cap,
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {

@@ -30,7 +30,7 @@ use axum::{
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use sha2::{Digest, Sha256};
 
-use crate::api::{AppState, error::route_not_found};
+use super::{AppState, error::route_not_found};
 
 /// One embedded file: its name under `/console/` and its content type.
 struct Asset {
@@ -71,7 +71,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
                    media-src 'self' blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
                    frame-ancestors 'none'";
 
-/// The console's routes (merged into [`crate::api::router`] beside the API).
+/// The console's routes (merged into [`super::router`] beside the API).
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(shell))

@@ -21,8 +21,10 @@ use http::{StatusCode, request::Parts};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{classifier::ClassifierError, llm::LlmError};
-use crate::api::ApiError;
+use crate::{
+    adapters::{ClassifierError, llm::LlmError},
+    api::ApiError,
+};
 
 /// Wire form of an adapter error (OpenAPI schema `AdapterErrorBody`).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
