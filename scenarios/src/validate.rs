@@ -12,7 +12,7 @@ use crate::condition::{Combine, ElementOp};
 use crate::model::*;
 use crate::opt::Opt;
 use crate::template;
-use crate::walk::{Visitor, Walk};
+use crate::walk::{check_fields, type_error};
 use crate::webhook;
 
 /// Lookups validation needs from the outside world; the control plane implements it over its
@@ -113,24 +113,6 @@ fn output_allowed(b: &BrickRef<'_>, t: &str) -> bool {
     }
 }
 
-/// Reports wrongly typed fields (SCN112) and placeholder syntax errors in every string field
-/// (SCN115) of a typed value. `base` is the property path of `t` ("" for a root).
-pub fn check_fields<T: Walk>(t: &T, base: &str, out: &mut Vec<ScenarioError>) {
-    struct V<'a>(&'a mut Vec<ScenarioError>);
-    impl Visitor for V<'_> {
-        fn string(&mut self, path: &str, s: &str) {
-            if let Err(e) = template::check(s) {
-                self.0.push(webhook::placeholder_error(path, s, &e.message));
-            }
-        }
-        fn invalid(&mut self, path: &str, expected: &'static str, v: &Value) {
-            self.0.push(webhook::type_error(path, expected, v));
-        }
-    }
-    let mut path = base.to_string();
-    t.walk(&mut path, &mut V(out));
-}
-
 /// Validates a raw snapshot value.
 pub fn validate_value(v: &Value, ctx: &dyn ValidationContext) -> Vec<ScenarioError> {
     match Snapshot::from_value(v) {
@@ -146,7 +128,7 @@ pub fn validate_value(v: &Value, ctx: &dyn ValidationContext) -> Vec<ScenarioErr
 pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<ScenarioError> {
     let mut out = Vec::new();
     if let Opt::Invalid(v) = &snapshot.name {
-        out.push(webhook::type_error("name", "a string", v));
+        out.push(type_error("name", "a string", v));
     }
     let bricks = match &snapshot.constructor {
         Opt::Set(c) => match &c.bricks {
@@ -212,7 +194,7 @@ pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<Scenari
     for (i, b) in all.iter().enumerate() {
         let at = || format!("{}.v1[{}]", b.kind.as_str(), b.index);
         if let Opt::Invalid(v) = b.raw.id {
-            out.push(webhook::type_error(
+            out.push(type_error(
                 &format!("constructor.bricks.{}.id", at()),
                 "a string",
                 v,

@@ -1,11 +1,16 @@
 //! A generic walk over the typed model, visiting every string field and every mistyped value
-//! with its property path. Validation uses it to check placeholder syntax in every text
-//! property (SCN115) and to report every wrongly typed field (SCN112) without a hand-written
-//! check per field. It allocates nothing but the path buffer, so it stays linear and cheap.
+//! with its property path. Validation uses it ([`check_fields`]) to check placeholder syntax
+//! in every text property (SCN115) and to report every wrongly typed field (SCN112) without
+//! a hand-written check per field. It allocates nothing but the path buffer, so it stays
+//! linear and cheap.
 
 use serde_json::{Number, Value};
 
-use crate::opt::Opt;
+use crate::{
+    codes::{Code, ScenarioError, value_text},
+    opt::Opt,
+    template,
+};
 
 /// Receives what the walk finds.
 pub trait Visitor {
@@ -79,4 +84,39 @@ impl<T: Walk> Opt<T> {
         }
         path.truncate(len);
     }
+}
+
+/// Reports wrongly typed fields (SCN112) and placeholder syntax errors in every string field
+/// (SCN115) of a typed value. `base` is the property path of `t` ("" for a root).
+pub fn check_fields<T: Walk>(t: &T, base: &str, out: &mut Vec<ScenarioError>) {
+    struct V<'a>(&'a mut Vec<ScenarioError>);
+    impl Visitor for V<'_> {
+        fn string(&mut self, path: &str, s: &str) {
+            if let Err(e) = template::check(s) {
+                self.0.push(placeholder_error(path, s, &e.message));
+            }
+        }
+        fn invalid(&mut self, path: &str, expected: &'static str, v: &Value) {
+            self.0.push(type_error(path, expected, v));
+        }
+    }
+    let mut path = base.to_string();
+    t.walk(&mut path, &mut V(out));
+}
+
+/// SCN112: the field at `path` is not of the `expected` type.
+pub(crate) fn type_error(path: &str, expected: &str, v: &Value) -> ScenarioError {
+    ScenarioError::new(
+        Code::InvalidPropertyType,
+        format!("{path} must be {expected}"),
+    )
+    .property(path)
+    .value(value_text(v))
+}
+
+/// SCN115: the placeholder syntax of the text at `path` is wrong.
+pub(crate) fn placeholder_error(path: &str, text: &str, msg: &str) -> ScenarioError {
+    ScenarioError::new(Code::BadPlaceholder, format!("{path}: {msg}"))
+        .property(path)
+        .value(text)
 }

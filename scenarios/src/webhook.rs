@@ -13,6 +13,7 @@ use crate::codes::{Code, ScenarioError, value_text};
 use crate::model::{MappingEntry, WebhookProps};
 use crate::opt::Opt;
 use crate::template::{self, Vars};
+use crate::walk::{check_fields, type_error};
 
 /// Request timeout used when neither `request.timeout` nor `options.timeout` is set (seconds).
 pub const DEFAULT_TIMEOUT_SECS: f64 = 10.0;
@@ -415,7 +416,7 @@ pub fn map_response(mapping: &[MappingEntry], resp: &WebhookResponse) -> BTreeMa
 
 /// Semantic checks of a webhook configuration (required fields, method, URL, body and
 /// authentication types, timeouts, mapping targets and JSONPaths). Wrong JSON types and
-/// placeholder syntax are reported by the generic field walk ([`crate::validate::check_fields`]);
+/// placeholder syntax are reported by the generic field walk ([`crate::walk::check_fields`]);
 /// [`parse_properties`] runs both. `prefix` is prepended to every `property` path
 /// (`properties.` for a brick, "" for the webhook run route).
 pub fn validate_webhook(props: &WebhookProps, prefix: &str, out: &mut Vec<ScenarioError>) {
@@ -626,21 +627,6 @@ impl Vars for Probe {
     }
 }
 
-pub(crate) fn type_error(path: &str, expected: &str, v: &Value) -> ScenarioError {
-    ScenarioError::new(
-        Code::InvalidPropertyType,
-        format!("{path} must be {expected}"),
-    )
-    .property(path)
-    .value(value_text(v))
-}
-
-pub(crate) fn placeholder_error(path: &str, text: &str, msg: &str) -> ScenarioError {
-    ScenarioError::new(Code::BadPlaceholder, format!("{path}: {msg}"))
-        .property(path)
-        .value(text)
-}
-
 fn check_timeout(o: &Opt<serde_json::Number>, path: &str, out: &mut Vec<ScenarioError>) {
     if let Opt::Set(n) = o {
         let t = n.as_f64().unwrap_or(-1.0);
@@ -665,7 +651,7 @@ pub fn parse_properties(v: &Value) -> Result<WebhookProps, Vec<ScenarioError>> {
         Err(_) => return Err(vec![type_error("properties", "an object", v)]),
     };
     let mut errs = Vec::new();
-    crate::validate::check_fields(&props, "", &mut errs);
+    check_fields(&props, "", &mut errs);
     validate_webhook(&props, "", &mut errs);
     if errs.is_empty() {
         Ok(props)

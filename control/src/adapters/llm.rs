@@ -58,28 +58,7 @@ pub struct ChatMessage {
     pub name: Option<String>,
 }
 
-/// A function call: its name and its arguments as a JSON-encoded string.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
-pub struct FunctionCall {
-    pub name: String,
-    pub arguments: String,
-}
-
-/// A tool call of the assistant.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
-pub struct ToolCall {
-    pub id: String,
-    /// Always `function`.
-    #[serde(rename = "type", default = "function_type")]
-    pub kind: String,
-    pub function: FunctionCall,
-}
-
-pub(super) fn function_type() -> String {
-    "function".into()
-}
-
-pub use super::llm_sse::{Accumulator, ChunkEffect, SseDecoder};
+pub use super::llm_sse::{Accumulator, ChunkEffect, FunctionCall, SseDecoder, ToolCall};
 
 /// Lifecycle of a chat stream. `in_progress` until the upstream finishes; `completed`
 /// after `[DONE]` (or the end of the event stream after a finish_reason); `failed` when

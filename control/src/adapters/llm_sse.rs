@@ -1,10 +1,31 @@
 //! The sans-IO core of the chat streams (see `adapters::llm`): [`SseDecoder`] turns bytes
 //! of server-sent events into their `data:` payloads, [`Accumulator`] turns chat chunks
-//! into assistant content and assembled tool calls.
+//! into assistant content and assembled [`ToolCall`]s.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
-use super::llm::{ToolCall, function_type};
+/// A function call: its name and its arguments as a JSON-encoded string.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct FunctionCall {
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A tool call of the assistant.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+pub(super) fn function_type() -> String {
+    "function".into()
+}
 
 /// Splits a byte stream of server-sent events into the payloads of its `data:` lines
 /// (one payload per event; multi-line data joined with `\n`).
