@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::port::{
+use crate::port::values::{
     AmdVerdict, Heard, IntentScore, PlayOutcome, PromptSpec, SmsOutcome, TransferOutcome,
     TransferSpec,
 };

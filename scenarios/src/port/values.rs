@@ -1,15 +1,8 @@
-//! The call port: everything the interpreter needs from a live call, as one small async trait.
-//!
-//! The interpreter is the scenario logic; the port is the call's I/O (the engine implements it
-//! over SIP + media, tests use [`crate::testing::ScriptedCall`]). Every method reports what
-//! happened as a value: a hang-up is an outcome, never an error.
+//! What the interpreter and a call exchange through [`super::CallPort`]: what to play,
+//! listen for, send or transfer, and how each went. The call history records the same
+//! values.
 
-use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-
-use crate::model::MappingEntry;
-use crate::webhook::{CompiledRequest, WebhookOutcome};
 
 /// Speech-synthesis settings after merging brick over scenario-level `tts_general`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -188,75 +181,4 @@ pub enum AmdVerdict {
     Human,
     Machine,
     Unknown,
-}
-
-/// The call's I/O, as the interpreter sees it.
-#[async_trait]
-pub trait CallPort: Send {
-    /// Plays one prompt; `interruptible` allows barge-in by speech or DTMF.
-    async fn play(&mut self, prompt: &PromptSpec, interruptible: bool) -> PlayOutcome;
-    /// Waits for speech and/or DTMF.
-    async fn listen(&mut self, spec: &ListenSpec) -> Heard;
-    /// Classifies `text` with classifier `id` at `version` (0 = unversioned surface).
-    async fn classify(
-        &mut self,
-        id: &str,
-        version: i64,
-        text: &str,
-    ) -> Result<Vec<IntentScore>, String>;
-    /// One chat completion; returns the reply text.
-    async fn llm(&mut self, request: &LlmRequest) -> Result<String, String>;
-    /// One chat completion spoken in `voice` as it is generated: one prompt, each complete
-    /// sentence synthesised and played while the model still writes the next, the call's
-    /// `interruptible` rules applying to the whole. By default the whole reply is asked
-    /// for with [`CallPort::llm`], then played.
-    async fn speak_llm(
-        &mut self,
-        request: &LlmRequest,
-        voice: &TtsVoice,
-        interruptible: bool,
-    ) -> SpokenReply {
-        match self.llm(request).await {
-            Ok(reply) => {
-                let text = reply.trim().to_string();
-                let spoken = if text.is_empty() {
-                    None
-                } else {
-                    let prompt = PromptSpec::Tts {
-                        text: text.clone(),
-                        voice: voice.clone(),
-                    };
-                    Some((text, self.play(&prompt, interruptible).await))
-                };
-                SpokenReply {
-                    reply,
-                    error: None,
-                    spoken,
-                }
-            }
-            Err(error) => SpokenReply {
-                error: Some(error),
-                ..SpokenReply::default()
-            },
-        }
-    }
-    /// Executes a compiled webhook and maps its response (see [`WebhookOutcome::finish`]).
-    async fn webhook(
-        &mut self,
-        request: &CompiledRequest,
-        mapping: &[MappingEntry],
-    ) -> WebhookOutcome;
-    /// Sends an SMS through the agent's provider.
-    async fn send_sms(&mut self, to: &str, text: &str) -> SmsOutcome;
-    /// Transfers the call.
-    async fn transfer(&mut self, spec: &TransferSpec) -> TransferOutcome;
-    /// Answering-machine verdict for the answered outbound call.
-    async fn answering_machine(&mut self) -> AmdVerdict;
-    /// Ends the call with a signal (`end_call.signal`, "" for a plain hang-up).
-    async fn hangup(&mut self, signal: &str);
-    /// The current time (the interpreter's clock: timestamps and `time.*` variables).
-    fn now(&self) -> DateTime<Utc>;
-    /// Told of each trace event as the interpreter records it (a live view of the call);
-    /// the trace itself is returned in the run's result. Does nothing by default.
-    fn traced(&self, _event: &crate::history::TraceEvent) {}
 }
