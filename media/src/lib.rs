@@ -27,6 +27,7 @@ pub mod browser;
 pub mod clock;
 pub mod dtmf;
 mod engine;
+mod events;
 pub mod g711;
 pub mod jitter;
 pub mod prompt;
@@ -42,10 +43,10 @@ pub mod vad;
 mod worker;
 
 pub use engine::{MediaConfig, MediaEngine, PacingSnapshot};
-pub use session::{
-    AudioFrame, AudioReceiver, Bridge, MediaEvent, MediaEvents, MediaSession, PlayEnd, PlayHandle,
-    Playout, SessionStats,
+pub use events::{
+    AudioFrame, AudioReceiver, MediaEvent, MediaEvents, PlayEnd, Playout, SessionStats,
 };
+pub use session::{Bridge, MediaSession, PlayHandle};
 
 /// Errors of the session facade.
 #[derive(Debug, thiserror::Error)]

@@ -38,7 +38,10 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::MediaError;
 use crate::prompt::{FRAME_SAMPLES, Prompt, PromptError};
-use crate::session::{AudioFrame, AudioReceiver, MediaSession};
+use crate::{
+    MediaSession,
+    events::{AudioFrame, AudioReceiver},
+};
 
 /// Wire protocol of a recognition node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

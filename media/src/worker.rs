@@ -25,13 +25,13 @@ use tokio::sync::oneshot;
 
 use crate::clock::{now_ns, sleep_until_ns};
 use crate::dtmf::{DtmfDetector, DtmfGenerator, EventPacket};
+use crate::events::{AudioFrame, MediaEvent, PlayEnd, Playout, SessionStats};
 use crate::g711::Codec;
 use crate::jitter::{JitterBuffer, Pop};
 use crate::prompt::{FRAME_SAMPLES, Playable, StreamFrame};
 use crate::recording::RecorderTap;
 use crate::rtcp::{ReceiverStats, ReportBlock, RtcpReport, SenderInfo, ntp_timestamp};
 use crate::rtp::{RtpPacket, looks_like_rtcp, write_rtp_header};
-use crate::session::{AudioFrame, MediaEvent, PlayEnd, Playout, SessionStats};
 use crate::vad::{SpeechDetector, SpeechTransition, VadConfig};
 
 /// Slots per 20 ms period.
