@@ -23,6 +23,7 @@ use sqlx::{
 mod accounts;
 mod agents;
 mod audio;
+mod caches;
 mod classifiers;
 pub mod communications;
 mod dictionaries;
@@ -100,8 +101,8 @@ pub enum Pool {
 #[derive(Clone, Debug)]
 pub struct Store {
     pub(crate) pool: Pool,
-    /// Reads kept until a table they depend on changes (SQLite only; see `read_cache`).
-    pub(crate) caches: Option<std::sync::Arc<read_cache::Caches>>,
+    /// Reads kept until a table they depend on changes (SQLite only; see `caches`).
+    pub(crate) caches: Option<std::sync::Arc<caches::Caches>>,
     /// Inbound routes kept on PostgreSQL while a notification listener reports every
     /// change of the tables they read (see `routing`).
     pub(crate) pg_routes: Option<std::sync::Arc<routing::PgRouteCache>>,
@@ -285,7 +286,7 @@ impl Store {
                 .foreign_keys(true)
                 .busy_timeout(Duration::from_secs(10))
                 .pragma("cache_size", SQLITE_CACHE_SIZE);
-            let kept = std::sync::Arc::new(read_cache::Caches::default());
+            let kept = std::sync::Arc::new(caches::Caches::default());
             caches = Some(kept.clone());
             Pool::Sqlite(
                 SqlitePoolOptions::new()

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::{
-    Store, StoreError, StoreResult, filter::Where, from_json_list, now, on_db,
-    read_cache::UserPageKey, store_row, to_json_list,
+    Store, StoreError, StoreResult, filter::Where, from_json_list, now, on_db, store_row,
+    to_json_list,
 };
 
 store_row! {
@@ -168,3 +168,16 @@ impl Store {
         Ok(())
     }
 }
+
+/// Which page of which account's users, in which order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct UserPageKey {
+    pub account_sid: String,
+    pub show_deleted: bool,
+    pub order: String,
+    pub limit: i64,
+    pub offset: i64,
+}
+
+/// A page of users and how many match in all.
+pub(crate) type UserPage = (std::sync::Arc<[UserRecord]>, i64);
