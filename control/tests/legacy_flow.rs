@@ -1271,13 +1271,71 @@ async fn purge_removes_the_flow(s: TestServer) {
     assert!(after.iter().all(|(_, n)| *n == 0), "{after:?}");
 }
 
+/// A campaign larger than one INSERT statement's rows (500): its contacts, its attempt's
+/// communications and their links to the contacts are all written, each call to its own
+/// contact.
+async fn a_campaign_larger_than_one_statement_is_written_whole(s: TestServer) {
+    let a = legacy(&s, "a").await;
+    let c = campaign(&s, &a, "+4911").await;
+    const N: usize = 1201;
+    let mut csv = String::from("phone,n\n");
+    for i in 0..N {
+        csv.push_str(&format!("+4920{i:05},{i}\n"));
+    }
+    let added = import(&s, &a, &c, csv.as_bytes()).await;
+    added.expect(200);
+    let contacts: std::collections::BTreeMap<String, String> = arr(&added)
+        .iter()
+        .map(|k| {
+            (
+                k["sid"].as_str().unwrap().to_string(),
+                k["phone"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(contacts.len(), N);
+    let attempt = post(&s, &a, &format!("/v1/campaign/{c}/attempt"), json!({})).await;
+    attempt.expect(200);
+    let base = format!("/v1/campaign/{c}/attempt/{}", attempt.str("sid"));
+    let st = get(&s, &a, &format!("{base}/statistics")).await;
+    assert_eq!(st.body["total"], N, "{}", st.text);
+    let rows = get(&s, &a, &format!("{base}/report/contact")).await;
+    rows.expect(200);
+    let dialled: std::collections::BTreeMap<String, String> = arr(&rows)
+        .iter()
+        .map(|r| {
+            assert_eq!(
+                r["variables"]["n"]
+                    .as_str()
+                    .map(|n| format!("+4920{:05}", n.parse::<usize>().unwrap())),
+                r["phone"].as_str().map(String::from),
+                "{r}"
+            );
+            (
+                r["contact_sid"].as_str().unwrap().to_string(),
+                r["phone"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        dialled, contacts,
+        "every contact dialled once, at its own number"
+    );
+    let sids: std::collections::BTreeSet<&str> = arr(&rows)
+        .iter()
+        .map(|r| r["communication_sid"].as_str().unwrap())
+        .collect();
+    assert_eq!(sids.len(), N, "a communication per contact");
+}
+
 both_backends!(
     scenarios,
     contacts,
     attempts,
     statistics_and_reports,
     a_contact_is_dialled_once,
-    purge_removes_the_flow
+    purge_removes_the_flow,
+    a_campaign_larger_than_one_statement_is_written_whole
 );
 
 /// The attempt statistics, the page and both reports read an attempt's calls under the
