@@ -96,7 +96,7 @@ enum CredentialKind {
 
 impl Store {
     /// `read` answered from the credential cache when it was read at the current
-    /// generation; a found credential is kept for the next request (see `read_cache`).
+    /// generation; a found credential is kept for the next request (see `caches`).
     async fn cached_credential<F>(
         &self,
         kind: CredentialKind,

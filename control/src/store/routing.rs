@@ -2,7 +2,7 @@
 //!
 //! Read on every inbound call, changed rarely, so the whole route is kept in memory until a
 //! table it reads changes, and answering a call costs no query:
-//! - on SQLite the store's commit hooks see every change (`read_cache`);
+//! - on SQLite the store's commit hooks see every change (`caches`);
 //! - on PostgreSQL, which several engines share, a trigger on each of those tables sends a
 //!   notification on the channel [`ROUTES_CHANNEL`] at commit (migration 0340), and a
 //!   listener of each store drops what it kept when one arrives. A change made by any

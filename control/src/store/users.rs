@@ -90,7 +90,7 @@ impl Store {
     /// A page of an account's users and how many match in all. `order_by` must be one of
     /// created_at, name, email (checked by the caller; anything else falls back to
     /// created_at). On SQLite a page read since the last change to any user comes from
-    /// memory (see `read_cache`).
+    /// memory (see `caches`).
     pub async fn user_list(
         &self,
         account_sid: &str,
