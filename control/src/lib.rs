@@ -32,6 +32,7 @@ pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod text_enum;
+pub mod text_field;
 pub mod webhook;
 
 pub use api::{AppState, openapi, router};

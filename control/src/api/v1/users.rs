@@ -11,6 +11,7 @@ use super::{
     views::{Status, User},
 };
 use crate::api::caller::{Authz, Caller};
+use crate::text_field::TextKind;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::{Principal, Role, cap, tokens},
@@ -114,6 +115,7 @@ pub struct MagicLink {
 
 fn check_email(v: &str) -> ApiResult<String> {
     let e = v.trim().to_ascii_lowercase();
+    super::check_text("email", &e, TextKind::Line, "invalid_email")?;
     let ok = e.len() <= 254
         && !e.chars().any(char::is_whitespace)
         && e.split_once('@')
