@@ -29,6 +29,7 @@ pub mod settings;
 pub mod sms;
 pub mod sms_template;
 pub mod store;
+pub mod test_calls;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod text_enum;
