@@ -181,7 +181,12 @@ async fn upload_audio(
                     ),
                 ));
             }
-            let filename = field.file_name().unwrap_or("").chars().take(255).collect();
+            let filename: String = field.file_name().unwrap_or("").chars().take(255).collect();
+            if let Some(message) =
+                crate::text_field::refusal("filename", &filename, crate::text_field::TextKind::Line)
+            {
+                return Err(ApiError::bad_request("invalid_filename", message));
+            }
             match state
                 .objects
                 .put_stream(&path, Some(&content_type), Box::pin(field), MAX_AUDIO_BYTES)
