@@ -3,7 +3,7 @@
 # Debian machine: SIP peers, speech engines, PostgreSQL, the speech node's venv, an
 # S3-compatible server (moto) for the object-storage tests, schemathesis for the OpenAPI
 # conformance test, openssl for test certificates, Debian's chromium and playwright-core
-# (npm) for the console's real-browser test.
+# (npm) for the console's real-browser test, typescript (npm) for the console's type check.
 # Prints `export` lines for the environment the tests read; `eval` them:
 #   eval "$(scripts/test-deps.sh)"
 # Everything it says goes to stderr except those export lines.
@@ -88,6 +88,17 @@ if [ "$(node -p "require('$PW_DIR/node_modules/playwright-core/package.json').ve
     --loglevel=error "playwright-core@$PW_VERSION" >&2
 fi
 
+# --- typescript for the console's type check (scripts/test.sh) -------------------
+# `tsc --checkJs --noEmit` over the console's JSDoc-typed modules; installed beside
+# playwright-core, offline afterwards.
+TS_VERSION=5.9.3
+if [ "$(node -p "require('$PW_DIR/node_modules/typescript/package.json').version" 2>/dev/null)" != "$TS_VERSION" ]; then
+  log "npm installing typescript@$TS_VERSION into $PW_DIR"
+  mkdir -p "$PW_DIR"
+  [ -f "$PW_DIR/package.json" ] || echo '{"private": true}' >"$PW_DIR/package.json"
+  npm install --prefix "$PW_DIR" --no-audit --no-fund --loglevel=error "typescript@$TS_VERSION" >&2
+fi
+
 echo "export CALLSMITH_TEST_PG_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/callsmith_test"
 echo "export CALLSMITH_TEST_PG_ADMIN_URL=postgres://callsmith:callsmith@127.0.0.1:$PG_PORT/postgres"
 echo "export CALLSMITH_STT_PYTHON=$SPEECH_PYTHON"
@@ -95,3 +106,4 @@ echo "export CALLSMITH_TEST_MOTO_SERVER=$S3_VENV/bin/moto_server"
 echo "export CALLSMITH_SCHEMATHESIS=$ST_VENV/bin/st"
 echo "export CALLSMITH_CHROMIUM=/usr/bin/chromium"
 echo "export CALLSMITH_PLAYWRIGHT_DIR=$PW_DIR/node_modules"
+echo "export CALLSMITH_TSC=$PW_DIR/node_modules/typescript/bin/tsc"

@@ -11,6 +11,11 @@ eval "$(bash scripts/test-deps.sh)"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+echo "== console: JS unit tests and type check"
+# The console's pure modules under node's test runner, and tsc --checkJs over every module
+# (tests/console-unit/); both run before nextest so its summary stays the last output.
+node --experimental-detect-module --test --test-reporter=dot tests/console-unit/
+node "$CALLSMITH_TSC" -p tests/console-unit/tsconfig.json
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo nextest"

@@ -33,11 +33,13 @@ pub enum BrowserCallError {
 /// Starts browser calls; implemented by the engine.
 #[async_trait]
 pub trait BrowserCallRunner: Send + Sync + 'static {
-    /// Answers `offer` and starts the call `new` on this node.
+    /// Answers `offer` and starts the call `new` on this node; `record` records it as an
+    /// agent with `call_recording` would.
     async fn start(
         &self,
         new: NewCommunication,
         offer: &str,
+        record: bool,
     ) -> Result<BrowserCallStarted, BrowserCallError>;
 }
 

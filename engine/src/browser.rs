@@ -59,6 +59,7 @@ impl BrowserCallRunner for Runner {
         &self,
         new: NewCommunication,
         offer: &str,
+        record: bool,
     ) -> Result<BrowserCallStarted, BrowserCallError> {
         let rt = &self.rt;
         if let Some(why) = rt.capacity.refusal() {
@@ -116,6 +117,7 @@ impl BrowserCallRunner for Runner {
                 peer: Some(peer),
                 feed: Some(feed),
                 direction,
+                record,
             },
         ));
         Ok(BrowserCallStarted {
@@ -131,6 +133,8 @@ struct Browser {
     peer: Option<BrowserPeer>,
     feed: Option<LiveFeed>,
     direction: CallDirection,
+    /// Record the call (the browser call's `record`).
+    record: bool,
 }
 
 #[async_trait]
@@ -146,7 +150,13 @@ impl lifecycle::Setup for Browser {
     async fn prepare(&mut self, rt: &Runtime) -> Option<(CommunicationRecord, Prepared)> {
         let comm = self.comm.take()?;
         match prepare(rt, &comm, None).await {
-            Ok(p) => Some((comm, p)),
+            Ok(p) => Some((
+                comm,
+                Prepared {
+                    record: self.record,
+                    ..p
+                },
+            )),
             Err(e) => {
                 let why = e.to_string();
                 warn!(communication = %comm.sid, error = %why, "browser call cannot run");

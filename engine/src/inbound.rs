@@ -132,6 +132,7 @@ impl lifecycle::Setup for Answer {
             data: Default::default(),
             hangup: Default::default(),
             live: None,
+            record: agent.call_recording,
         };
         Some((comm, prep))
     }

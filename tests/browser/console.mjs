@@ -1,7 +1,8 @@
 // Drives the web console in Debian's chromium (headless, through playwright-core) against
 // a running callsmith: the scenario designer's path from login to a published scenario,
-// the lists, the account picker of the superuser (MODE=design), or a browser call of the
-// draft answered by the fake microphone (MODE=call). tests/tests/console.rs
+// the lists, the account picker of the superuser (MODE=design), a browser call of the
+// draft answered by the fake microphone (MODE=call), or a two-question bot built with the
+// palette and the forms only, called with test variables and replayed (MODE=build). tests/tests/console.rs
 // starts the engine and runs this script; what it needs comes in the environment:
 //   BASE_URL, USER_EMAIL, USER_PASSWORD, SU_TOKEN, TENANT_SID, ACCOUNT_SID, NUMBER,
 //   OUT_DIR (screenshots), CALLSMITH_CHROMIUM, CALLSMITH_PLAYWRIGHT_DIR, FAKE_AUDIO (wav).
@@ -128,6 +129,7 @@ try {
   log('created', result.scenario);
 
   if (MODE === 'call') await browserCall();
+  else if (MODE === 'build') await builder();
   else await designer();
   console.log(`RESULT ${JSON.stringify(result)}`);
 } catch (e) {
@@ -369,6 +371,31 @@ async function designer() {
     await page.locator(`${table} thead`).waitFor();
     await noErrorBanner(href);
   }
+  // --- records made from the console: a number, an agent on it, an audio file ---------
+  await page.click('#nav a[href="#/numbers"]');
+  await page.fill('#new-number-identifier', '+4930555999');
+  await page.fill('#new-number-name', 'second line');
+  await page.click('#create-number');
+  await page.locator('#list-numbers td', {hasText: '+4930555999'}).waitFor();
+  await page.click('#nav a[href="#/agents"]');
+  await page.selectOption('#new-agent-scenario', result.scenario);
+  await page.selectOption('#new-agent-number', {label: '+4930555999 · second line'});
+  await page.check('#new-agent-recording');
+  await page.click('#create-agent');
+  const agentRow = page.locator('#list-agents tbody tr', {hasText: 'second line'});
+  await agentRow.waitFor();
+  // Names beside ids: the agent's scenario and number by name.
+  check((await agentRow.innerText()).includes('Quickstart from the browser'), 'the agent row names its scenario');
+  result.agent = await agentRow.getAttribute('data-id');
+  await page.click('#nav a[href="#/audio"]');
+  await page.setInputFiles('#new-audio-file', {name: 'jingle.wav', mimeType: 'audio/wav', buffer: wavBytes});
+  await page.click('#upload-audio');
+  const audioRow = page.locator('#list-audio tbody tr', {hasText: 'jingle.wav'});
+  await audioRow.waitFor();
+  result.audio = await audioRow.getAttribute('data-id');
+  await noErrorBanner('records made in the console');
+  await page.click('#nav a[href="#/communications"]');
+  await page.locator('#list-communications thead').waitFor();
   await page.click('#nav a[href="#/numbers"]');
   await page.locator('#list-numbers td', {hasText: env('NUMBER')}).waitFor();
   await page.fill('form[data-list="numbers"] input[name="filter_query"]', 'no such number');
@@ -409,4 +436,159 @@ async function designer() {
   await page.click('#token-submit');
   await page.locator('#banner.error', {hasText: 'unauthenticated'}).waitFor();
   log('superuser and wrong token done');
+}
+
+/** Fills a field of the brick form and waits until the builder has taken it. */
+async function field(path, value) {
+  const el = page.locator(`#brick-form [data-path="${path}"]`);
+  await el.fill(value);
+}
+
+/** Chooses where the output `type` of the brick in the form leads. */
+async function output(type, target) {
+  await page.selectOption(`#brick-form [data-output-select="${type}"]`, target);
+}
+
+/** Selects brick `id` by clicking its node on the graph. */
+async function pick(id) {
+  await page.locator(`svg.graph .node[data-brick="${id}"] rect`).click();
+  await page.locator(`#brick-form[data-brick="${id}"]`).waitFor();
+}
+
+/** The checks of the builder are done (saved and validated) for what was done so far. */
+async function checked() {
+  await page.locator('#check-state', {hasText: 'saved and checked'}).waitFor();
+}
+
+/**
+ * A newcomer's bot, built with the palette and the forms only (no JSON typed): a greeting
+ * question with a test variable, a second question, a goal; validated, published, called
+ * with the variable and recorded, and the recording replayed on the communication page.
+ */
+async function builder() {
+  await page.click('#nav a[href="#/scenarios"]');
+  await page.fill('#new-scenario-name', 'Two questions');
+  await page.selectOption('#new-scenario-template', 'empty');
+  await page.click('#create-scenario');
+  await page.waitForURL(/#\/scenario\/scn_/);
+  result.built = decodeURIComponent(page.url().split('#/scenario/')[1]);
+  await page.locator('svg.graph .node[data-brick="bye"]').waitFor();
+  // The palette has every brick kind.
+  const kinds = await page.locator('#palette [data-kind]').evaluateAll((els) => els.map((e) => e.dataset.kind));
+  result.palette = kinds;
+
+  // The voice of the whole scenario, in the start brick's form.
+  await pick('start');
+  await field('properties.tts_general.engine', 'espeak-ng');
+
+  // The first question, from the palette: a new brick is connected after the selected one
+  // when that has an open output; start's is taken (→ bye), so it is connected by a form.
+  await page.click('#palette-question');
+  await page.locator('#brick-form[data-brick="ask"]').waitFor();
+  await field('properties.statement.audio.tts.text', 'Hello {{first_name}}, do you have a minute?');
+  await page.click('#brick-form [data-add="properties.answer.answers"]');
+  // The SCN entry of the empty answer id is shown beside that field.
+  const idError = page.locator('#brick-form [data-error-for="properties.answer.answers[0].answer_id"] .scn');
+  await idError.waitFor({timeout: 15000});
+  result.inline_error = await idError.innerText();
+  await shot('20-inline-error');
+  await field('properties.answer.answers[0].answer_id', 'yes');
+  await field('properties.answer.answers[0].speech_input.tokens', 'yes, sure');
+  await page.click('#brick-form [data-add="properties.answer.answers"]');
+  await field('properties.answer.answers[1].answer_id', 'no');
+  await field('properties.answer.answers[1].speech_input.tokens', 'no');
+  await checked();
+  check(await idError.count() === 0, 'the entry is gone once the answer has an id');
+  // The answers are outputs: yes leads to a new second question, made from the output's list.
+  await output('yes', 'new:question');
+  await page.locator('#brick-form[data-brick="ask_2"]').waitFor();
+  await field('properties.statement.audio.tts.text', 'Which day suits you, {{first_name}}?');
+  await page.click('#brick-form [data-add="properties.answer.answers"]');
+  await field('properties.answer.answers[0].answer_id', 'monday');
+  await field('properties.answer.answers[0].speech_input.tokens', 'monday');
+  // A goal from the palette with the second question selected: connected to its open answer.
+  await page.click('#palette-goal');
+  await page.locator('#brick-form[data-brick="goal"]').waitFor();
+  check(await page.locator('svg.graph .edge[data-from="ask_2"][data-type="monday"][data-to="goal"]').count() === 1, 'the goal follows the answer');
+  await field('properties.goal', 'day_chosen');
+  await output('next', 'bye');
+  // The second question's other outputs, and the first's: by form and on the graph.
+  await pick('ask_2');
+  await output('invalid', 'bye');
+  await output('empty', 'bye');
+  await pick('ask');
+  await output('no', 'bye');
+  await page.click('#brick-form [data-output-pick="invalid"]');
+  await page.locator('#connect-hint').waitFor();
+  await page.locator('svg.graph .node[data-brick="bye"] rect').click();
+  await page.locator('svg.graph .edge[data-from="ask"][data-type="invalid"][data-to="bye"]').waitFor();
+  await output('empty', 'bye');
+  // The entry leads to the first question.
+  await pick('start');
+  await output('next', 'ask');
+  await checked();
+
+  // What the builder made is the JSON view, and the nodes show what the bricks say.
+  const json = JSON.parse(await page.locator('#draft-json').inputValue());
+  const ask = json.constructor.bricks.question.v1.find((b) => b.id === 'ask');
+  check(ask.properties.statement.audio.tts.text === 'Hello {{first_name}}, do you have a minute?', 'the JSON view holds the prompt');
+  check((await page.locator('svg.graph .node[data-brick="ask"] .node-text').allTextContents()).join(' ').includes('Hello {{first_name}}'), 'the node shows the prompt');
+  // The JSON view edits the builder too: a goal renamed in the text is in the form.
+  const text = await page.locator('#draft-json').inputValue();
+  await page.locator('#draft-json').fill(text.replace('"day_chosen"', '"monday_chosen"'));
+  await pick('goal');
+  await page.waitForFunction(() => document.querySelector('#brick-form [data-path="properties.goal"]')?.value === 'monday_chosen');
+  // The graph pans and zooms: zooming in and fitting again shows every brick.
+  await page.click('#zoom-in');
+  await page.click('#zoom-fit');
+  const box = await page.locator('#graph').boundingBox();
+  for (const id of ['start', 'ask', 'ask_2', 'goal', 'bye']) {
+    const b = await page.locator(`svg.graph .node[data-brick="${id}"] rect`).boundingBox();
+    check(b && b.x >= box.x - 1 && b.y >= box.y - 1 && b.x + b.width <= box.x + box.width + 1 && b.y + b.height <= box.y + box.height + 1,
+      `${id} is in view`);
+  }
+  await page.click('#validate');
+  await page.locator('#verdict', {hasText: 'The draft is valid.'}).waitFor();
+  await page.click('#publish');
+  await page.locator('#banner.note', {hasText: 'Published as version 1'}).waitFor();
+  await noErrorBanner('build');
+  await shot('21-built');
+  log('built and published', result.built);
+
+  // A call with the test variable, recorded: the bot greets by name.
+  await page.click('#call-options summary');
+  await page.click('#suggest-test-vars');
+  const row = page.locator('#test-vars .var-row[data-var="first_name"]');
+  await row.waitFor();
+  await row.locator('.var-value').fill('Ada');
+  await page.check('#call-record');
+  await page.click('#call-version');
+  await waitOrError(page.locator('#live-status', {hasText: 'in call'}), 30000, 'call with variables');
+  result.variables_call = await page.locator('#live').getAttribute('data-communication');
+  const greeting = page.locator('#live-transcript li.bot', {hasText: 'Hello Ada, do you have a minute?'});
+  await greeting.waitFor({timeout: 30000});
+  result.greeting = await greeting.innerText();
+  await shot('22-call-with-variables');
+  await page.click('#hang-up');
+  await page.locator('#live-ended-link').waitFor({timeout: 30000});
+  // The recording is there once the call's end is stored: the page is opened again until then.
+  for (let i = 0; ; i++) {
+    if (i === 0) await page.goto(`${BASE}/#/communication/${encodeURIComponent(result.variables_call)}`);
+    else await page.reload();
+    await page.locator('#communication-facts').waitFor();
+    try {
+      await page.locator('#recording-audio').waitFor({timeout: 3000});
+      break;
+    } catch (e) {
+      if (i === 8) throw e;
+    }
+  }
+  result.recording_seconds = await page.locator('#recording-audio').evaluate((a) => new Promise((resolve) => {
+    if (a.readyState >= 1) resolve(a.duration);
+    else a.addEventListener('loadedmetadata', () => resolve(a.duration), {once: true});
+  }));
+  check(result.recording_seconds > 1, `the recording plays (${result.recording_seconds} s)`);
+  await noErrorBanner('recording');
+  await shot('23-recording');
+  log('called with variables and replayed', result.variables_call);
 }

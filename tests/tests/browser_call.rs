@@ -242,6 +242,111 @@ async fn a_browser_calls_a_draft_answers_by_voice_and_watches_it_branch() {
     browser.close().await;
 }
 
+/// greet with a test variable → end: what the browser call's `data` is for.
+fn greeting_scenario() -> Value {
+    json!({"name": "browser greeting", "constructor": {"bricks": {
+        "start_call": {"v1": [{"id": "s", "outputs": [{"type": "next", "next": "hi"}], "properties": {
+            "tts_general": {"engine": "espeak-ng", "voice": "", "language": "en-US", "speed": 1, "model": ""}}}]},
+        "audio_tts": {"v1": [{"id": "hi", "outputs": [{"type": "next", "next": "bye"}],
+            "properties": {"text": "Hello {{first_name}}, your order {{order}} is ready."}}]},
+        "end_call": {"v1": [{"id": "bye", "properties": {"signal": ""}, "outputs": []}]}
+    }}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_call_speaks_its_test_variables_and_is_recorded_on_request() {
+    let e = Engine::start(EngineOptions::default()).await;
+    let t = provision(&e, "browser-vars", "carrier", "+4930100813").await;
+    let scn = e
+        .post_ok("/v1/scenario", Some(&t.account), greeting_scenario(), 201)
+        .await;
+    let scn = scn["id"].as_str().expect("scenario id").to_string();
+    let browser = TestBrowser::new().await;
+    let offer = browser.offer().await;
+    let (st, started) = e
+        .post(
+            "/v1/communication/-/browser-call",
+            Some(&t.account),
+            json!({"scenario_sid": scn, "draft": true, "sdp": offer, "record": true,
+                "data": {"first_name": "Ada", "order": 42}}),
+        )
+        .await;
+    assert_eq!(st, 201, "{started}\n{}", e.log());
+    let id = started["communication"]["id"]
+        .as_str()
+        .expect("communication id")
+        .to_string();
+    // The variables are the communication's data, as a dispatch's are.
+    assert_eq!(
+        started["communication"]["data"],
+        json!({"first_name": "Ada", "order": 42})
+    );
+    browser.accept(started["sdp"].as_str().expect("sdp")).await;
+    let mut live = Sse::open(&e, &t.account, &id).await;
+    let mut said = None;
+    let watch = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some((name, data)) = live.next().await {
+            match name.as_str() {
+                "prompt" if data["brick_id"] == "hi" => said = Some(data),
+                "ended" => break,
+                _ => {}
+            }
+        }
+    })
+    .await;
+    assert!(watch.is_ok(), "the call ended within 60 s\n{}", e.log());
+    // The prompt spoke the variables' values, not empty placeholders.
+    let said = said.expect("the greeting was played");
+    assert_eq!(said["text"], "Hello Ada, your order 42 is ready.", "{said}");
+    assert!(said["played_ms"].as_u64().unwrap_or(0) > 1000, "{said}");
+    assert!(
+        browser.voiced_packets() > 25,
+        "the browser heard the greeting"
+    );
+    let done = e
+        .wait_communication(&t.account, &id, Duration::from_secs(20))
+        .await;
+    assert_eq!(done["communication_status"], "completed", "{done}");
+    assert_eq!(done["has_recording"], true, "{done}");
+    // The recording is served like an agent call's: the bot's channel carries the greeting.
+    let r = e
+        .client
+        .get(format!("{}/v1/communication/{id}/recording", e.base_url))
+        .bearer_auth(SU_TOKEN)
+        .header("X-Account-Sid", &t.account)
+        .send()
+        .await
+        .expect("GET recording");
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "audio/wav");
+    let dir = tempfile::tempdir().unwrap();
+    let wav = dir.path().join("recording.wav");
+    std::fs::write(&wav, r.bytes().await.expect("recording bytes")).unwrap();
+    let (_, bot) = wav_channels(&wav);
+    let loud = bot.iter().filter(|s| s.unsigned_abs() > 2000).count();
+    assert!(
+        loud > 800,
+        "the bot's channel holds speech: {loud} loud samples"
+    );
+
+    // Test variables are a flat object, as a dispatch's data.
+    let offer = TestBrowser::new().await.offer().await;
+    let (st, v) = e
+        .post(
+            "/v1/communication/-/browser-call",
+            Some(&t.account),
+            json!({"scenario_sid": scn, "draft": true, "sdp": offer, "data": {"nested": {"a": 1}}}),
+        )
+        .await;
+    assert_eq!(st, 422, "{v}");
+    assert_eq!(v["error"], "data_not_flat", "{v}");
+    assert!(
+        v["message"].as_str().unwrap_or("").contains("data.nested"),
+        "{v}"
+    );
+    browser.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn browser_calls_that_cannot_start_are_refused_in_the_envelope() {
     let e = Engine::start(EngineOptions::default()).await;

@@ -175,6 +175,21 @@ async fn a_designer_builds_and_publishes_the_quickstart_in_chromium() {
         .await;
     assert_eq!(report["valid"], true, "{report}");
 
+    // The records made from the console: an agent on the new number, an audio file.
+    let agent = result["agent"].as_str().expect("agent id");
+    let (s, a) = engine
+        .get(&format!("/v1/agent/{agent}"), Some(&t.account))
+        .await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["scenario_sid"], scn);
+    assert_eq!(a["call_recording"], true, "{a}");
+    let audio = result["audio"].as_str().expect("audio id");
+    let (s, f) = engine
+        .get(&format!("/v1/audio/{audio}"), Some(&t.account))
+        .await;
+    assert_eq!(s, 200, "{f}");
+    assert_eq!(f["original_filename"], "jingle.wav", "{f}");
+
     // The account the superuser made in the console, in a tenant of its own.
     let made = result["made_account"].as_str().expect("made account");
     let (s, a) = engine
@@ -272,6 +287,107 @@ async fn browser_calls_of_the_draft_and_the_version_take_the_spoken_branch() {
     let turn = history.turns.first().expect("a listen turn");
     assert_eq!(turn.heard, "speech", "{turn:?}");
     screenshots(&out, &["10-call", "11-communication", "12-version-call"]);
+    let log = engine.log();
+    assert!(!log.contains("panicked"), "the engine panicked:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_builds_a_two_question_bot_with_the_palette_and_calls_it_with_variables() {
+    let engine = Engine::start(EngineOptions::default()).await;
+    let t = designer(&engine).await;
+    let out = artifacts("build");
+    let result = run_browser(&browser_env("build", &engine, &t, &out)).await;
+
+    // The palette offers every brick kind of the model.
+    let palette: Vec<&str> = result["palette"]
+        .as_array()
+        .expect("palette kinds")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for kind in callsmith_scenarios::model::BrickKind::ALL {
+        assert!(
+            palette.contains(&kind.as_str()),
+            "{} in {palette:?}",
+            kind.as_str()
+        );
+    }
+    // Validation showed the empty answer id beside its field while the bot was built.
+    let inline = result["inline_error"].as_str().unwrap_or_default();
+    assert!(
+        inline.contains("SCN") && inline.contains("answer_id"),
+        "{inline}"
+    );
+
+    // What the forms built is the published version 1: two questions, the variable in the
+    // greeting, the answers wired to their bricks.
+    let scn = result["built"].as_str().expect("built scenario id");
+    let (_, sc) = engine
+        .get(&format!("/v1/scenario/{scn}"), Some(&t.account))
+        .await;
+    assert_eq!(sc["latest_version"], 1, "{sc}");
+    let (s, v) = engine
+        .get(
+            &format!("/v1/scenario-version/by-scenario?scenario_sid={scn}&version=1"),
+            Some(&t.account),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let bricks = &v["snapshot"]["constructor"]["bricks"];
+    let questions = bricks["question"]["v1"].as_array().expect("questions");
+    assert_eq!(questions.len(), 2, "{bricks}");
+    let ask = questions.iter().find(|q| q["id"] == "ask").expect("ask");
+    assert_eq!(
+        ask["properties"]["statement"]["audio"]["tts"]["text"],
+        "Hello {{first_name}}, do you have a minute?"
+    );
+    let next = |b: &Value, ty: &str| {
+        b["outputs"]
+            .as_array()
+            .and_then(|o| o.iter().find(|o| o["type"] == ty))
+            .map(|o| o["next"].clone())
+    };
+    assert_eq!(next(ask, "yes"), Some(json!("ask_2")), "{ask}");
+    assert_eq!(
+        next(ask, "invalid"),
+        Some(json!("bye")),
+        "picked on the graph: {ask}"
+    );
+    assert_eq!(
+        next(&bricks["start_call"]["v1"][0], "next"),
+        Some(json!("ask"))
+    );
+    assert_eq!(
+        bricks["goal"]["v1"][0]["properties"]["goal"],
+        "monday_chosen"
+    );
+
+    // The call with the test variable spoke it, and was recorded.
+    let greeting = result["greeting"].as_str().unwrap_or_default();
+    assert!(
+        greeting.contains("Hello Ada, do you have a minute?") && greeting.contains("heard"),
+        "the bot's line, with how much of it was heard: {greeting}"
+    );
+    let id = result["variables_call"].as_str().expect("call id");
+    let done = engine
+        .wait_communication(&t.account, id, Duration::from_secs(30))
+        .await;
+    assert_eq!(done["data"], json!({"first_name": "Ada"}), "{done}");
+    assert_eq!(done["has_recording"], true, "{done}");
+    assert_eq!(done["version"], 1, "{done}");
+    assert!(
+        result["recording_seconds"].as_f64().unwrap_or(0.0) > 1.0,
+        "{result}"
+    );
+    screenshots(
+        &out,
+        &[
+            "20-inline-error",
+            "21-built",
+            "22-call-with-variables",
+            "23-recording",
+        ],
+    );
     let log = engine.log();
     assert!(!log.contains("panicked"), "the engine panicked:\n{log}");
 }

@@ -51,6 +51,7 @@ export class ApiError extends Error {
  */
 export function authHeaders(extra = {}) {
   const s = session();
+  /** @type {Record<string, string>} */
   const headers = {...extra};
   if (s && s.token) headers.Authorization = `Bearer ${s.token}`;
   if (s && s.account && needsAccount(s) && !('X-Tenant-Sid' in headers)) headers['X-Account-Sid'] = s.account;
@@ -59,12 +60,20 @@ export function authHeaders(extra = {}) {
 
 /**
  * A raw authenticated fetch (for streams and audio); throws ApiError on a non-2xx answer.
+ * @param {string} method
+ * @param {string} path
+ * @param {{body?: any, form?: FormData, headers?: Record<string, string>, signal?: AbortSignal}} [opts]
+ *   `body` is sent as JSON, `form` as multipart/form-data.
+ * @returns {Promise<Response>}
  */
-export async function request(method, path, {body, headers = {}, signal} = {}) {
+export async function request(method, path, {body, form, headers = {}, signal} = {}) {
+  /** @type {RequestInit & {headers: Record<string, string>}} */
   const init = {method, headers: authHeaders(headers), signal};
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
+  } else if (form) {
+    init.body = form;
   }
   let resp;
   try {

@@ -98,7 +98,7 @@ function renderNav() {
   clear(who);
   const s = session();
   if (!s) return;
-  const links = [['#/scenarios', 'Scenarios'], ['#/agents', 'Agents'], ['#/numbers', 'Numbers'],
+  const links = [['#/scenarios', 'Scenarios'], ['#/agents', 'Agents'], ['#/numbers', 'Numbers'], ['#/audio', 'Audio'],
     ['#/communications', 'Communications'], ['#/results', 'Result deliveries']];
   for (const [href, label] of links) nav.append(h('a', {href, class: location.hash.startsWith(href) ? 'active' : ''}, label));
   const label = s.kind === 'user' ? s.email : s.kind.replace('_', ' ');
@@ -144,9 +144,10 @@ async function route() {
         return;
       case 'agents':
       case 'numbers':
+      case 'audio':
       case 'communications':
       case 'results':
-        return renderList(root, page);
+        return await renderList(root, page);
       default:
         return renderScenarioList(root, go);
     }

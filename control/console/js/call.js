@@ -93,9 +93,19 @@ function turnLatency(t) {
 function livePanel(container) {
   clear(container);
   const status = h('div', {class: 'live-status', id: 'live-status'}, 'connecting…');
-  const transcript = h('ol', {class: 'transcript', id: 'live-transcript'});
-  const interim = h('li', {class: 'interim', hidden: true});
+  // The conversation: the bot's prompts and the caller's final transcripts, in the order
+  // of the call's clock (a prompt is told when it has ended, with its start time).
+  const transcript = h('ol', {class: 'transcript chat', id: 'live-transcript'});
+  const interim = h('li', {class: 'interim caller', hidden: true});
   transcript.append(interim);
+  /** Puts `li` (with data-at) before the first line of the chat that started later. */
+  const place = (li) => {
+    const at = Number(li.dataset.at);
+    const later = [...transcript.children].find((c) => c !== interim && Number(c.dataset.at) > at);
+    transcript.insertBefore(li, later || interim);
+    transcript.scrollTop = transcript.scrollHeight;
+  };
+  const stamp = (ms) => h('span', {class: 'at'}, ms === undefined || ms === null ? '' : `${(ms / 1000).toFixed(2)} s`);
   const bricks = h('ol', {class: 'bricks', id: 'live-bricks'});
   const vars = h('tbody');
   const prompts = h('tbody');
@@ -105,7 +115,7 @@ function livePanel(container) {
   container.append(
     status, ended,
     h('div', {class: 'live-grid'},
-      h('section', {}, h('h3', {}, 'Transcript'), transcript),
+      h('section', {class: 'chat-section'}, h('h3', {}, 'Conversation'), transcript),
       h('section', {}, h('h3', {}, 'Bricks'), bricks),
       h('section', {}, h('h3', {}, 'Variables'), h('table', {class: 'kv', id: 'live-variables'}, h('thead', {}, h('tr', {}, h('th', {}, 'name'), h('th', {}, 'value'))), vars)),
       h('section', {}, h('h3', {}, 'Prompts'), h('table', {class: 'list', id: 'live-prompts'},
@@ -142,15 +152,20 @@ function livePanel(container) {
           const heard = d.played_ms !== undefined ? `${(d.played_ms / 1000).toFixed(1)} s${d.interrupted ? ', interrupted' : ''}` : '';
           const outcome = d.outcome && d.outcome !== 'completed' && d.outcome !== 'interrupted' ? ` (${d.outcome})` : '';
           prompts.append(h('tr', {}, h('td', {}, d.brick_id || ''), h('td', {}, d.text || d.file || ''), h('td', {}, heard + outcome)));
+          place(h('li', {class: ['bot', d.interrupted && 'interrupted'], 'data-at': d.at_ms ?? 0, 'data-brick': d.brick_id || ''},
+            h('span', {class: 'who'}, 'bot'), h('span', {class: 'said'}, d.text || (d.file ? `♪ ${d.file}` : '')),
+            h('span', {class: 'meta'}, stamp(d.at_ms), d.brick_id ? ` · ${d.brick_id}` : '', heard ? ` · heard ${heard}` : '', outcome)));
           break;
         }
         case 'transcript':
           if (d.final) {
             interim.hidden = true;
-            interim.before(h('li', {class: 'final'}, `${at}${d.text}`));
+            place(h('li', {class: 'final caller', 'data-at': d.at_ms ?? 0},
+              h('span', {class: 'who'}, 'caller'), h('span', {class: 'said'}, d.text), h('span', {class: 'meta'}, stamp(d.at_ms))));
           } else {
             interim.hidden = false;
-            interim.textContent = `${at}${d.text} …`;
+            interim.dataset.at = String(d.at_ms ?? '');
+            clear(interim).append(h('span', {class: 'who'}, 'caller'), h('span', {class: 'said'}, `${d.text} …`), h('span', {class: 'meta'}, stamp(d.at_ms)));
           }
           break;
         case 'turn': {
@@ -166,6 +181,14 @@ function livePanel(container) {
             turns.append(row);
           }
           clear(row).append(h('td', {}, row.dataset.brick), h('td', {}, d.heard || ''), h('td', {}, turnLatency(d)));
+          // The caller's line of this turn shows what the caller waited for the reply.
+          const line = [...transcript.querySelectorAll('li.final')].find((li) => Number(li.dataset.at) === d.final_ms)
+            || (d.final_ms == null ? null : [...transcript.querySelectorAll('li.final')].pop());
+          if (line) {
+            let lat = line.querySelector('.latency');
+            if (!lat) line.querySelector('.meta').append(lat = h('span', {class: 'latency'}));
+            lat.textContent = ` · ${turnLatency(d)}`;
+          }
           break;
         }
         case 'trace': {
@@ -245,11 +268,12 @@ export function watchCommunication(id, container, graph, onEnd) {
 }
 
 /**
- * Places a browser call of a scenario's draft (`draft` true) or newest published version
- * and runs its live view in `container`. `graph` (from drawGraph) gets the running brick highlighted. Returns a
+ * Places a browser call of a scenario's draft (`draft` true) or newest published version,
+ * with test variables `data` (a flat object) and recorded when `record`, and runs its live
+ * view in `container`. `graph` (from drawGraph) gets the running brick highlighted. Returns a
  * handle with hangUp().
  */
-export async function startCall({scenarioSid, draft, direction = 'outbound'}, container, graph, onEnd) {
+export async function startCall({scenarioSid, draft, direction = 'outbound', data = {}, record = false}, container, graph, onEnd) {
   const panel = livePanel(container);
   const audio = h('audio', {autoplay: true, id: 'remote-audio'});
   container.prepend(audio);
@@ -283,6 +307,8 @@ export async function startCall({scenarioSid, draft, direction = 'outbound'}, co
     await gathered(pc);
     panel.status('calling…');
     const body = {scenario_sid: scenarioSid, draft: !!draft, direction, sdp: pc.localDescription.sdp};
+    if (Object.keys(data).length) body.data = data;
+    if (record) body.record = true;
     const answer = await post('/v1/communication/-/browser-call', body);
     communication = answer.communication;
     await pc.setRemoteDescription({type: 'answer', sdp: answer.sdp});

@@ -106,7 +106,7 @@ export async function renderCommunication(main, id) {
   main.append(h('h1', {}, 'Communication ', h('code', {}, c.id)), h('section', {class: 'card'}, facts(c)), recBox, histBox);
   if (!FINAL.includes(c.communication_status)) {
     histBox.append(h('p', {}, 'The call is not over yet; its history is saved when it ends.'));
-    recBox.append(h('p', {}, 'A recording, when the agent records calls, is available after the call.'));
+    recBox.append(h('p', {}, 'A recording, when the agent records calls or a test call asked for one, is available after the call.'));
     // Live feeds exist for test calls only (browser calls and test dispatches).
     if (c.is_test) return watch(main, c);
     return undefined;
@@ -139,6 +139,6 @@ export async function renderCommunication(main, id) {
     button.addEventListener('click', load);
     load();
   } else {
-    recBox.append(h('p', {}, 'No recording (the agent does not record calls, or it was a test call).'));
+    recBox.append(h('p', {}, 'No recording (the agent does not record calls, or a test call was placed without recording).'));
   }
 }

@@ -45,7 +45,7 @@ export function clear(el) {
 export function when(ts) {
   if (!ts) return '';
   const d = new Date(ts);
-  return isNaN(d) ? String(ts) : d.toLocaleString();
+  return isNaN(d.getTime()) ? String(ts) : d.toLocaleString();
 }
 
 /** Milliseconds as seconds with one decimal ('' for null). */

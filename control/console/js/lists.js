@@ -1,8 +1,43 @@
-// The list pages (agents, numbers, communications, result deliveries): a filter form over
-// the list endpoint's query parameters, a table, and paging by limit/offset.
+// The list pages (agents, numbers, audio files, communications, result deliveries): a
+// creation form where the console makes such records, a filter form over the list
+// endpoint's query parameters, a table with the names of the records it refers to beside
+// their ids, and paging by limit/offset.
 
-import {get, query} from './api.js';
-import {h, clear, when, text, showError} from './dom.js';
+import {get, post, query, request} from './api.js';
+import {h, clear, when, text, showError, showNote, action} from './dom.js';
+
+/**
+ * Names of the account's scenarios, numbers and agents by id, for the lists' columns and
+ * the creation forms' choices.
+ * @typedef {{scenarios: Map<string, any>, numbers: Map<string, any>}} Names
+ */
+
+/** @returns {Promise<Names>} */
+async function loadNames() {
+  const [scenarios, numbers] = await Promise.all([
+    get(`/v1/scenario${query({limit: 500})}`).catch(() => ({items: []})),
+    get(`/v1/number${query({limit: 500})}`).catch(() => ({items: []})),
+  ]);
+  return {scenarios: new Map(scenarios.items.map((s) => [s.id, s])), numbers: new Map(numbers.items.map((n) => [n.id, n]))};
+}
+
+/**
+ * A record's name with its id beside it (the id alone when the name is unknown).
+ * @param {string | null | undefined} id @param {string | undefined} name @param {string} [href]
+ */
+export function named(id, name, href) {
+  if (!id) return '';
+  const label = name || id;
+  return h('span', {class: 'named'}, href ? h('a', {href}, label) : label, name ? h('code', {class: 'sid'}, ` ${id}`) : null);
+}
+
+/** @param {Names} n @param {string} id */
+const scenarioName = (n, id) => named(id, n.scenarios.get(id)?.name, `#/scenario/${encodeURIComponent(id)}`);
+/** @param {Names} n @param {string} id */
+const numberName = (n, id) => {
+  const num = n.numbers.get(id);
+  return named(id, num ? [num.identifier, num.name].filter(Boolean).join(' · ') : undefined);
+};
 
 const PAGE = 50;
 
@@ -22,8 +57,8 @@ export const LISTS = {
     columns: [
       ['id', (r) => r.id],
       ['status', (r) => r.status],
-      ['scenario', (r) => h('a', {href: `#/scenario/${encodeURIComponent(r.scenario_sid)}`}, r.scenario_sid)],
-      ['gateway', (r) => `${r.gateway_type} ${r.number_sid || r.number_pool_sid || ''}`],
+      ['scenario', (r, n) => scenarioName(n, r.scenario_sid)],
+      ['gateway', (r, n) => [r.gateway_type, ' ', r.number_sid ? numberName(n, r.number_sid) : r.number_pool_sid || '']],
       ['limits', (r) => text(r.limits)],
       ['recording', (r) => (r.call_recording ? 'yes' : 'no')],
       ['created', (r) => when(r.created_at)],
@@ -63,9 +98,22 @@ export const LISTS = {
       ['call', (r) => r.call_status || ''],
       ['direction', (r) => r.direction],
       ['recipient', (r) => r.recipient],
-      ['scenario', (r) => `${r.scenario_sid} ${r.version ? `v${r.version}` : r.draft_version ? `draft ${r.draft_version}` : ''}`],
+      ['scenario', (r, n) => [scenarioName(n, r.scenario_sid), r.version ? ` v${r.version}` : r.draft_version ? ` draft ${r.draft_version}` : '']],
+      ['agent', (r) => r.agent_sid || ''],
       ['goals', (r) => (r.goals || []).join(', ')],
       ['test', (r) => (r.is_test ? 'test' : '')],
+      ['created', (r) => when(r.created_at)],
+    ],
+  },
+  audio: {
+    title: 'Audio files',
+    path: '/v1/audio',
+    filters: [],
+    columns: [
+      ['file', (r) => r.original_filename || r.filename],
+      ['id (use it in a brick)', (r) => h('code', {}, r.id)],
+      ['type', (r) => r.content_type],
+      ['size', (r) => `${Math.round((r.size_bytes || 0) / 1024)} KiB`],
       ['created', (r) => when(r.created_at)],
     ],
   },
@@ -89,12 +137,74 @@ export const LISTS = {
 /** A datetime-local value as RFC 3339 (the API's time format). */
 function toRfc3339(v) {
   const d = new Date(v);
-  return isNaN(d) ? v : d.toISOString();
+  return isNaN(d.getTime()) ? v : d.toISOString();
 }
 
-export function renderList(main, which) {
+/**
+ * The creation form of a list page (agents, numbers, audio files), or null; `done()` loads
+ * the list again.
+ * @param {string} which @param {Names} names @param {() => void} done
+ */
+function createForm(which, names, done) {
+  if (which === 'agents') {
+    const scenario = h('select', {name: 'scenario_sid', id: 'new-agent-scenario', required: true},
+      h('option', {value: ''}, '— scenario —'),
+      [...names.scenarios.values()].map((s) => h('option', {value: s.id, disabled: !s.latest_version},
+        `${s.name}${s.latest_version ? ` (v${s.latest_version})` : ' (not published)'}`)));
+    const number = h('select', {name: 'number_sid', id: 'new-agent-number', required: true},
+      h('option', {value: ''}, '— number —'),
+      [...names.numbers.values()].map((n) => h('option', {value: n.id}, [n.identifier, n.name].filter(Boolean).join(' · '))));
+    const recording = h('input', {type: 'checkbox', name: 'call_recording', id: 'new-agent-recording'});
+    const submit = h('button', {type: 'submit', id: 'create-agent'}, 'Create agent');
+    const form = h('form', {class: 'inline-form', id: 'create-agent-form'},
+      h('label', {}, h('span', {}, 'scenario (published)'), scenario), h('label', {}, h('span', {}, 'calls from'), number),
+      h('label', {class: 'check'}, recording, h('span', {}, 'record calls')), submit);
+    form.addEventListener('submit', action(submit, 'create agent', async () => {
+      const a = await post('/v1/agent', {gateway_type: 'number', number_sid: number.value, scenario_sid: scenario.value,
+        call_recording: recording.checked});
+      showNote(`Agent ${a.id} created.`);
+      done();
+    }));
+    return h('section', {class: 'card'}, h('h2', {}, 'New agent'), form);
+  }
+  if (which === 'numbers') {
+    const identifier = h('input', {name: 'identifier', id: 'new-number-identifier', placeholder: '+4930…', required: true});
+    const name = h('input', {name: 'name', id: 'new-number-name', placeholder: 'name'});
+    const trunk = h('input', {name: 'trunk', id: 'new-number-trunk', placeholder: 'trunk (empty: the default)'});
+    const submit = h('button', {type: 'submit', id: 'create-number'}, 'Create number');
+    const form = h('form', {class: 'inline-form', id: 'create-number-form'}, identifier, name, trunk, submit);
+    form.addEventListener('submit', action(submit, 'create number', async () => {
+      const body = {identifier: identifier.value.trim()};
+      if (name.value) body.name = name.value;
+      if (trunk.value) body.trunk = trunk.value;
+      const n = await post('/v1/number', body);
+      showNote(`Number ${n.identifier} created.`);
+      done();
+    }));
+    return h('section', {class: 'card'}, h('h2', {}, 'New number'), form);
+  }
+  if (which === 'audio') {
+    const file = h('input', {type: 'file', name: 'file', id: 'new-audio-file', accept: 'audio/*', required: true});
+    const submit = h('button', {type: 'submit', id: 'upload-audio'}, 'Upload');
+    const form = h('form', {class: 'inline-form', id: 'upload-audio-form'}, file, submit);
+    form.addEventListener('submit', action(submit, 'upload audio', async () => {
+      const chosen = file.files && file.files[0];
+      if (!chosen) throw new Error('choose a file first');
+      const data = new FormData();
+      data.append('file', chosen, chosen.name);
+      const a = await (await request('POST', '/v1/audio', {form: data})).json();
+      showNote(`Uploaded ${a.original_filename || a.filename} as ${a.id}: put that id in a Play file brick.`);
+      done();
+    }));
+    return h('section', {class: 'card'}, h('h2', {}, 'Upload an audio file'), form);
+  }
+  return null;
+}
+
+export async function renderList(main, which) {
   const spec = LISTS[which];
   const state = {offset: 0};
+  let names = await loadNames();
   const form = h('form', {class: 'filters', 'data-list': which});
   const inputs = {};
   for (const f of spec.filters) {
@@ -107,7 +217,17 @@ export function renderList(main, which) {
   form.append(h('button', {type: 'submit'}, 'Filter'));
   const table = h('table', {class: 'list', id: `list-${which}`});
   const pager = h('div', {class: 'pager'});
-  main.append(h('h1', {}, spec.title), form, table, pager);
+  const creation = h('div');
+  const drawCreation = () => {
+    const c = createForm(which, names, async () => {
+      names = await loadNames();
+      drawCreation();
+      load();
+    });
+    clear(creation).append(c || '');
+  };
+  drawCreation();
+  main.append(h('h1', {}, spec.title), creation, form, table, pager);
 
   async function load() {
     const params = {limit: PAGE, offset: state.offset};
@@ -120,7 +240,7 @@ export function renderList(main, which) {
       table.append(h('thead', {}, h('tr', {}, spec.columns.map(([name]) => h('th', {}, name)))));
       const body = h('tbody');
       for (const row of page.items || []) {
-        body.append(h('tr', {}, spec.columns.map(([, cell]) => h('td', {}, cell(row)))));
+        body.append(h('tr', {'data-id': row.id || ''}, spec.columns.map(([, cell]) => h('td', {}, cell(row, names)))));
       }
       if (!(page.items || []).length) body.append(h('tr', {}, h('td', {colspan: spec.columns.length, class: 'empty'}, 'nothing here')));
       table.append(body);

@@ -4,7 +4,9 @@
 
 import {get, post, put, query} from './api.js';
 import {h, clear, when, showError, showNote, hideBanner, action} from './dom.js';
-import {drawGraph, bricksOf} from './graph.js';
+import {drawGraph} from './graph.js';
+import {addBrick, bricksOf, connect, findBrick, firstOpenOutput, placeholders, removeBrick, renameBrick} from './model.js';
+import {brickForm, palette} from './builder.js';
 import {startCall} from './call.js';
 import {TEMPLATES} from './templates.js';
 
@@ -100,6 +102,12 @@ export async function renderScenario(main, id) {
   let errors = new Map();
   let graph = null;
   let call = null;
+  // The snapshot being edited: the builder changes it in place and writes the JSON view;
+  // an edit of the JSON view that parses replaces it.
+  let doc = draft.snapshot;
+  let selected = null;
+  let form = null;
+  let connecting = null;
 
   const title = h('h1', {id: 'scenario-title'}, sc.name);
   const facts = h('p', {class: 'facts'});
@@ -109,9 +117,9 @@ export async function renderScenario(main, id) {
   };
   showFacts();
 
-  // The editor: a textarea with a gutter of line numbers and error marks.
+  // The JSON view: a textarea with a gutter of line numbers and error marks.
   const textarea = h('textarea', {id: 'draft-json', spellcheck: false, wrap: 'off', 'aria-label': 'draft JSON'});
-  textarea.value = JSON.stringify(draft.snapshot, null, 2);
+  textarea.value = JSON.stringify(doc, null, 2);
   const gutter = h('pre', {class: 'gutter', 'aria-hidden': 'true'});
   const editor = h('div', {class: 'editor'}, gutter, textarea);
   const renderGutter = () => {
@@ -131,9 +139,12 @@ export async function renderScenario(main, id) {
   textarea.addEventListener('scroll', () => { gutter.scrollTop = textarea.scrollTop; });
 
   const graphBox = h('div', {class: 'graph-box', id: 'graph'});
+  const connectHint = h('div', {class: 'connect-hint', id: 'connect-hint', hidden: true});
+  const formBox = h('div', {class: 'form-box', id: 'form-box'});
   const brickTable = h('table', {class: 'list bricks-table', id: 'bricks'});
   const general = h('ul', {class: 'scenario-errors', id: 'scenario-errors'});
   const verdict = h('div', {class: 'verdict', id: 'verdict'});
+  const checkState = h('span', {class: 'check-state', id: 'check-state'});
 
   const parsed = () => {
     try {
@@ -151,7 +162,7 @@ export async function renderScenario(main, id) {
       known.add(b.id);
       const errs = errors.get(b.id) || [];
       body.append(h('tr', {'data-brick-row': b.id, class: errs.length ? 'has-error' : ''},
-        h('td', {}, h('a', {href: '#', class: 'brick-link', onclick: (ev) => { ev.preventDefault(); jumpTo(b.id); }}, b.id || '(no id)')),
+        h('td', {}, h('a', {href: '#', class: 'brick-link', onclick: (ev) => { ev.preventDefault(); selectBrick(b.id); }}, b.id || '(no id)')),
         h('td', {}, b.kind),
         h('td', {}, b.outputs.map((o) => `${o.type} → ${o.next || '(end)'}`).join(', ')),
         h('td', {class: 'brick-errors', 'data-brick-error': b.id}, errs.map((e) => h('div', {class: 'scn'}, errorText(e))))));
@@ -163,30 +174,109 @@ export async function renderScenario(main, id) {
       for (const e of errs) general.append(h('li', {class: 'scn'}, (brick ? `${brick}: ` : '') + errorText(e)));
     }
   };
+  /** Draws what depends on `doc` and the SCN entries: the graph, the bricks, the form's marks. */
+  const drawAll = () => {
+    graph = drawGraph(graphBox, doc, errors, {selected, onPort: startConnect});
+    renderBricks(doc);
+    if (form) form.showErrors(errors.get(selected) || []);
+  };
+  /** The form of the selected brick (or what to do when none is). */
+  const renderForm = () => {
+    clear(formBox);
+    form = null;
+    if (!selected || !findBrick(doc, selected)) {
+      selected = null;
+      formBox.append(h('p', {class: 'hint', id: 'form-empty'}, 'Click a brick on the graph to edit it, or add one from the palette: ',
+        'a new brick is connected to the first open output of the brick selected before.'));
+      return;
+    }
+    form = brickForm({doc, id: selected, changed, restructured, connectOnGraph: startConnect,
+      rename: (from, to) => {
+        try {
+          renameBrick(doc, from, to);
+        } catch (e) {
+          showError(e, 'rename');
+          renderForm();
+          return;
+        }
+        restructured(to);
+      },
+      remove: (bid) => {
+        removeBrick(doc, bid);
+        showNote(`Brick ${bid} deleted; outputs that led to it are no longer connected.`);
+        restructured(null);
+      }});
+    formBox.append(form.el);
+    form.showErrors(errors.get(selected) || []);
+  };
+  // From the JSON view: the text replaces the snapshot when it parses.
   const redraw = () => {
-    const snap = parsed();
     renderGutter();
+    const snap = parsed();
     if (snap === null) {
       verdict.className = 'verdict bad';
       verdict.textContent = 'The text is not valid JSON.';
       return;
     }
-    graph = drawGraph(graphBox, snap, errors);
-    renderBricks(snap);
+    doc = snap;
+    drawAll();
+    renderForm();
+  };
+  // From the builder: the JSON view follows, the graph is drawn again, the draft checked.
+  const writeText = () => {
+    textarea.value = JSON.stringify(doc, null, 2);
+    renderGutter();
+  };
+  const changed = () => {
+    writeText();
+    drawAll();
+    scheduleCheck();
+  };
+  const restructured = (sel) => {
+    if (sel !== undefined) selected = sel;
+    changed();
+    renderForm();
   };
   const jumpTo = (brick) => {
     const line = brickLine(textarea.value, brick);
     if (!line) return;
-    const offset = textarea.value.split('\n').slice(0, line - 1).join('\n').length + 1;
-    textarea.focus();
-    textarea.setSelectionRange(offset, offset);
     const lineHeight = parseFloat(getComputedStyle(textarea).lineHeight) || 18;
     textarea.scrollTop = Math.max(0, (line - 5) * lineHeight);
   };
+  const selectBrick = (bid) => {
+    selected = bid;
+    if (graph) graph.select(bid);
+    renderForm();
+    jumpTo(bid);
+  };
+  function startConnect(from, type) {
+    connecting = {from, type};
+    graphBox.classList.add('connecting');
+    connectHint.hidden = false;
+    clear(connectHint).append(`Click the brick the ${type} output of ${from} leads to `,
+      h('button', {type: 'button', class: 'link', id: 'connect-cancel', onclick: stopConnect}, 'cancel'));
+  }
+  function stopConnect() {
+    connecting = null;
+    graphBox.classList.remove('connecting');
+    connectHint.hidden = true;
+  }
   graphBox.addEventListener('click', (ev) => {
     const node = ev.target.closest && ev.target.closest('.node');
-    if (node) jumpTo(node.dataset.brick);
+    if (!node) return;
+    if (connecting) {
+      const {from, type} = connecting;
+      stopConnect();
+      connect(doc, from, type, node.dataset.brick);
+      restructured(from);
+      return;
+    }
+    selectBrick(node.dataset.brick);
   });
+  const onKey = (ev) => {
+    if (ev.key === 'Escape' && connecting) stopConnect();
+  };
+  document.addEventListener('keydown', onKey);
   let pending = null;
   textarea.addEventListener('input', () => {
     clearTimeout(pending);
@@ -198,7 +288,8 @@ export async function renderScenario(main, id) {
     const n = (list || []).length;
     verdict.className = n ? 'verdict bad' : 'verdict good';
     verdict.textContent = n ? `${n} validation problem${n > 1 ? 's' : ''}` : 'The draft is valid.';
-    redraw();
+    renderGutter();
+    drawAll();
   };
 
   /** Saves the editor's text as the working draft. */
@@ -210,6 +301,46 @@ export async function renderScenario(main, id) {
       throw new Error(`the draft is not valid JSON: ${e.message}`);
     }
     return put(`/v1/scenario/${encodeURIComponent(id)}/draft`, body);
+  };
+
+  // Checking as one builds: each change of the builder saves the draft and validates it
+  // (after a pause in the typing), so the SCN entries stay beside the fields.
+  const autoCheck = h('input', {type: 'checkbox', id: 'auto-check', checked: true});
+  let checkTimer = null;
+  let checkRun = 0;
+  function scheduleCheck() {
+    clearTimeout(checkTimer);
+    if (!autoCheck.checked) {
+      checkState.textContent = 'not saved';
+      return;
+    }
+    checkState.textContent = 'editing…';
+    checkTimer = setTimeout(async () => {
+      const run = ++checkRun;
+      checkState.textContent = 'saving and checking…';
+      try {
+        await save();
+        const report = await post(`/v1/scenario/${encodeURIComponent(id)}/validate`);
+        if (run !== checkRun) return;
+        setErrors(report.errors);
+        checkState.textContent = 'saved and checked';
+      } catch (e) {
+        checkState.textContent = 'not saved';
+        showError(e, 'check');
+      }
+    }, 700);
+  }
+
+  const addFromPalette = (kind) => {
+    stopConnect();
+    const after = selected && findBrick(doc, selected) ? selected : null;
+    const bid = addBrick(doc, kind);
+    const open = after ? firstOpenOutput(doc, after) : null;
+    if (after && open) {
+      connect(doc, after, open, bid);
+      showNote(`Added ${bid}, connected from ${after} (${open}).`);
+    } else showNote(`Added ${bid}.`);
+    restructured(bid);
   };
 
   const saveBtn = h('button', {type: 'button', id: 'save-draft'}, 'Save draft');
@@ -254,8 +385,60 @@ export async function renderScenario(main, id) {
     }
   }));
 
+  // Test variables (the `data` of the browser call, filled into {{placeholders}}) and
+  // whether the call is recorded; kept per scenario in this browser.
+  const varsKey = `callsmith.test-vars.${id}`;
+  const varRows = h('div', {class: 'var-rows', id: 'test-vars'});
+  const addVar = (name = '', value = '') => {
+    const n = h('input', {class: 'var-name', placeholder: 'name', value, 'aria-label': 'variable name'});
+    n.value = name;
+    const v = h('input', {class: 'var-value', placeholder: 'value', 'aria-label': 'variable value'});
+    v.value = value;
+    const row = h('div', {class: 'var-row', 'data-var': name}, n, '=', v,
+      h('button', {type: 'button', class: 'link', onclick: () => { row.remove(); storeVars(); }}, 'remove'));
+    for (const el of [n, v]) el.addEventListener('input', () => { row.dataset.var = n.value; storeVars(); });
+    varRows.append(row);
+    return row;
+  };
+  const testData = () => {
+    const data = {};
+    for (const row of varRows.querySelectorAll('.var-row')) {
+      const name = row.querySelector('.var-name').value.trim();
+      if (name) data[name] = row.querySelector('.var-value').value;
+    }
+    return data;
+  };
+  const storeVars = () => {
+    try {
+      localStorage.setItem(varsKey, JSON.stringify(testData()));
+    } catch {
+      // storage may be off; the variables still go with the call
+    }
+  };
+  /** Rows for the placeholders the draft uses that have none yet. */
+  const suggestVars = () => {
+    const have = new Set(Object.keys(testData()));
+    for (const name of placeholders(doc)) if (!have.has(name)) addVar(name, '');
+  };
+  try {
+    for (const [k, v] of Object.entries(JSON.parse(localStorage.getItem(varsKey) || '{}'))) addVar(k, String(v));
+  } catch {
+    // nothing stored
+  }
+  const record = h('input', {type: 'checkbox', id: 'call-record'});
+  const callOptions = h('details', {class: 'call-options', id: 'call-options'},
+    h('summary', {}, 'Test variables and recording'),
+    h('p', {class: 'hint'}, 'Browser calls start with these variables, as a dispatch\'s data: {{name}} in a prompt speaks its value.'),
+    varRows,
+    h('div', {class: 'toolbar'},
+      h('button', {type: 'button', id: 'add-test-var', onclick: () => addVar().querySelector('input').focus()}, '+ variable'),
+      h('button', {type: 'button', id: 'suggest-test-vars', title: 'a row for each {{placeholder}} of the draft', onclick: suggestVars}, 'Variables the draft uses'),
+      h('label', {class: 'check'}, record, h('span', {}, 'record the call (replay it on the communication page)'))));
+
   const live = h('div', {class: 'live', id: 'live'});
   const liveSection = h('section', {class: 'card', id: 'live-section', hidden: true}, h('h2', {}, 'Live call'), live);
+  // The graph is drawn again as the draft changes: the call highlights on the current one.
+  const liveGraph = {highlight: (b) => graph && graph.highlight(b), reset: () => graph && graph.reset()};
   const placeCall = (draftCall, btn) => action(btn, 'call', async () => {
     if (call) return;
     if (draftCall) await save();
@@ -269,7 +452,7 @@ export async function renderScenario(main, id) {
       showCallVersion();
     };
     try {
-      call = await startCall({scenarioSid: id, draft: draftCall, direction: direction.value}, live, graph, ended);
+      call = await startCall({scenarioSid: id, draft: draftCall, direction: direction.value, data: testData(), record: record.checked}, live, liveGraph, ended);
       hangUpBtn.hidden = false;
     } catch (e) {
       ended();
@@ -334,11 +517,15 @@ export async function renderScenario(main, id) {
 
   main.append(title, facts,
     h('div', {class: 'toolbar'}, saveBtn, validateBtn, publishBtn, h('span', {class: 'sep'}), callDraftBtn, callVersionBtn, direction, hangUpBtn),
-    verdict,
+    callOptions,
+    h('div', {class: 'verdict-line'}, verdict, h('label', {class: 'check', title: 'each change in the builder saves the draft and validates it'},
+      autoCheck, h('span', {}, 'check as I build (saves the draft)')), checkState),
+    h('section', {class: 'card palette-card'}, palette(addFromPalette)),
     h('div', {class: 'designer'},
-      h('section', {class: 'card'}, h('h2', {}, 'Draft'), editor),
-      h('section', {class: 'card'}, h('h2', {}, 'Graph'), graphBox)),
+      h('section', {class: 'card'}, h('h2', {}, 'Graph'), connectHint, graphBox),
+      h('section', {class: 'card'}, h('h2', {}, 'Brick'), formBox)),
     liveSection,
+    h('section', {class: 'card'}, h('h2', {}, 'JSON'), h('p', {class: 'hint'}, 'The draft as JSON, in step with the builder: an edit here that parses is drawn at once.'), editor),
     h('section', {class: 'card'}, h('h2', {}, 'Bricks'), general, brickTable),
     h('section', {class: 'card'}, h('h2', {}, 'Versions'), versionTable,
       h('div', {class: 'compare-pick'}, h('label', {}, 'left ', left), h('label', {}, 'right ', right)), panes));
@@ -347,6 +534,8 @@ export async function renderScenario(main, id) {
   // The validation state of what is stored, without saving anything.
   post(`/v1/scenario/${encodeURIComponent(id)}/validate`).then((r) => setErrors(r.errors)).catch((e) => showError(e, 'validate'));
   return () => {
+    document.removeEventListener('keydown', onKey);
+    clearTimeout(checkTimer);
     if (call) call.hangUp().catch(() => {});
   };
 }

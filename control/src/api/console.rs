@@ -65,6 +65,9 @@ const ASSETS: &[Asset] = &[
     asset!("js/scenario.js", JS),
     asset!("js/communication.js", JS),
     asset!("js/templates.js", JS),
+    asset!("js/bricks.js", JS),
+    asset!("js/model.js", JS),
+    asset!("js/builder.js", JS),
 ];
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
@@ -188,6 +191,67 @@ mod tests {
                 ASSETS.iter().any(|a| a.name == f),
                 "control/console/{f} is not in ASSETS"
             );
+        }
+    }
+
+    /// The kinds the builder's model (`js/bricks.js`) declares, each with its fixed output
+    /// types: the lines `  <kind>: {` of `KINDS`, and the first `outputs: [...]` after each.
+    fn builder_kinds() -> Vec<(String, Vec<String>)> {
+        let js = ASSETS
+            .iter()
+            .find(|a| a.name == "js/bricks.js")
+            .expect("bricks.js is served")
+            .body;
+        let start = js.find("export const KINDS = {").expect("KINDS");
+        let end = start + js[start..].find("\n};").expect("end of KINDS");
+        let block = &js[start..end];
+        let mut kinds = Vec::new();
+        for (at, line) in block
+            .match_indices('\n')
+            .map(|(i, _)| (i + 1, &block[i + 1..]))
+        {
+            let line = line.lines().next().unwrap_or("");
+            let Some(name) = line
+                .strip_prefix("  ")
+                .and_then(|l| l.strip_suffix(": {"))
+                .filter(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            else {
+                continue;
+            };
+            let rest = &block[at..];
+            let list = rest.find("outputs: [").expect("outputs of a kind") + "outputs: [".len();
+            let close = rest[list..].find(']').expect("end of outputs") + list;
+            let outputs = rest[list..close]
+                .split(',')
+                .map(|t| t.trim().trim_matches('\'').to_string())
+                .filter(|t| !t.is_empty())
+                .collect();
+            kinds.push((name.to_string(), outputs));
+        }
+        kinds
+    }
+
+    #[test]
+    fn the_builder_offers_every_brick_kind_with_the_outputs_validation_allows() {
+        use callsmith_scenarios::{model::BrickKind, validate::fixed_output_types};
+        let kinds = builder_kinds();
+        let names: Vec<&str> = kinds.iter().map(|(k, _)| k.as_str()).collect();
+        for kind in BrickKind::ALL {
+            assert!(
+                names.contains(&kind.as_str()),
+                "the builder's palette has no {}",
+                kind.as_str()
+            );
+        }
+        assert_eq!(kinds.len(), BrickKind::ALL.len(), "{names:?}");
+        for (name, outputs) in &kinds {
+            let kind = BrickKind::parse(name)
+                .unwrap_or_else(|| panic!("bricks.js names {name}, not a brick kind"));
+            let mut ours: Vec<&str> = outputs.iter().map(String::as_str).collect();
+            let mut allowed = fixed_output_types(kind).to_vec();
+            ours.sort_unstable();
+            allowed.sort_unstable();
+            assert_eq!(ours, allowed, "the output types of {name}");
         }
     }
 

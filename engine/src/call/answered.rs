@@ -19,7 +19,7 @@ pub struct AnsweredCall {
 }
 
 impl AnsweredCall {
-    /// Points the media at the answer, starts the recording when the agent asks for it,
+    /// Points the media at the answer, starts the recording when the call is recorded,
     /// and builds the call's port.
     pub fn new(
         rt: Runtime,
@@ -48,9 +48,10 @@ impl AnsweredCall {
             data,
             hangup,
             live,
+            record,
             ..
         } = prep;
-        if agent.as_ref().is_some_and(|a| a.call_recording) {
+        if record {
             match recording_target(&rt, &recording_path) {
                 Ok(t) => {
                     if let Err(e) = session.start_recording(t) {

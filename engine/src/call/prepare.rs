@@ -19,6 +19,9 @@ pub struct Prepared {
     pub hangup: CancellationToken,
     /// A test call's live feed (set by the lifecycle; see [`super::live`]).
     pub live: Option<callsmith_control::live::LiveFeed>,
+    /// Whether the call is recorded: the agent's `call_recording`, or a browser test call
+    /// that asks for it (`record` of `POST /v1/communication/-/browser-call`).
+    pub record: bool,
 }
 
 /// Loads the scenario version, the agent, the from-number and the trunk of a claimed row.
@@ -87,12 +90,13 @@ pub async fn prepare(
     let data: serde_json::Map<String, Value> = serde_json::from_str(&comm.data).unwrap_or_default();
     Ok(Prepared {
         program,
-        agent,
         from_number: from.number,
         trunk,
         tz,
         data: callsmith_scenarios::interpreter::data_to_vars(&data),
         hangup: CancellationToken::new(),
         live: None,
+        record: agent.as_ref().is_some_and(|a| a.call_recording),
+        agent,
     })
 }

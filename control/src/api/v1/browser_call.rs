@@ -61,6 +61,17 @@ pub struct BrowserCallBody {
     /// audio and host candidates the engine's media address can reach.
     #[schema(min_length = 1, max_length = 32768)]
     pub sdp: String,
+    /// Test variables (an extension of this service): a flat object of strings, numbers
+    /// and booleans the scenario starts with, as an agent call's dispatch `data`
+    /// (`{{first_name}}` in a prompt speaks its value). A dispatch with `scenario_sid`
+    /// still ignores its `data`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub data: Option<serde_json::Value>,
+    /// Record the call (an extension of this service), as an agent with `call_recording`
+    /// does: `GET /v1/communication/{id}/recording` serves it once the call has ended.
+    #[serde(default)]
+    pub record: Option<bool>,
 }
 
 /// Answer of POST /v1/communication/-/browser-call.
@@ -76,6 +87,8 @@ pub struct BrowserCallAnswer {
 /// call's leg (WebRTC: ICE host candidates, DTLS-SRTP, PCMU/8000), and the call runs
 /// through the same lifecycle as a SIP call. A draft is validated and frozen as by a test
 /// dispatch; the communication is `is_test`, its recipient and from-number `browser`.
+/// Two extensions of this service serve scenario designers: `data` gives the call test
+/// variables (kept as the communication's `data`), and `record` records it.
 /// Watch it with `GET /v1/communication/{id}/live`; end it with
 /// `POST /v1/communication/{id}/hangup` or by closing the peer connection.
 #[utoipa::path(post, path = "/v1/communication/-/browser-call", tag = "communications",
@@ -84,7 +97,7 @@ pub struct BrowserCallAnswer {
     security(("bearer" = [])),
     responses((status = 201, body = BrowserCallAnswer), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
-        (status = 422, body = ErrorBody, description = "`unknown_scenario`, `no_draft`, `invalid_scenario` (with the SCN errors), `scenario_not_published`, `invalid_sdp` (the offer cannot be answered: the message says why)"),
+        (status = 422, body = ErrorBody, description = "`unknown_scenario`, `no_draft`, `invalid_scenario` (with the SCN errors), `scenario_not_published`, `invalid_sdp` (the offer cannot be answered: the message says why), `data_not_flat` (`data` is not a flat object of scalars)"),
         (status = 429, body = ErrorBody, description = "`too_many_test_calls`: the account has `dialer.max_test_calls_per_account` test and browser calls open (`Retry-After` set)"),
         (status = 500, body = ErrorBody),
         (status = 503, body = ErrorBody, description = "`browser_calls_unavailable`: this process runs no calls, or cannot take one now")))]
@@ -110,6 +123,7 @@ async fn browser_call(
             format!("sdp: the offer must be 1 to {MAX_OFFER_BYTES} bytes"),
         ));
     }
+    let data = super::communications::flat_data("data", b.data.as_ref())?;
     let Some(runner) = state.browser.runner() else {
         return Err(unavailable("this process runs no calls"));
     };
@@ -131,14 +145,14 @@ async fn browser_call(
         trunk: None,
         direction: direction.into(),
         is_test: true,
-        data: "{}".into(),
+        data: serde_json::to_string(&data).map_err(ApiError::internal)?,
         strategy_sid: None,
         batch_sid: None,
         timezone: caller::call_timezone(None, &account),
         scheduled_at: None,
         due_at: now,
     };
-    match runner.start(new, &b.sdp).await {
+    match runner.start(new, &b.sdp, b.record.unwrap_or(false)).await {
         Ok(started) => Ok((
             StatusCode::CREATED,
             Json(BrowserCallAnswer {
