@@ -593,6 +593,9 @@ mod tests {
             "https://10.0.0.5/",
             "http://[::1]:9000/",
             "http://[::ffff:7f00:1]/",
+            "http://[64:ff9b::10.0.0.5]/",
+            "http://[2002:c0a8:101::]/",
+            "http://[2001:0:4136:e378:8000:63bf:f5ff:fffa]/",
             "http://localhost/",
             "http://LOCALHOST./",
             "http://api.localhost:3000/",
@@ -620,7 +623,11 @@ mod tests {
                 "{url} (allow_private)"
             );
         }
-        for url in ["https://example.test/hook", "http://203.0.113.9:8080/x"] {
+        for url in [
+            "https://example.test/hook",
+            "http://203.0.113.9:8080/x",
+            "http://[64:ff9b::203.0.113.9]/x",
+        ] {
             assert_eq!(literal_refusal(url, false), None, "{url}");
         }
     }
@@ -633,6 +640,16 @@ mod tests {
             "http://localhost:9/",
             "http://[::1]:9/",
             "http://169.254.169.254/",
+            // IPv6 addresses a translator or tunnel would deliver to an IPv4 loopback,
+            // private or metadata address: NAT64, local-use NAT64, 6to4, Teredo (the client
+            // is the last 32 bits inverted), IPv4-translated.
+            "http://[64:ff9b::7f00:1]:9/",
+            "http://[64:ff9b::169.254.169.254]/",
+            "http://[64:ff9b:1::a00:5]:9/",
+            "http://[2002:7f00:1::1]:9/",
+            "http://[2002:a9fe:a9fe::]/",
+            "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]:9/",
+            "http://[::ffff:0:10.0.0.5]:9/",
         ] {
             let e = c.send(&OutboundRequest::new("GET", url)).await.unwrap_err();
             assert!(matches!(e, OutboundError::Refused(_)), "{url}: {e:?}");

@@ -20,7 +20,7 @@ pub struct Settings {
     pub password_cost: PasswordCost,
     /// Failed-login limits per email and per source address (see [`crate::auth::throttle`]).
     pub login_throttle: ThrottleSettings,
-    /// Connection limits of [`crate::api::serve`]: header-read and idle timeouts.
+    /// Connection limits of [`crate::api::serve`]: timeouts and the per-address cap.
     pub http: HttpSettings,
     /// Object storage (audio files, recordings, histories): `[objects]`.
     pub objects: crate::objects::ObjectsConfig,
@@ -75,7 +75,8 @@ impl Default for Settings {
     }
 }
 
-/// Connection limits of the server: `[http]` in the engine's configuration.
+/// Connection limits of the server: `[http]` in the engine's configuration. See
+/// [`crate::api::serve`] for where each applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpSettings {
     /// A request head must be complete within this long of its first byte.
@@ -83,14 +84,31 @@ pub struct HttpSettings {
     /// A connection with no request under way is closed after this long without a byte
     /// from the client.
     pub idle_timeout: Duration,
+    /// Longest the server waits for the next bytes of a request body it is reading.
+    pub body_read_timeout: Duration,
+    /// Slowest pace a request body may keep, in bytes per second: all the server's waits
+    /// for one body together may last `body_read_timeout` plus one second per this many
+    /// bytes received. 0: only `body_read_timeout` applies, to each wait.
+    pub body_min_rate: u64,
+    /// A response write the client leaves blocked (it reads nothing) for this long closes
+    /// the connection.
+    pub send_timeout: Duration,
+    /// Most connections open at once from one source: an IPv4 address, or an IPv6 /64.
+    /// More are closed as they are accepted. 0: no cap.
+    pub max_connections_per_address: usize,
 }
 
 impl Default for HttpSettings {
-    /// 10 s to send a head, 60 s idle.
+    /// 10 s to send a head, 60 s idle; a body may pause 20 s and must average 1 KiB/s
+    /// beyond that; a blocked write waits 30 s; 128 connections per address.
     fn default() -> Self {
         HttpSettings {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(20),
+            body_min_rate: 1024,
+            send_timeout: Duration::from_secs(30),
+            max_connections_per_address: 128,
         }
     }
 }

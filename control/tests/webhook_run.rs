@@ -744,3 +744,83 @@ async fn timeouts_are_floats_and_async_still_returns_the_outcome() {
     }
     assert!(o["response"]["duration"].as_i64().unwrap() >= 1400);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_a_webhook_needs_write_access() {
+    let s = server(true).await;
+    let f = s.fixture().await;
+    let addr = target().await;
+    s.create_user(
+        &f.account_sid,
+        "viewer@example.test",
+        "viewer-password",
+        &["viewer"],
+    )
+    .await;
+    s.create_user(
+        &f.account_sid,
+        "member@example.test",
+        "member-password",
+        &["member"],
+    )
+    .await;
+    let viewer = s.login("viewer@example.test", "viewer-password").await;
+    let member = s.login("member@example.test", "member-password").await;
+    let body = json!({
+        "properties": {"request": {
+            "method": "POST", "url": format!("http://{addr}/echo"),
+            "body": {"type": "json", "data": "{\"a\":1}"}
+        }},
+        "storage": {}
+    });
+
+    // A viewer can read the account's scenarios but cannot make the service send a request.
+    s.get("/v1/scenario")
+        .bearer(&viewer)
+        .send()
+        .await
+        .expect(200);
+    let r = s
+        .post("/v1/scenario/webhook/run")
+        .bearer(&viewer)
+        .json(&body)
+        .send()
+        .await;
+    r.expect_error(403, "forbidden");
+    assert!(r.text.contains("resources:write"), "{}", r.text);
+
+    // A member (and the account key) run it.
+    for token in [&member, &f.account_key] {
+        let o = run(&s, token, body.clone()).await;
+        assert_eq!(o["status"], "processed", "{o}");
+        assert_eq!(body_json(&o)["body"], "{\"a\":1}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nat64_and_6to4_spellings_of_loopback_are_refused() {
+    let s = server(false).await;
+    let f = s.fixture().await;
+    let addr = target().await;
+    let port = addr.port();
+    for url in [
+        format!("http://[64:ff9b::127.0.0.1]:{port}/data"),
+        format!("http://[64:ff9b::7f00:1]:{port}/data"),
+        format!("http://[2002:7f00:1::1]:{port}/data"),
+        format!("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]:{port}/data"),
+        format!("http://[::ffff:0:127.0.0.1]:{port}/data"),
+    ] {
+        let o = run(
+            &s,
+            &f.account_key,
+            json!({"properties": {"request": {"method": "GET", "url": url}}, "storage": {}}),
+        )
+        .await;
+        assert_eq!(o["status"], "fail", "{url}: {o}");
+        assert!(
+            o["error"].as_str().unwrap().contains("refused"),
+            "{url}: {o}"
+        );
+        assert!(o["response"].is_null(), "{url}: {o}");
+    }
+}

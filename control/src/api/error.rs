@@ -95,6 +95,11 @@ pub const REGISTRY: &[RegisteredCode] = &[
         status: 504,
         meaning: "Upstream timeout",
     },
+    RegisteredCode {
+        code: "ERR015",
+        status: 408,
+        meaning: "Request not received in time",
+    },
 ];
 
 /// The registered code for a status (500's code for an unregistered status).

@@ -261,22 +261,40 @@ pub struct HttpConfig {
     /// A connection with no request under way is closed after this many ms without a byte
     /// from the client (keep-alive included). Default 60000.
     pub idle_timeout_ms: u64,
+    /// Longest wait, in ms, for the next bytes of a request body being read; a body that
+    /// runs out answers 408 `request_timeout`. Default 20000.
+    pub body_read_timeout_ms: u64,
+    /// Slowest average pace of a request body, bytes per second: all waits for one body
+    /// together may last `body_read_timeout_ms` plus one second per this many bytes
+    /// received. 0: no floor. Default 1024.
+    pub body_min_bytes_per_sec: u64,
+    /// A response write the client leaves blocked for this many ms closes the connection.
+    /// Default 30000.
+    pub send_timeout_ms: u64,
+    /// Most connections open at once from one IPv4 address or IPv6 /64; more are closed
+    /// as they are accepted. 0: no cap. Default 128.
+    pub max_connections_per_address: usize,
 }
 
 impl HttpConfig {
-    /// The control plane's connection limits; both timeouts must be above zero.
+    /// The control plane's connection limits; every timeout must be above zero.
     pub fn to_control(&self) -> anyhow::Result<callsmith_control::settings::HttpSettings> {
-        anyhow::ensure!(
-            self.header_read_timeout_ms > 0,
-            "http.header_read_timeout_ms must be above 0"
-        );
-        anyhow::ensure!(
-            self.idle_timeout_ms > 0,
-            "http.idle_timeout_ms must be above 0"
-        );
+        for (key, ms) in [
+            ("header_read_timeout_ms", self.header_read_timeout_ms),
+            ("idle_timeout_ms", self.idle_timeout_ms),
+            ("body_read_timeout_ms", self.body_read_timeout_ms),
+            ("send_timeout_ms", self.send_timeout_ms),
+        ] {
+            anyhow::ensure!(ms > 0, "http.{key} must be above 0");
+        }
+        let ms = std::time::Duration::from_millis;
         Ok(callsmith_control::settings::HttpSettings {
-            header_read_timeout: std::time::Duration::from_millis(self.header_read_timeout_ms),
-            idle_timeout: std::time::Duration::from_millis(self.idle_timeout_ms),
+            header_read_timeout: ms(self.header_read_timeout_ms),
+            idle_timeout: ms(self.idle_timeout_ms),
+            body_read_timeout: ms(self.body_read_timeout_ms),
+            body_min_rate: self.body_min_bytes_per_sec,
+            send_timeout: ms(self.send_timeout_ms),
+            max_connections_per_address: self.max_connections_per_address,
         })
     }
 }
@@ -407,6 +425,10 @@ impl Default for HttpConfig {
             public_url: None,
             header_read_timeout_ms: limits.header_read_timeout.as_millis() as u64,
             idle_timeout_ms: limits.idle_timeout.as_millis() as u64,
+            body_read_timeout_ms: limits.body_read_timeout.as_millis() as u64,
+            body_min_bytes_per_sec: limits.body_min_rate,
+            send_timeout_ms: limits.send_timeout.as_millis() as u64,
+            max_connections_per_address: limits.max_connections_per_address,
         }
     }
 }

@@ -281,13 +281,17 @@ fn http_limits_and_login_throttle_from_file() {
     figment::Jail::expect_with(|jail| {
         jail.create_file(
             "c.toml",
-            "[http]\nheader_read_timeout_ms = 2500\nidle_timeout_ms = 30000\n[auth]\nlogin_max_failures_per_email = 3\nlogin_max_failures_per_address = 0\nlogin_failure_window_secs = 60\n",
+            "[http]\nheader_read_timeout_ms = 2500\nidle_timeout_ms = 30000\nbody_read_timeout_ms = 4000\nbody_min_bytes_per_sec = 0\nsend_timeout_ms = 7000\nmax_connections_per_address = 16\n[auth]\nlogin_max_failures_per_email = 3\nlogin_max_failures_per_address = 0\nlogin_failure_window_secs = 60\n",
         )?;
         let c =
             Config::load(Some(Path::new("c.toml")), Config::env()).map_err(|e| e.to_string())?;
         let h = c.http.to_control().map_err(|e| e.to_string())?;
         assert_eq!(h.header_read_timeout, Duration::from_millis(2500));
         assert_eq!(h.idle_timeout, Duration::from_secs(30));
+        assert_eq!(h.body_read_timeout, Duration::from_secs(4));
+        assert_eq!(h.body_min_rate, 0);
+        assert_eq!(h.send_timeout, Duration::from_secs(7));
+        assert_eq!(h.max_connections_per_address, 16);
         let t = c.auth.login_throttle().map_err(|e| e.to_string())?;
         assert_eq!(t.per_email.max_failures, 3);
         assert_eq!(t.per_address.max_failures, 0);
@@ -299,6 +303,12 @@ fn http_limits_and_login_throttle_from_file() {
         assert!(bad.http.to_control().is_err());
         let mut bad = c.clone();
         bad.http.idle_timeout_ms = 0;
+        assert!(bad.http.to_control().is_err());
+        let mut bad = c.clone();
+        bad.http.body_read_timeout_ms = 0;
+        assert!(bad.http.to_control().is_err());
+        let mut bad = c.clone();
+        bad.http.send_timeout_ms = 0;
         assert!(bad.http.to_control().is_err());
         let mut bad = c.clone();
         bad.auth.login_failure_window_secs = 0;

@@ -3,7 +3,9 @@
 //! one live calls use) and returns the raw outcome. Stored scenario state is never touched.
 //!
 //! Decisions the spec leaves open:
-//! * capability `resources:read` (a run changes nothing stored; it is a dry run of a brick);
+//! * capability `resources:write`: a run changes nothing stored, but it makes the service
+//!   send a request the caller composes (target, method, headers, body, proxy), an action on
+//!   the account's behalf that read-only roles do not get;
 //! * an invalid configuration is 422 `scenario_invalid` with `data.topic = "validation"` and
 //!   the SCN entries in `data.errors.scenario` (as scenario validation answers);
 //! * a configuration whose placeholders render to an unusable URL, an unreachable or refused
@@ -85,12 +87,13 @@ pub struct WebhookRunOutcome {
 #[utoipa::path(post, path = "/v1/scenario/webhook/run", tag = "scenarios", request_body = WebhookRunRequest,
     security(("bearer" = [])),
     responses((status = 200, body = WebhookRunOutcome, description = "The outcome; unreachable targets and statuses of 300 or above are status fail"),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "`forbidden`: the caller lacks `resources:write` (a viewer)"),
         (status = 422, body = ErrorBody, description = "Invalid configuration: data.errors.scenario lists the problems"),
         (status = 500, body = ErrorBody)))]
 async fn run(
     State(state): State<AppState>,
-    _auth: Authz<cap::ResourcesRead>,
+    _auth: Authz<cap::ResourcesWrite>,
     Json(body): Json<WebhookRunRequest>,
 ) -> ApiResult<axum::Json<WebhookOutcome>> {
     let props =
