@@ -29,9 +29,11 @@ pub mod settings;
 pub mod sms;
 pub mod sms_template;
 pub mod store;
+pub mod test_calls;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod text_enum;
+pub mod text_field;
 pub mod webhook;
 
 pub use api::{AppState, openapi, router};

@@ -42,6 +42,9 @@ pub struct Settings {
     /// Most contacts a legacy campaign holds (an add that would pass it is 400
     /// FAILED_PRECONDITION); [`DEFAULT_LEGACY_MAX_CONTACTS_PER_CAMPAIGN`] by default.
     pub legacy_max_contacts_per_campaign: i64,
+    /// Test and browser calls one account may have open at once (engine key
+    /// `dialer.max_test_calls_per_account`; 0: no bound); see [`crate::test_calls`].
+    pub max_test_calls_per_account: u32,
 }
 
 /// Most contacts a legacy campaign holds by default. An attempt dials a campaign's contacts
@@ -67,6 +70,7 @@ impl Default for Settings {
             statistics_max_communications:
                 crate::communication::service::DEFAULT_MAX_COMMUNICATIONS,
             legacy_max_contacts_per_campaign: DEFAULT_LEGACY_MAX_CONTACTS_PER_CAMPAIGN,
+            max_test_calls_per_account: crate::test_calls::DEFAULT_MAX_TEST_CALLS_PER_ACCOUNT,
         }
     }
 }

@@ -266,6 +266,17 @@ async fn login_logout_and_password_change(s: TestServer) {
     change(&f.admin_password, "brand-new-password")
         .await
         .expect(204);
+    // The change ends the user's other sessions; the one that made it goes on.
+    s.get("/v1/profile")
+        .bearer(&f.admin_session)
+        .send()
+        .await
+        .expect_error(401, "unauthenticated");
+    s.get("/v1/profile")
+        .bearer(&session)
+        .send()
+        .await
+        .expect(200);
     login(&f.admin_email, &f.admin_password)
         .await
         .expect_error(401, "invalid_credentials");
@@ -296,6 +307,10 @@ async fn login_logout_and_password_change(s: TestServer) {
         .expect_error(403, "forbidden");
 
     // An inactive user can neither log in nor use an existing session.
+    let live = login(&f.admin_email, "brand-new-password").await;
+    live.expect(200);
+    let live = live.str("session_token");
+    s.get("/v1/profile").bearer(&live).send().await.expect(200);
     s.patch(&format!("/v1/user/{}", f.admin_user_sid))
         .bearer(&f.account_key)
         .json(&json!({"status": "inactive"}))
@@ -306,10 +321,72 @@ async fn login_logout_and_password_change(s: TestServer) {
         .await
         .expect_error(401, "invalid_credentials");
     s.get("/v1/profile")
-        .bearer(&f.admin_session)
+        .bearer(&live)
         .send()
         .await
         .expect_error(401, "unauthenticated");
+}
+
+/// Every path that sets a password ends the user's sessions: an admin's PATCH, the
+/// superuser's PATCH, a user patching its own password (its current session survives).
+async fn password_set_by_admin_ends_sessions(s: TestServer) {
+    let f = s.fixture().await;
+    let member = s
+        .create_user(
+            &f.account_sid,
+            "member@example.test",
+            "first-password",
+            &["member"],
+        )
+        .await;
+    let profile = |token: &str| s.get("/v1/profile").bearer(token).send();
+    let set_password = |token: &str, user: &str, pw: &str| {
+        s.patch(&format!("/v1/user/{user}"))
+            .bearer(token)
+            .json(&json!({"password": pw}))
+            .send()
+    };
+
+    let one = s.login("member@example.test", "first-password").await;
+    let two = s.login("member@example.test", "first-password").await;
+    profile(&one).await.expect(200);
+    profile(&two).await.expect(200);
+    // A patch without a password leaves the sessions alone.
+    s.patch(&format!("/v1/user/{member}"))
+        .bearer(&f.admin_session)
+        .json(&json!({"name": "Member"}))
+        .send()
+        .await
+        .expect(200);
+    profile(&one).await.expect(200);
+
+    set_password(&f.admin_session, &member, "second-password")
+        .await
+        .expect(200);
+    profile(&one).await.expect_error(401, "unauthenticated");
+    profile(&two).await.expect_error(401, "unauthenticated");
+    // The admin's own session is not the member's: it goes on.
+    profile(&f.admin_session).await.expect(200);
+    let three = s.login("member@example.test", "second-password").await;
+    profile(&three).await.expect(200);
+
+    // The superuser's patch (X-Account-Sid) ends them too.
+    s.su(reqwest::Method::PATCH, &format!("/v1/user/{member}"))
+        .header("X-Account-Sid", &f.account_sid)
+        .json(&json!({"password": "third-password"}))
+        .send()
+        .await
+        .expect(200);
+    profile(&three).await.expect_error(401, "unauthenticated");
+    s.login("member@example.test", "third-password").await;
+
+    // An admin setting its own password keeps the session it does it with.
+    let other = s.login(&f.admin_email, &f.admin_password).await;
+    set_password(&f.admin_session, &f.admin_user_sid, "admin-password-2")
+        .await
+        .expect(200);
+    profile(&f.admin_session).await.expect(200);
+    profile(&other).await.expect_error(401, "unauthenticated");
 }
 
 async fn password_reset_handoff(s: TestServer) {
@@ -506,6 +583,7 @@ both_backends!(
     user_create_rules,
     user_list_order_patch_delete,
     login_logout_and_password_change,
+    password_set_by_admin_ends_sessions,
     password_reset_handoff,
     magic_links,
     profile_views

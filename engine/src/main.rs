@@ -149,6 +149,7 @@ async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result
             callsmith_control::communication::service::DEFAULT_MAX_COMMUNICATIONS,
         legacy_max_contacts_per_campaign:
             callsmith_control::settings::DEFAULT_LEGACY_MAX_CONTACTS_PER_CAMPAIGN,
+        max_test_calls_per_account: cfg.dialer.max_test_calls_per_account,
     };
     let http = settings.http;
     // One set of services for the call engine and the HTTP layer.

@@ -57,6 +57,8 @@ pub struct AppState {
     pub(crate) dummy_hash: Arc<String>,
     /// Failed-login counters of `POST /v1/auth/login`.
     pub(crate) login_throttle: Arc<parking_lot::Mutex<LoginThrottle>>,
+    /// Admission of test and browser calls per account (see [`crate::test_calls`]).
+    pub(crate) test_call_gate: Arc<crate::test_calls::TestCallGate>,
 }
 
 impl std::ops::Deref for AppState {
@@ -94,6 +96,7 @@ impl AppState {
             settings: Arc::new(settings),
             dummy_hash: Arc::new(dummy_hash),
             login_throttle,
+            test_call_gate: Default::default(),
         }
     }
 }

@@ -286,13 +286,6 @@ impl Store {
         Ok(())
     }
 
-    /// Revokes every session of a user (after a password reset).
-    pub async fn sessions_revoke_user(&self, user_sid: &str) -> StoreResult<()> {
-        on_db!(self, p => sqlx::query("UPDATE sessions SET revoked_at = $2 WHERE user_sid = $1 AND revoked_at IS NULL")
-            .bind(user_sid).bind(now()).execute(p).await.map(|_| ()))?;
-        Ok(())
-    }
-
     /// Issues a single-use token for a user; every earlier outstanding token of the same
     /// purpose for that user is invalidated in the same transaction.
     pub async fn user_token_issue(

@@ -71,7 +71,7 @@ pub use results::ResultDeliveryRecord;
 pub use routing::InboundRoute;
 pub use tenants::{TenantPurger, TenantRecord};
 pub use trunks::TrunkRecord;
-pub use users::{NewUser, UserPatch, UserRecord};
+pub use users::{NewPassword, NewUser, UserPatch, UserRecord};
 
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/migrations.rs"));

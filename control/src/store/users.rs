@@ -53,7 +53,21 @@ pub struct UserPatch {
     pub name: Option<String>,
     pub roles: Option<Vec<String>>,
     pub status: Option<String>,
-    pub password_hash: Option<String>,
+    /// A new password; setting one ends the user's sessions (see [`NewPassword`]).
+    pub password: Option<NewPassword>,
+}
+
+/// A password set on an existing user: by an administrator (`PATCH /v1/user/{sid}`), by
+/// the user (`POST /v1/auth/password/change`) or with a reset token. Whoever knew the old
+/// password may hold a session opened with it, so every session of the user ends with the
+/// change, in the same transaction, except `keep_session`: the session that made the change
+/// itself, when it is the user's own.
+#[derive(Debug, Clone)]
+pub struct NewPassword {
+    /// The argon2id PHC string of the new password.
+    pub hash: String,
+    /// Token hash of the session that survives the change.
+    pub keep_session: Option<String>,
 }
 
 pub(super) const COLS: &str = "sid, tenant_sid, account_sid, email, name, roles, status, password_hash, last_login_at, created_at, updated_at, deleted_at";
@@ -132,17 +146,36 @@ impl Store {
         }
     }
 
+    /// Applies `patch` to a live user. This is the only place a stored password changes:
+    /// with `patch.password` every session of the user but its `keep_session` is revoked in
+    /// the same transaction.
     pub async fn user_update(&self, sid: &str, patch: &UserPatch) -> StoreResult<UserRecord> {
         let t = now();
         let roles = patch.roles.as_ref().map(|r| to_json_list(r));
-        let n = on_db!(self, p => sqlx::query(
-            "UPDATE users SET name = COALESCE($2, name), roles = COALESCE($3, roles), status = COALESCE($4, status), \
-             password_hash = COALESCE($5, password_hash), updated_at = $6 WHERE sid = $1 AND deleted_at IS NULL")
-            .bind(sid).bind(&patch.name).bind(&roles).bind(&patch.status).bind(&patch.password_hash).bind(t)
-            .execute(p).await.map(|r| r.rows_affected()))?;
-        if n == 0 {
-            return Err(StoreError::NotFound);
-        }
+        let hash = patch.password.as_ref().map(|p| p.hash.as_str());
+        let keep = patch
+            .password
+            .as_ref()
+            .and_then(|p| p.keep_session.as_deref());
+        on_db!(self, p => async {
+            let mut tx = p.begin().await?;
+            let n = sqlx::query(
+                "UPDATE users SET name = COALESCE($2, name), roles = COALESCE($3, roles), status = COALESCE($4, status), \
+                 password_hash = COALESCE($5, password_hash), updated_at = $6 WHERE sid = $1 AND deleted_at IS NULL")
+                .bind(sid).bind(&patch.name).bind(&roles).bind(&patch.status).bind(hash).bind(t)
+                .execute(&mut *tx).await?.rows_affected();
+            if n == 0 {
+                return Err(StoreError::NotFound);
+            }
+            if hash.is_some() {
+                sqlx::query(
+                    "UPDATE sessions SET revoked_at = $2 WHERE user_sid = $1 AND revoked_at IS NULL \
+                     AND ($3 IS NULL OR token_hash <> $3)")
+                    .bind(sid).bind(t).bind(keep).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        }.await)?;
         self.user_get(sid).await?.ok_or(StoreError::NotFound)
     }
 

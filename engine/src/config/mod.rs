@@ -569,6 +569,11 @@ pub struct DialerConfig {
     /// dialer claims no more, and an INVITE beyond it is answered 503 with Retry-After.
     /// Default 200.
     pub max_live_calls: usize,
+    /// Test and browser calls one account may have open at once (from the request that
+    /// creates one until it ends, across the nodes): a request over it is refused with 429
+    /// `too_many_test_calls` before any call is stored, so one account's tests cannot take
+    /// the live-call capacity of the others. 0: no bound. Default 10.
+    pub max_test_calls_per_account: u32,
     /// Call progress writes (row created, INVITE sent, answered, ended) queued behind the
     /// calls at most (see `engine::journal`). While the queue is nearly full the node takes
     /// no new calls. Default 4096.
@@ -605,6 +610,8 @@ impl Default for DialerConfig {
             lease_secs: 30,
             reconcile_interval_secs: 5,
             max_live_calls: 200,
+            max_test_calls_per_account:
+                callsmith_control::test_calls::DEFAULT_MAX_TEST_CALLS_PER_ACCOUNT,
             write_queue: 4096,
             max_timer_lag_ms: 100,
             max_inbound_cps: 0,

@@ -89,6 +89,12 @@ async fn create_campaign(
             "description: at most {MAX_DESCRIPTION} characters"
         )));
     }
+    crate::api::v1::check_text(
+        "description",
+        &description,
+        crate::text_field::TextKind::Multiline,
+        "invalid_description",
+    )?;
     if b.scenario_sid.trim().is_empty() {
         return Err(LegacyError::invalid("scenario_sid: required"));
     }

@@ -56,6 +56,19 @@ fn timezone(tz: &str) -> Result<String, LegacyError> {
         .map_err(|_| LegacyError::invalid(format!("timezone: unknown IANA time zone {tz:?}")))
 }
 
+/// A profile email, trimmed; 400 (reason `invalid_email`) for a character a single-line
+/// field refuses ([`crate::text_field`]).
+fn email(v: &str) -> Result<&str, LegacyError> {
+    let v = v.trim();
+    crate::api::v1::check_text(
+        "email",
+        v,
+        crate::text_field::TextKind::Line,
+        "invalid_email",
+    )?;
+    Ok(v)
+}
+
 /// Create a legacy profile of the authenticated account.
 #[utoipa::path(post, path = "/profile", tag = "legacy", request_body = ProfileInput, security(("basic" = [])),
     responses((status = 200, body = LegacyProfile), (status = 400, body = RpcStatus), (status = 401, body = RpcStatus), (status = 500, body = RpcStatus)))]
@@ -73,7 +86,7 @@ async fn create_profile(
             &id,
             &who.tenant_sid,
             &who.account_sid,
-            b.email.as_deref().unwrap_or("").trim(),
+            email(b.email.as_deref().unwrap_or(""))?,
             &tz,
         )
         .await?;
@@ -129,7 +142,7 @@ async fn patch_profile(
         .legacy_profile_update(
             &who.account_sid,
             &id,
-            b.email.as_deref().map(str::trim),
+            b.email.as_deref().map(email).transpose()?,
             tz.as_deref(),
         )
         .await

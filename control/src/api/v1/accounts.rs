@@ -16,6 +16,7 @@ use crate::{
     flags,
     ids::{new_sid, prefix},
     store::{AccountPatch, NewAccount},
+    text_field::TextKind,
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -105,6 +106,12 @@ fn timezone(v: &str) -> ApiResult<String> {
         })
 }
 
+/// `v` unless it holds a character a single-line field refuses (422 `invalid_field`).
+fn line(field: &str, v: String) -> ApiResult<String> {
+    super::check_text(field, &v, TextKind::Line, "invalid_field")?;
+    Ok(v)
+}
+
 /// Create an account under the tenant in scope (X-Tenant-Sid).
 #[utoipa::path(post, path = "/v1/internal/account", tag = "accounts", request_body = CreateAccount,
     params(("X-Tenant-Sid" = Option<String>, Header, description = "Tenant; required for the superuser")), security(("bearer" = [])),
@@ -120,12 +127,12 @@ async fn create_account(
         sid: new_sid(prefix::ACCOUNT),
         tenant_sid: tenant.sid,
         name: NameRule::ADMIN_NAME.check("name", &b.name)?,
-        email: b.email.trim().to_ascii_lowercase(),
-        external_id: b.external_id.unwrap_or_default(),
+        email: line("email", b.email.trim().to_ascii_lowercase())?,
+        external_id: line("external_id", b.external_id.unwrap_or_default())?,
         country: country(b.country.as_deref().unwrap_or(""))?,
         region: region(b.region.as_deref().unwrap_or(""))?,
         timezone: timezone(b.timezone.as_deref().unwrap_or("UTC"))?,
-        phone: b.phone.unwrap_or_default(),
+        phone: line("phone", b.phone.unwrap_or_default())?,
         status: b.status.unwrap_or(Status::Active).as_str().to_string(),
     };
     let a = state.store.account_create(&new).await?;
@@ -190,12 +197,15 @@ async fn patch_account(
             .as_deref()
             .map(|n| NameRule::ADMIN_NAME.check("name", n))
             .transpose()?,
-        email: b.email.map(|e| e.trim().to_ascii_lowercase()),
-        external_id: b.external_id,
+        email: b
+            .email
+            .map(|e| line("email", e.trim().to_ascii_lowercase()))
+            .transpose()?,
+        external_id: b.external_id.map(|v| line("external_id", v)).transpose()?,
         country: b.country.as_deref().map(country).transpose()?,
         region: b.region.as_deref().map(region).transpose()?,
         timezone: b.timezone.as_deref().map(timezone).transpose()?,
-        phone: b.phone,
+        phone: b.phone.map(|v| line("phone", v)).transpose()?,
         status: b.status.map(|s| s.as_str().to_string()),
     };
     let a = state.store.account_update(&a.sid, &patch).await?;

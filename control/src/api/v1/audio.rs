@@ -211,6 +211,13 @@ async fn upload_audio(
                 }
             };
             let filename: String = field.file_name().unwrap_or("").chars().take(255).collect();
+            if let Some(message) =
+                crate::text_field::refusal("filename", &filename, crate::text_field::TextKind::Line)
+            {
+                drop(field);
+                drain(&mut mp).await;
+                return Err(ApiError::bad_request("invalid_filename", message));
+            }
             // The first bytes decide the stored type before anything reaches storage;
             // the rest is streamed behind them.
             let mut field = field;

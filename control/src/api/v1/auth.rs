@@ -16,7 +16,7 @@ use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json},
     auth::{Principal, cap, throttle, tokens},
-    store::{TokenPurpose, UserPatch, UserRecord},
+    store::{NewPassword, TokenPurpose, UserPatch, UserRecord},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -153,7 +153,8 @@ async fn logout(State(state): State<AppState>, caller: Caller) -> ApiResult<Stat
     }
 }
 
-/// Change the authenticated user's password (other sessions stay valid).
+/// Change the authenticated user's password. Every other session of the user ends; the
+/// session making the change stays valid.
 #[utoipa::path(post, path = "/v1/auth/password/change", tag = "auth", request_body = ChangePassword, security(("bearer" = [])),
     responses((status = 204, description = "Changed"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 422, body = ErrorBody), (status = 500, body = ErrorBody)))]
@@ -162,7 +163,12 @@ async fn change_password(
     auth: Authz<cap::PasswordChange>,
     Json(b): Json<ChangePassword>,
 ) -> ApiResult<StatusCode> {
-    let Principal::User { user_sid, .. } = &auth.principal else {
+    let Principal::User {
+        user_sid,
+        session_hash,
+        ..
+    } = &auth.principal
+    else {
         return Err(ApiError::forbidden("only users have passwords"));
     };
     let Some(user) = state.store.user_get(user_sid).await? else {
@@ -182,7 +188,10 @@ async fn change_password(
         .user_update(
             &user.sid,
             &UserPatch {
-                password_hash: Some(hash),
+                password: Some(NewPassword {
+                    hash,
+                    keep_session: Some(session_hash.clone()),
+                }),
                 ..Default::default()
             },
         )
@@ -227,12 +236,14 @@ async fn consume_password_reset(
         .user_update(
             &user.sid,
             &UserPatch {
-                password_hash: Some(hash),
+                password: Some(NewPassword {
+                    hash,
+                    keep_session: None,
+                }),
                 ..Default::default()
             },
         )
         .await?;
-    state.store.sessions_revoke_user(&user.sid).await?;
     Ok(Json(super::open_session(&state, &user).await?))
 }
 

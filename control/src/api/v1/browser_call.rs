@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::communications::{Communication, test_version, visible_communication};
+use super::communications::{Communication, admit_test_call, test_version, visible_communication};
 use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Path},
@@ -85,6 +85,7 @@ pub struct BrowserCallAnswer {
     responses((status = 201, body = BrowserCallAnswer), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "`unknown_scenario`, `no_draft`, `invalid_scenario` (with the SCN errors), `scenario_not_published`, `invalid_sdp` (the offer cannot be answered: the message says why)"),
+        (status = 429, body = ErrorBody, description = "`too_many_test_calls`: the account has `dialer.max_test_calls_per_account` test and browser calls open (`Retry-After` set)"),
         (status = 500, body = ErrorBody),
         (status = 503, body = ErrorBody, description = "`browser_calls_unavailable`: this process runs no calls, or cannot take one now")))]
 async fn browser_call(
@@ -112,6 +113,8 @@ async fn browser_call(
     let Some(runner) = state.browser.runner() else {
         return Err(unavailable("this process runs no calls"));
     };
+    // Held until the runner has stored the call; a refusal writes nothing (no draft frozen).
+    let _admitted = admit_test_call(&state, &account).await?;
     let (scenario, record) =
         test_version(&state, &account, &b.scenario_sid, b.draft.unwrap_or(false)).await?;
     let now = chrono::Utc::now();

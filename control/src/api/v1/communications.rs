@@ -269,7 +269,9 @@ fn due_at(scheduled_at: Option<DateTime<Utc>>) -> DateTime<Utc> {
     params(("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
     security(("bearer" = [])),
     responses((status = 201, body = Communication), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 422, body = ErrorBody), (status = 500, body = ErrorBody)))]
+        (status = 403, body = ErrorBody), (status = 422, body = ErrorBody),
+        (status = 429, body = ErrorBody, description = "`too_many_test_calls`: a test call while the account has `dialer.max_test_calls_per_account` test and browser calls open (`Retry-After` set)"),
+        (status = 500, body = ErrorBody)))]
 async fn dispatch(
     State(state): State<AppState>,
     auth: Authz<cap::ResourcesWrite>,
@@ -288,6 +290,11 @@ async fn dispatch(
     };
     let recipient = check_recipient("recipient", &b.recipient)?;
     let batch = dispatch_batch(&state, &account, b.batch_sid.as_deref()).await?;
+    // A test call holds its account's admission until its row is stored.
+    let _admitted = match target {
+        Target::Scenario(_) => admit_test_call(&state, &account).await?,
+        Target::Agent(_) => None,
+    };
     let new = match target {
         Target::Agent(agent_sid) => {
             let data = flat_data("data", b.data.as_ref())?;
@@ -307,6 +314,36 @@ async fn dispatch(
     };
     let rec = state.store.communication_create(&new).await?;
     Ok((StatusCode::CREATED, Json(Communication::from(&rec))))
+}
+
+/// Admits one more test or browser call of `account` under its share
+/// (`dialer.max_test_calls_per_account`, see [`crate::test_calls`]): 429
+/// `too_many_test_calls` when the account has that many open already. The guard returned
+/// must be held until the new call is stored; `None` when no share is set.
+pub(crate) async fn admit_test_call<'a>(
+    state: &'a AppState,
+    account: &AccountRecord,
+) -> ApiResult<Option<tokio::sync::MutexGuard<'a, ()>>> {
+    let limit = state.settings.max_test_calls_per_account;
+    if limit == 0 {
+        return Ok(None);
+    }
+    let guard = state.test_call_gate.lock(&account.sid).await;
+    let open = state
+        .store
+        .communication_open_test_calls(&account.sid)
+        .await?;
+    if open >= i64::from(limit) {
+        return Err(ApiError::too_many_requests(
+            "too_many_test_calls",
+            format!(
+                "the account has {open} test or browser calls open, its share is {limit}: \
+                 place another when one has ended"
+            ),
+            crate::test_calls::RETRY_AFTER_SECS,
+        ));
+    }
+    Ok(Some(guard))
 }
 
 /// A scenario test call (rules 3 and 5): dispatched at once; strategy, schedule and data

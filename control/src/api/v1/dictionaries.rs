@@ -26,6 +26,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{NameRule, stt::visible_engines};
 use crate::api::caller::{Authz, Caller};
+use crate::text_field::TextKind;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::cap,
@@ -126,6 +127,9 @@ fn check_tokens(t: &[String]) -> ApiResult<Vec<String>> {
             "tokens: every entry must have 1 to 200 characters",
         ));
     }
+    for (i, t) in out.iter().enumerate() {
+        super::check_text(&format!("tokens[{i}]"), t, TextKind::Line, "invalid_tokens")?;
+    }
     Ok(out)
 }
 
@@ -136,6 +140,7 @@ fn check_description(d: &str) -> ApiResult<String> {
             "description: at most 1000 characters",
         ));
     }
+    super::check_text("description", d, TextKind::Multiline, "invalid_description")?;
     Ok(d.to_string())
 }
 

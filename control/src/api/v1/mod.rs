@@ -35,6 +35,7 @@ use super::{ApiError, ApiResult, AppState};
 use crate::{
     auth::{password, tokens},
     store::UserRecord,
+    text_field::{self, TextKind},
 };
 
 /// Enums that query parameters name by `value_type`: utoipa registers the schemas a
@@ -146,11 +147,26 @@ pub(crate) fn check_expiry(expires_at: Option<DateTime<Utc>>) -> ApiResult<()> {
     }
 }
 
+/// 422 `error` naming `field` when `v` holds a character [`crate::text_field`] refuses in
+/// a field of `kind` (control characters, bidirectional overrides; line separators in a
+/// single-line field).
+pub(crate) fn check_text(
+    field: &str,
+    v: &str,
+    kind: TextKind,
+    error: &'static str,
+) -> ApiResult<()> {
+    match text_field::refusal(field, v, kind) {
+        Some(message) => Err(ApiError::unprocessable(error, message)),
+        None => Ok(()),
+    }
+}
+
 /// How a name or label is checked. Every name field of the v1 family goes through
-/// [`NameRule::check`], so the character rule lives in one place: the value is trimmed and
-/// must not contain a control character (Unicode category Cc: U+0000–U+001F and
-/// U+007F–U+009F, so NUL, tab, line breaks, escape), which would corrupt logs, exports and
-/// the headers and messages built from names.
+/// [`NameRule::check`]: the value is trimmed, bounded and checked by the single-line rule
+/// of [`crate::text_field`] (no control character, NUL, tab, line break or escape, no
+/// bidirectional override, no line separator), which keeps logs, exports and the headers
+/// and messages built from names intact.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NameRule {
     /// `Some(max)`: 1 to `max` characters after trimming; `None`: any length, empty included.
@@ -196,15 +212,7 @@ impl NameRule {
                 format!("{field}: 1 to {max} characters"),
             ));
         }
-        if let Some(c) = v.chars().find(|c| c.is_control()) {
-            return Err(ApiError::unprocessable(
-                self.error,
-                format!(
-                    "{field}: must not contain control characters (found U+{:04X})",
-                    u32::from(c)
-                ),
-            ));
-        }
+        check_text(field, v, TextKind::Line, self.error)?;
         Ok(v.to_string())
     }
 }

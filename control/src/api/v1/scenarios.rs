@@ -19,6 +19,7 @@ use super::{
     users::SortOrder,
 };
 use crate::api::caller::{Authz, Caller};
+use crate::text_field::TextKind;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::cap,
@@ -257,7 +258,16 @@ async fn create_scenario(
     Ok((StatusCode::CREATED, Json(Scenario::from(&s))))
 }
 
-/// Creates a scenario with `b`'s content as its draft in `account` (the name checked).
+/// A scenario description, trimmed: free text over several lines (422
+/// `invalid_description` for a character [`crate::text_field`] refuses there).
+fn check_description(d: &str) -> ApiResult<String> {
+    let d = d.trim();
+    super::check_text("description", d, TextKind::Multiline, "invalid_description")?;
+    Ok(d.to_string())
+}
+
+/// Creates a scenario with `b`'s content as its draft in `account` (the name and
+/// description checked).
 /// Shared by POST /v1/scenario and the legacy POST /v1/scenarios.
 pub(crate) async fn create_in_account(
     state: &AppState,
@@ -265,6 +275,7 @@ pub(crate) async fn create_in_account(
     b: CreateScenario,
 ) -> ApiResult<ScenarioRecord> {
     let name = NameRule::NAME.check("name", &b.name)?;
+    let description = check_description(b.description.as_deref().unwrap_or(""))?;
     let constructor = b.constructor.unwrap_or_else(|| {
         let mut m = serde_json::Map::new();
         m.insert("bricks".into(), serde_json::json!({}));
@@ -279,7 +290,7 @@ pub(crate) async fn create_in_account(
             &account.tenant_sid,
             &account.sid,
             &name,
-            b.description.as_deref().unwrap_or("").trim(),
+            &description,
             &new_sid(prefix::SCENARIO_VERSION),
             &text,
             &hash,
@@ -354,7 +365,11 @@ async fn patch_scenario(
         .as_deref()
         .map(|n| NameRule::NAME.check("name", n))
         .transpose()?;
-    let description = b.description.map(|d| d.trim().to_string());
+    let description = b
+        .description
+        .as_deref()
+        .map(check_description)
+        .transpose()?;
     let s = state
         .store
         .scenario_update(&s.sid, name.as_deref(), description.as_deref())

@@ -11,11 +11,12 @@ use super::{
     views::{Status, User},
 };
 use crate::api::caller::{Authz, Caller};
+use crate::text_field::TextKind;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
-    auth::{Role, cap, tokens},
+    auth::{Principal, Role, cap, tokens},
     ids::{new_sid, prefix},
-    store::{NewUser, StoreError, TokenPurpose, UserPatch, UserRecord},
+    store::{NewPassword, NewUser, StoreError, TokenPurpose, UserPatch, UserRecord},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -90,7 +91,8 @@ pub struct PatchUser {
     pub name: Option<String>,
     pub roles: Option<Vec<String>>,
     pub status: Option<Status>,
-    /// At least 8 characters.
+    /// At least 8 characters. Setting it ends every session of the user (the caller's own
+    /// session survives when the caller changes its own password).
     pub password: Option<String>,
 }
 
@@ -113,6 +115,7 @@ pub struct MagicLink {
 
 fn check_email(v: &str) -> ApiResult<String> {
     let e = v.trim().to_ascii_lowercase();
+    super::check_text("email", &e, TextKind::Line, "invalid_email")?;
     let ok = e.len() <= 254
         && !e.chars().any(char::is_whitespace)
         && e.split_once('@')
@@ -262,7 +265,8 @@ async fn get_user(
     Ok(Json(User::from(&visible_user(&state, &auth, &sid).await?)))
 }
 
-/// Update a user; omitted fields keep their value.
+/// Update a user; omitted fields keep their value. Setting `password` ends every session
+/// of the user (but the caller's own session when the caller is that user).
 #[utoipa::path(patch, path = "/v1/user/{sid}", tag = "users", params(("sid" = String, Path)), request_body = PatchUser,
     security(("bearer" = [])),
     responses((status = 200, body = User), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -280,10 +284,22 @@ async fn patch_user(
         .as_deref()
         .map(|n| NameRule::FREE_NAME.check("name", n))
         .transpose()?;
-    let password_hash = match b.password {
+    let password = match b.password {
         Some(pw) => {
             super::check_new_password(&pw)?;
-            Some(super::hash_password(&state, pw).await?)
+            // A caller setting its own password keeps the session it does it with.
+            let keep_session = match &auth.principal {
+                Principal::User {
+                    user_sid,
+                    session_hash,
+                    ..
+                } if *user_sid == u.sid => Some(session_hash.clone()),
+                _ => None,
+            };
+            Some(NewPassword {
+                hash: super::hash_password(&state, pw).await?,
+                keep_session,
+            })
         }
         None => None,
     };
@@ -291,7 +307,7 @@ async fn patch_user(
         name,
         roles,
         status: b.status.map(|s| s.as_str().to_string()),
-        password_hash,
+        password,
     };
     let u = state.store.user_update(&u.sid, &patch).await?;
     Ok(Json(User::from(&u)))

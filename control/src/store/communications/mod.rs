@@ -459,6 +459,17 @@ impl Store {
         Ok(n > 0)
     }
 
+    /// Test calls of an account that have not ended (scenario test dispatches and browser
+    /// calls: `is_test` without an agent, `new` to `in_progress`), across every engine;
+    /// the share `dialer.max_test_calls_per_account` bounds.
+    pub async fn communication_open_test_calls(&self, account_sid: &str) -> StoreResult<i64> {
+        Ok(
+            on_db!(self, p => sqlx::query_scalar("SELECT COUNT(*) FROM communications WHERE agent_sid IS NULL AND account_sid = $1 \
+            AND is_test AND communication_status IN ('new', 'queued', 'dialing', 'in_progress')")
+            .bind(account_sid).fetch_one(p).await)?,
+        )
+    }
+
     /// Live calls (`dialing` or `in_progress`) of an agent, across every engine.
     pub async fn communication_live_count(&self, agent_sid: &str) -> StoreResult<i64> {
         Ok(
