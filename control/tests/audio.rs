@@ -1,5 +1,8 @@
 //! Audio files over real HTTP on SQLite and PostgreSQL: multipart upload streamed to the
-//! local object store, the 32 MiB limit, interrupted uploads, location and signed links.
+//! local object store, the 32 MiB limit, interrupted uploads, location and signed links,
+//! and the media-type rules: declared types parsed and allow-listed, bytes sniffed, every
+//! download served with an allow-listed type, `nosniff`, a sandboxing CSP and
+//! `Content-Disposition: attachment`.
 
 use std::{
     io::Write,
@@ -9,8 +12,9 @@ use std::{
 
 use callsmith_control::{
     both_backends,
-    objects::CallObjects,
-    testing::{Fixture, TestServer},
+    objects::{CallObjects, audio_file},
+    store::NewAudio,
+    testing::{Fixture, TestResponse, TestServer},
 };
 use reqwest::{
     Method,
@@ -19,6 +23,24 @@ use reqwest::{
 use serde_json::json;
 
 const MIB: usize = 1024 * 1024;
+
+/// The first bytes of a WAV file (enough for the sniffer).
+const WAV_HEAD: &[u8] = b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00";
+/// An MPEG-1 layer III frame header.
+const MP3_HEAD: &[u8] = &[0xff, 0xfb, 0x90, 0x00];
+const OCTET: &str = "application/octet-stream";
+const CSP: &str = "sandbox; default-src 'none'; frame-ancestors 'none'";
+
+/// Asserts the headers every object download carries: `content_type`, `nosniff`, the
+/// sandboxing CSP and an attachment disposition.
+#[track_caller]
+fn assert_download(h: &reqwest::header::HeaderMap, content_type: &str) {
+    assert_eq!(h["content-type"], content_type, "{h:?}");
+    assert_eq!(h["x-content-type-options"], "nosniff", "{h:?}");
+    assert_eq!(h["content-security-policy"], CSP, "{h:?}");
+    let d = h["content-disposition"].to_str().unwrap();
+    assert!(d.starts_with("attachment; filename=\""), "{d}");
+}
 
 fn storage_dir(s: &TestServer) -> PathBuf {
     s.state.settings.objects.local_dir.clone()
@@ -121,8 +143,11 @@ async fn upload_get_list_serve_delete(s: TestServer) {
     assert!(location.starts_with(&format!("{}/v1/audio/{id}/content?token=", s.base_url)));
     let got = s.client.get(&location).send().await.unwrap();
     assert_eq!(got.status(), 200);
-    assert_eq!(got.headers()["content-type"], "audio/wav");
-    assert_eq!(got.headers()["x-content-type-options"], "nosniff");
+    assert_download(got.headers(), "audio/wav");
+    assert_eq!(
+        got.headers()["content-disposition"],
+        format!("attachment; filename=\"{id}.wav\"")
+    );
     assert_eq!(got.bytes().await.unwrap().to_vec(), wav);
     let forged = format!(
         "{}/v1/audio/{id}/content?token={}",
@@ -144,7 +169,7 @@ async fn upload_get_list_serve_delete(s: TestServer) {
     assert_eq!(mp3.str("content_type"), "audio/mpeg");
     assert_eq!(mp3.str("original_filename"), "");
     let got = s.client.get(mp3.str("location")).send().await.unwrap();
-    assert_eq!(got.headers()["content-type"], "audio/mpeg");
+    assert_download(got.headers(), "audio/mpeg");
 
     let g = s
         .get(&format!("/v1/audio/{id}"))
@@ -258,7 +283,7 @@ async fn upload_rejects_bad_bodies(s: TestServer) {
         .await
         .expect_error(400, "unknown_part");
     // A part beside the file refuses the upload whole: nothing is listed afterwards.
-    let form = file_part(b"RIFF".to_vec(), Some("audio/wav"), Some("a.wav")).text("note", "x");
+    let form = file_part(WAV_HEAD.to_vec(), Some("audio/wav"), Some("a.wav")).text("note", "x");
     upload(&s, &f.account_key, form)
         .await
         .expect_error(400, "unknown_part");
@@ -325,7 +350,8 @@ async fn size_limit_is_32_mib(s: TestServer) {
 async fn interrupted_upload_leaves_nothing(s: TestServer) {
     let f = s.fixture().await;
     let dir = storage_dir(&s);
-    let data = vec![5u8; 8 * MIB];
+    let mut data = WAV_HEAD.to_vec();
+    data.resize(8 * MIB, 5);
     let head_part = "--XBOUNDARYX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"cut.wav\"\r\nContent-Type: audio/wav\r\n\r\n";
     let tail = "\r\n--XBOUNDARYX--\r\n";
     let length = head_part.len() + data.len() + tail.len();
@@ -389,10 +415,15 @@ async fn signed_links(s: TestServer) {
     );
     let signed = l.str("signed_url");
     assert!(signed.starts_with(&format!("{}/v1/storage/signed?", s.base_url)));
-    // Works without credentials before expiry, with the file's content type.
+    // Works without credentials before expiry, with the file's (canonical) content type.
+    assert_eq!(
+        r.str("content_type"),
+        "audio/wav",
+        "audio/x-wav is stored canonical"
+    );
     let got = s.client.get(&signed).send().await.unwrap();
     assert_eq!(got.status(), 200);
-    assert_eq!(got.headers()["content-type"], "audio/x-wav");
+    assert_download(got.headers(), "audio/wav");
     assert_eq!(got.bytes().await.unwrap().to_vec(), wav);
     // Tampering with any parameter breaks the signature.
     let mut u = url::Url::parse(&signed).unwrap();
@@ -504,7 +535,169 @@ async fn hard_tenant_delete_purges_objects(s: TestServer) {
     );
 }
 
+/// A multipart upload written by hand, so the part's Content-Type header can be any bytes
+/// (reqwest refuses values that are not a valid media type).
+async fn raw_upload(
+    s: &TestServer,
+    token: &str,
+    content_type: Option<&str>,
+    bytes: &[u8],
+) -> TestResponse {
+    let mut body =
+        b"--XBOUNDARYX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n"
+            .to_vec();
+    if let Some(ct) = content_type {
+        body.extend_from_slice(format!("Content-Type: {ct}\r\n").as_bytes());
+    }
+    body.extend_from_slice(b"\r\n");
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(b"\r\n--XBOUNDARYX--\r\n");
+    s.post("/v1/audio")
+        .bearer(token)
+        .map(|b| {
+            b.header("content-type", "multipart/form-data; boundary=XBOUNDARYX")
+                .body(body)
+        })
+        .send()
+        .await
+}
+
+/// Declared types are parsed whole and mapped onto the allow-list; the bytes must be the
+/// declared format; markup is refused whatever is declared. Nothing refused is stored,
+/// and what is stored is served with its canonical type only.
+async fn smuggled_types_are_refused_or_stored_safe(s: TestServer) {
+    let f = s.fixture().await;
+    let wav = tone_wav();
+    let html = b"<html><body><script>alert(document.domain)</script></body></html>";
+    let svg = b"<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"alert(1)\"/>";
+    // Malformed or not allow-listed declared types: 400, before anything is read.
+    for ct in [
+        "audio/wav; text/html",
+        "audio/wav, text/html",
+        "audio/x; text/html",
+        "audio/wav text/html",
+        "text/html",
+        "text/html; charset=audio/wav",
+        "image/svg+xml",
+        "audio/aac",
+    ] {
+        let r = raw_upload(&s, &f.account_key, Some(ct), &wav).await;
+        r.expect_error(400, "unsupported_content_type");
+        assert!(r.str("message").starts_with("file: "), "{}", r.text);
+    }
+    // Declared audio the bytes are not, and markup under any type: 415.
+    for (ct, bytes) in [
+        (Some("audio/mpeg"), &wav[..]),
+        (Some("audio/wav"), MP3_HEAD),
+        (Some("audio/wav"), &html[..]),
+        (Some("audio/ogg"), &[1u8, 2, 3][..]),
+        (Some("application/octet-stream"), &html[..]),
+        (None, &html[..]),
+        (None, &svg[..]),
+        (Some("audio/wav"), &svg[..]),
+    ] {
+        raw_upload(&s, &f.account_key, ct, bytes)
+            .await
+            .expect_error(415, "content_type_mismatch");
+    }
+    assert!(files_under(&storage_dir(&s)).is_empty(), "nothing stored");
+    assert_eq!(
+        s.get("/v1/audio").bearer(&f.account_key).send().await.body["total"],
+        0
+    );
+    // Accepted: stored (and served) under the canonical type, parameters dropped.
+    let mut ogg = b"OggS\x00\x02".to_vec();
+    ogg.resize(64, 0);
+    let mut flac = b"fLaC".to_vec();
+    flac.resize(64, 0);
+    for (ct, bytes, stored) in [
+        (Some("audio/x-wav"), &wav[..], "audio/wav"),
+        (Some("Audio/WAV ; codecs=1"), &wav[..], "audio/wav"),
+        (None, &wav[..], "audio/wav"),
+        (Some("application/octet-stream"), &wav[..], "audio/wav"),
+        (Some("audio/mp3"), MP3_HEAD, "audio/mpeg"),
+        (Some("application/ogg"), &ogg[..], "audio/ogg"),
+        (Some("audio/x-flac"), &flac[..], "audio/flac"),
+        (None, &[1u8, 2, 3][..], OCTET),
+    ] {
+        let r = raw_upload(&s, &f.account_key, ct, bytes).await;
+        r.expect(201);
+        assert_eq!(r.str("content_type"), stored, "{ct:?}");
+        let got = s.client.get(r.str("location")).send().await.unwrap();
+        assert_eq!(got.status(), 200);
+        assert_download(got.headers(), stored);
+        assert_eq!(got.bytes().await.unwrap().as_ref(), bytes);
+        let row = s.store.audio_get(&r.str("id")).await.unwrap().unwrap();
+        assert_eq!(
+            row.content_type, stored,
+            "only the canonical type is stored"
+        );
+    }
+}
+
+/// A row stored with a type outside the allow-list (written straight through the store,
+/// as an upload before these rules could have left it) is served as
+/// application/octet-stream on its location and its signed link, and a signed link
+/// carrying such a type serves octet-stream too.
+async fn a_row_with_a_bad_type_is_served_as_octet_stream(s: TestServer) {
+    let f = s.fixture().await;
+    for bad in ["text/html", "audio/wav; text/html", "image/svg+xml"] {
+        let sid = format!("aud_bad{}", bad.len());
+        let path = audio_file(&f.account_sid, &sid);
+        s.state
+            .objects
+            .put(
+                &path,
+                bytes::Bytes::from_static(b"<script>alert(1)</script>"),
+                None,
+            )
+            .await
+            .unwrap();
+        s.store
+            .audio_create(&NewAudio {
+                sid: &sid,
+                tenant_sid: &f.tenant_sid,
+                account_sid: &f.account_sid,
+                object_path: &path,
+                provider: "local",
+                url: &s.state.objects.uri(&path),
+                content_type: bad,
+                original_filename: "x.html",
+                size_bytes: 25,
+            })
+            .await
+            .unwrap();
+        let g = s
+            .get(&format!("/v1/audio/{sid}"))
+            .bearer(&f.account_key)
+            .send()
+            .await;
+        g.expect(200);
+        assert_eq!(g.str("content_type"), OCTET, "{bad}");
+        let got = s.client.get(g.str("location")).send().await.unwrap();
+        assert_eq!(got.status(), 200);
+        assert_download(got.headers(), OCTET);
+        let l = s
+            .get(&format!("/v1/audio/{sid}/signed-link"))
+            .bearer(&f.account_key)
+            .send()
+            .await;
+        l.expect(200);
+        let got = s.client.get(l.str("signed_url")).send().await.unwrap();
+        assert_eq!(got.status(), 200);
+        assert_download(got.headers(), OCTET);
+        // A link signed with the bad type itself.
+        let expires = chrono::Utc::now().timestamp() + 600;
+        let forged = s.state.objects.sign(&path, expires, Some(bad));
+        let got = s.client.get(&forged).send().await.unwrap();
+        assert_eq!(got.status(), 200);
+        assert_download(got.headers(), OCTET);
+    }
+}
+
 both_backends!(
+    smuggled_types_are_refused_or_stored_safe,
+    a_row_with_a_bad_type_is_served_as_octet_stream,
     hard_tenant_delete_purges_objects,
     upload_get_list_serve_delete,
     upload_rejects_bad_bodies,

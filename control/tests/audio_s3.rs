@@ -110,6 +110,17 @@ impl S3Server {
 
     /// GetObject straight from the bucket: None when absent, else content type and bytes.
     async fn object(&self, bucket: &str, key: &str) -> Option<(String, Vec<u8>)> {
+        self.object_with_disposition(bucket, key)
+            .await
+            .map(|(ct, _, bytes)| (ct, bytes))
+    }
+
+    /// GetObject straight from the bucket: content type, content disposition and bytes.
+    async fn object_with_disposition(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Option<(String, String, Vec<u8>)> {
         use object_store::{Attribute, ObjectStore};
         match self.bucket(bucket).get(&key.into()).await {
             Err(object_store::Error::NotFound { .. }) => None,
@@ -120,7 +131,12 @@ impl S3Server {
                     .get(&Attribute::ContentType)
                     .map(|v| v.to_string())
                     .unwrap_or_default();
-                Some((ct, r.bytes().await.unwrap().to_vec()))
+                let cd = r
+                    .attributes
+                    .get(&Attribute::ContentDisposition)
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
+                Some((ct, cd, r.bytes().await.unwrap().to_vec()))
             }
         }
     }
@@ -162,19 +178,24 @@ async fn audio_routes_on_s3(db: TestDb) {
     let bucket = "callsmith-audio";
     let s = s3_server(db, &s3, bucket).await;
     let f = s.fixture().await;
-    let wav: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
+    let mut wav: Vec<u8> = b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00".to_vec();
+    wav.extend((0..50_000u32).map(|i| (i % 251) as u8));
 
-    // Upload: stored in the bucket under audio/<account>/<id>.wav with its content type.
+    // Upload: stored in the bucket under audio/<account>/<id>.wav with its canonical
+    // content type, as a download.
     let r = upload(&s, &f.account_key, wav.clone(), Some("audio/x-wav")).await;
     r.expect(201);
     let id = r.str("id");
     assert_eq!(r.str("provider"), "s3");
     let key = format!("audio/{}/{id}.wav", f.account_sid);
     assert_eq!(r.str("url"), format!("s3://{bucket}/{key}"));
-    assert_eq!(r.str("content_type"), "audio/x-wav");
+    assert_eq!(r.str("content_type"), "audio/wav");
     assert_eq!(s3.keys(bucket).await, vec![key.clone()]);
-    let (ct, bytes) = s3.object(bucket, &key).await.expect("object stored");
-    assert_eq!(ct, "audio/x-wav");
+    let (ct, cd, bytes) = s3
+        .object_with_disposition(bucket, &key)
+        .await
+        .expect("object stored");
+    assert_eq!((ct.as_str(), cd.as_str()), ("audio/wav", "attachment"));
     assert_eq!(bytes, wav);
 
     // Get and location (served through the service from the bucket).
@@ -187,7 +208,14 @@ async fn audio_routes_on_s3(db: TestDb) {
     assert_eq!(g.body, r.body);
     let got = s.client.get(r.str("location")).send().await.unwrap();
     assert_eq!(got.status(), 200);
-    assert_eq!(got.headers()["content-type"], "audio/x-wav");
+    assert_eq!(got.headers()["content-type"], "audio/wav");
+    assert_eq!(got.headers()["x-content-type-options"], "nosniff");
+    assert!(
+        got.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .starts_with("sandbox;")
+    );
     assert_eq!(got.bytes().await.unwrap().to_vec(), wav);
 
     // Signed link: an S3 presigned GET on the endpoint, with the requested lifetime.
@@ -211,13 +239,18 @@ async fn audio_routes_on_s3(db: TestDb) {
     assert!((110..=121).contains(&left), "{left}");
     let got = reqwest::get(&signed).await.unwrap();
     assert_eq!(got.status(), 200);
+    assert_eq!(got.headers()["content-type"], "audio/wav");
+    assert_eq!(got.headers()["content-disposition"], "attachment");
     assert_eq!(got.bytes().await.unwrap().to_vec(), wav);
 
-    // No part type: stored and served as audio/wav.
+    // No part type and bytes of no known format: stored as application/octet-stream.
     let plain = upload(&s, &f.account_key, vec![1, 2, 3], None).await;
     plain.expect(201);
     let plain_key = format!("audio/{}/{}.wav", f.account_sid, plain.str("id"));
-    assert_eq!(s3.object(bucket, &plain_key).await.unwrap().0, "audio/wav");
+    assert_eq!(
+        s3.object(bucket, &plain_key).await.unwrap().0,
+        "application/octet-stream"
+    );
 
     // Over 32 MiB: 413, and nothing new in the bucket (the multipart upload is aborted).
     let over = upload(&s, &f.account_key, vec![7u8; 32 * MIB + 1], None).await;

@@ -1,5 +1,7 @@
 //! What a finished call left in storage, per communication: the saved history (typed),
-//! the recording (proxy or signed link) and the 404s of each, on SQLite and PostgreSQL.
+//! the recording and speech turns (proxy or signed link) and the 404s of each, on SQLite
+//! and PostgreSQL. Every served object carries an allow-listed type, `nosniff`, a
+//! sandboxing CSP and `Content-Disposition: attachment`.
 //! The calls themselves run end to end in the `tests` crate, which reads the same routes.
 
 use bytes::Bytes;
@@ -9,12 +11,28 @@ use callsmith_control::{
         CommunicationStatus,
         history::{CallHistory, TurnLog},
     },
-    objects::CallObjects,
+    objects::{CallObjects, bucket_reference},
     store::communications::{CallFinish, CallWrite, Claim, ClaimScope},
     testing::{TestServer, minimal_snapshot},
 };
 use chrono::Utc;
 use serde_json::json;
+
+/// Asserts the headers every object download carries.
+#[track_caller]
+fn assert_download(h: &reqwest::header::HeaderMap, content_type: &str, filename: &str) {
+    assert_eq!(h["content-type"], content_type, "{h:?}");
+    assert_eq!(h["x-content-type-options"], "nosniff", "{h:?}");
+    assert_eq!(
+        h["content-security-policy"], "sandbox; default-src 'none'; frame-ancestors 'none'",
+        "{h:?}"
+    );
+    assert_eq!(
+        h["content-disposition"],
+        format!("attachment; filename=\"{filename}\""),
+        "{h:?}"
+    );
+}
 
 /// A history as the engine writes it.
 fn history(id: &str) -> CallHistory {
@@ -141,6 +159,11 @@ async fn history_and_recording(s: TestServer) {
         .send()
         .await;
     r.expect(200);
+    assert_download(
+        &r.headers,
+        "application/json",
+        &format!("{id}.history.json"),
+    );
     let h: CallHistory = serde_json::from_value(r.body.clone()).expect("a CallHistory");
     assert_eq!(h.communication_id, id);
     assert_eq!(h.goals, ["reached"]);
@@ -153,7 +176,7 @@ async fn history_and_recording(s: TestServer) {
         .send()
         .await;
     r.expect(200);
-    assert_eq!(r.headers["content-type"], "audio/wav");
+    assert_download(&r.headers, "audio/wav", "recording.wav");
     assert_eq!(r.text.as_bytes(), &wav[..]);
     let r = s
         .get(&format!(
@@ -166,7 +189,38 @@ async fn history_and_recording(s: TestServer) {
     let link = r.str("signed_url");
     let got = reqwest::get(&link).await.unwrap();
     assert_eq!(got.status(), 200, "{link}");
+    assert_download(got.headers(), "audio/wav", "recording.wav");
     assert_eq!(got.bytes().await.unwrap(), wav);
+
+    // A listen turn's caller audio: streamed or linked, as a download.
+    let turn = objects.speech_turn(1);
+    s.state
+        .objects
+        .put(&turn, wav.clone(), Some("audio/wav"))
+        .await
+        .unwrap();
+    let reference = bucket_reference(&turn);
+    let r = s
+        .get(&format!(
+            "/v1/communication/{id}/speech-recording?path={reference}"
+        ))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    r.expect(200);
+    assert_download(&r.headers, "audio/wav", "1.wav");
+    assert_eq!(r.text.as_bytes(), &wav[..]);
+    let r = s
+        .get(&format!(
+            "/v1/communication/{id}/speech-recording?path={reference}&mode=url"
+        ))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    r.expect(200);
+    let got = reqwest::get(r.str("signed_url")).await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_download(got.headers(), "audio/wav", "1.wav");
 
     // Bad queries: 400; the other call has neither; another account sees nothing.
     for q in [

@@ -1162,6 +1162,110 @@ async fn statistics_and_reports(s: TestServer) {
     }
 }
 
+/// The report page's headers: a CSP that runs no script and allows the page's one style
+/// block by its hash (so the page still renders styled), and `nosniff`.
+#[track_caller]
+fn assert_report_page(r: &TestResponse) {
+    r.expect(200);
+    assert_eq!(r.headers["content-type"], "text/html; charset=utf-8");
+    assert_eq!(r.headers["x-content-type-options"], "nosniff");
+    let csp = r.headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.starts_with("default-src 'none'; "), "{csp}");
+    assert!(!csp.contains("unsafe"), "{csp}");
+    assert!(!csp.contains("script-src"), "no script may run: {csp}");
+    let style = r
+        .text
+        .split_once("<style>")
+        .and_then(|(_, rest)| rest.split_once("</style>"))
+        .map(|(style, _)| style)
+        .expect("a style block");
+    use sha2::Digest;
+    let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(style));
+    assert!(
+        csp.contains(&format!("style-src 'sha256-{hash}'")),
+        "{csp} allows the page's style"
+    );
+    assert_eq!(r.text.matches("<style").count(), 1, "one style block");
+    assert!(!r.text.contains(" style="), "no style attributes");
+    // The only script element is the JSON data block, which is never executed.
+    assert_eq!(
+        r.text.matches("<script").count(),
+        r.text.matches("<script type=\"application/json\"").count()
+    );
+}
+
+/// Report CSV cells and headers that a spreadsheet would run as formulas are written
+/// with a leading `'`; plain numbers (phone numbers in E.164 among them) are left as they
+/// are; JSON reports keep the values as stored. The report pages, legacy and v1, carry
+/// a CSP and `nosniff`.
+async fn report_cells_cannot_run_as_formulas(s: TestServer) {
+    let a = legacy(&s, "a").await;
+    let c = campaign(&s, &a, "+4911").await;
+    import(
+        &s,
+        &a,
+        &c,
+        b"phone,=cmd,@who,-n\n+4920,\"=HYPERLINK(\"\"http://127.0.0.1/x\"\")\",@SUM(A1),-5\n",
+    )
+    .await
+    .expect(200);
+    let attempt = post(&s, &a, &format!("/v1/campaign/{c}/attempt"), json!({}))
+        .await
+        .str("sid");
+    let base = format!("/v1/campaign/{c}/attempt/{attempt}");
+    let calls = communications(&s, &a, &c).await;
+    let id = calls[0]["id"].as_str().unwrap().to_string();
+    write_call(
+        &s,
+        &id,
+        Call {
+            status: "failed",
+            goals: r#"["+goal()"]"#,
+            variables: "{\"=r\":\"\\t=1+2\",\"score\":\"-3\"}",
+            error: Some("-2+3"),
+            ..Call::default()
+        },
+    )
+    .await;
+    let r = get(&s, &a, &format!("{base}/report/contact?format=csv")).await;
+    r.expect(200);
+    let lines: Vec<&str> = r.text.split("\r\n").filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines[0],
+        "contact_sid,phone,communication_sid,communication_status,call_status,answered,duration,goal,'-n,'=cmd,'@who,result.=r,result.score"
+    );
+    let contact = r.text.lines().nth(1).unwrap().split(',').next().unwrap();
+    assert_eq!(
+        lines[1],
+        format!(
+            "{contact},+4920,{id},failed,,false,0,'+goal(),-5,\"'=HYPERLINK(\"\"http://127.0.0.1/x\"\")\",'@SUM(A1),'\t=1+2,-3"
+        )
+    );
+    let r = get(&s, &a, &format!("{base}/report/communication?format=csv")).await;
+    r.expect(200);
+    let row: Vec<&str> = r.text.split("\r\n").nth(1).unwrap().split(',').collect();
+    assert_eq!(
+        (row[0], row[2], row[10], row[12]),
+        (id.as_str(), "+4920", "'+goal()", "'-2+3"),
+        "{row:?}"
+    );
+    // JSON carries the values as they are.
+    let r = get(&s, &a, &format!("{base}/report/contact")).await;
+    assert_eq!(
+        arr(&r)[0]["variables"]["=cmd"],
+        "=HYPERLINK(\"http://127.0.0.1/x\")"
+    );
+    assert_eq!(arr(&r)[0]["goal"], "+goal()");
+
+    assert_report_page(&get(&s, &a, &format!("{base}/report.html")).await);
+    assert_report_page(
+        &s.get(&format!("/v1/communication/-/report.html?agent_sid={c}"))
+            .bearer(&a.f.account_key)
+            .send()
+            .await,
+    );
+}
+
 /// Two attempts racing for one contact: the second write fails as a whole (no attempt, no
 /// communication, no link), so a contact is never dialled twice.
 async fn a_contact_is_dialled_once(s: TestServer) {
@@ -1333,6 +1437,7 @@ both_backends!(
     contacts,
     attempts,
     statistics_and_reports,
+    report_cells_cannot_run_as_formulas,
     a_contact_is_dialled_once,
     purge_removes_the_flow,
     a_campaign_larger_than_one_statement_is_written_whole

@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use utoipa::ToSchema;
 
+pub mod media_type;
 mod paths;
 pub use paths::{BUCKET, CallObjects, audio_file, bucket_reference, owner_of, strip_bucket};
 
@@ -298,11 +299,16 @@ impl Objects {
     fn attributes(&self, content_type: Option<&str>) -> Attributes {
         let mut a = Attributes::new();
         // The local filesystem keeps no metadata (object_store refuses attributes there);
-        // callers that need the type keep it in their own row.
+        // callers that need the type keep it in their own row. S3 serves presigned links
+        // with these: only an allow-listed type, and always as a download.
         if self.provider == Provider::S3
             && let Some(ct) = content_type
         {
-            a.insert(Attribute::ContentType, ct.to_string().into());
+            a.insert(
+                Attribute::ContentType,
+                media_type::served_type(ct).to_string().into(),
+            );
+            a.insert(Attribute::ContentDisposition, "attachment".into());
         }
         a
     }
@@ -428,7 +434,8 @@ impl Objects {
 
     /// A link downloading `path` until `ttl` from now. S3: a presigned GET; local: a
     /// service URL signed with [`Objects::sign`]. `content_type` is what the local route
-    /// serves the bytes as (S3 serves the stored type).
+    /// serves the bytes as, mapped onto the allow-list ([`media_type::served_type`]); S3
+    /// serves the stored type.
     pub async fn signed_link(
         &self,
         path: &str,
@@ -439,7 +446,11 @@ impl Objects {
         let expires_at = Utc::now() + ttl;
         let signed_url = match &self.s3 {
             Some(s3) => s3.signed_url(http::Method::GET, &p, ttl).await?.to_string(),
-            None => self.sign(p.as_ref(), expires_at.timestamp(), content_type),
+            None => self.sign(
+                p.as_ref(),
+                expires_at.timestamp(),
+                content_type.map(media_type::served_type),
+            ),
         };
         Ok(SignedLink {
             signed_url,
@@ -613,20 +624,6 @@ pub fn link_ttl(param: &str, requested: Option<u64>) -> Result<Duration, String>
             "{param}: must be at most {MAX_LINK_TTL_SECS} seconds"
         )),
         Some(t) => Ok(Duration::from_secs(t)),
-    }
-}
-
-/// A content type guessed from a path's extension (for objects without a stored type).
-pub fn guess_content_type(path: &str) -> &'static str {
-    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
-    match ext.as_deref() {
-        Some("wav") => "audio/wav",
-        Some("mp3") => "audio/mpeg",
-        Some("ogg") | Some("oga") => "audio/ogg",
-        Some("flac") => "audio/flac",
-        Some("json") => "application/json",
-        Some("txt") => "text/plain; charset=utf-8",
-        _ => "application/octet-stream",
     }
 }
 

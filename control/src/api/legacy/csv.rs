@@ -1,6 +1,11 @@
 //! CSV as the legacy family reads (contact import) and writes (reports) it: RFC 4180 —
 //! comma-separated fields, fields quoted with `"` when they hold a comma, a quote or a
 //! line break (a quote inside doubled), lines ended by CRLF or LF.
+//!
+//! Written cells, header cells included, are first passed through [`neutralise`]: a
+//! spreadsheet opening the report must not run a cell as a formula (CSV injection).
+
+use std::borrow::Cow;
 
 /// A malformed CSV text: the 1-based line a record starts on and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +92,55 @@ pub(super) fn parse(text: &str) -> Result<Vec<Record>, CsvError> {
     Ok(records)
 }
 
-/// A CSV text being written, one record per line (CRLF).
+/// Whether `s` is a plain decimal number: an optional sign, digits with an optional
+/// fraction (or a fraction alone), an optional exponent. Spreadsheets read such a cell as
+/// that number, never as a formula.
+fn is_plain_number(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = usize::from(matches!(b.first(), Some(b'+' | b'-')));
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while b.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i - start
+    };
+    let mut mantissa = digits(&mut i);
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        mantissa += digits(&mut i);
+    }
+    if mantissa == 0 {
+        return false;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+/// A cell as written to a report: one starting with `=`, `+`, `-`, `@`, a tab or a
+/// carriage return gets a leading `'`, so a spreadsheet shows it as text instead of
+/// evaluating it (OWASP's CSV injection advice). A plain number (`+4930123`, `-5`,
+/// `1e3`; see [`is_plain_number`]) is left as it is: spreadsheets read it as a number,
+/// and a phone number in E.164 keeps its `+`.
+pub(super) fn neutralise(cell: &str) -> Cow<'_, str> {
+    let risky = cell.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    if risky && !is_plain_number(cell) {
+        Cow::Owned(format!("'{cell}"))
+    } else {
+        Cow::Borrowed(cell)
+    }
+}
+
+/// A CSV text being written, one record per line (CRLF); every cell goes through
+/// [`neutralise`], then is quoted when it needs to be.
 #[derive(Debug, Default)]
 pub(super) struct Writer {
     out: String,
@@ -103,13 +156,13 @@ impl Writer {
             if i > 0 {
                 self.out.push(',');
             }
-            let f = f.as_ref();
+            let f = neutralise(f.as_ref());
             if f.contains([',', '"', '\r', '\n']) {
                 self.out.push('"');
                 self.out.push_str(&f.replace('"', "\"\""));
                 self.out.push('"');
             } else {
-                self.out.push_str(f);
+                self.out.push_str(&f);
             }
         }
         self.out.push_str("\r\n");
@@ -172,5 +225,39 @@ mod tests {
             fields(&parse(&text).unwrap()),
             [vec!["a", "b,c", "say \"hi\"", "x\ny"], vec!["", "+4911"]]
         );
+    }
+    #[test]
+    fn formula_cells_are_neutralised_and_numbers_kept() {
+        for (cell, written) in [
+            ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"),
+            ("+SUM(A1)", "'+SUM(A1)"),
+            ("-2+3", "'-2+3"),
+            ("@cmd", "'@cmd"),
+            ("\t=1", "'\t=1"),
+            ("\r=1", "'\r=1"),
+            ("-", "'-"),
+            ("+", "'+"),
+            ("+1-555-0100", "'+1-555-0100"),
+            ("1e", "1e"),
+            ("+4930123", "+4930123"),
+            ("-5", "-5"),
+            ("-0.25", "-0.25"),
+            ("+1.5E+3", "+1.5E+3"),
+            ("-.5", "-.5"),
+            ("plain", "plain"),
+            ("a=b", "a=b"),
+            ("", ""),
+        ] {
+            assert_eq!(neutralise(cell), written, "{cell:?}");
+        }
+        for not_number in [
+            "+.", "-e5", "+1e", "+1e+", "+1.2.3", "+0x10", "-inf", "+NaN",
+        ] {
+            assert!(!is_plain_number(not_number), "{not_number}");
+        }
+        // Header cells go through the same writer; a neutralised cell is still quoted.
+        let mut w = Writer::default();
+        w.record(["=cmd|' /C calc'!A0", "-1,2"]);
+        assert_eq!(w.finish(), "'=cmd|' /C calc'!A0,\"'-1,2\"\r\n");
     }
 }

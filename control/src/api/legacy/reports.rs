@@ -215,7 +215,7 @@ async fn attempt_calls(
 /// `callsmith load` give any set of calls).
 #[utoipa::path(get, path = "/v1/campaign/{campaign_id}/attempt/{attempt_id}/report.html", tag = "legacy",
     params(("campaign_id" = String, Path), ("attempt_id" = String, Path)), security(("basic" = [])),
-    responses((status = 200, content_type = "text/html; charset=utf-8", body = String),
+    responses((status = 200, content_type = "text/html; charset=utf-8", body = String, description = crate::communication::report::PAGE_HEADERS),
         (status = 400, body = RpcStatus, description = "More calls in the attempt than one request reads (200,000 by default): INVALID_ARGUMENT, reason too_many_communications"), (status = 401, body = RpcStatus),
         (status = 404, body = RpcStatus, description = "No such campaign in this account, or no such attempt of it"),
         (status = 500, body = RpcStatus)))]
@@ -239,7 +239,7 @@ async fn attempt_report_page(
         &stats,
         &plots,
     );
-    Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response())
+    Ok(crate::communication::report::response(page))
 }
 
 /// The communication report: one row per call of the attempt, oldest first.

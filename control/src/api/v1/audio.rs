@@ -4,9 +4,14 @@
 //! Upload: the `file` part of a multipart body is streamed into object storage as it
 //! arrives (never held whole in memory). Above 32 MiB the upload is aborted, nothing is
 //! stored, and the answer is 413 `file_too_large`. A missing `file` part or an empty file
-//! is 400. The part's content type is kept (audio/wav when absent); only audio types and
-//! application/octet-stream are accepted, because `location` serves the bytes publicly
-//! with that type from this origin (a text/html "audio file" would be a stored XSS).
+//! is 400. The stored type follows [`crate::objects::media_type`]: the part's declared
+//! type must be a well-formed, allow-listed audio type (or application/octet-stream, or
+//! none) and the first bytes must be that format; it is stored under its canonical name
+//! (audio/x-wav as audio/wav). Refusals: 400 `unsupported_content_type` for any other
+//! declared type, 415 `content_type_mismatch` when the bytes are not the declared format
+//! or are markup. `location` serves the bytes publicly from this origin, which also
+//! serves the console, so every download carries the allow-listed type, `nosniff`, a
+//! sandboxing CSP and `Content-Disposition: attachment` ([`serve_object`]).
 //!
 //! `location` is `{public_url}/v1/audio/{id}/content?token=…`: public, no bearer needed,
 //! never expiring; the token is an HMAC of the id under the storage signing key, so the
@@ -21,7 +26,9 @@ use axum::{
     http::{HeaderValue, StatusCode, header},
     response::Response,
 };
+use bytes::{Bytes, BytesMut};
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -31,7 +38,10 @@ use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::cap,
     ids::{has_prefix, new_sid, prefix},
-    objects::{LinkError, ObjectError, SIGNED_ROUTE, SignedLink, guess_content_type, link_ttl},
+    objects::{
+        LinkError, ObjectError, SIGNED_ROUTE, SignedLink, link_ttl,
+        media_type::{self, Refusal, SNIFF_LEN},
+    },
     store::{AudioRecord, NewAudio},
 };
 
@@ -58,7 +68,8 @@ pub struct Audio {
     pub location: String,
     /// Stored basename: `<id>.wav` (the id carries the `aud_` prefix).
     pub filename: String,
-    /// The type the file is stored and served with.
+    /// The type the file is served with: audio/wav, audio/mpeg, audio/ogg, audio/flac or
+    /// application/octet-stream.
     pub content_type: String,
     /// Canonical storage object URI (`file:///…` or `s3://bucket/…`).
     pub url: String,
@@ -80,7 +91,7 @@ fn view(state: &AppState, r: &AudioRecord) -> Audio {
             r.sid
         ),
         filename: basename(&r.object_path).to_string(),
-        content_type: r.content_type.clone(),
+        content_type: media_type::served_type(&r.content_type).to_string(),
         url: r.url.clone(),
         provider: r.provider.clone(),
         original_filename: r.original_filename.clone(),
@@ -99,22 +110,30 @@ fn basename(path: &str) -> &str {
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct AudioUpload {
-    /// The audio bytes; the part's Content-Type is kept (audio/wav when absent).
+    /// The audio bytes. The part's Content-Type: audio/wav, audio/mpeg, audio/ogg,
+    /// audio/flac (or an alias such as audio/x-wav), application/octet-stream, or none;
+    /// the bytes must be the declared format, and are stored under its canonical name.
+    /// With none or application/octet-stream, WAV, MPEG, Ogg and FLAC bytes take their
+    /// type and other bytes are stored as application/octet-stream.
     #[schema(value_type = String, format = Binary, min_length = 1)]
     file: Vec<u8>,
 }
 
-fn acceptable_type(ct: &str) -> bool {
-    let main = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    match main.split_once('/') {
-        Some(("audio", sub)) => !sub.is_empty(),
-        _ => main == "application/octet-stream",
+fn refused(r: Refusal) -> ApiError {
+    match r {
+        Refusal::Unsupported(m) => {
+            ApiError::bad_request("unsupported_content_type", format!("file: {m}"))
+        }
+        Refusal::Mismatch(m) => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "content_type_mismatch",
+            format!("file: {m}"),
+        ),
     }
+}
+
+fn interrupted(m: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request("invalid_body", format!("file: upload interrupted: {m}"))
 }
 
 fn too_large() -> ApiError {
@@ -136,12 +155,18 @@ async fn drain(mp: &mut Multipart) {
     .await;
 }
 
-/// Upload an audio file (multipart part `file`). Above 32 MiB: 413, nothing stored.
+/// Upload an audio file (multipart part `file`). Above 32 MiB: 413, nothing stored. The
+/// declared type must be an allow-listed audio type (or application/octet-stream, or
+/// none) and the bytes that format; refused uploads store nothing.
 #[utoipa::path(post, path = "/v1/audio", tag = "audio",
     request_body(content = AudioUpload, content_type = "multipart/form-data"),
     params(("X-Account-Sid" = Option<String>, Header, description = "Account; required for the superuser and tenant keys")), security(("bearer" = [])),
-    responses((status = 201, body = Audio), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 500, body = ErrorBody)))]
+    responses((status = 201, body = Audio),
+        (status = 400, body = ErrorBody, description = "`unsupported_content_type`: the part's type is malformed or not an allow-listed audio type; also `file_required`, `empty_file`, `unknown_part`, `invalid_body`"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 415, body = ErrorBody, description = "`content_type_mismatch`: the bytes are not the declared audio format, or are markup (HTML, SVG, XML)"),
+        (status = 500, body = ErrorBody)))]
 async fn upload_audio(
     State(state): State<AppState>,
     auth: Authz<cap::ResourcesWrite>,
@@ -153,7 +178,7 @@ async fn upload_audio(
     })?;
     let sid = new_sid(prefix::AUDIO);
     let path = crate::objects::audio_file(&account.sid, &sid);
-    let mut stored: Option<(String, String, u64)> = None;
+    let mut stored: Option<(&'static str, String, u64)> = None;
     loop {
         let field = match mp.next_field().await {
             Ok(Some(f)) => f,
@@ -169,27 +194,57 @@ async fn upload_audio(
             }
         };
         if field.name() == Some("file") && stored.is_none() {
-            let content_type = field
-                .content_type()
-                .map(str::to_string)
-                .unwrap_or_else(|| "audio/wav".to_string());
-            if !acceptable_type(&content_type) {
-                return Err(ApiError::bad_request(
-                    "unsupported_content_type",
-                    format!(
-                        "file: content type {content_type:?} is not audio/* or application/octet-stream"
-                    ),
-                ));
-            }
+            // The raw header, not the parsed one: a value the multipart parser cannot read
+            // must be refused, not taken for an absent type.
+            let declared = media_type::declared(
+                field
+                    .headers()
+                    .get(header::CONTENT_TYPE)
+                    .map(HeaderValue::as_bytes),
+            );
+            let declared = match declared {
+                Ok(d) => d,
+                Err(r) => {
+                    drop(field);
+                    drain(&mut mp).await;
+                    return Err(refused(r));
+                }
+            };
             let filename: String = field.file_name().unwrap_or("").chars().take(255).collect();
             if let Some(message) =
                 crate::text_field::refusal("filename", &filename, crate::text_field::TextKind::Line)
             {
+                drop(field);
+                drain(&mut mp).await;
                 return Err(ApiError::bad_request("invalid_filename", message));
             }
+            // The first bytes decide the stored type before anything reaches storage;
+            // the rest is streamed behind them.
+            let mut field = field;
+            let mut head = BytesMut::new();
+            while head.len() < SNIFF_LEN {
+                match field.chunk().await {
+                    Ok(Some(c)) => head.extend_from_slice(&c),
+                    Ok(None) => break,
+                    Err(e) => return Err(interrupted(e.body_text())),
+                }
+            }
+            if head.is_empty() {
+                return Err(ApiError::bad_request("empty_file", "file: is empty"));
+            }
+            let content_type = match media_type::upload_type(declared, &head) {
+                Ok(t) => t,
+                Err(r) => {
+                    drop(field);
+                    drain(&mut mp).await;
+                    return Err(refused(r));
+                }
+            };
+            let head: Bytes = head.freeze();
+            let body = futures::stream::once(async move { Ok(head) }).chain(field);
             match state
                 .objects
-                .put_stream(&path, Some(&content_type), Box::pin(field), MAX_AUDIO_BYTES)
+                .put_stream(&path, Some(content_type), Box::pin(body), MAX_AUDIO_BYTES)
                 .await
             {
                 Ok(n) => stored = Some((content_type, filename, n)),
@@ -197,12 +252,7 @@ async fn upload_audio(
                     drain(&mut mp).await;
                     return Err(too_large());
                 }
-                Err(ObjectError::Interrupted(m)) => {
-                    return Err(ApiError::bad_request(
-                        "invalid_body",
-                        format!("file: upload interrupted: {m}"),
-                    ));
-                }
+                Err(ObjectError::Interrupted(m)) => return Err(interrupted(m)),
                 Err(e) => return Err(ApiError::internal(e)),
             }
         } else {
@@ -226,10 +276,6 @@ async fn upload_audio(
             "file: a multipart part named file is required",
         ));
     };
-    if size == 0 {
-        let _ = state.objects.delete(&path).await;
-        return Err(ApiError::bad_request("empty_file", "file: is empty"));
-    }
     let url = state.objects.uri(&path);
     let created = state
         .store
@@ -240,7 +286,7 @@ async fn upload_audio(
             object_path: &path,
             provider: state.objects.provider().as_str(),
             url: &url,
-            content_type: &content_type,
+            content_type,
             original_filename: &filename,
             size_bytes: size as i64,
         })
@@ -342,39 +388,47 @@ pub struct ContentQuery {
     pub token: Option<String>,
 }
 
-async fn serve_object(
+/// Streams a stored object as a download: every route serving stored bytes answers
+/// through here, with [`media_type::download_headers`] (the allow-listed type of
+/// `content_type`, `nosniff`, the sandboxing CSP, `attachment` named after the path's
+/// last segment). An absent object is `absent()`.
+pub(super) async fn serve_object(
     state: &AppState,
     path: &str,
     content_type: &str,
-    filename: &str,
+    absent: impl Fn() -> ApiError,
 ) -> ApiResult<Response> {
     let (info, stream) = match state.objects.stream(path).await {
         Ok(s) => s,
-        Err(ObjectError::NotFound) => return Err(ApiError::not_found("object")),
+        Err(ObjectError::NotFound | ObjectError::InvalidPath(_)) => return Err(absent()),
         Err(e) => return Err(ApiError::internal(e)),
     };
     let mut resp = Response::new(Body::from_stream(stream));
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_str(content_type)
-            .unwrap_or(HeaderValue::from_static("application/octet-stream")),
-    );
+    h.extend(media_type::download_headers(content_type, basename(path)));
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(info.size));
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    if let Ok(v) = HeaderValue::from_str(&format!("inline; filename=\"{filename}\"")) {
-        h.insert(header::CONTENT_DISPOSITION, v);
-    }
     Ok(resp)
 }
 
-/// An audio file's bytes, served with its content type (public: the `location` URL;
-/// a missing or wrong token reads as absent).
+/// The bytes of an object download (documentation only).
+#[derive(ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[allow(dead_code)]
+pub struct ObjectBytes(Vec<u8>);
+
+/// The headers of an object download, for the OpenAPI description of its 200.
+pub(super) const DOWNLOAD_HEADERS: &str = "Served with `X-Content-Type-Options: nosniff`, \
+`Content-Security-Policy: sandbox; default-src 'none'; frame-ancestors 'none'` and \
+`Content-Disposition: attachment`";
+
+/// An audio file's bytes as a download, with its allow-listed type (public: the
+/// `location` URL; a missing or wrong token reads as absent). Served with
+/// `X-Content-Type-Options: nosniff`, a sandboxing Content-Security-Policy and
+/// `Content-Disposition: attachment`.
 #[utoipa::path(get, path = "/v1/audio/{id}/content", tag = "audio", params(("id" = String, Path), ContentQuery),
-    responses((status = 200, description = "The audio bytes", content_type = "audio/*"), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
+    responses((status = 200, description = DOWNLOAD_HEADERS,
+            content((ObjectBytes = "audio/wav"), (ObjectBytes = "audio/mpeg"), (ObjectBytes = "audio/ogg"), (ObjectBytes = "audio/flac"), (ObjectBytes = "application/octet-stream"))),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
 async fn audio_content(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -392,12 +446,9 @@ async fn audio_content(
         .audio_get(&id)
         .await?
         .ok_or_else(|| ApiError::not_found("audio"))?;
-    serve_object(
-        &state,
-        &r.object_path,
-        &r.content_type,
-        basename(&r.object_path),
-    )
+    serve_object(&state, &r.object_path, &r.content_type, || {
+        ApiError::not_found("object")
+    })
     .await
 }
 
@@ -424,7 +475,11 @@ async fn audio_signed_link(
     let r = scoped_audio(&state, &auth, &id).await?;
     let link = state
         .objects
-        .signed_link(&r.object_path, ttl, Some(&r.content_type))
+        .signed_link(
+            &r.object_path,
+            ttl,
+            Some(media_type::served_type(&r.content_type)),
+        )
         .await
         .map_err(ApiError::internal)?;
     Ok(Json(link))
@@ -444,10 +499,14 @@ pub struct SignedObjectQuery {
     pub sig: String,
 }
 
-/// Serves an object through a local signed link (public; 403 `link_expired` after the
-/// expiry, 403 `invalid_signature` when any parameter was altered).
+/// Serves an object through a local signed link as a download (public; 403
+/// `link_expired` after the expiry, 403 `invalid_signature` when any parameter was
+/// altered). The signed type is served only when allow-listed, application/octet-stream
+/// otherwise.
 #[utoipa::path(get, path = SIGNED_ROUTE, tag = "audio", params(SignedObjectQuery),
-    responses((status = 200, description = "The object bytes"), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
+    responses((status = 200, description = DOWNLOAD_HEADERS,
+            content((ObjectBytes = "audio/wav"), (ObjectBytes = "audio/mpeg"), (ObjectBytes = "audio/ogg"), (ObjectBytes = "audio/flac"), (ObjectBytes = "application/json"), (ObjectBytes = "application/octet-stream"))),
+        (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
 async fn signed_object(
     State(state): State<AppState>,
     Query(q): Query<SignedObjectQuery>,
@@ -473,7 +532,7 @@ async fn signed_object(
         }
     }
     let ct =
-        q.ct.clone()
-            .unwrap_or_else(|| guess_content_type(&q.path).to_string());
-    serve_object(&state, &q.path, &ct, basename(&q.path)).await
+        q.ct.as_deref()
+            .unwrap_or_else(|| media_type::type_of_path(&q.path));
+    serve_object(&state, &q.path, ct, || ApiError::not_found("object")).await
 }

@@ -1,25 +1,27 @@
 //! What a finished call left in object storage, served per communication: the saved
 //! history, the recording and the caller audio of each listen turn. Paths come from
 //! [`crate::objects::CallObjects`]; only the caller's own communications are visible.
+//! Bytes are served through [`super::audio::serve_object`], as every stored object is:
+//! an allow-listed type, `nosniff`, a sandboxing CSP and `Content-Disposition: attachment`.
 
 use std::time::Duration;
 
 use axum::{
     extract::State,
-    http::header,
     response::{IntoResponse, Response},
 };
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::audio::{DOWNLOAD_HEADERS, serve_object};
 use super::communications::visible_communication;
 use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Path, Query},
     auth::cap,
     communication::history::CallHistory,
-    objects::{CallObjects, guess_content_type, link_ttl},
+    objects::{CallObjects, link_ttl, media_type},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -64,7 +66,7 @@ async fn serve(
     if state.objects.head(path).await.is_err() {
         return Err(absent());
     }
-    let content_type = guess_content_type(path);
+    let content_type = media_type::type_of_path(path);
     if let Delivery::Link(ttl) = how {
         let link = state
             .objects
@@ -73,8 +75,7 @@ async fn serve(
             .map_err(ApiError::internal)?;
         return Ok(Json(link).into_response());
     }
-    let bytes = state.objects.get(path).await.map_err(|_| absent())?;
-    Ok(([(header::CONTENT_TYPE, content_type)], bytes).into_response())
+    serve_object(state, path, content_type, absent).await
 }
 
 /// The saved history of an answered call: every brick, prompt, listen turn (with its
@@ -82,7 +83,7 @@ async fn serve(
 #[utoipa::path(get, path = "/v1/communication/{id}/history", tag = "communications",
     params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
     security(("bearer" = [])),
-    responses((status = 200, body = CallHistory),
+    responses((status = 200, body = CallHistory, description = DOWNLOAD_HEADERS),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "`communication`: no such communication; `history`: none saved (the call was not answered, or has not ended)"),
         (status = 500, body = ErrorBody)))]
@@ -98,8 +99,7 @@ async fn history(
         .history_path
         .filter(|_| comm.has_history)
         .unwrap_or_else(|| CallObjects::new(&account.sid, &comm.sid).history());
-    let bytes = state.objects.get(&path).await.map_err(|_| absent())?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response())
+    serve_object(&state, &path, media_type::JSON, absent).await
 }
 
 /// Query of the call's audio objects.
@@ -121,7 +121,7 @@ pub struct RecordingQuery {
 #[utoipa::path(get, path = "/v1/communication/{id}/recording", tag = "communications",
     params(("id" = String, Path), RecordingQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
     security(("bearer" = [])),
-    responses((status = 200, description = "The audio (proxy mode, audio/wav) or a Signed link (url mode)", body = crate::objects::SignedLink),
+    responses((status = 200, description = "The audio (proxy mode, audio/wav, served as a download: `X-Content-Type-Options: nosniff`, a sandboxing `Content-Security-Policy`, `Content-Disposition: attachment`) or a Signed link (url mode)", body = crate::objects::SignedLink),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "`communication`: no such communication; `recording`: none stored"),
         (status = 500, body = ErrorBody)))]
@@ -164,7 +164,7 @@ pub struct SpeechRecordingQuery {
 #[utoipa::path(get, path = "/v1/communication/{id}/speech-recording", tag = "communications",
     params(("id" = String, Path), SpeechRecordingQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
     security(("bearer" = [])),
-    responses((status = 200, description = "The audio (proxy mode) or a Signed link (url mode)", body = crate::objects::SignedLink),
+    responses((status = 200, description = "The audio (proxy mode, served as a download: `X-Content-Type-Options: nosniff`, a sandboxing `Content-Security-Policy`, `Content-Disposition: attachment`) or a Signed link (url mode)", body = crate::objects::SignedLink),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
 async fn speech_recording(

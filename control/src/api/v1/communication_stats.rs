@@ -87,7 +87,7 @@ async fn communication_statistics(
 #[utoipa::path(get, path = "/v1/communication/-/report.html", tag = "communications",
     params(StatisticsQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
     security(("bearer" = [])),
-    responses((status = 200, content_type = "text/html; charset=utf-8", body = String), (status = 400, body = ErrorBody),
+    responses((status = 200, content_type = "text/html; charset=utf-8", body = String, description = report::PAGE_HEADERS), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody, description = TOO_MANY),
         (status = 500, body = ErrorBody)))]
@@ -96,7 +96,6 @@ async fn communication_report(
     auth: Authz<cap::ResourcesRead>,
     Query(q): Query<StatisticsQuery>,
 ) -> ApiResult<axum::response::Response> {
-    use axum::response::IntoResponse;
     let filter = filter(&q)?;
     let account = auth.account_scope(&state).await?;
     let set = call_set(&state, &account, &filter).await?;
@@ -110,11 +109,7 @@ async fn communication_report(
         &set.statistics,
         &plots,
     );
-    Ok((
-        [(http::header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        page,
-    )
-        .into_response())
+    Ok(report::response(page))
 }
 
 /// The store filter of `q`; 400 `invalid_query` for a bad direction or batch id.

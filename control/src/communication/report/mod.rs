@@ -9,13 +9,25 @@
 //! `started_at`, `finished_at`, and optionally `title`, `target`, `scenario`, `calls`,
 //! `cps`, `cpl` (the dashed line of the live-calls plot), `cpl_note` (why there is no
 //! such line), `turns` (`[{at, latency_ms}]`, see [`TurnPoint`]) and `timed_out`.
+//!
+//! The page runs no script: its one `<style>` block is [`STYLE`], its plots are inline
+//! SVG drawn with presentation attributes, and its figures sit in a
+//! `<script type="application/json">` data block, which browsers never execute. Served
+//! over HTTP it goes through [`response`], whose Content-Security-Policy ([`csp`]) allows
+//! that style block by hash and nothing else.
 
 mod cpl;
 mod plot;
 mod series;
 
+use std::sync::OnceLock;
+
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use http::{HeaderValue, header};
 use serde::Serialize;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 pub use cpl::CplLine;
 use plot::esc;
@@ -80,6 +92,52 @@ fn counts(v: &Value) -> Vec<(String, i64)> {
         .collect();
     out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     out
+}
+
+/// The page's only style sheet (inline; [`csp`] allows it by its hash).
+pub const STYLE: &str = "body{font-family:sans-serif;margin:2em}th{text-align:left;padding-right:1em}td,th{padding:2px 6px}";
+
+/// The Content-Security-Policy of a served report page: nothing loads or runs but the
+/// page's own [`STYLE`] block (by its SHA-256), and the page cannot be framed, post a
+/// form or change its base URL.
+pub fn csp() -> &'static str {
+    static CSP: OnceLock<String> = OnceLock::new();
+    CSP.get_or_init(|| {
+        let hash =
+            base64::engine::general_purpose::STANDARD.encode(Sha256::digest(STYLE.as_bytes()));
+        format!(
+            "default-src 'none'; style-src 'sha256-{hash}'; base-uri 'none'; \
+             form-action 'none'; frame-ancestors 'none'"
+        )
+    })
+}
+
+/// The headers of a served report page, for its OpenAPI description.
+pub const PAGE_HEADERS: &str = "The report page. Served with a `Content-Security-Policy` that runs no script and \
+allows only the page's own style block (by hash), `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`";
+
+/// A report page as an HTTP answer: `text/html`, the page's [`csp`],
+/// `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`. Every route
+/// serving a report answers through here.
+pub fn response(page: String) -> Response {
+    let mut r = page.into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    if let Ok(v) = HeaderValue::from_str(csp()) {
+        h.insert(header::CONTENT_SECURITY_POLICY, v);
+    }
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    r
 }
 
 /// The report as one HTML page with no outside resources.
@@ -194,7 +252,7 @@ pub fn html(report: &Value) -> String {
     let title = report["title"].as_str().unwrap_or("callsmith load report");
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\n\
-<style>body{{font-family:sans-serif;margin:2em}}th{{text-align:left;padding-right:1em}}td,th{{padding:2px 6px}}</style></head>\n\
+<style>{STYLE}</style></head>\n\
 <body><h1>{t}</h1>\n<p>{} → {}</p>\n<table>\n{rows}</table>\n\
 <script type=\"application/json\" id=\"statistics\">{data}</script>\n\
 <h2>Live calls{}</h2>\n{live}\n\
