@@ -66,7 +66,8 @@ pub fn embedded_ipv4(v6: Ipv6Addr) -> Vec<Ipv4Addr> {
 /// media address is `media_ip`: only within the same reach. A loopback engine talks to
 /// loopback candidates only; an engine on a private address to private ones; one on a
 /// public address to public ones; one bound to every interface to private or public ones.
-/// Link-local (cloud metadata), unspecified, multicast and broadcast addresses never.
+/// Link-local (cloud metadata), unspecified, multicast, broadcast, IPv4-mapped and
+/// IPv4-compatible addresses never.
 /// Connectivity checks go only to candidates that pass, so an offer cannot point the
 /// engine's UDP at a network its media address does not serve.
 pub fn ice_candidate_allowed(media_ip: IpAddr, candidate: IpAddr) -> bool {
@@ -75,10 +76,13 @@ pub fn ice_candidate_allowed(media_ip: IpAddr, candidate: IpAddr) -> bool {
             v4.is_link_local() || v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast()
         }
         IpAddr::V6(v6) => {
+            let seg = v6.segments();
             v6.is_unspecified()
                 || v6.is_multicast()
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
+                || (seg[0] & 0xffc0) == 0xfe80
                 || v6.to_ipv4_mapped().is_some()
+                // ::a.b.c.d, the deprecated IPv4-compatible form (::1 aside).
+                || (seg[..6].iter().all(|s| *s == 0) && !v6.is_loopback())
         }
     };
     if never {
@@ -222,6 +226,8 @@ mod tests {
             "255.255.255.255",
             "fe80::1",
             "::ffff:127.0.0.1",
+            "::127.0.0.1",
+            "::10.0.0.7",
         ] {
             for media in [lo, lan, public, any] {
                 assert!(

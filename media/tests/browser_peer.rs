@@ -132,3 +132,93 @@ async fn offers_it_cannot_use_are_refused_with_the_reason() {
         .unwrap_or_default();
     assert!(e.contains("PCMU") || e.contains("no answer"), "{e}");
 }
+
+/// The value of the first `a=<key>:` line of an SDP.
+fn sdp_value<'a>(sdp: &'a str, key: &str) -> &'a str {
+    sdp.lines()
+        .find_map(|l| l.strip_prefix(&format!("a={key}:")))
+        .unwrap_or_else(|| panic!("no a={key} in {sdp}"))
+        .trim()
+}
+
+/// A valid ICE connectivity check to the answered peer (the browser's credentials), sent
+/// from `from`: true when the peer answers it within a second.
+async fn binding_answered(from: &UdpSocket, to: SocketAddr, offer: &str, answer: &str) -> bool {
+    use webrtc::stun::agent::TransactionId;
+    use webrtc::stun::attributes::ATTR_USERNAME;
+    use webrtc::stun::fingerprint::FINGERPRINT;
+    use webrtc::stun::integrity::MessageIntegrity;
+    use webrtc::stun::message::{BINDING_REQUEST, CLASS_SUCCESS_RESPONSE, Message, Setter};
+    use webrtc::stun::textattrs::TextAttribute;
+
+    let username = format!(
+        "{}:{}",
+        sdp_value(answer, "ice-ufrag"),
+        sdp_value(offer, "ice-ufrag")
+    );
+    let mut m = Message::new();
+    let setters: Vec<Box<dyn Setter>> = vec![
+        Box::new(BINDING_REQUEST),
+        Box::new(TransactionId::new()),
+        Box::new(TextAttribute::new(ATTR_USERNAME, username)),
+        Box::new(MessageIntegrity::new_short_term_integrity(
+            sdp_value(answer, "ice-pwd").to_owned(),
+        )),
+        Box::new(FINGERPRINT),
+    ];
+    m.build(&setters).expect("STUN request");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    let mut buf = [0u8; 1500];
+    from.send_to(&m.raw, to).await.unwrap();
+    while let Ok(Ok((n, src))) = tokio::time::timeout_at(deadline, from.recv_from(&mut buf)).await {
+        let mut r = Message::new();
+        if src == to
+            && r.unmarshal_binary(&buf[..n]).is_ok()
+            && r.transaction_id == m.transaction_id
+            && r.typ.class == CLASS_SUCCESS_RESPONSE
+        {
+            return true;
+        }
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connectivity_checks_from_a_refused_address_are_not_answered() {
+    let browser = TestBrowser::new().await;
+    let offer = browser.offer().await;
+    let (_peer, answer) =
+        BrowserPeer::answer(&config(|ip| ip == IpAddr::V4(Ipv4Addr::LOCALHOST)), &offer)
+            .await
+            .expect("answered");
+    let port: u16 = answer
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.strip_prefix("a=candidate:")?.split(' ').collect();
+            (f.get(4) == Some(&"127.0.0.1")).then(|| f[5].parse().unwrap())
+        })
+        .expect("a loopback host candidate in the answer");
+    let ice = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+
+    // From an allowed address a check is answered (the agent may take a moment to start).
+    let allowed = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut answered = false;
+    for _ in 0..5 {
+        answered = binding_answered(&allowed, ice, &offer, &answer).await;
+        if answered {
+            break;
+        }
+    }
+    assert!(answered, "a valid check from 127.0.0.1 is answered");
+    // From a refused one the same check is not: no peer-reflexive candidate, no reply, and
+    // no checks of the engine's own go there.
+    let refused = UdpSocket::bind("127.0.0.2:0").await.unwrap();
+    assert!(
+        !binding_answered(&refused, ice, &offer, &answer).await,
+        "a check from 127.0.0.2 (refused by the policy) is answered"
+    );
+    let mut buf = [0u8; 1500];
+    let heard = tokio::time::timeout(Duration::from_secs(2), refused.recv_from(&mut buf)).await;
+    assert!(heard.is_err(), "the engine sent to a refused address");
+    browser.close().await;
+}

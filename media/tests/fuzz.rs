@@ -1,6 +1,7 @@
 //! Bounded fuzzing of the media parsers fed with network or uploaded bytes: RTP, RTCP (and the
 //! receive statistics the RTP headers drive), RFC 4733 telephone-events, the jitter buffer
-//! under arbitrary packet sequences, G.711 decoding and prompt decoding (WAV/MP3/…).
+//! under arbitrary packet sequences, G.711 decoding and prompt decoding (WAV/MP3/…), and the
+//! browser-call ICE candidate filter against the WebRTC stack's own SDP and candidate parsers.
 //!
 //! Each target replays `tests/fuzz_corpus/<target>/` and then mutations of it for at most
 //! ~3 s or its iteration cap, whichever comes first (see `tests/fuzz/harness.rs`).
@@ -12,7 +13,9 @@
 mod harness;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 
+use callsmith_media::browser::{RemotePolicy, filter_candidates};
 use callsmith_media::dtmf::{DtmfDetector, TelephoneEvent};
 use callsmith_media::g711::Codec;
 use callsmith_media::jitter::{Insert, JitterBuffer, MAX_PAYLOAD, Pop};
@@ -363,6 +366,262 @@ fn fuzz_prompt_decode() {
             let bound = 100 * bytes.len() + FRAME_SAMPLES;
             if n > bound {
                 return Err(format!("{n} samples from {} bytes", bytes.len()));
+            }
+            Ok(())
+        },
+    );
+}
+
+/// The policies the ICE filter is fuzzed with: a loopback engine's, and a public one's.
+fn ice_policies() -> [(&'static str, &'static RemotePolicy); 2] {
+    fn loopback(ip: IpAddr) -> bool {
+        ip.is_loopback()
+    }
+    fn public(ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(v4) => {
+                !(v4.is_private()
+                    || v4.is_loopback()
+                    || v4.is_link_local()
+                    || v4.is_unspecified()
+                    || v4.is_broadcast()
+                    || v4.is_multicast()
+                    || v4.octets()[0] == 0
+                    || v4.octets()[0] == 100)
+            }
+            IpAddr::V6(_) => false,
+        }
+    }
+    [("loopback", &loopback), ("public", &public)]
+}
+
+/// The candidates the peer connection hands its ICE agent from `sdp`, read as webrtc reads
+/// them (`RTCSessionDescription::unmarshal`, then `unmarshal_candidate` on each `candidate`
+/// attribute of a media section), and every attribute that merely resembles one. An error
+/// for anything the filter's output must never hold.
+fn agent_candidates(sdp: &str, allow: &dyn Fn(IpAddr) -> bool) -> Result<Vec<String>, String> {
+    use webrtc::ice::candidate::Candidate;
+    use webrtc::ice::candidate::CandidateType;
+    use webrtc::ice::candidate::candidate_base::unmarshal_candidate;
+    use webrtc::peer_connection::sdp::session_description::RTCSessionDescription;
+
+    let desc = RTCSessionDescription::offer(sdp.to_owned())
+        .map_err(|e| format!("the peer connection does not read the output: {e}"))?
+        .unmarshal()
+        .map_err(|e| format!("the output does not parse: {e}"))?;
+    if desc.attributes.iter().any(|a| a.is_ice_candidate()) {
+        return Err("a session-level candidate in the output".into());
+    }
+    let mut seen = Vec::new();
+    for a in desc.media_descriptions.iter().flat_map(|m| &m.attributes) {
+        if !a.is_ice_candidate() {
+            continue;
+        }
+        let value = a
+            .value
+            .as_deref()
+            .ok_or("a bare `a=candidate` in the output")?;
+        let c = unmarshal_candidate(value)
+            .map_err(|e| format!("the agent cannot read {value:?} in the output: {e}"))?;
+        let ip = c.addr().ip();
+        if c.candidate_type() != CandidateType::Host || !c.network_type().is_udp() {
+            return Err(format!("{value:?}: not a UDP host candidate"));
+        }
+        if c.address().parse::<IpAddr>().ok() != Some(ip) {
+            return Err(format!("{value:?}: the agent pairs with {ip}"));
+        }
+        if !allow(ip) {
+            return Err(format!("{value:?}: {ip} is refused by the policy"));
+        }
+        seen.push(format!("{ip} {}", c.port()));
+    }
+    Ok(seen)
+}
+
+/// The candidates of a (possibly unfiltered) offer that the policy allows, as the agent
+/// would read them, or `None` when the peer connection would not read the offer.
+fn allowed_in_offer(sdp: &str, allow: &dyn Fn(IpAddr) -> bool) -> Option<Vec<String>> {
+    use webrtc::ice::candidate::Candidate;
+    use webrtc::ice::candidate::CandidateType;
+    use webrtc::ice::candidate::candidate_base::unmarshal_candidate;
+    use webrtc::peer_connection::sdp::session_description::RTCSessionDescription;
+
+    let desc = RTCSessionDescription::offer(sdp.to_owned()).ok()?;
+    let mut out = Vec::new();
+    for a in desc
+        .unmarshal()
+        .ok()?
+        .media_descriptions
+        .iter()
+        .flat_map(|m| &m.attributes)
+    {
+        let (true, Some(value)) = (a.is_ice_candidate(), a.value.as_deref()) else {
+            continue;
+        };
+        let Ok(c) = unmarshal_candidate(value) else {
+            continue;
+        };
+        let ip = c.addr().ip();
+        if c.candidate_type() == CandidateType::Host
+            && c.network_type().is_udp()
+            && c.address().parse::<IpAddr>().ok() == Some(ip)
+            && allow(ip)
+        {
+            out.push(format!("{ip} {}", c.port()));
+        }
+    }
+    Some(out)
+}
+
+/// Addresses a candidate is rewritten to: allowed and refused ones in every spelling the
+/// parsers might take.
+const ICE_ADDRESSES: &[&str] = &[
+    "127.0.0.1",
+    "127.9.9.9",
+    "93.184.216.34",
+    "10.0.0.1",
+    "192.168.1.1",
+    "172.16.0.1",
+    "100.64.0.1",
+    "169.254.169.254",
+    "0.0.0.0",
+    "255.255.255.255",
+    "224.0.0.1",
+    "::",
+    "::1",
+    "fe80::1",
+    "fe80::1%eth0",
+    "::ffff:10.0.0.1",
+    "::ffff:127.0.0.1",
+    "::127.0.0.1",
+    "64:ff9b::a00:1",
+    "0x7f.1",
+    "0177.0.0.1",
+    "127.000.000.001",
+    "2130706433",
+    "127.1",
+    "[::1]",
+    "x.local",
+    "X.LOCAL",
+    "localhost",
+    "metadata.google.internal",
+];
+
+/// Spellings around a line the SDP lexer might read past.
+const ICE_SPACES: &[&str] = &[
+    " ", "\t", "\x0b", "\x0c", "\r", "\r\r", "\u{85}", "\u{a0}", "\u{2028}", "\u{3000}",
+    "\u{feff}", "\0",
+];
+
+/// A structure-aware mutation of an offer: addresses, types, transports and line spellings
+/// of its candidates, their place (session level, other sections) and line endings.
+fn mutate_offer(rng: &mut harness::Rng, seed: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(seed).ok()?;
+    let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_owned).collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let pick = |rng: &mut harness::Rng, from: &[&'static str]| from[rng.below(from.len())];
+    for _ in 0..1 + rng.below(4) {
+        let candidates: Vec<usize> = (0..lines.len())
+            .filter(|i| lines[*i].contains("candidate"))
+            .collect();
+        let i = if !candidates.is_empty() && !rng.chance(4) {
+            candidates[rng.below(candidates.len())]
+        } else {
+            rng.below(lines.len())
+        };
+        match rng.below(9) {
+            // Another address in the address field.
+            0 | 1 => {
+                let mut f: Vec<String> = lines[i].split(' ').map(str::to_owned).collect();
+                if f.len() > 4 {
+                    f[4] = pick(rng, ICE_ADDRESSES).to_owned();
+                    lines[i] = f.join(" ");
+                }
+            }
+            // White space or carriage returns around `a=` or at the line's start.
+            2 | 3 => {
+                let at = if lines[i].starts_with("a=") && rng.chance(2) {
+                    2
+                } else {
+                    0
+                };
+                lines[i].insert_str(at, pick(rng, ICE_SPACES));
+            }
+            // Another line ending.
+            4 => {
+                let body = lines[i].trim_end_matches(['\r', '\n']).to_owned();
+                lines[i] = body + pick(rng, &["\r\n", "\n", "\n\r", "\r", "\r\r\n", " \r\n"]);
+            }
+            // Another type, transport or attribute spelling.
+            5 => {
+                let (from, to) = [
+                    ("typ host", "typ srflx raddr 0.0.0.0 rport 0"),
+                    ("typ host", "typ prflx"),
+                    ("typ host", "typ relay raddr 10.0.0.1 rport 3478"),
+                    ("typ host", "typ HOST"),
+                    (" udp ", " tcp "),
+                    (" udp ", " UDP "),
+                    (" UDP ", " udp "),
+                    ("candidate:", "Candidate:"),
+                    ("candidate:", "candidate :"),
+                    ("candidate:", "candidate: "),
+                ][rng.below(10)];
+                lines[i] = lines[i].replacen(from, to, 1);
+            }
+            // The line copied elsewhere: session level, another section, the end.
+            6 | 7 => {
+                let line = lines[i].clone();
+                let to = rng.below(lines.len() + 1);
+                lines.insert(to, line);
+            }
+            // A second audio section with this line in it.
+            _ => {
+                let line = lines[i].clone();
+                lines.push("m=audio 9 UDP/TLS/RTP/SAVPF 0\r\n".to_owned());
+                lines.push(line);
+            }
+        }
+    }
+    Some(lines.concat().into_bytes())
+}
+
+#[test]
+fn fuzz_ice_candidates() {
+    harness::run_with_mutator(
+        "ice_candidates",
+        &harness::corpus_dir("ice_candidates"),
+        Vec::new(),
+        20_000,
+        Some(mutate_offer),
+        |bytes| {
+            let Ok(offer) = std::str::from_utf8(bytes) else {
+                return Ok(());
+            };
+            for (name, allow) in ice_policies() {
+                let Ok(out) = filter_candidates(offer, allow) else {
+                    continue;
+                };
+                let kept = agent_candidates(&out, allow).map_err(|e| format!("{name}: {e}"))?;
+                if kept.is_empty() {
+                    return Err(format!("{name}: accepted with no candidate left"));
+                }
+                // Nothing the policy allows is lost (the filter took the offer, so the peer
+                // connection reads it too).
+                let allowed = allowed_in_offer(offer, allow)
+                    .ok_or_else(|| format!("{name}: accepted an offer webrtc does not read"))?;
+                if allowed != kept {
+                    return Err(format!(
+                        "{name}: kept {kept:?}, the offer allows {allowed:?}"
+                    ));
+                }
+                // Filtering the output again changes nothing.
+                match filter_candidates(&out, allow) {
+                    Ok(again) if again == out => {}
+                    Ok(again) => return Err(format!("{name}: refiltered into {again:?}")),
+                    Err(e) => return Err(format!("{name}: the output is refused: {e}")),
+                }
             }
             Ok(())
         },

@@ -8,9 +8,12 @@
 //! test call can afford.
 //!
 //! The peer answers a complete offer (ICE gathering finished; no trickle) with a complete
-//! answer. Which remote candidates it may pair with is the caller's policy
-//! ([`BrowserPeerConfig::allow_remote`]): a candidate the policy refuses is removed from the
-//! offer before the ICE agent sees it, so no connectivity check is ever sent there.
+//! answer. Which remote addresses it may talk to is the caller's policy
+//! ([`BrowserPeerConfig::allow_remote`]), held in two places: the offer's candidates are
+//! judged on the description as the WebRTC stack parses it, and only the allowed ones are
+//! handed to the peer connection ([`policy`]); and the ICE agent's socket drops datagrams
+//! from, and refuses sends to, refused addresses (`sockets`), so an address the agent learns
+//! another way (a peer-reflexive one) is never answered or checked either.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, OnceLock};
@@ -24,7 +27,7 @@ use webrtc::api::media_engine::{MIME_TYPE_PCMU, MIME_TYPE_TELEPHONE_EVENT, Media
 use webrtc::api::setting_engine::SettingEngine;
 use webrtc::ice::mdns::MulticastDnsMode;
 use webrtc::ice::network_type::NetworkType;
-use webrtc::ice::udp_network::{EphemeralUDP, UDPNetwork};
+use webrtc::ice::udp_network::UDPNetwork;
 use webrtc::peer_connection::RTCPeerConnection;
 use webrtc::peer_connection::configuration::RTCConfiguration;
 use webrtc::peer_connection::peer_connection_state::RTCPeerConnectionState;
@@ -36,7 +39,11 @@ use webrtc::track::track_local::TrackLocalWriter;
 use webrtc::track::track_local::track_local_static_rtp::TrackLocalStaticRTP;
 use webrtc::util::marshal::{Marshal, MarshalSize};
 
+pub mod policy;
+mod sockets;
 pub mod testing;
+
+pub use policy::{RemotePolicy, filter_candidates};
 
 /// PCMU's static payload type.
 const PCMU_PT: u8 = 0;
@@ -57,14 +64,15 @@ pub enum BrowserError {
 /// Where a browser peer listens and whom it may talk to.
 #[derive(Clone)]
 pub struct BrowserPeerConfig {
-    /// The address its host candidates are gathered on (an unspecified address gathers on
-    /// every interface).
+    /// The address its ICE socket is bound to and its host candidates are gathered on (an
+    /// unspecified address: one socket on every interface, a candidate per interface
+    /// address, all on the socket's port).
     pub ip: IpAddr,
-    /// The UDP port range of its ICE sockets.
+    /// The UDP port range of its ICE socket (one port per peer).
     pub port_min: u16,
     pub port_max: u16,
-    /// Whether a remote candidate's address may be paired with.
-    pub allow_remote: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>,
+    /// Whether a remote address may be paired with, sent to or heard from.
+    pub allow_remote: Arc<RemotePolicy>,
     /// How long ICE and DTLS may take before the peer counts as failed.
     pub connect_timeout: Duration,
 }
@@ -366,59 +374,24 @@ fn build_api(config: &BrowserPeerConfig) -> Result<webrtc::api::API, BrowserErro
     } else {
         vec![NetworkType::Udp4]
     });
-    settings.set_udp_network(UDPNetwork::Ephemeral(
-        EphemeralUDP::new(config.port_min, config.port_max)
-            .map_err(|e| BrowserError::Local(format!("ICE port range: {e}")))?,
-    ));
+    if config.port_max < config.port_min {
+        return Err(BrowserError::Local(format!(
+            "ICE port range: {} is below {}",
+            config.port_max, config.port_min
+        )));
+    }
+    // The agent's socket is ours: it drops datagrams from, and refuses sends to, addresses
+    // the policy refuses, however the agent learnt them (peer-reflexive ones included).
+    settings.set_udp_network(UDPNetwork::Muxed(sockets::PolicedUdp::new(
+        ip,
+        config.port_min,
+        config.port_max,
+        config.allow_remote.clone(),
+    )));
     Ok(APIBuilder::new()
         .with_media_engine(media)
         .with_setting_engine(settings)
         .build())
-}
-
-/// The offer without the candidates the policy refuses (and without mDNS `.local` names,
-/// which the peer does not resolve); an error when no candidate is left.
-pub fn filter_candidates(
-    offer: &str,
-    allow: &(dyn Fn(IpAddr) -> bool + Send + Sync),
-) -> Result<String, BrowserError> {
-    if !offer.starts_with("v=0") {
-        return Err(BrowserError::InvalidOffer(
-            "sdp: not an SDP offer (it must start with v=0)".into(),
-        ));
-    }
-    let mut out = String::with_capacity(offer.len());
-    let (mut kept, mut dropped) = (0usize, Vec::new());
-    for line in offer.split_inclusive('\n') {
-        let body = line.trim_end_matches(['\r', '\n']);
-        if let Some(c) = body.strip_prefix("a=candidate:") {
-            // foundation component transport priority address port typ type ...
-            let fields: Vec<&str> = c.split_whitespace().collect();
-            let addr = fields.get(4).and_then(|a| a.parse::<IpAddr>().ok());
-            let host = fields.get(7) == Some(&"host");
-            match addr {
-                Some(ip) if host && allow(ip) => kept += 1,
-                _ => {
-                    dropped.push(fields.get(4).copied().unwrap_or("?").to_string());
-                    continue;
-                }
-            }
-        }
-        out.push_str(line);
-    }
-    if kept == 0 {
-        let why = if dropped.is_empty() {
-            "the offer has no ICE candidate (send it once ICE gathering is complete)".to_string()
-        } else {
-            format!(
-                "no ICE candidate of the offer may be used (refused: {}); the engine pairs only \
-                 with host candidates its media address can reach",
-                dropped.join(", ")
-            )
-        };
-        return Err(BrowserError::InvalidOffer(why));
-    }
-    Ok(out)
 }
 
 fn audio_rtpmaps(sdp: &str) -> impl Iterator<Item = &str> {
@@ -443,39 +416,6 @@ fn answer_has_telephone_event(sdp: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const OFFER: &str = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n\
-        m=audio 9 UDP/TLS/RTP/SAVPF 111 0\r\nc=IN IP4 0.0.0.0\r\n\
-        a=candidate:1 1 udp 2113937151 127.0.0.1 50000 typ host generation 0\r\n\
-        a=candidate:2 1 udp 2113937151 10.1.2.3 50002 typ host generation 0\r\n\
-        a=candidate:3 1 udp 2113937151 abc.local 50004 typ host generation 0\r\n\
-        a=candidate:4 1 udp 1677729535 198.51.100.7 50006 typ srflx raddr 0.0.0.0 rport 0\r\n\
-        a=rtpmap:0 PCMU/8000\r\n";
-
-    #[test]
-    fn keeps_only_allowed_host_candidates() {
-        let out = filter_candidates(OFFER, &|ip: IpAddr| ip.is_loopback()).unwrap();
-        assert!(out.contains("127.0.0.1 50000 typ host"));
-        assert!(!out.contains("10.1.2.3"));
-        assert!(!out.contains("abc.local"), "mDNS names are dropped");
-        assert!(!out.contains("srflx"), "only host candidates are paired");
-        assert!(out.contains("a=rtpmap:0 PCMU/8000\r\n"));
-    }
-
-    #[test]
-    fn no_allowed_candidate_is_an_invalid_offer_naming_them() {
-        let e = filter_candidates(OFFER, &|_| false)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("10.1.2.3") && e.contains("127.0.0.1"), "{e}");
-        let bare = "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\n";
-        let e = filter_candidates(bare, &|_| true).unwrap_err().to_string();
-        assert!(e.contains("no ICE candidate"), "{e}");
-        let e = filter_candidates("hello", &|_| true)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("not an SDP offer"), "{e}");
-    }
 
     #[test]
     fn answer_checks() {
