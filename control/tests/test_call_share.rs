@@ -32,6 +32,7 @@ impl BrowserCallRunner for StoringRunner {
         &self,
         new: NewCommunication,
         _offer: &str,
+        _record: bool,
     ) -> Result<BrowserCallStarted, BrowserCallError> {
         let at = Utc::now();
         let claim = Claim {
