@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 struct Setup {
     number: String,
+    /// The number's identifier.
+    identifier: String,
     pool: String,
     scenario: String,
     provider: String,
@@ -22,13 +24,19 @@ async fn made(s: &TestServer, tok: &str, path: &str, body: Value) -> String {
 }
 
 async fn setup(s: &TestServer, f: &Fixture) -> Setup {
+    // A phone number of its own per setup: a number is active in one account at a time.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let identifier = format!(
+        "+4911{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let tok = &f.admin_session;
     let pool = made(s, tok, "/v1/number-pool", json!({"name": "P"})).await;
     let number = made(
         s,
         tok,
         "/v1/number",
-        json!({"identifier": "+4911", "pool_sid": pool}),
+        json!({"identifier": &identifier, "pool_sid": pool}),
     )
     .await;
     let scenario = made(s, tok, "/v1/scenario", json!({"name": "S"})).await;
@@ -41,6 +49,7 @@ async fn setup(s: &TestServer, f: &Fixture) -> Setup {
     .await;
     Setup {
         number,
+        identifier,
         pool,
         scenario,
         provider,
@@ -198,7 +207,7 @@ async fn agent_crud_every_field(s: TestServer) {
             .await
             .unwrap()
             .number,
-        "+4911"
+        x.identifier
     );
     assert_eq!(
         s.store

@@ -389,11 +389,13 @@ async fn number_account_isolation(s: TestServer) {
         .as_str()
         .unwrap()
         .to_string();
+    // The identifier is unique per account: A may hold B's identifier too (inactive, as
+    // B's is active: a number is active in one account at a time).
     let na = create(
         &s,
         &fa.admin_session,
         "/v1/number",
-        json!({"identifier": "555"}),
+        json!({"identifier": "555", "status": "inactive"}),
     )
     .await["id"]
         .as_str()
@@ -590,9 +592,220 @@ async fn pool_crud(s: TestServer) {
     assert!(r.body["pool_sid"].is_null(), "{}", r.text);
 }
 
+/// POST /v1/number as the superuser in `account`.
+async fn su_create(s: &TestServer, account: &str, body: Value) -> TestResponse {
+    s.su(Method::POST, "/v1/number")
+        .header("X-Account-Sid", account)
+        .json(&body)
+        .send()
+        .await
+}
+
+/// A 409 `identifier_active` that names none of `secrets` (whose the number is).
+fn refused_as_active(r: &TestResponse, secrets: &[&str]) {
+    r.expect_error(409, "identifier_active");
+    assert_eq!(r.body["data"]["topic"], "conflict", "{}", r.text);
+    for secret in secrets {
+        assert!(
+            !r.text.contains(secret),
+            "the refusal names {secret}: {}",
+            r.text
+        );
+    }
+}
+
+async fn an_active_number_belongs_to_one_account(s: TestServer) {
+    let fa = s.fixture_named("a").await;
+    let fb = s.fixture_named("b").await;
+    let a2 = s
+        .create_account(&fa.tenant_sid, json!({"name": "account a2", "email": "owner-a2@example.test", "country": "de", "region": "eu"}))
+        .await;
+    let na = create(
+        &s,
+        &fa.admin_session,
+        "/v1/number",
+        json!({"identifier": "+4930777001"}),
+    )
+    .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let secrets = [fa.account_sid.as_str(), fa.tenant_sid.as_str(), na.as_str()];
+
+    // Another tenant, in every spelling of the number, and another account of A's tenant:
+    // refused while A's is active, and the refusal does not say whose it is.
+    for identifier in ["+4930777001", "4930777001", "004930777001", " +4930777001 "] {
+        let r = s
+            .post("/v1/number")
+            .bearer(&fb.admin_session)
+            .json(&json!({"identifier": identifier}))
+            .send()
+            .await;
+        refused_as_active(&r, &secrets);
+    }
+    refused_as_active(
+        &su_create(&s, &a2, json!({"identifier": "+4930777001"})).await,
+        &secrets,
+    );
+    // The same account: the same spelling is the per-account rule (422), another
+    // spelling the one-active-number rule.
+    s.post("/v1/number")
+        .bearer(&fa.admin_session)
+        .json(&json!({"identifier": "+4930777001"}))
+        .send()
+        .await
+        .expect_error(422, "identifier_taken");
+    refused_as_active(
+        &s.post("/v1/number")
+            .bearer(&fa.admin_session)
+            .json(&json!({"identifier": "004930777001"}))
+            .send()
+            .await,
+        &[],
+    );
+
+    // B may hold the number inactive, but not activate it, nor rename another active
+    // number to it.
+    let nb = create(
+        &s,
+        &fb.admin_session,
+        "/v1/number",
+        json!({"identifier": "+4930777001", "status": "inactive"}),
+    )
+    .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = s
+        .patch(&format!("/v1/number/{nb}"))
+        .bearer(&fb.admin_session)
+        .json(&json!({"status": "active"}))
+        .send()
+        .await;
+    refused_as_active(&r, &secrets);
+    let other = create(
+        &s,
+        &fb.admin_session,
+        "/v1/number",
+        json!({"identifier": "+4930777002"}),
+    )
+    .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = s
+        .patch(&format!("/v1/number/{other}"))
+        .bearer(&fb.admin_session)
+        .json(&json!({"identifier": "004930777001"}))
+        .send()
+        .await;
+    refused_as_active(&r, &secrets);
+    let r = s
+        .get(&format!("/v1/number/{nb}"))
+        .bearer(&fb.admin_session)
+        .send()
+        .await;
+    assert_eq!(r.body["status"], "inactive", "{}", r.text);
+
+    // Once A deactivates its number, B may take it; then A cannot take it back.
+    s.patch(&format!("/v1/number/{na}"))
+        .bearer(&fa.admin_session)
+        .json(&json!({"status": "inactive"}))
+        .send()
+        .await
+        .expect(200);
+    let r = s
+        .patch(&format!("/v1/number/{nb}"))
+        .bearer(&fb.admin_session)
+        .json(&json!({"status": "active"}))
+        .send()
+        .await;
+    r.expect(200);
+    assert_eq!(r.body["status"], "active");
+    let r = s
+        .patch(&format!("/v1/number/{na}"))
+        .bearer(&fa.admin_session)
+        .json(&json!({"status": "active"}))
+        .send()
+        .await;
+    refused_as_active(
+        &r,
+        &[fb.account_sid.as_str(), fb.tenant_sid.as_str(), nb.as_str()],
+    );
+    // Other changes of the inactive number stay possible.
+    s.patch(&format!("/v1/number/{na}"))
+        .bearer(&fa.admin_session)
+        .json(&json!({"name": "retired"}))
+        .send()
+        .await
+        .expect(200);
+}
+
+async fn racing_creates_leave_one_active_number(s: TestServer) {
+    let mut accounts = Vec::new();
+    for t in 0..3 {
+        let tenant = s.create_tenant(&format!("racer {t}")).await;
+        for a in 0..3 {
+            accounts.push(
+                s.create_account(&tenant, json!({"name": format!("racer {t}.{a}"), "email": format!("racer-{t}-{a}@example.test"), "country": "de", "region": "eu"}))
+                    .await,
+            );
+        }
+    }
+    let spellings = ["+4930888001", "4930888001", "004930888001"];
+    let results = futures::future::join_all(
+        accounts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| su_create(&s, a, json!({"identifier": spellings[i % spellings.len()]}))),
+    )
+    .await;
+    let created: Vec<&TestResponse> = results.iter().filter(|r| r.status == 201).collect();
+    assert_eq!(
+        created.len(),
+        1,
+        "{:?}",
+        results.iter().map(|r| &r.text).collect::<Vec<_>>()
+    );
+    for r in results.iter().filter(|r| r.status != 201) {
+        refused_as_active(r, &[]);
+    }
+    let mut active = 0;
+    for a in &accounts {
+        let r = s
+            .su(Method::GET, "/v1/number?status=active")
+            .header("X-Account-Sid", a)
+            .send()
+            .await;
+        r.expect(200);
+        active += r.body["total"].as_i64().unwrap();
+    }
+    assert_eq!(active, 1);
+}
+
 both_backends!(
     number_crud_and_validation,
     number_list_filters_search_order_include,
     number_account_isolation,
-    pool_crud
+    pool_crud,
+    an_active_number_belongs_to_one_account,
+    racing_creates_leave_one_active_number
 );
+
+#[test]
+fn openapi_documents_the_409_of_an_active_number() {
+    let doc = serde_json::to_value(callsmith_control::openapi()).unwrap();
+    for (path, method) in [("/v1/number", "post"), ("/v1/number/{id}", "patch")] {
+        let r = &doc["paths"][path][method]["responses"]["409"];
+        assert_eq!(
+            r["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/ErrorBody",
+            "{method} {path}"
+        );
+        assert!(
+            r["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("identifier_active")),
+            "{method} {path}: {r}"
+        );
+    }
+}

@@ -411,10 +411,99 @@ async fn credentials_stop_working_the_moment_they_change(s: TestServer) {
     );
 }
 
+/// Runs `sql` (several statements) on the store's database.
+async fn raw(s: &TestServer, sql: &str) {
+    let sql = sqlx::AssertSqlSafe(sql.to_string());
+    match s.store.pool() {
+        store::Pool::Sqlite(p) => sqlx::raw_sql(sql).execute(p).await.map(|_| ()),
+        store::Pool::Postgres(p) => sqlx::raw_sql(sql).execute(p).await.map(|_| ()),
+    }
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Migration 0372 (one active number per phone number) over a database that holds the
+/// same number active in several accounts, as the schema before it allowed: it applies,
+/// the oldest active row of each number keeps it and the later ones become inactive.
+async fn number_identity_migration_resolves_duplicates(s: TestServer) {
+    let fa = s.fixture_named("a").await;
+    let fb = s.fixture_named("b").await;
+    let mut sids = Vec::new();
+    for identifier in ["+4930999001", "4930999002", "+4930999003"] {
+        let r = s
+            .post("/v1/number")
+            .bearer(&fa.admin_session)
+            .json(&json!({"identifier": identifier}))
+            .send()
+            .await;
+        r.expect(201);
+        sids.push(r.str("id"));
+    }
+    let [first, second, third] = [&sids[0], &sids[1], &sids[2]];
+    // Back to the schema before 0372, then rows it would have refused: B's spellings of
+    // A's numbers, one later than A's (…001, twice) and one older (…002), an inactive one.
+    raw(
+        &s,
+        "DROP INDEX numbers_active_routing_key; ALTER TABLE numbers DROP COLUMN routing_key; \
+         DELETE FROM callsmith_migrations WHERE version = 372",
+    )
+    .await;
+    let (t, a) = (&fb.tenant_sid, &fb.account_sid);
+    raw(
+        &s,
+        &format!(
+            "INSERT INTO numbers (sid, tenant_sid, account_sid, identifier, name, pool_sid, trunk, status, created_at, updated_at) VALUES \
+             ('num_dup1', '{t}', '{a}', '004930999001', '', NULL, NULL, 'active', '2099-01-01T00:00:00+00:00', '2099-01-01T00:00:00+00:00'), \
+             ('num_dup2', '{t}', '{a}', '+4930999001', '', NULL, NULL, 'active', '2099-01-02T00:00:00+00:00', '2099-01-02T00:00:00+00:00'), \
+             ('num_dup3', '{t}', '{a}', '+4930999002', '', NULL, NULL, 'active', '2001-01-01T00:00:00+00:00', '2001-01-01T00:00:00+00:00'), \
+             ('num_dup4', '{t}', '{a}', '4930999003', '', NULL, NULL, 'inactive', '2099-01-01T00:00:00+00:00', '2099-01-01T00:00:00+00:00')"
+        ),
+    )
+    .await;
+
+    let before = s
+        .store
+        .number_get(second)
+        .await
+        .unwrap()
+        .unwrap()
+        .updated_at;
+    assert_eq!(s.store.migrate().await.unwrap(), vec![372]);
+    let status = async |sid: &str| s.store.number_get(sid).await.unwrap().unwrap().status;
+    for (sid, want) in [
+        (first.as_str(), "active"),
+        ("num_dup1", "inactive"),
+        ("num_dup2", "inactive"),
+        ("num_dup3", "active"),
+        (second.as_str(), "inactive"),
+        (third.as_str(), "active"),
+        ("num_dup4", "inactive"),
+    ] {
+        assert_eq!(status(sid).await, want, "{sid}");
+    }
+    // A row set inactive shows when it changed.
+    let demoted = s.store.number_get(second).await.unwrap().unwrap();
+    assert!(demoted.updated_at > before, "{demoted:?}");
+
+    // The rule holds from then on: B's inactive spelling of A's number stays inactive.
+    s.patch("/v1/number/num_dup4")
+        .bearer(&fb.admin_session)
+        .json(&json!({"status": "active"}))
+        .send()
+        .await
+        .expect_error(409, "identifier_active");
+    s.post("/v1/number")
+        .bearer(&fb.admin_session)
+        .json(&json!({"identifier": "+4930999001", "name": "again"}))
+        .send()
+        .await
+        .expect_error(422, "identifier_taken");
+}
+
 both_backends!(
     credentials_stop_working_the_moment_they_change,
     user_pages_show_every_change,
     migrations_are_idempotent_and_complete,
     hard_purge_leaves_no_row_of_the_subtree,
-    one_round_trip_reads_match_row_reads
+    one_round_trip_reads_match_row_reads,
+    number_identity_migration_resolves_duplicates
 );

@@ -1,6 +1,8 @@
 //! Inbound calls: a call to one of our numbers is answered by the active agent whose
 //! gateway is that number (or the number's pool) and runs the agent's published scenario
-//! with direction `inbound`. Unknown numbers are rejected 404; while draining, 503.
+//! with direction `inbound`. A call arriving on a trunk bound to a tenant
+//! (`[[sip.trunks]] inbound_tenant`) reaches only that tenant's numbers (`Store::inbound_route`).
+//! Unknown numbers are rejected 404; while draining, 503.
 
 use callsmith_control::communication::caller;
 use callsmith_control::store::{
@@ -70,7 +72,7 @@ impl lifecycle::Setup for Answer {
             version,
             program,
             timezone,
-        } = match route(rt, &call.to).await {
+        } = match route(rt, &call.to, &call.trunk).await {
             Ok(r) => r,
             Err(refusal) => {
                 self.refuse(refusal.code, refusal.reason);
@@ -230,18 +232,29 @@ impl Refusal {
     }
 }
 
-/// Finds the agent serving the number `to` and what it runs. A number no active agent
-/// serves is 404; an agent whose scenario has no published version 480; a store that does
-/// not answer 503.
-async fn route(rt: &Runtime, to: &str) -> Result<Route, Refusal> {
+/// The tenant whose numbers alone calls on the trunk named `trunk` reach
+/// (`inbound_tenant`); None for a trunk whose calls reach every tenant's numbers.
+fn trunk_tenant<'a>(rt: &'a Runtime, trunk: &str) -> Option<&'a str> {
+    rt.sip
+        .trunks()
+        .iter()
+        .find(|t| t.name == trunk)
+        .and_then(|t| t.inbound_tenant.as_deref())
+}
+
+/// Finds the agent serving the number `to` for a call that arrived on `trunk`, and what it
+/// runs. A number no active agent serves (for that trunk's tenant, when it has one) is
+/// 404; an agent whose scenario has no published version 480; a store that does not
+/// answer 503.
+async fn route(rt: &Runtime, to: &str, trunk: &str) -> Result<Route, Refusal> {
     let not_found = |e: CallError| Refusal::from_call_error(e, 404);
     let Some(found) = rt
         .store
-        .inbound_route(to)
+        .inbound_route(to, trunk_tenant(rt, trunk))
         .await
         .map_err(|e| not_found(e.into()))?
     else {
-        info!(to = %callsmith_sip::redact_number(to), "inbound call to a number no active agent serves: 404");
+        info!(to = %callsmith_sip::redact_number(to), %trunk, "inbound call to a number no active agent serves on this trunk: 404");
         return Err(Refusal {
             code: 404,
             reason: None,

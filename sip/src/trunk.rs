@@ -108,6 +108,12 @@ pub struct TrunkConfig {
     /// Source IPs allowed to send INVITEs for this trunk. The gateway's IP is always allowed.
     #[serde(default)]
     pub inbound_sources: Vec<IpAddr>,
+    /// A tenant sid: inbound calls arriving on this trunk reach only that tenant's numbers.
+    /// None: the trunk's inbound calls reach any tenant's. Carried for the engine, which
+    /// routes inbound calls; the SIP layer does not read it, and outbound calls do not
+    /// depend on it.
+    #[serde(default)]
+    pub inbound_tenant: Option<String>,
 }
 
 impl TrunkConfig {
@@ -121,6 +127,7 @@ impl TrunkConfig {
             from_domain: String::new(),
             number_format: NumberFormat::E164Plus,
             inbound_sources: Vec::new(),
+            inbound_tenant: None,
         }
     }
 

@@ -51,7 +51,9 @@ pub use audio::{AudioRecord, NewAudio};
 pub use classifiers::{ClassifierVersionRecord, NewClassifierVersion, TrainingOutcome};
 pub use communications::{CommunicationRecord, NewCommunication};
 pub use dictionaries::{DictionaryPatch, DictionaryRecord};
-pub use numbers::{NewNumber, NumberFilter, NumberPatch, NumberRecord};
+pub use numbers::{
+    NUMBER_ACTIVE_ELSEWHERE, NewNumber, NumberFilter, NumberPatch, NumberRecord, routing_key,
+};
 pub use pools::PoolRecord;
 pub use scenarios::{ScenarioRecord, ScenarioVersionRecord, VersionAxis};
 pub use sms::{SmsProviderConfig, SmsProviderRecord};

@@ -1,5 +1,9 @@
 //! Phone numbers of an account: the caller ids agents dial from. A number may belong to
 //! one pool and may name the trunk its outbound calls leave through.
+//!
+//! A phone number is active in one account at a time, across every tenant: the database
+//! holds each number's [`routing_key`] and a unique index over the keys of active rows
+//! (migration 0372), so inbound routing finds at most one number for a call.
 
 use chrono::{DateTime, Utc};
 
@@ -66,15 +70,57 @@ pub struct NumberFilter {
 
 const COLS: &str = "sid, tenant_sid, account_sid, identifier, name, pool_sid, trunk, status, created_at, updated_at";
 
+/// The [`StoreError::Conflict`] of a write that would make a number active while another
+/// row (of any account) holds the same [`routing_key`] active.
+pub const NUMBER_ACTIVE_ELSEWHERE: &str = "an active number has this identifier";
+
+/// The form numbers are compared in, by inbound routing and by the one-active-number rule:
+/// the identifier less a leading `+` or, failing that, a leading international prefix `00`
+/// (`+4930…`, `4930…` and `004930…` are one number). Identifiers are an optional `+` and
+/// digits (the API checks them); a called number comes the same way from the SIP layer.
+/// Migration 0372 computes the same key in SQL for rows written before it.
+pub fn routing_key(identifier: &str) -> String {
+    let digits = identifier.trim_start_matches('+');
+    digits.strip_prefix("00").unwrap_or(digits).to_string()
+}
+
 impl Store {
-    /// `Unique` when the account already has a number with that identifier.
+    /// `Unique` when the account already has a number with that identifier;
+    /// `Conflict(`[`NUMBER_ACTIVE_ELSEWHERE`]`)` when the new number is active and another
+    /// number with its [`routing_key`] is active, in this or any other account.
     pub async fn number_create(&self, n: &NewNumber) -> StoreResult<NumberRecord> {
-        on_db!(self, p => sqlx::query("INSERT INTO numbers (sid, tenant_sid, account_sid, identifier, name, pool_sid, trunk, status, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)")
-            .bind(&n.sid).bind(&n.tenant_sid).bind(&n.account_sid).bind(&n.identifier).bind(&n.name)
-            .bind(&n.pool_sid).bind(&n.trunk).bind(&n.status).bind(now()).execute(p).await.map(|_| ()))
-        .map_err(StoreError::from_write)?;
+        let key = routing_key(&n.identifier);
+        let written = on_db!(self, p => sqlx::query("INSERT INTO numbers (sid, tenant_sid, account_sid, identifier, routing_key, name, pool_sid, trunk, status, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)")
+            .bind(&n.sid).bind(&n.tenant_sid).bind(&n.account_sid).bind(&n.identifier).bind(&key).bind(&n.name)
+            .bind(&n.pool_sid).bind(&n.trunk).bind(&n.status).bind(now()).execute(p).await.map(|_| ()));
+        if let Err(e) = written {
+            return Err(self
+                .number_write_error(e, &n.account_sid, &n.identifier, None)
+                .await);
+        }
         self.number_get(&n.sid).await?.ok_or(StoreError::NotFound)
+    }
+
+    /// Which rule a failed number write broke: a unique violation is `Unique` when the
+    /// account has another number (not `sid`) spelled `identifier`, otherwise the
+    /// one-active-number index: `Conflict(`[`NUMBER_ACTIVE_ELSEWHERE`]`)`. Asked after the
+    /// fact so the answer does not depend on which index the database checked first.
+    async fn number_write_error(
+        &self,
+        e: sqlx::Error,
+        account_sid: &str,
+        identifier: &str,
+        sid: Option<&str>,
+    ) -> StoreError {
+        match StoreError::from_write(e) {
+            StoreError::Unique => match self.number_by_identifier(account_sid, identifier).await {
+                Ok(Some(same)) if Some(same.sid.as_str()) != sid => StoreError::Unique,
+                Ok(_) => StoreError::Conflict(NUMBER_ACTIVE_ELSEWHERE.into()),
+                Err(e) => e,
+            },
+            other => other,
+        }
     }
 
     pub async fn number_get(&self, sid: &str) -> StoreResult<Option<NumberRecord>> {
@@ -122,7 +168,9 @@ impl Store {
         Ok((rows, total))
     }
 
-    /// Partial update; `Unique` on a taken identifier.
+    /// Partial update; `Unique` on an identifier the account has on another number,
+    /// `Conflict(`[`NUMBER_ACTIVE_ELSEWHERE`]`)` when the number would be active while
+    /// another with its [`routing_key`] is (see [`Store::number_create`]).
     pub async fn number_update(&self, sid: &str, patch: &NumberPatch) -> StoreResult<NumberRecord> {
         let Some(cur) = self.number_get(sid).await? else {
             return Err(StoreError::NotFound);
@@ -132,10 +180,18 @@ impl Store {
         let pool_sid = patch.pool_sid.clone().unwrap_or(cur.pool_sid);
         let trunk = patch.trunk.clone().unwrap_or(cur.trunk);
         let status = patch.status.clone().unwrap_or(cur.status);
-        let n = on_db!(self, p => sqlx::query("UPDATE numbers SET identifier = $2, name = $3, pool_sid = $4, trunk = $5, status = $6, updated_at = $7 WHERE sid = $1")
-            .bind(sid).bind(&identifier).bind(&name).bind(&pool_sid).bind(&trunk).bind(&status).bind(now())
-            .execute(p).await.map(|r| r.rows_affected()))
-        .map_err(StoreError::from_write)?;
+        let key = routing_key(&identifier);
+        let written = on_db!(self, p => sqlx::query("UPDATE numbers SET identifier = $2, routing_key = $3, name = $4, pool_sid = $5, trunk = $6, status = $7, updated_at = $8 WHERE sid = $1")
+            .bind(sid).bind(&identifier).bind(&key).bind(&name).bind(&pool_sid).bind(&trunk).bind(&status).bind(now())
+            .execute(p).await.map(|r| r.rows_affected()));
+        let n = match written {
+            Ok(n) => n,
+            Err(e) => {
+                return Err(self
+                    .number_write_error(e, &cur.account_sid, &identifier, Some(sid))
+                    .await);
+            }
+        };
         if n == 0 {
             return Err(StoreError::NotFound);
         }

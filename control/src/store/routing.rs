@@ -17,7 +17,9 @@ use std::time::Duration;
 use sqlx::postgres::{PgListener, PgPool};
 
 use super::read_cache::ReadCache;
-use super::{AccountRecord, AgentRecord, ScenarioVersionRecord, Store, StoreResult, on_db};
+use super::{
+    AccountRecord, AgentRecord, ScenarioVersionRecord, Store, StoreResult, on_db, routing_key,
+};
 
 /// The PostgreSQL notification channel of route changes.
 pub const ROUTES_CHANNEL: &str = "callsmith_routes";
@@ -116,31 +118,39 @@ pub struct InboundRoute {
 }
 
 impl Store {
-    /// The route of a call to `called` (normalised as the SIP layer gives it; `+1555…` and
-    /// `1555…` alike); None when no active agent serves the number.
-    pub async fn inbound_route(&self, called: &str) -> StoreResult<Option<Arc<InboundRoute>>> {
-        let digits = called.trim_start_matches('+').to_string();
+    /// The route of a call to `called` that arrived on a trunk bound to `trunk_tenant`
+    /// (`[[sip.trunks]] inbound_tenant`; None for a trunk whose calls reach every
+    /// tenant); None when no active agent serves the number for that trunk.
+    ///
+    /// The rule: the called number and the stored identifiers are compared by
+    /// [`routing_key`] (`+4930…`, `4930…` and `004930…` alike), which at most one active
+    /// number holds (migration 0372); that number's account answers through its oldest
+    /// active agent on the number or its pool. A trunk bound to a tenant reaches that
+    /// tenant's numbers only: a number of another tenant is not served on it.
+    pub async fn inbound_route(
+        &self,
+        called: &str,
+        trunk_tenant: Option<&str>,
+    ) -> StoreResult<Option<Arc<InboundRoute>>> {
+        let key = routing_key(called);
         let kept = match (&self.caches, &self.pg_routes) {
             (Some(caches), _) => Some(&caches.inbound_routes),
             (None, Some(pg)) => pg.routes(),
             (None, None) => None,
         };
-        match kept {
+        let route = match kept {
             Some(routes) => {
                 routes
-                    .read_through(
-                        digits.clone(),
-                        Option::is_some,
-                        self.read_inbound_route(&digits),
-                    )
-                    .await
+                    .read_through(key.clone(), Option::is_some, self.read_inbound_route(&key))
+                    .await?
             }
-            None => self.read_inbound_route(&digits).await,
-        }
+            None => self.read_inbound_route(&key).await?,
+        };
+        Ok(route.filter(|r| trunk_tenant.is_none_or(|t| r.agent.tenant_sid == t)))
     }
 
-    async fn read_inbound_route(&self, called: &str) -> StoreResult<Option<Arc<InboundRoute>>> {
-        let Some((agent_sid, identifier)) = self.inbound_agent_for_number(called).await? else {
+    async fn read_inbound_route(&self, key: &str) -> StoreResult<Option<Arc<InboundRoute>>> {
+        let Some((agent_sid, identifier)) = self.inbound_agent_for_number(key).await? else {
             return Ok(None);
         };
         let Some(agent) = self.agent_get(&agent_sid).await? else {
@@ -156,18 +166,13 @@ impl Store {
         })))
     }
 
-    /// Inbound routing: the active agent whose gateway is the called number (by its
-    /// identifier, normalised as the SIP layer gives it) or the number's pool. Returns
-    /// (agent sid, number identifier as stored). Matches `+1555…` and `1555…` alike.
-    async fn inbound_agent_for_number(
-        &self,
-        called: &str,
-    ) -> StoreResult<Option<(String, String)>> {
-        let digits = called.trim_start_matches('+').to_string();
-        let plus = format!("+{digits}");
+    /// Inbound routing: the active agent whose gateway is the active number holding
+    /// `key` (a [`routing_key`]) or that number's pool, in the number's account. Returns
+    /// (agent sid, number identifier as stored).
+    async fn inbound_agent_for_number(&self, key: &str) -> StoreResult<Option<(String, String)>> {
         let row: Option<(String, String, Option<String>, String)> = on_db!(self, p => sqlx::query_as(
-            "SELECT sid, account_sid, pool_sid, identifier FROM numbers WHERE status = 'active' AND identifier IN ($1, $2) ORDER BY created_at ASC LIMIT 1")
-            .bind(&digits).bind(&plus).fetch_optional(p).await)?;
+            "SELECT sid, account_sid, pool_sid, identifier FROM numbers WHERE status = 'active' AND routing_key = $1")
+            .bind(key).fetch_optional(p).await)?;
         let Some((number_sid, account_sid, pool_sid, identifier)) = row else {
             return Ok(None);
         };

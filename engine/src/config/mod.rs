@@ -458,7 +458,8 @@ pub struct SipSection {
     /// TCP listen address. Default unset (no TCP).
     pub tcp: Option<SocketAddr>,
     /// Trunks: `[[sip.trunks]] name = "carrier", gateway = "127.0.0.1:5070"` (plus optional
-    /// `transport`, `credentials`, `from_domain`, `number_format`, `inbound_sources`). A
+    /// `transport`, `credentials`, `from_domain`, `number_format`, `inbound_sources`, and
+    /// `inbound_tenant`: the tenant sid whose numbers alone the trunk's inbound calls reach). A
     /// number's `trunk` names one; otherwise the tenant's oldest trunk (control API) whose
     /// name is configured here; otherwise `default_trunk`.
     pub trunks: Vec<callsmith_sip::TrunkConfig>,

@@ -122,6 +122,37 @@ fn unknown_keys_are_refused_at_every_depth() {
     });
 }
 
+/// `inbound_tenant` binds a trunk's inbound calls to one tenant's numbers
+/// (`Store::inbound_route`); a trunk without it is shared.
+#[test]
+fn a_trunk_binds_inbound_calls_to_a_tenant() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "c.toml",
+            "[[sip.trunks]]\nname = \"own\"\ngateway = \"127.0.0.1:5080\"\ninbound_tenant = \"ten_a\"\n\
+             [[sip.trunks]]\nname = \"shared\"\ngateway = \"127.0.0.1:5081\"\n",
+        )?;
+        let c =
+            Config::load(Some(Path::new("c.toml")), Config::env()).map_err(|e| e.to_string())?;
+        let tenants: Vec<_> = c
+            .sip
+            .to_sip()
+            .map_err(|e| e.to_string())?
+            .trunks
+            .iter()
+            .map(|t| (t.name.clone(), t.inbound_tenant.clone()))
+            .collect();
+        assert_eq!(
+            tenants,
+            [
+                ("own".to_string(), Some("ten_a".to_string())),
+                ("shared".to_string(), None)
+            ]
+        );
+        Ok(())
+    });
+}
+
 #[test]
 fn top_level_keys_are_complete() {
     let value = toml::Value::try_from(Config::default()).expect("serialize");

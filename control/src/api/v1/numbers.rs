@@ -40,7 +40,9 @@ pub struct Number {
     /// `num_` prefixed.
     pub id: String,
     pub account_sid: String,
-    /// The number itself: an optional `+` and 1–32 digits; unique within the account.
+    /// The number itself: an optional `+` and 1–32 digits; unique within the account, and
+    /// active in one account of the whole service at a time (compared without a leading
+    /// `+` or `00`).
     pub identifier: String,
     /// Free label.
     pub name: String,
@@ -49,7 +51,7 @@ pub struct Number {
     /// Name of the tenant's SIP trunk outbound calls from this number leave through
     /// (the SIP layer routes by it); null uses the engine's default trunk.
     pub trunk: Option<String>,
-    /// An inactive number is never dialed from.
+    /// An inactive number is never dialed from and never answers inbound calls.
     pub status: Status,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -75,7 +77,8 @@ impl From<&NumberRecord> for Number {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateNumber {
-    /// An optional `+` and 1–32 digits; unique within the account.
+    /// An optional `+` and 1–32 digits; unique within the account. An active number's
+    /// identifier must not be active in any account (409 `identifier_active`).
     pub identifier: String,
     /// Free label (default empty).
     #[serde(default)]
@@ -196,6 +199,27 @@ fn identifier_taken() -> ApiError {
     )
 }
 
+/// 409: the number would be active while another number with the same routing key
+/// (`store::routing_key`) is active, in this or another account. The message names no
+/// account or tenant: whose the number is stays private.
+fn identifier_active() -> ApiError {
+    ApiError::conflict(
+        "identifier_active",
+        "identifier: this number is already active in the service (identifiers are compared \
+         without a leading '+' or '00'); a number is active in one account at a time",
+    )
+}
+
+/// The API error of a failed number write.
+fn write_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::Unique => identifier_taken(),
+        StoreError::Conflict(_) => identifier_active(),
+        StoreError::NotFound => ApiError::not_found("number"),
+        e => e.into(),
+    }
+}
+
 /// An empty string means "none".
 fn non_empty(v: Option<String>) -> Option<String> {
     v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
@@ -235,7 +259,9 @@ async fn visible_number(state: &AppState, caller: &Caller, id: &str) -> ApiResul
 #[utoipa::path(post, path = "/v1/number", tag = "numbers", request_body = CreateNumber, params(("X-Account-Sid" = Option<String>, Header)),
     security(("bearer" = [])),
     responses((status = 201, body = Number), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody, description = "Invalid or taken identifier, unknown pool or trunk"),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "`identifier_active`: the number is active, with this identifier or another spelling of it, in this or another account (a number is active in one account at a time)"),
+        (status = 422, body = ErrorBody, description = "Invalid or taken identifier, unknown pool or trunk"),
         (status = 500, body = ErrorBody)))]
 async fn create_number(
     State(state): State<AppState>,
@@ -264,8 +290,7 @@ async fn create_number(
     };
     match state.store.number_create(&new).await {
         Ok(n) => Ok((StatusCode::CREATED, Json(Number::from(&n)))),
-        Err(StoreError::Unique) => Err(identifier_taken()),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(write_error(e)),
     }
 }
 
@@ -376,7 +401,9 @@ async fn get_number(
 #[utoipa::path(patch, path = "/v1/number/{id}", tag = "numbers", params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header)),
     request_body = PatchNumber, security(("bearer" = [])),
     responses((status = 200, body = Number), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 500, body = ErrorBody)))]
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "`identifier_active`: the number would be active while another number with its identifier (in any spelling) is active, in this or another account"),
+        (status = 422, body = ErrorBody, description = "Invalid or taken identifier, unknown pool or trunk"), (status = 500, body = ErrorBody)))]
 async fn patch_number(
     State(state): State<AppState>,
     auth: Authz<cap::ResourcesWrite>,
@@ -404,12 +431,12 @@ async fn patch_number(
         trunk,
         status: b.status.map(|s| s.as_str().to_string()),
     };
-    match state.store.number_update(&n.sid, &patch).await {
-        Ok(n) => Ok(Json(Number::from(&n))),
-        Err(StoreError::Unique) => Err(identifier_taken()),
-        Err(StoreError::NotFound) => Err(ApiError::not_found("number")),
-        Err(e) => Err(e.into()),
-    }
+    state
+        .store
+        .number_update(&n.sid, &patch)
+        .await
+        .map(|n| Json(Number::from(&n)))
+        .map_err(write_error)
 }
 
 /// Delete a number. 409 while agents dial through it (`data.agents` lists the first 20,
