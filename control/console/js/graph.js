@@ -118,10 +118,10 @@ export function layout(bricks) {
 }
 
 /**
- * Draws the graph into `container` (an element); `errors` maps a brick id to its SCN
- * entries (those nodes are marked). Returns {highlight(id), mark(id, cls)}.
+ * Draws the graph into `container` (an element); `errors` and `warnings` map a brick id to
+ * its SCN entries (those nodes are marked, warnings apart). Returns {highlight(id), mark(id, cls)}.
  */
-export function drawGraph(container, snapshot, errors = new Map()) {
+export function drawGraph(container, snapshot, errors = new Map(), warnings = new Map()) {
   clear(container);
   const bricks = bricksOf(snapshot);
   const {byId, pos, width, height} = layout(bricks);
@@ -164,13 +164,16 @@ export function drawGraph(container, snapshot, errors = new Map()) {
   for (const b of byId.values()) {
     const p = pos.get(b.id);
     const errs = errors.get(b.id) || [];
-    const title = errs.length ? errs.map((e) => `${e.code} ${e.message}`).join('\n') : `${b.kind} ${b.id}`;
-    nodes.append(s('g', {class: ['node', `kind-${b.kind}`, errs.length && 'node-error'], 'data-brick': b.id, 'data-kind': b.kind,
+    const warns = warnings.get(b.id) || [];
+    const entries = [...errs, ...warns];
+    const title = entries.length ? entries.map((e) => `${e.code} ${e.message}`).join('\n') : `${b.kind} ${b.id}`;
+    const mark = errs.length ? 'node-error' : warns.length && 'node-warning';
+    nodes.append(s('g', {class: ['node', `kind-${b.kind}`, mark], 'data-brick': b.id, 'data-kind': b.kind,
       transform: `translate(${p.x} ${p.y})`},
     s('title', {}, title),
     s('rect', {width: W, height: H, rx: 8}),
     s('text', {x: W / 2, y: 18, class: 'node-id', 'text-anchor': 'middle'}, b.id.length > 20 ? `${b.id.slice(0, 19)}…` : b.id),
-    s('text', {x: W / 2, y: 35, class: 'node-kind', 'text-anchor': 'middle'}, b.kind + (errs.length ? `  ⚠ ${errs[0].code}` : ''))));
+    s('text', {x: W / 2, y: 35, class: 'node-kind', 'text-anchor': 'middle'}, b.kind + (entries.length ? `  ⚠ ${entries[0].code}` : ''))));
   }
   svg.append(edges, nodes);
   container.append(svg);

@@ -98,6 +98,8 @@ export async function renderScenario(main, id) {
   const sc = await get(`/v1/scenario/${encodeURIComponent(id)}`);
   const draft = await get(`/v1/scenario-version/by-scenario${query({scenario_sid: id, version: 0, draft: true})}`);
   let errors = new Map();
+  // SCN warnings (e.g. SCN127 a variable no brick sets): shown like errors, styled apart.
+  let warnings = new Map();
   let graph = null;
   let call = null;
 
@@ -117,14 +119,16 @@ export async function renderScenario(main, id) {
   const renderGutter = () => {
     const lines = textarea.value.split('\n').length;
     const marks = new Map();
-    for (const [brick, errs] of errors) {
-      const line = brick ? brickLine(textarea.value, brick) : 0;
-      if (line) marks.set(line, errs);
+    for (const [cls, map] of [['gutter-warning', warnings], ['gutter-error', errors]]) {
+      for (const [brick, entries] of map) {
+        const line = brick ? brickLine(textarea.value, brick) : 0;
+        if (line) marks.set(line, [cls, [...(marks.get(line) || [null, []])[1], ...entries]]);
+      }
     }
     clear(gutter);
     for (let i = 1; i <= lines; i++) {
-      const errs = marks.get(i);
-      gutter.append(errs ? h('span', {class: 'gutter-error', title: errs.map(errorText).join('\n')}, `⚠${i}`) : `${i}`, '\n');
+      const [cls, entries] = marks.get(i) || [];
+      gutter.append(entries ? h('span', {class: cls, title: entries.map(errorText).join('\n')}, `⚠${i}`) : `${i}`, '\n');
     }
     gutter.scrollTop = textarea.scrollTop;
   };
@@ -150,17 +154,23 @@ export async function renderScenario(main, id) {
     for (const b of bricks) {
       known.add(b.id);
       const errs = errors.get(b.id) || [];
-      body.append(h('tr', {'data-brick-row': b.id, class: errs.length ? 'has-error' : ''},
+      const warns = warnings.get(b.id) || [];
+      body.append(h('tr', {'data-brick-row': b.id, class: errs.length ? 'has-error' : warns.length ? 'has-warning' : ''},
         h('td', {}, h('a', {href: '#', class: 'brick-link', onclick: (ev) => { ev.preventDefault(); jumpTo(b.id); }}, b.id || '(no id)')),
         h('td', {}, b.kind),
         h('td', {}, b.outputs.map((o) => `${o.type} → ${o.next || '(end)'}`).join(', ')),
-        h('td', {class: 'brick-errors', 'data-brick-error': b.id}, errs.map((e) => h('div', {class: 'scn'}, errorText(e))))));
+        h('td', {class: 'brick-errors', 'data-brick-error': b.id}, errs.map((e) => h('div', {class: 'scn'}, errorText(e))),
+          warns.map((e) => h('div', {class: 'scn warn', 'data-brick-warning': b.id}, `warning: ${errorText(e)}`)))));
     }
     brickTable.append(body);
     clear(general);
     for (const [brick, errs] of errors) {
       if (brick && known.has(brick)) continue;
       for (const e of errs) general.append(h('li', {class: 'scn'}, (brick ? `${brick}: ` : '') + errorText(e)));
+    }
+    for (const [brick, warns] of warnings) {
+      if (brick && known.has(brick)) continue;
+      for (const e of warns) general.append(h('li', {class: 'scn warn'}, `warning: ${brick ? `${brick}: ` : ''}${errorText(e)}`));
     }
   };
   const redraw = () => {
@@ -171,7 +181,7 @@ export async function renderScenario(main, id) {
       verdict.textContent = 'The text is not valid JSON.';
       return;
     }
-    graph = drawGraph(graphBox, snap, errors);
+    graph = drawGraph(graphBox, snap, errors, warnings);
     renderBricks(snap);
   };
   const jumpTo = (brick) => {
@@ -193,11 +203,15 @@ export async function renderScenario(main, id) {
     pending = setTimeout(redraw, 300);
   });
 
-  const setErrors = (list) => {
+  /** Shows a validation's errors and warnings (a refused publish or call carries errors only). */
+  const setErrors = (list, warningList = []) => {
     errors = byBrick(list);
+    warnings = byBrick(warningList);
     const n = (list || []).length;
-    verdict.className = n ? 'verdict bad' : 'verdict good';
-    verdict.textContent = n ? `${n} validation problem${n > 1 ? 's' : ''}` : 'The draft is valid.';
+    const w = (warningList || []).length;
+    verdict.className = n ? 'verdict bad' : w ? 'verdict good has-warnings' : 'verdict good';
+    verdict.textContent = (n ? `${n} validation problem${n > 1 ? 's' : ''}` : 'The draft is valid.') +
+      (w ? ` ${w} warning${w > 1 ? 's' : ''}.` : '');
     redraw();
   };
 
@@ -235,7 +249,7 @@ export async function renderScenario(main, id) {
     await save();
     const report = await post(`/v1/scenario/${encodeURIComponent(id)}/validate`);
     hideBanner();
-    setErrors(report.errors);
+    setErrors(report.errors, report.warnings);
   }));
   publishBtn.addEventListener('click', action(publishBtn, 'publish', async () => {
     await save();
@@ -345,7 +359,7 @@ export async function renderScenario(main, id) {
   redraw();
   loadVersions().catch((e) => showError(e, 'versions'));
   // The validation state of what is stored, without saving anything.
-  post(`/v1/scenario/${encodeURIComponent(id)}/validate`).then((r) => setErrors(r.errors)).catch((e) => showError(e, 'validate'));
+  post(`/v1/scenario/${encodeURIComponent(id)}/validate`).then((r) => setErrors(r.errors, r.warnings)).catch((e) => showError(e, 'validate'));
   return () => {
     if (call) call.hangUp().catch(() => {});
   };
