@@ -193,6 +193,24 @@ impl Catalog {
             .collect()
     }
 
+    /// Engines visible to `account`: its tenant's feature-flag rules evaluated for it.
+    pub async fn visible_to_account(
+        &self,
+        store: &crate::store::Store,
+        account: &crate::store::AccountRecord,
+    ) -> crate::store::StoreResult<BTreeSet<String>> {
+        let rules = store.flag_rules(&account.tenant_sid).await?;
+        let on = crate::flags::evaluate_all(
+            &rules,
+            crate::flags::Subject {
+                account_sid: &account.sid,
+                country: &account.country,
+                region: &account.region,
+            },
+        );
+        Ok(self.visible_engines(|f| on.iter().any(|(n, v)| *n == f && *v)))
+    }
+
     /// Options of `visible` engines matching every given filter, in catalog order.
     pub fn filter<'a>(
         &'a self,

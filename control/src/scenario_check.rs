@@ -1,19 +1,19 @@
 //! Scenario validation against the world outside the snapshot: the SCN1xx checks of the
 //! scenarios crate, with every reference answered here — classifiers from the store, audio
 //! references by the one resolver a call plays through ([`crate::audio_ref`]), webhook and
-//! proxy urls by the guarded client's policy ([`crate::outbound`]). Publishing and a draft
-//! test call both validate through [`validate_scenario`], so what they accept is what a
-//! call will do.
+//! proxy urls by the guarded client's policy ([`crate::outbound`]), synthesizers by the
+//! node's configured names (`Settings::tts_engines`) and recognizers by the catalog engines
+//! the account's feature flags let it use ([`crate::catalog::Catalog::visible_to_account`]).
+//! Publishing and a draft test call both validate through [`validate_scenario`], so what
+//! they accept is what a call will do.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
 
-use callsmith_scenarios::{RefProblem, ScenarioError, ValidationContext};
+use callsmith_scenarios::{RefProblem, Validation, ValidationContext};
 
 use crate::{
-    audio_ref::{AudioRefError, AudioResolver},
-    outbound::GuardedClient,
-    store::{Store, StoreError},
+    audio_ref::AudioRefError, outbound::GuardedClient, services::Services, store::StoreError,
 };
 
 /// Why a snapshot could not be validated (not a problem of the snapshot).
@@ -34,8 +34,12 @@ pub enum CheckError {
 struct Refs<'a> {
     classifiers: Mutex<Vec<(String, i64)>>,
     audios: Mutex<Vec<String>>,
+    recognizers_named: Mutex<Vec<String>>,
     missing_classifiers: HashSet<(String, i64)>,
     audio_problems: HashMap<String, RefProblem>,
+    /// The recognizers the account may use; None until looked up (every name passes).
+    recognizers: Option<BTreeSet<String>>,
+    synthesizers: &'a [String],
     outbound: Option<&'a GuardedClient>,
 }
 
@@ -57,38 +61,51 @@ impl ValidationContext for Refs<'_> {
     fn url_problem(&self, url: &str) -> Option<String> {
         self.outbound.and_then(|c| c.refusal(url))
     }
+    fn synthesizer_known(&self, engine: &str) -> bool {
+        self.synthesizers.iter().any(|e| e == engine)
+    }
+    fn recognizer_known(&self, engine: &str) -> bool {
+        if let Ok(mut seen) = self.recognizers_named.lock() {
+            seen.push(engine.to_string());
+        }
+        self.recognizers.as_ref().is_none_or(|r| r.contains(engine))
+    }
 }
 
-/// Validates a snapshot for `account_sid`; an empty list means it can run.
+/// Validates a snapshot for `account_sid`: errors (empty: it can run) and warnings.
 /// * classifiers (`intent_properties.classifier` id + version): see
-///   [`Store::scenario_classifier_exists`];
-/// * audio references: what [`AudioResolver::check`] accepts for the account (SCN118 when
-///   nothing of the account is there, SCN123 when the form is refused);
+///   [`crate::store::Store::scenario_classifier_exists`];
+/// * audio references: what [`crate::audio_ref::AudioResolver::check`] accepts for the
+///   account (SCN118 when nothing of the account is there, SCN123 when the form is refused);
 /// * webhook and proxy urls: refused when they name a non-public address (SCN123), unless
-///   the operator allows private targets.
+///   the operator allows private targets;
+/// * synthesizer names: the node's (SCN125); recognizer names: the catalog engines the
+///   account's feature flags let it use (SCN126).
 ///
 /// References with placeholders are judged when the call renders them.
 pub async fn validate_scenario(
-    store: &Store,
-    audio: &AudioResolver,
-    outbound: &GuardedClient,
+    services: &Services,
     account_sid: &str,
     snapshot: &serde_json::Value,
-) -> Result<Vec<ScenarioError>, CheckError> {
+) -> Result<Validation, CheckError> {
     let probe = Refs {
-        outbound: Some(outbound),
+        outbound: Some(&services.outbound),
+        synthesizers: &services.tts_engines,
         ..Refs::default()
     };
-    let first = callsmith_scenarios::validate_value(snapshot, &probe);
+    let first = Validation::of_value(snapshot, &probe);
     let classifiers = probe.classifiers.into_inner().unwrap_or_default();
     let audios = probe.audios.into_inner().unwrap_or_default();
-    if classifiers.is_empty() && audios.is_empty() {
+    let recognizers = probe.recognizers_named.into_inner().unwrap_or_default();
+    if classifiers.is_empty() && audios.is_empty() && recognizers.is_empty() {
         return Ok(first);
     }
     let mut answers = Refs {
-        outbound: Some(outbound),
+        outbound: Some(&services.outbound),
+        synthesizers: &services.tts_engines,
         ..Refs::default()
     };
+    let store = &services.store;
     for (id, version) in classifiers {
         if !store
             .scenario_classifier_exists(account_sid, &id, version)
@@ -98,7 +115,7 @@ pub async fn validate_scenario(
         }
     }
     for reference in audios {
-        let problem = match audio.check(account_sid, &reference).await {
+        let problem = match services.audio.check(account_sid, &reference).await {
             Ok(()) => continue,
             Err(AudioRefError::NotFound(m)) => RefProblem::Missing(m),
             Err(AudioRefError::Refused(m)) => RefProblem::Refused(m),
@@ -106,8 +123,21 @@ pub async fn validate_scenario(
         };
         answers.audio_problems.insert(reference, problem);
     }
-    if answers.missing_classifiers.is_empty() && answers.audio_problems.is_empty() {
+    if !recognizers.is_empty() {
+        let catalog = &services.stt.catalog;
+        let visible = match store.account_get(account_sid).await? {
+            Some(account) => catalog.visible_to_account(store, &account).await?,
+            None => catalog.visible_engines(|_| false),
+        };
+        if recognizers.iter().any(|r| !visible.contains(r)) {
+            answers.recognizers = Some(visible);
+        }
+    }
+    if answers.missing_classifiers.is_empty()
+        && answers.audio_problems.is_empty()
+        && answers.recognizers.is_none()
+    {
         return Ok(first);
     }
-    Ok(callsmith_scenarios::validate_value(snapshot, &answers))
+    Ok(Validation::of_value(snapshot, &answers))
 }

@@ -32,6 +32,8 @@ pub struct Services {
     pub objects: Arc<Objects>,
     /// Recognition catalog and node pools (see [`crate::catalog`]).
     pub stt: Arc<SttEngines>,
+    /// Names of the synthesizers the node speaks with (`Settings::tts_engines`).
+    pub tts_engines: Arc<[String]>,
     /// Intent classifiers and LLM chat streams (see [`crate::adapters`]).
     pub adapters: Arc<Adapters>,
     /// The guarded client for every URL a tenant names (see [`crate::outbound`]).
@@ -75,6 +77,7 @@ impl Services {
             store,
             objects,
             stt: Arc::new(stt),
+            tts_engines: settings.tts_engines.clone().into(),
             adapters,
             outbound,
             webhook,

@@ -26,6 +26,9 @@ pub struct Settings {
     pub objects: crate::objects::ObjectsConfig,
     /// Recognition catalog and nodes: `[stt]`.
     pub stt: crate::catalog::SttConfig,
+    /// Names of the synthesizers this node speaks with (`espeak-ng`, `flite` and the
+    /// `[[tts.engines]]` names): the engine names scenario validation accepts (SCN125).
+    pub tts_engines: Vec<String>,
     /// Classifier training pool, remote classifier service, LLM providers: `[adapters]`.
     pub adapters: crate::adapters::AdaptersConfig,
     /// Lets every request to a URL a tenant names (webhooks, result deliveries, SMS
@@ -64,6 +67,10 @@ impl Default for Settings {
             http: HttpSettings::default(),
             objects: Default::default(),
             stt: Default::default(),
+            tts_engines: callsmith_media::tts::LOCAL_ENGINES
+                .iter()
+                .map(|e| e.to_string())
+                .collect(),
             adapters: Default::default(),
             webhook_allow_private: false,
             webhook_allow_hosts: Vec::new(),

@@ -593,3 +593,132 @@ async fn publish_checks_classifiers_and_audio(s: TestServer) {
 }
 
 both_backends!(publish_checks_classifiers_and_audio);
+
+/// start_call → audio_tts → end, with the given start_call properties and audio_tts
+/// properties.
+fn speech_snapshot(start: Value, say: Value) -> Value {
+    json!({"name": "speech", "constructor": {"bricks": {
+        "start_call": {"v1": [{"id": "s", "description": "", "properties": start, "outputs": [{"type": "next", "description": "", "next": "t"}]}]},
+        "audio_tts": {"v1": [{"id": "t", "description": "", "properties": say, "outputs": [{"type": "next", "description": "", "next": "e"}]}]},
+        "end": {"v1": [{"id": "e", "description": "", "properties": {}, "outputs": []}]}
+    }}})
+}
+
+fn entries(v: &Value) -> Vec<(String, String, String)> {
+    v.as_array()
+        .expect("an array of entries")
+        .iter()
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().expect("string field").to_string();
+            (s("code"), s("property"), s("invalid_value"))
+        })
+        .collect()
+}
+
+/// Typos in property names, synthesizer and recognizer names refuse a publish; a variable
+/// no brick sets is a warning of the validate route only. Synthesizers are the node's
+/// configured names; recognizers the catalog engines the account's flags let it use.
+async fn publish_refuses_unknown_properties_and_engines(s: TestServer) {
+    let f = s.fixture().await;
+    let tok = &f.admin_session;
+    let id = new_scenario(&s, tok, "Typos").await;
+    let typo = speech_snapshot(
+        json!({"stt_general": {"engine": "deepgram", "langauge": "de-DE"}, "tts_general": {"engine": "piper"}}),
+        json!({"text": "Hello {{guest}}", "engine": "piperr"}),
+    );
+    put_draft(&s, tok, &id, &typo).await;
+    let v = s
+        .post(&format!("/v1/scenario/{id}/validate"))
+        .bearer(tok)
+        .send()
+        .await;
+    v.expect(200);
+    assert_eq!(v.body["valid"], false);
+    // Bricks in kind order: audio_tts before start_call.
+    let want_errors = vec![
+        (
+            "SCN125".to_string(),
+            "properties.engine".to_string(),
+            "piperr".to_string(),
+        ),
+        (
+            "SCN124".to_string(),
+            "properties.stt_general.langauge".to_string(),
+            "langauge".to_string(),
+        ),
+        (
+            "SCN126".to_string(),
+            "properties.stt_general.engine".to_string(),
+            "deepgram".to_string(),
+        ),
+    ];
+    let want_warnings = vec![(
+        "SCN127".to_string(),
+        "properties.text".to_string(),
+        "guest".to_string(),
+    )];
+    assert_eq!(entries(&v.body["errors"]), want_errors, "{}", v.body);
+    assert_eq!(entries(&v.body["warnings"]), want_warnings, "{}", v.body);
+    let p = s
+        .post(&format!("/v1/scenario/{id}/publish"))
+        .bearer(tok)
+        .send()
+        .await;
+    p.expect_error(422, "scenario_invalid");
+    assert_eq!(
+        entries(&p.body["data"]["errors"]["scenario"]),
+        want_errors,
+        "warnings are not errors: {}",
+        p.body
+    );
+
+    // The tenant's global_stt rule lets the account use deepgram; with the names fixed
+    // the draft publishes, its warning left.
+    s.su(
+        reqwest::Method::PATCH,
+        &format!(
+            "/v1/internal/tenant/{}/feature-flag/global_stt",
+            f.tenant_sid
+        ),
+    )
+    .json(&json!({"enabled": true}))
+    .send()
+    .await
+    .expect(200);
+    let fixed = speech_snapshot(
+        json!({"stt_general": {"engine": "deepgram", "language": "de-DE"}, "tts_general": {"engine": "piper"}}),
+        json!({"text": "Hello {{guest}}", "engine": "flite"}),
+    );
+    put_draft(&s, tok, &id, &fixed).await;
+    let v = s
+        .post(&format!("/v1/scenario/{id}/validate"))
+        .bearer(tok)
+        .send()
+        .await;
+    assert_eq!(
+        (v.body["valid"].clone(), v.body["errors"].clone()),
+        (json!(true), json!([]))
+    );
+    assert_eq!(entries(&v.body["warnings"]), want_warnings);
+    s.post(&format!("/v1/scenario/{id}/publish"))
+        .bearer(tok)
+        .send()
+        .await
+        .expect(201);
+}
+
+mod publish_refuses_unknown_properties_and_engines {
+    use callsmith_control::testing::{TestDb, TestServer};
+
+    async fn server(db: TestDb) -> TestServer {
+        TestServer::start_with(db, |s| s.tts_engines.push("piper".into())).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        super::publish_refuses_unknown_properties_and_engines(server(TestDb::Sqlite).await).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        super::publish_refuses_unknown_properties_and_engines(server(TestDb::Postgres).await).await
+    }
+}

@@ -142,6 +142,7 @@ async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result
             catalog_path: cfg.stt.catalog_path.clone(),
             engines: cfg.stt.engines.clone(),
         },
+        tts_engines: cfg.tts.engine_names(),
         webhook_allow_private: cfg.webhook.allow_private,
         webhook_allow_hosts: cfg.webhook.allow_hosts.clone(),
         adapters: cfg.adapters.to_control()?,

@@ -1,8 +1,9 @@
 //! SCN1xx validation codes and the validation entry type.
 //!
 //! The registry is append-only and never renumbered; `docs/scenario-codes.md` lists the same
-//! codes with their meaning. The control plane puts a `Vec<ScenarioError>` into the error
-//! envelope's `data.errors.scenario`.
+//! codes with their meaning. The control plane puts the errors of a validation into the error
+//! envelope's `data.errors.scenario`; warnings ([`Code::is_warning`]) travel beside them in
+//! the validate response's `warnings` and never refuse anything.
 
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +59,21 @@ pub enum Code {
     /// that is a local path, a foreign scheme, another account's object or a non-public
     /// address; a webhook or proxy url naming a non-public address.
     RefusedReference,
+    /// SCN124: a key the brick model does not know in a brick's `properties`, at any depth.
+    UnknownProperty,
+    /// SCN125: a synthesizer (`engine` of TTS settings or of an audio_tts brick) the node
+    /// does not speak with.
+    UnknownSynthesizer,
+    /// SCN126: a recognizer (`engine` of `stt_general` or `stt_properties`) the account
+    /// cannot use.
+    UnknownRecognizer,
+    /// SCN127 (warning): a `{{placeholder}}` naming a variable no brick sets and no
+    /// built-in provides; only the dispatch `data` can provide it, else it renders empty.
+    UnknownVariable,
+    /// SCN128 (warning): a key beside the known ones of the snapshot, `constructor`, a kind
+    /// group, a brick entry or an output that is a near miss of a known key (`propreties`,
+    /// `nxt`). Other keys there are designer metadata, kept and not reported.
+    MisspeltKey,
 }
 
 impl Code {
@@ -86,6 +102,11 @@ impl Code {
         Code::InvalidUrl,
         Code::DuplicateBranchId,
         Code::RefusedReference,
+        Code::UnknownProperty,
+        Code::UnknownSynthesizer,
+        Code::UnknownRecognizer,
+        Code::UnknownVariable,
+        Code::MisspeltKey,
     ];
 
     /// The registered code string.
@@ -114,6 +135,11 @@ impl Code {
             Code::InvalidUrl => "SCN121",
             Code::DuplicateBranchId => "SCN122",
             Code::RefusedReference => "SCN123",
+            Code::UnknownProperty => "SCN124",
+            Code::UnknownSynthesizer => "SCN125",
+            Code::UnknownRecognizer => "SCN126",
+            Code::UnknownVariable => "SCN127",
+            Code::MisspeltKey => "SCN128",
         }
     }
 
@@ -143,7 +169,18 @@ impl Code {
             Code::InvalidUrl => "invalid URL",
             Code::DuplicateBranchId => "duplicate branch id",
             Code::RefusedReference => "reference refused",
+            Code::UnknownProperty => "unknown property",
+            Code::UnknownSynthesizer => "unknown synthesizer",
+            Code::UnknownRecognizer => "unknown recognizer",
+            Code::UnknownVariable => "unknown variable",
+            Code::MisspeltKey => "misspelt key",
         }
+    }
+
+    /// Whether entries of this code are warnings: reported beside the errors (the
+    /// `warnings` of a validation), never refusing a publish or a test call.
+    pub fn is_warning(self) -> bool {
+        matches!(self, Code::UnknownVariable | Code::MisspeltKey)
     }
 }
 

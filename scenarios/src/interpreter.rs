@@ -210,6 +210,33 @@ impl Program {
     }
 }
 
+/// Built-in variables every call provides (see `docs/bricks.md`, "Templating"); [`Scope`]
+/// answers each of them.
+pub const CALL_VARIABLES: &[&str] = &[
+    "call.recipient",
+    "call.from",
+    "call.communication_id",
+    "call.direction",
+    "time.now",
+    "time.date",
+    "time.time",
+    "time.hour",
+    "time.minute",
+    "time.weekday",
+    "time.timezone",
+];
+
+/// Set by every webhook brick that gets a response: its HTTP status code.
+pub const WEBHOOK_STATUS_CODE: &str = "webhook.status_code";
+/// Set by every webhook brick that gets a response: its body.
+pub const WEBHOOK_BODY: &str = "webhook.body";
+
+/// Whether a call provides `name` whatever the scenario sets: a call variable or a webhook
+/// brick's response variable.
+pub fn is_builtin_variable(name: &str) -> bool {
+    CALL_VARIABLES.contains(&name) || name == WEBHOOK_STATUS_CODE || name == WEBHOOK_BODY
+}
+
 /// Variables plus built-ins, as seen by templates.
 struct Scope<'r> {
     vars: &'r BTreeMap<String, String>,
@@ -640,12 +667,8 @@ impl<'p> Run<'p> {
                     self.set_var(&*port, k, v.clone());
                 }
                 if let Some(r) = &outcome.response {
-                    self.set_var(
-                        &*port,
-                        "webhook.status_code",
-                        r.http_status_code.to_string(),
-                    );
-                    self.set_var(&*port, "webhook.body", r.body.clone());
+                    self.set_var(&*port, WEBHOOK_STATUS_CODE, r.http_status_code.to_string());
+                    self.set_var(&*port, WEBHOOK_BODY, r.body.clone());
                 }
                 let out = match outcome.status {
                     WebhookStatus::Processed => output::PROCESSED,
@@ -1309,4 +1332,33 @@ fn fnv(parts: &[&[u8]]) -> u64 {
         }
     }
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_call_variable_resolves_and_others_do_not() {
+        let call = CallInfo {
+            direction: CallDirection::Inbound,
+            recipient: "+1".into(),
+            from: "+2".into(),
+            communication_id: "c".into(),
+            timezone: chrono_tz::UTC,
+            data: Default::default(),
+        };
+        let vars = BTreeMap::new();
+        let scope = Scope {
+            vars: &vars,
+            call: &call,
+            now: Utc::now().with_timezone(&chrono_tz::UTC),
+        };
+        for name in CALL_VARIABLES {
+            assert!(scope.lookup(name).is_some(), "{name} is not answered");
+            assert!(is_builtin_variable(name));
+        }
+        assert!(scope.lookup("call.nothing").is_none());
+        assert!(is_builtin_variable(WEBHOOK_BODY) && !is_builtin_variable("order_id"));
+    }
 }

@@ -37,5 +37,7 @@ pub use codes::{Code, ScenarioError};
 pub use interpreter::{CallDirection, CallInfo, CallRun, Program};
 pub use model::Snapshot;
 pub use port::CallPort;
-pub use validate::{AcceptAll, RefProblem, ValidationContext, validate, validate_value};
+pub use validate::{
+    AcceptAll, RefProblem, Validation, ValidationContext, validate, validate_value,
+};
 pub use webhook::WebhookOutcome;

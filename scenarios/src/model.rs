@@ -48,11 +48,17 @@ macro_rules! record {
             }
         }
 
+        impl $name {
+            /// The JSON keys this object takes.
+            pub const FIELDS: &'static [&'static str] = &[ $( record!(@name $field $($rename)?), )* ];
+        }
+
         impl crate::walk::Walk for $name {
             const EXPECTED: &'static str = "an object";
             #[allow(unused_variables)]
             fn walk(&self, path: &mut String, v: &mut dyn crate::walk::Visitor) {
                 $( self.$field.walk_field(record!(@name $field $($rename)?), path, v); )*
+                crate::walk::walk_extra(&self.extra, Self::FIELDS, path, v);
             }
         }
     };
@@ -128,6 +134,11 @@ impl<P> Default for KindGroup<P> {
         }
     }
 }
+
+/// The keys of a brick entry.
+pub const BRICK_FIELDS: &[&str] = &["id", "description", "properties", "outputs"];
+/// The keys of a kind group.
+pub const KIND_GROUP_FIELDS: &[&str] = &["v1"];
 
 /// One brick entry: id, description, kind-specific properties and outputs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -591,6 +602,16 @@ macro_rules! kinds {
                     )*
                 }
             }
+            /// Keys of kind groups beside `v1`: (kind, key).
+            pub fn unknown_group_keys(&self) -> Vec<(BrickKind, &str)> {
+                let mut out = Vec::new();
+                $(
+                    if let Opt::Set(g) = &self.$field {
+                        out.extend(g.extra.keys().map(|k| (BrickKind::$variant, k.as_str())));
+                    }
+                )*
+                out
+            }
             /// Kind groups whose value is not of the expected shape: (kind, offending value).
             pub fn invalid_groups(&self) -> Vec<(BrickKind, Value)> {
                 let mut out = Vec::new();
@@ -640,6 +661,8 @@ pub struct RawBrick<'a> {
     pub id: &'a Opt<String>,
     pub properties_invalid: Option<&'a Value>,
     pub outputs_invalid: Option<&'a Value>,
+    /// Keys of the brick entry beside id, description, properties and outputs.
+    pub extra: &'a Map<String, Value>,
 }
 
 /// A borrowed, kind-erased view of one brick.
@@ -675,6 +698,7 @@ impl<'a> BrickRef<'a> {
                 id: &b.id,
                 properties_invalid: b.properties.invalid(),
                 outputs_invalid: b.outputs.invalid(),
+                extra: &b.extra,
             },
         }
     }

@@ -12,7 +12,7 @@ use crate::condition::{Combine, ElementOp};
 use crate::model::*;
 use crate::opt::Opt;
 use crate::template;
-use crate::walk::{check_fields, type_error};
+use crate::walk::{Visitor, Walk, check_fields, check_fields_as, misspelt_key, type_error};
 use crate::webhook;
 
 /// Lookups validation needs from the outside world; the control plane implements it over its
@@ -28,6 +28,16 @@ pub trait ValidationContext {
     /// when it may.
     fn url_problem(&self, _url: &str) -> Option<String> {
         None
+    }
+    /// Whether the node speaks with the synthesizer `engine` (a non-empty brick `engine`
+    /// of TTS settings or of an audio_tts brick); every name by default.
+    fn synthesizer_known(&self, _engine: &str) -> bool {
+        true
+    }
+    /// Whether the account may recognize with `engine` (a non-empty `engine` of
+    /// `stt_general` or `stt_properties`); every name by default.
+    fn recognizer_known(&self, _engine: &str) -> bool {
+        true
     }
 }
 
@@ -113,22 +123,74 @@ fn output_allowed(b: &BrickRef<'_>, t: &str) -> bool {
     }
 }
 
-/// Validates a raw snapshot value.
-pub fn validate_value(v: &Value, ctx: &dyn ValidationContext) -> Vec<ScenarioError> {
-    match Snapshot::from_value(v) {
-        Ok(s) => validate(&s, ctx),
-        Err(_) => vec![
-            ScenarioError::new(Code::MalformedStructure, "the snapshot must be an object")
-                .value(value_text(v)),
-        ],
+/// Everything validation found: errors (the snapshot cannot be published or run) and
+/// warnings ([`Code::is_warning`]: reported, never refusing).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Validation {
+    pub errors: Vec<ScenarioError>,
+    pub warnings: Vec<ScenarioError>,
+}
+
+impl Validation {
+    /// Validates a snapshot.
+    pub fn of(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Validation {
+        let mut v = Validation::default();
+        for e in entries(snapshot, ctx) {
+            let warning = Code::ALL
+                .iter()
+                .any(|c| c.is_warning() && c.as_str() == e.code);
+            if warning {
+                v.warnings.push(e);
+            } else {
+                v.errors.push(e);
+            }
+        }
+        v
+    }
+
+    /// Validates a raw snapshot value.
+    pub fn of_value(v: &Value, ctx: &dyn ValidationContext) -> Validation {
+        match Snapshot::from_value(v) {
+            Ok(s) => Validation::of(&s, ctx),
+            Err(_) => Validation {
+                errors: vec![
+                    ScenarioError::new(Code::MalformedStructure, "the snapshot must be an object")
+                        .value(value_text(v)),
+                ],
+                warnings: Vec::new(),
+            },
+        }
     }
 }
 
-/// Validates a snapshot; an empty list means it can run.
+/// Validates a raw snapshot value: its errors (see [`Validation::of_value`] for warnings too).
+pub fn validate_value(v: &Value, ctx: &dyn ValidationContext) -> Vec<ScenarioError> {
+    Validation::of_value(v, ctx).errors
+}
+
+/// Validates a snapshot; an empty list means it can run (see [`Validation::of`] for
+/// warnings too).
 pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<ScenarioError> {
+    Validation::of(snapshot, ctx).errors
+}
+
+/// Every entry, errors and warnings, in the order they are found.
+fn entries(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<ScenarioError> {
     let mut out = Vec::new();
     if let Opt::Invalid(v) = &snapshot.name {
         out.push(type_error("name", "a string", v));
+    }
+    for key in snapshot.extra.keys() {
+        out.extend(misspelt_key(key, key, Snapshot::FIELDS));
+    }
+    if let Opt::Set(c) = &snapshot.constructor {
+        for key in c.extra.keys() {
+            out.extend(misspelt_key(
+                &format!("constructor.{key}"),
+                key,
+                Constructor::FIELDS,
+            ));
+        }
     }
     let bricks = match &snapshot.constructor {
         Opt::Set(c) => match &c.bricks {
@@ -171,6 +233,13 @@ pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<Scenari
                 .property(format!("constructor.bricks.{key}"))
                 .value(key.as_str()),
         );
+    }
+    for (kind, key) in bricks.unknown_group_keys() {
+        out.extend(misspelt_key(
+            &format!("constructor.bricks.{}.{key}", kind.as_str()),
+            key,
+            KIND_GROUP_FIELDS,
+        ));
     }
     for (kind, v) in bricks.invalid_groups() {
         out.push(
@@ -272,6 +341,18 @@ pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<Scenari
         }
     }
 
+    // Variables the scenario sets, wherever it sets them (a brick may run after any other).
+    let mut defined: HashSet<&str> = HashSet::new();
+    for b in &all {
+        if let Some(props) = b.props {
+            name_fields(props, &mut |_, name, sets| {
+                if sets && let Some(n) = template::unwrap_target(name) {
+                    defined.insert(n);
+                }
+            });
+        }
+    }
+
     // Per brick.
     for (i, b) in all.iter().enumerate() {
         let first = out.len();
@@ -302,7 +383,13 @@ pub fn validate(snapshot: &Snapshot, ctx: &dyn ValidationContext) -> Vec<Scenari
                 .value(value_text(v)),
             );
         }
+        for key in b.raw.extra.keys() {
+            out.extend(misspelt_key(key, key, BRICK_FIELDS));
+        }
         check_outputs(b, &by_id, &mut out);
+        if let Some(props) = b.props {
+            check_variables(props, &defined, &mut out);
+        }
         match b.props {
             Some(props) => check_props(props, ctx, &mut out),
             None if b.raw.properties_invalid.is_none() => b
@@ -325,7 +412,7 @@ fn check_outputs(b: &BrickRef<'_>, by_id: &HashMap<&str, usize>, out: &mut Vec<S
     let mut seen: HashSet<&str> = HashSet::new();
     for (k, o) in b.outputs.iter().enumerate() {
         let mut path = format!("outputs[{k}]");
-        check_fields(o, &path, out);
+        check_fields_as(o, &path, misspelt_key, out);
         let t = o.kind.str();
         if t.trim().is_empty() {
             if o.kind.invalid().is_none() {
@@ -456,9 +543,214 @@ fn outbound_url(url: &str, path: &str, ctx: &dyn ValidationContext, out: &mut Ve
     }
 }
 
-fn tts(t: &Opt<TtsSettings>, path: &str, out: &mut Vec<ScenarioError>) {
+fn tts(
+    t: &Opt<TtsSettings>,
+    path: &str,
+    ctx: &dyn ValidationContext,
+    out: &mut Vec<ScenarioError>,
+) {
     if let Some(t) = t.get() {
         range(&t.speed, &format!("{path}.speed"), 0.0, 4.0, false, out);
+        synthesizer(&t.engine, &format!("{path}.engine"), ctx, out);
+    }
+}
+
+/// SCN125: a named synthesizer the node does not speak with (engine names are not
+/// templated: a call would fall back to the default engine).
+fn synthesizer(
+    engine: &Opt<String>,
+    path: &str,
+    ctx: &dyn ValidationContext,
+    out: &mut Vec<ScenarioError>,
+) {
+    let name = engine.str();
+    if !name.is_empty() && !ctx.synthesizer_known(name) {
+        out.push(
+            ScenarioError::new(
+                Code::UnknownSynthesizer,
+                format!("{path}: no synthesizer is named {name:?}"),
+            )
+            .property(path)
+            .value(name),
+        );
+    }
+}
+
+/// SCN126: a named recognizer the account cannot use.
+fn recognizer(
+    engine: &Opt<String>,
+    path: &str,
+    ctx: &dyn ValidationContext,
+    out: &mut Vec<ScenarioError>,
+) {
+    let name = engine.str();
+    if !name.is_empty() && !ctx.recognizer_known(name) {
+        out.push(
+            ScenarioError::new(
+                Code::UnknownRecognizer,
+                format!("{path}: no recognizer is named {name:?}"),
+            )
+            .property(path)
+            .value(name),
+        );
+    }
+}
+
+/// Calls `f(path, value, sets)` for every property holding a variable name rather than a
+/// template: the targets bricks set (`sets`: assignment, increment, data_mapping and
+/// response-mapping targets, entity variables) and the variables conditions read.
+fn name_fields<'a>(props: BrickProps<'a>, f: &mut dyn FnMut(String, &'a str, bool)) {
+    match props {
+        BrickProps::Assignment(p) => {
+            for (i, v) in p.variables.items().iter().enumerate() {
+                f(
+                    format!("properties.variables[{i}].name"),
+                    v.name.str(),
+                    true,
+                );
+            }
+        }
+        BrickProps::Increment(p) => {
+            for (i, v) in p.variables.items().iter().enumerate() {
+                f(
+                    format!("properties.variables[{i}].variable"),
+                    v.variable.str(),
+                    true,
+                );
+            }
+        }
+        BrickProps::DataMapping(p) => {
+            for (i, v) in p.variables.items().iter().enumerate() {
+                f(
+                    format!("properties.variables[{i}].name"),
+                    v.name.str(),
+                    true,
+                );
+            }
+        }
+        BrickProps::Webhook(p) => {
+            let maps = p.response_mapping.get().map(|m| m.variables.items());
+            for (i, v) in maps.unwrap_or(&[]).iter().enumerate() {
+                f(
+                    format!("properties.response_mapping.variables[{i}].name"),
+                    v.name.str(),
+                    true,
+                );
+            }
+        }
+        BrickProps::Question(p) => {
+            let answers = p.answer.get().map(|a| a.answers.items()).unwrap_or(&[]);
+            for (i, a) in answers.iter().enumerate() {
+                let Some(si) = a.speech_input.get() else {
+                    continue;
+                };
+                let entities = si.entity.get().map(|e| e.entities.items()).unwrap_or(&[]);
+                for (k, e) in entities.iter().enumerate() {
+                    if let Some(v) = e.variable.get() {
+                        f(
+                            format!(
+                                "properties.answer.answers[{i}].speech_input.entity.entities[{k}].variable.name"
+                            ),
+                            v.name.str(),
+                            true,
+                        );
+                    }
+                }
+            }
+        }
+        BrickProps::ConditionGroup(p) => {
+            let conditions = p.condition.get().map(|c| c.conditions.items());
+            for (i, c) in conditions.unwrap_or(&[]).iter().enumerate() {
+                for (k, el) in c.elements.items().iter().enumerate() {
+                    f(
+                        format!("properties.condition.conditions[{i}].elements[{k}].variable"),
+                        el.variable.str(),
+                        false,
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// SCN127 (warning): variables a brick reads, in its templates or its conditions, that no
+/// brick sets and no built-in provides. The dispatch `data` is not known before a call, so
+/// such a variable may still come from it: a warning, one per variable and brick.
+fn check_variables(props: BrickProps<'_>, defined: &HashSet<&str>, out: &mut Vec<ScenarioError>) {
+    struct Reads<'s> {
+        names: HashSet<String>,
+        unknown: Vec<(String, String)>,
+        defined: &'s HashSet<&'s str>,
+    }
+    impl Reads<'_> {
+        fn read(&mut self, path: &str, var: &str) {
+            if !self.defined.contains(var)
+                && !crate::interpreter::is_builtin_variable(var)
+                && !self.unknown.iter().any(|(_, v)| v == var)
+            {
+                self.unknown.push((path.to_string(), var.to_string()));
+            }
+        }
+    }
+    impl Visitor for Reads<'_> {
+        fn string(&mut self, path: &str, s: &str) {
+            if self.names.contains(path) || !template::has_open(s) {
+                return;
+            }
+            for var in template::variables(s) {
+                self.read(path, var);
+            }
+        }
+        fn invalid(&mut self, _: &str, _: &'static str, _: &Value) {}
+        fn unknown(&mut self, _: &str, _: &str, _: &'static [&'static str]) {}
+    }
+    let mut reads = Reads {
+        names: HashSet::new(),
+        unknown: Vec::new(),
+        defined,
+    };
+    name_fields(props, &mut |path, _, _| {
+        reads.names.insert(path);
+    });
+    let mut path = String::from("properties");
+    match props {
+        BrickProps::Audio(p) => p.walk(&mut path, &mut reads),
+        BrickProps::AudioFile(p) => p.walk(&mut path, &mut reads),
+        BrickProps::AudioTts(p) => p.walk(&mut path, &mut reads),
+        BrickProps::Sms(p) => p.walk(&mut path, &mut reads),
+        BrickProps::Goal(p) => p.walk(&mut path, &mut reads),
+        BrickProps::EndCall(p) => p.walk(&mut path, &mut reads),
+        BrickProps::Assignment(p) => p.walk(&mut path, &mut reads),
+        BrickProps::Increment(p) => p.walk(&mut path, &mut reads),
+        BrickProps::ConditionGroup(p) => p.walk(&mut path, &mut reads),
+        BrickProps::StartTree(p) | BrickProps::InboundCall(p) | BrickProps::End(p) => {
+            p.walk(&mut path, &mut reads)
+        }
+        BrickProps::StartCall(p) => p.walk(&mut path, &mut reads),
+        BrickProps::OutboundCall(p) => p.walk(&mut path, &mut reads),
+        BrickProps::CallTransfer(p) => p.walk(&mut path, &mut reads),
+        BrickProps::Question(p) => p.walk(&mut path, &mut reads),
+        BrickProps::Webhook(p) => p.walk(&mut path, &mut reads),
+        BrickProps::DataMapping(p) => p.walk(&mut path, &mut reads),
+    }
+    // Conditions read their variable by name.
+    name_fields(props, &mut |path, name, sets| {
+        if !sets && let Some(var) = template::unwrap_target(name) {
+            reads.read(&path, var);
+        }
+    });
+    for (path, var) in reads.unknown {
+        out.push(
+            ScenarioError::new(
+                Code::UnknownVariable,
+                format!(
+                    "{{{{{var}}}}} is set by no brick and is no built-in: unless the dispatch data provides it, it is empty"
+                ),
+            )
+            .property(path)
+            .value(var),
+        );
     }
 }
 
@@ -536,7 +828,7 @@ fn check_props(props: BrickProps<'_>, ctx: &dyn ValidationContext, out: &mut Vec
                 &["", "sequential", "random"],
                 out,
             );
-            tts(&p.tts_general, "properties.tts_general", out);
+            tts(&p.tts_general, "properties.tts_general", ctx, out);
             if p.audios.items().is_empty() && p.audios.invalid().is_none() {
                 out.push(missing("properties.audios", "at least one prompt"));
             }
@@ -579,6 +871,7 @@ fn check_props(props: BrickProps<'_>, ctx: &dyn ValidationContext, out: &mut Vec
         BrickProps::AudioTts(p) => {
             check_fields(p, P, out);
             required(&p.text, "properties.text", "the text to speak", out);
+            synthesizer(&p.engine, "properties.engine", ctx, out);
         }
         BrickProps::Sms(p) => {
             check_fields(p, P, out);
@@ -694,7 +987,10 @@ fn check_props(props: BrickProps<'_>, ctx: &dyn ValidationContext, out: &mut Vec
         }
         BrickProps::StartCall(p) => {
             check_fields(p, P, out);
-            tts(&p.tts_general, "properties.tts_general", out);
+            tts(&p.tts_general, "properties.tts_general", ctx, out);
+            if let Some(g) = p.stt_general.get() {
+                recognizer(&g.engine, "properties.stt_general.engine", ctx, out);
+            }
         }
         BrickProps::OutboundCall(p) => check_fields(p, P, out),
         BrickProps::CallTransfer(p) => {
@@ -719,7 +1015,7 @@ fn check_props(props: BrickProps<'_>, ctx: &dyn ValidationContext, out: &mut Vec
                 false,
                 out,
             );
-            tts(&p.tts_properties, "properties.tts_properties", out);
+            tts(&p.tts_properties, "properties.tts_properties", ctx, out);
             prompt(
                 &p.message_to_manager,
                 "properties.message_to_manager",
@@ -754,7 +1050,7 @@ fn check_props(props: BrickProps<'_>, ctx: &dyn ValidationContext, out: &mut Vec
 
 fn check_question(p: &QuestionProps, ctx: &dyn ValidationContext, out: &mut Vec<ScenarioError>) {
     check_fields(p, "properties", out);
-    tts(&p.tts_properties, "properties.tts_properties", out);
+    tts(&p.tts_properties, "properties.tts_properties", ctx, out);
     one_of(
         &p.input_mode,
         "properties.input_mode",
@@ -824,6 +1120,7 @@ fn check_question(p: &QuestionProps, ctx: &dyn ValidationContext, out: &mut Vec<
     }
     if let Some(s) = p.stt_properties.get() {
         let sp = "properties.stt_properties";
+        recognizer(&s.engine, &format!("{sp}.engine"), ctx, out);
         range(
             &s.speech_timeout,
             &format!("{sp}.speech_timeout"),

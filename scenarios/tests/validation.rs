@@ -2,7 +2,7 @@
 
 use callsmith_scenarios::codes::Code;
 use callsmith_scenarios::{
-    AcceptAll, RefProblem, ScenarioError, ValidationContext, validate_value,
+    AcceptAll, RefProblem, ScenarioError, Validation, ValidationContext, validate_value,
 };
 use serde_json::{Value, json};
 
@@ -482,6 +482,269 @@ fn entries_serialise_every_field_as_a_string() {
         );
     }
     assert_eq!(obj.len(), 10);
+}
+
+#[test]
+fn scn124_unknown_properties_at_every_depth() {
+    // A typo in a question's stt_properties: the nearest known key is named.
+    let v = with_brick(
+        "question",
+        json!({"id": "q", "properties": {"stt_properties": {"langauge": "de-DE"}}}),
+    );
+    let e = only(&v, "SCN124");
+    assert_eq!(
+        (
+            e.property.as_str(),
+            e.invalid_value.as_str(),
+            e.node_id.as_str()
+        ),
+        ("properties.stt_properties.langauge", "langauge", "q")
+    );
+    assert!(
+        e.message.contains("did you mean \"language\""),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.summary, "unknown property");
+
+    // is_interruptable beside the statement's audio, and in a fallback.
+    let v = with_brick(
+        "question",
+        json!({"id": "q", "properties": {
+            "statement": {"audio": {"mode": "tts", "tts": {"text": "Hi"}}, "is_interruptable": true},
+            "fallback_empty": {"fallbacks": [{"is_repeat_statement": true, "is_interruptable": false}]}}}),
+    );
+    let errs = validate_value(&v, &AcceptAll);
+    let props: Vec<&str> = errs.iter().map(|e| e.property.as_str()).collect();
+    assert_eq!(
+        props,
+        vec![
+            "properties.statement.is_interruptable",
+            "properties.fallback_empty.fallbacks[0].is_interruptable"
+        ],
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter()
+            .all(|e| e.code == "SCN124" && e.message.contains("did you mean \"is_interruptible\""))
+    );
+
+    // Top level of properties, an array entry, a webhook request object, an answer.
+    let e = only(&base_tts("langauge", json!("en")), "SCN124");
+    assert_eq!(
+        (e.property.as_str(), e.node_id.as_str()),
+        ("properties.langauge", "t")
+    );
+    for (kind, brick, path) in [
+        (
+            "audio",
+            json!({"id": "x", "properties": {"audios": [{"mode": "tts", "tts_properties": {"text": "Hi", "voice": "a"}}]}}),
+            "properties.audios[0].tts_properties.voice",
+        ),
+        (
+            "webhook",
+            json!({"id": "x", "properties": {"request": {"method": "GET", "url": "https://example.com", "headers": []}}}),
+            "properties.request.headers",
+        ),
+        (
+            "question",
+            json!({"id": "x", "properties": {"answer": {"answers": [{"answer_id": "yes", "speech_input": {"tokens": ["yes"], "modes": "exact"}}]}}}),
+            "properties.answer.answers[0].speech_input.modes",
+        ),
+    ] {
+        let e = only(&with_brick(kind, brick), "SCN124");
+        assert_eq!(e.property, path);
+    }
+
+    // Beside a brick's own keys, in an output, in a kind group, constructor and snapshot:
+    // near misses of a known key are warnings, other keys designer metadata.
+    let mut v = base();
+    bricks(&mut v)["audio_tts"]["v1"][0]["propreties"] = json!({});
+    bricks(&mut v)["audio_tts"]["v1"][0]["position"] = json!({"x": 1});
+    bricks(&mut v)["audio_tts"]["v1"][0]["outputs"][0]["nxt"] = json!("e");
+    bricks(&mut v)["audio_tts"]["v1"][0]["outputs"][0]["waypoints"] = json!([]);
+    bricks(&mut v)["end"]["v2"] = json!([]);
+    v["constructor"]["brick"] = json!({});
+    v["constructor"]["layout"] = json!({});
+    v["nmae"] = json!("x");
+    v["designer_layout"] = json!({});
+    let report = Validation::of_value(&v, &AcceptAll);
+    assert_eq!(report.errors, vec![], "{report:#?}");
+    let mut got: Vec<(&str, &str, &str)> = report
+        .warnings
+        .iter()
+        .map(|e| (e.code.as_str(), e.property.as_str(), e.node_id.as_str()))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("SCN128", "constructor.brick", ""),
+            ("SCN128", "constructor.bricks.end.v2", ""),
+            ("SCN128", "nmae", ""),
+            ("SCN128", "outputs[0].nxt", "t"),
+            ("SCN128", "propreties", "t"),
+        ],
+        "{report:#?}"
+    );
+    let nxt = report
+        .warnings
+        .iter()
+        .find(|e| e.property == "outputs[0].nxt");
+    assert!(nxt.is_some_and(|e| e.message.contains("did you mean \"next\"")));
+    // Free-form values are not looked into.
+    let v = with_brick(
+        "question",
+        json!({"id": "q", "properties": {"entity": {"anything": 1}, "stt_properties": {"tokens": {"any": 2}}}}),
+    );
+    assert_eq!(validate_value(&v, &AcceptAll), vec![]);
+}
+
+/// Knows the synthesizers flite and piper and the recognizer whisper.
+struct Engines;
+impl ValidationContext for Engines {
+    fn classifier_exists(&self, _: &str, _: i64) -> bool {
+        true
+    }
+    fn audio_problem(&self, _: &str) -> Option<RefProblem> {
+        None
+    }
+    fn synthesizer_known(&self, engine: &str) -> bool {
+        ["flite", "piper"].contains(&engine)
+    }
+    fn recognizer_known(&self, engine: &str) -> bool {
+        engine == "whisper"
+    }
+}
+
+/// The base scenario with one more property on its audio_tts brick `t`.
+fn base_tts(key: &str, value: Value) -> Value {
+    let mut v = base();
+    bricks(&mut v)["audio_tts"]["v1"][0]["properties"][key] = value;
+    v
+}
+
+#[test]
+fn scn125_scn126_unknown_engines() {
+    let tts = base_tts("engine", json!("piper"));
+    assert_eq!(validate_value(&tts, &Engines), vec![]);
+    let typo = base_tts("engine", json!("piperr"));
+    let e = only_with(&typo, "SCN125", &Engines);
+    assert_eq!(
+        (e.property.as_str(), e.invalid_value.as_str()),
+        ("properties.engine", "piperr")
+    );
+    // Every place an engine is named; empty means the default.
+    let mut v = with_brick(
+        "question",
+        json!({"id": "q", "properties": {"tts_properties": {"engine": "espeak"}, "stt_properties": {"engine": "wisper"}}}),
+    );
+    bricks(&mut v)["start_call"]["v1"][0]["properties"] = json!({
+        "stt_general": {"engine": "vosk"}, "tts_general": {"engine": "festival"}});
+    let errs = validate_value(&v, &Engines);
+    let got: Vec<(&str, &str, &str)> = errs
+        .iter()
+        .map(|e| {
+            (
+                e.code.as_str(),
+                e.property.as_str(),
+                e.invalid_value.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("SCN125", "properties.tts_general.engine", "festival"),
+            ("SCN126", "properties.stt_general.engine", "vosk"),
+            ("SCN125", "properties.tts_properties.engine", "espeak"),
+            ("SCN126", "properties.stt_properties.engine", "wisper"),
+        ],
+        "{errs:#?}"
+    );
+    let v = with_brick(
+        "call_transfer",
+        json!({"id": "c", "properties": {"number": "+1", "tts_properties": {"engine": ""}}}),
+    );
+    assert_eq!(validate_value(&v, &Engines), vec![]);
+    // Without a context that knows the node, every name is accepted.
+    assert_eq!(validate_value(&typo, &AcceptAll), vec![]);
+}
+
+#[test]
+fn scn127_unknown_template_variables_are_warnings() {
+    let mut v = base();
+    bricks(&mut v)["audio_tts"]["v1"][0]["properties"]["text"] = json!(
+        "Hi {{nmae}}, {{ name }}, {{call.recipient}}, {{time.hour}}, {{webhook.body}}, {{count}}, {{order.id}}, {{nmae}}"
+    );
+    bricks(&mut v)["assignment"] = json!({"v1": [{"id": "a", "properties": {"variables": [{"name": "{{name}}", "value": "{{seed}}"}]}, "outputs": []}]});
+    bricks(&mut v)["increment"] = json!({"v1": [{"id": "i", "properties": {"variables": [{"variable": "count"}]}, "outputs": []}]});
+    bricks(&mut v)["data_mapping"] = json!({"v1": [{"id": "m", "properties": {"input": "{}", "variables": [{"name": "order.id", "path": "$.id"}]}, "outputs": []}]});
+    bricks(&mut v)["condition_group"] = json!({"v1": [{"id": "c", "properties": {"condition": {"conditions": [
+        {"condition_id": "k", "condition_operator": "and", "elements": [
+            {"variable": "count", "element_operator": "equal", "value": "{{limit}}"},
+            {"variable": "{{colour}}", "element_operator": "empty", "value": ""}]}]}}, "outputs": []}]});
+    bricks(&mut v)["start_tree"] = json!({"v1": [
+        {"id": "tree", "properties": {}, "outputs": [{"type": "next", "next": "a"}]}]});
+    bricks(&mut v)["assignment"]["v1"][0]["outputs"] = json!([{"type": "next", "next": "i"}]);
+    bricks(&mut v)["increment"]["v1"][0]["outputs"] = json!([{"type": "next", "next": "m"}]);
+    bricks(&mut v)["data_mapping"]["v1"][0]["outputs"] = json!([{"type": "next", "next": "c"}]);
+    let report = Validation::of_value(&v, &AcceptAll);
+    assert_eq!(report.errors, vec![], "{report:#?}");
+    let got: Vec<(&str, &str, &str, &str)> = report
+        .warnings
+        .iter()
+        .map(|e| {
+            (
+                e.code.as_str(),
+                e.node_id.as_str(),
+                e.property.as_str(),
+                e.invalid_value.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("SCN127", "t", "properties.text", "nmae"),
+            ("SCN127", "a", "properties.variables[0].value", "seed"),
+            (
+                "SCN127",
+                "c",
+                "properties.condition.conditions[0].elements[0].value",
+                "limit"
+            ),
+            (
+                "SCN127",
+                "c",
+                "properties.condition.conditions[0].elements[1].variable",
+                "colour"
+            ),
+        ],
+        "{report:#?}"
+    );
+    assert_eq!(report.warnings[0].summary, "unknown variable");
+    assert_eq!(report.warnings[0].tree_id, "s");
+    // Warnings never count as errors.
+    assert_eq!(validate_value(&v, &AcceptAll), vec![]);
+}
+
+#[test]
+fn entity_and_response_mapping_targets_are_known_variables() {
+    let v = with_brick(
+        "question",
+        json!({"id": "q", "properties": {
+            "statement": {"audio": {"mode": "tts", "tts": {"text": "Your number, {{digits}}? Status {{status}}"}}},
+            "answer": {"answers": [{"answer_id": "n", "speech_input": {"entity": {"entities": [{"type": "digits", "variable": {"name": "{{digits}}"}}]}}}]}},
+            "outputs": [{"type": "next", "next": "w"}]}),
+    );
+    let mut v = v;
+    bricks(&mut v)["webhook"] = json!({"v1": [{"id": "w", "properties": {
+        "request": {"method": "GET", "url": "https://example.com/{{digits}}"},
+        "response_mapping": {"variables": [{"name": "{{status}}", "source": "body", "path": "$.s"}]}},
+        "outputs": [{"type": "next", "next": "e"}]}]});
+    let report = Validation::of_value(&v, &AcceptAll);
+    assert_eq!(report, Validation::default(), "{report:#?}");
 }
 
 #[test]

@@ -44,8 +44,8 @@ export function pathCovers(property, path) {
  */
 
 /**
- * The form of one brick. Returns the element and `showErrors(entries)`, which puts each
- * SCN entry of the brick beside the field (or output) it names.
+ * The form of one brick. Returns the element and `showErrors(entries, warnings)`, which puts
+ * each SCN error and warning of the brick beside the field (or output) it names.
  * @param {FormContext} ctx
  */
 export function brickForm(ctx) {
@@ -86,15 +86,20 @@ export function brickForm(ctx) {
   drawOutputs();
   form.append(h('h3', {}, 'Outputs'), outputsBox);
 
-  /** @param {any[]} entries */
-  const showErrors = (entries) => {
+  /**
+   * Puts each SCN entry beside the field or output it names (else at the top of the form);
+   * warnings go the same places, amber and prefixed `warning:`.
+   * @param {any[]} entries @param {any[]} [warnings]
+   */
+  const showErrors = (entries, warnings = []) => {
     for (const el of form.querySelectorAll('[data-error-for]')) {
       clear(el);
-      el.closest('.field, .output-row')?.classList.remove('has-error');
+      el.closest('.field, .output-row')?.classList.remove('has-error', 'has-warning');
     }
     clear(general);
     const slots = [...form.querySelectorAll('[data-error-for]')];
-    for (const e of entries || []) {
+    /** @param {any} e @param {boolean} warn */
+    const place = (e, warn) => {
       let slot = null;
       if (e.output_type) slot = form.querySelector(`[data-error-for="output:${CSS.escape(e.output_type)}"]`);
       if (!slot && e.property) {
@@ -108,12 +113,19 @@ export function brickForm(ctx) {
           }
         }
       }
-      const line = h('div', {class: 'scn'}, entryText(e));
+      const cls = warn ? 'scn warn' : 'scn';
+      const text = warn ? `warning: ${entryText(e)}` : entryText(e);
       if (slot) {
-        slot.append(line);
-        slot.closest('.field, .output-row')?.classList.add('has-error');
-      } else general.append(h('li', {class: 'scn'}, entryText(e)));
-    }
+        slot.append(h('div', {class: cls}, text));
+        const row = slot.closest('.field, .output-row');
+        if (row && !(warn && row.classList.contains('has-error'))) {
+          row.classList.remove('has-warning');
+          row.classList.add(warn ? 'has-warning' : 'has-error');
+        }
+      } else general.append(h('li', {class: cls}, text));
+    };
+    for (const e of entries || []) place(e, false);
+    for (const e of warnings || []) place(e, true);
   };
   return {el: form, showErrors};
 }

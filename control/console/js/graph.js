@@ -179,13 +179,14 @@ export function fitView(width, height, boxW, boxH) {
  */
 
 /**
- * Draws the graph into `container`; `errors` maps a brick id to its SCN entries (those
- * nodes are marked). The view (pan and zoom) is kept on the container across redraws.
+ * Draws the graph into `container`; `errors` and `opts.warnings` map a brick id to its SCN
+ * errors and warnings (those nodes are marked, an error over a warning). The view (pan and
+ * zoom) is kept on the container across redraws.
  * `onPort(id, type)` is called when an output port is clicked (the builder connects it).
  * @param {HTMLElement & {_view?: View}} container
  * @param {any} snapshot
  * @param {Map<string, any[]>} [errors]
- * @param {{onPort?: (id: string, type: string) => void, selected?: string | null}} [opts]
+ * @param {{onPort?: (id: string, type: string) => void, selected?: string | null, warnings?: Map<string, any[]>}} [opts]
  * @returns {GraphHandle}
  */
 export function drawGraph(container, snapshot, errors = new Map(), opts = {}) {
@@ -241,15 +242,17 @@ export function drawGraph(container, snapshot, errors = new Map(), opts = {}) {
     const errs = errors.get(b.id) || [];
     const said = spokenText(b.kind, b.properties);
     const facts = keyFacts(b.kind, b.properties);
-    const title = [`${b.kind} ${b.id}`, said, facts, ...errs.map((e) => `${e.code} ${e.message}`)].filter(Boolean).join('\n');
+    const warns = (opts.warnings && opts.warnings.get(b.id)) || [];
+    const title = [`${b.kind} ${b.id}`, said, facts, ...errs.map((e) => `${e.code} ${e.message}`),
+      ...warns.map((e) => `warning: ${e.code} ${e.message}`)].filter(Boolean).join('\n');
     const lines = wrap(said ? `“${said}”` : facts, 32, said ? 2 : 1);
     if (said && facts) lines.push(...wrap(facts, 32, 1));
-    const node = s('g', {class: ['node', `kind-${b.kind}`, errs.length && 'node-error', unreachable.has(b.id) && 'node-unreachable',
+    const node = s('g', {class: ['node', `kind-${b.kind}`, errs.length ? 'node-error' : warns.length && 'node-warning', unreachable.has(b.id) && 'node-unreachable',
       opts.selected === b.id && 'node-selected'], 'data-brick': b.id, 'data-kind': b.kind, transform: `translate(${p.x} ${p.y})`},
     s('title', {}, title),
     s('rect', {width: W, height: H, rx: 8}),
     s('text', {x: 10, y: 17, class: 'node-id'}, b.id.length > 22 ? `${b.id.slice(0, 21)}…` : b.id),
-    s('text', {x: W - 10, y: 17, class: 'node-kind', 'text-anchor': 'end'}, b.kind + (errs.length ? ` ⚠ ${errs[0].code}` : '')),
+    s('text', {x: W - 10, y: 17, class: 'node-kind', 'text-anchor': 'end'}, b.kind + (errs.length ? ` ⚠ ${errs[0].code}` : warns.length ? ` ⚠ ${warns[0].code}` : '')),
     lines.slice(0, 3).map((l, i) => s('text', {x: 10, y: 35 + i * 14, class: i < 2 && said ? 'node-text' : 'node-facts'}, l)));
     // One port per output type the brick takes: filled when connected; a click starts a connection.
     const types = [...new Set([...outputTypes(b.kind, b.properties), ...b.outputs.map((o) => o.type)])];

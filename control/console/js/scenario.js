@@ -1,6 +1,7 @@
-// Scenarios: the list with creation from a template, and the scenario page: the draft's
-// JSON in an editor with line numbers, validation with the SCN entries beside the bricks
-// they name, the graph, publishing, versions side by side, and browser test calls.
+// Scenarios: the list with creation from a template, and the scenario page: the visual
+// builder (palette, graph, brick form) and the draft's JSON in an editor with line numbers,
+// validation with the SCN errors and warnings beside the bricks they name, publishing,
+// versions side by side, and browser test calls.
 
 import {get, post, put, query} from './api.js';
 import {h, clear, when, showError, showNote, hideBanner, action} from './dom.js';
@@ -100,6 +101,8 @@ export async function renderScenario(main, id) {
   const sc = await get(`/v1/scenario/${encodeURIComponent(id)}`);
   const draft = await get(`/v1/scenario-version/by-scenario${query({scenario_sid: id, version: 0, draft: true})}`);
   let errors = new Map();
+  // SCN warnings (e.g. SCN127 a variable no brick sets): shown like errors, styled apart.
+  let warnings = new Map();
   let graph = null;
   let call = null;
   // The snapshot being edited: the builder changes it in place and writes the JSON view;
@@ -125,14 +128,17 @@ export async function renderScenario(main, id) {
   const renderGutter = () => {
     const lines = textarea.value.split('\n').length;
     const marks = new Map();
-    for (const [brick, errs] of errors) {
-      const line = brick ? brickLine(textarea.value, brick) : 0;
-      if (line) marks.set(line, errs);
+    // A line with an error is marked as one; a line with warnings only, as a warning.
+    for (const [cls, map, prefix] of [['gutter-warning', warnings, 'warning: '], ['gutter-error', errors, '']]) {
+      for (const [brick, entries] of map) {
+        const line = brick ? brickLine(textarea.value, brick) : 0;
+        if (line) marks.set(line, [cls, [...(marks.get(line) || [null, []])[1], ...entries.map((e) => prefix + errorText(e))]]);
+      }
     }
     clear(gutter);
     for (let i = 1; i <= lines; i++) {
-      const errs = marks.get(i);
-      gutter.append(errs ? h('span', {class: 'gutter-error', title: errs.map(errorText).join('\n')}, `⚠${i}`) : `${i}`, '\n');
+      const [cls, texts] = marks.get(i) || [];
+      gutter.append(texts ? h('span', {class: cls, title: texts.join('\n')}, `⚠${i}`) : `${i}`, '\n');
     }
     gutter.scrollTop = textarea.scrollTop;
   };
@@ -161,11 +167,13 @@ export async function renderScenario(main, id) {
     for (const b of bricks) {
       known.add(b.id);
       const errs = errors.get(b.id) || [];
-      body.append(h('tr', {'data-brick-row': b.id, class: errs.length ? 'has-error' : ''},
+      const warns = warnings.get(b.id) || [];
+      body.append(h('tr', {'data-brick-row': b.id, class: errs.length ? 'has-error' : warns.length ? 'has-warning' : ''},
         h('td', {}, h('a', {href: '#', class: 'brick-link', onclick: (ev) => { ev.preventDefault(); selectBrick(b.id); }}, b.id || '(no id)')),
         h('td', {}, b.kind),
         h('td', {}, b.outputs.map((o) => `${o.type} → ${o.next || '(end)'}`).join(', ')),
-        h('td', {class: 'brick-errors', 'data-brick-error': b.id}, errs.map((e) => h('div', {class: 'scn'}, errorText(e))))));
+        h('td', {class: 'brick-errors', 'data-brick-error': b.id}, errs.map((e) => h('div', {class: 'scn'}, errorText(e))),
+          warns.map((e) => h('div', {class: 'scn warn', 'data-brick-warning': b.id}, `warning: ${errorText(e)}`)))));
     }
     brickTable.append(body);
     clear(general);
@@ -173,12 +181,16 @@ export async function renderScenario(main, id) {
       if (brick && known.has(brick)) continue;
       for (const e of errs) general.append(h('li', {class: 'scn'}, (brick ? `${brick}: ` : '') + errorText(e)));
     }
+    for (const [brick, warns] of warnings) {
+      if (brick && known.has(brick)) continue;
+      for (const e of warns) general.append(h('li', {class: 'scn warn'}, `warning: ${brick ? `${brick}: ` : ''}${errorText(e)}`));
+    }
   };
-  /** Draws what depends on `doc` and the SCN entries: the graph, the bricks, the form's marks. */
+  /** Draws what depends on `doc` and the SCN errors and warnings: the graph, the bricks, the form's marks. */
   const drawAll = () => {
-    graph = drawGraph(graphBox, doc, errors, {selected, onPort: startConnect});
+    graph = drawGraph(graphBox, doc, errors, {selected, onPort: startConnect, warnings});
     renderBricks(doc);
-    if (form) form.showErrors(errors.get(selected) || []);
+    if (form) form.showErrors(errors.get(selected) || [], warnings.get(selected) || []);
   };
   /** The form of the selected brick (or what to do when none is). */
   const renderForm = () => {
@@ -207,7 +219,7 @@ export async function renderScenario(main, id) {
         restructured(null);
       }});
     formBox.append(form.el);
-    form.showErrors(errors.get(selected) || []);
+    form.showErrors(errors.get(selected) || [], warnings.get(selected) || []);
   };
   // From the JSON view: the text replaces the snapshot when it parses.
   const redraw = () => {
@@ -283,11 +295,15 @@ export async function renderScenario(main, id) {
     pending = setTimeout(redraw, 300);
   });
 
-  const setErrors = (list) => {
+  /** Shows a validation's errors and warnings (a refused publish or call carries errors only). */
+  const setErrors = (list, warningList = []) => {
     errors = byBrick(list);
+    warnings = byBrick(warningList);
     const n = (list || []).length;
-    verdict.className = n ? 'verdict bad' : 'verdict good';
-    verdict.textContent = n ? `${n} validation problem${n > 1 ? 's' : ''}` : 'The draft is valid.';
+    const w = (warningList || []).length;
+    verdict.className = n ? 'verdict bad' : w ? 'verdict good has-warnings' : 'verdict good';
+    verdict.textContent = (n ? `${n} validation problem${n > 1 ? 's' : ''}` : 'The draft is valid.') +
+      (w ? ` ${w} warning${w > 1 ? 's' : ''}.` : '');
     renderGutter();
     drawAll();
   };
@@ -322,7 +338,7 @@ export async function renderScenario(main, id) {
         await save();
         const report = await post(`/v1/scenario/${encodeURIComponent(id)}/validate`);
         if (run !== checkRun) return;
-        setErrors(report.errors);
+        setErrors(report.errors, report.warnings);
         checkState.textContent = 'saved and checked';
       } catch (e) {
         checkState.textContent = 'not saved';
@@ -366,7 +382,7 @@ export async function renderScenario(main, id) {
     await save();
     const report = await post(`/v1/scenario/${encodeURIComponent(id)}/validate`);
     hideBanner();
-    setErrors(report.errors);
+    setErrors(report.errors, report.warnings);
   }));
   publishBtn.addEventListener('click', action(publishBtn, 'publish', async () => {
     await save();
@@ -532,7 +548,7 @@ export async function renderScenario(main, id) {
   redraw();
   loadVersions().catch((e) => showError(e, 'versions'));
   // The validation state of what is stored, without saving anything.
-  post(`/v1/scenario/${encodeURIComponent(id)}/validate`).then((r) => setErrors(r.errors)).catch((e) => showError(e, 'validate'));
+  post(`/v1/scenario/${encodeURIComponent(id)}/validate`).then((r) => setErrors(r.errors, r.warnings)).catch((e) => showError(e, 'validate'));
   return () => {
     document.removeEventListener('keydown', onKey);
     clearTimeout(checkTimer);

@@ -84,6 +84,16 @@ impl Default for TtsEngineSection {
 pub const FALLBACK_ENGINE: &str = "espeak-ng";
 
 impl TtsSection {
+    /// The names bricks may select a synthesizer by: espeak-ng, flite and every
+    /// `[[tts.engines]]` name (what [`TtsSection::service`] registers).
+    pub fn engine_names(&self) -> Vec<String> {
+        callsmith_media::tts::LOCAL_ENGINES
+            .iter()
+            .map(|e| e.to_string())
+            .chain(self.engines.iter().map(|e| e.name.clone()))
+            .collect()
+    }
+
     /// The default engine in effect.
     pub fn default_engine(&self) -> &str {
         self.default_engine.as_deref().unwrap_or(FALLBACK_ENGINE)

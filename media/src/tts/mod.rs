@@ -123,6 +123,9 @@ pub(crate) const STREAM_BUFFER: usize = usize::MAX / 2;
 /// Cached syntheses by key, with insertion order for eviction.
 type SynthCache = (HashMap<String, Arc<Prompt>>, VecDeque<String>);
 
+/// The synthesizers every node has, by the names bricks select them with.
+pub const LOCAL_ENGINES: &[&str] = &["espeak-ng", "flite"];
+
 /// Engines by name plus the shared synthesis cache.
 pub struct TtsService {
     engines: HashMap<String, Arc<dyn TtsEngine>>,
@@ -148,17 +151,17 @@ impl TtsService {
         }
     }
 
-    /// With `espeak-ng` and `flite` registered under those names.
+    /// With `espeak-ng` and `flite` registered under those names ([`LOCAL_ENGINES`]).
     pub fn with_local_engines(capacity: usize) -> TtsService {
         let mut s = TtsService::new(capacity);
         s.register(
-            "espeak-ng",
+            LOCAL_ENGINES[0],
             Arc::new(LocalTts {
                 program: LocalProgram::EspeakNg,
             }),
         );
         s.register(
-            "flite",
+            LOCAL_ENGINES[1],
             Arc::new(LocalTts {
                 program: LocalProgram::Flite,
             }),

@@ -411,8 +411,9 @@ pub(crate) async fn test_version(
             .scenario_version_by_axis(&scenario.sid, 0, true)
             .await?
             .ok_or_else(|| ApiError::unprocessable("no_draft", "the scenario has no draft"))?;
-        let errors =
-            super::scenarios::check_snapshot(state, &account.sid, &draft.snapshot_value()).await?;
+        let errors = super::scenarios::check_snapshot(state, &account.sid, &draft.snapshot_value())
+            .await?
+            .errors;
         if !errors.is_empty() {
             return Err(super::scenarios::invalid_scenario(errors));
         }

@@ -136,10 +136,16 @@ pub struct DraftBody {
 /// Result of POST /v1/scenario/{id}/validate.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ValidationReport {
+    /// True when `errors` is empty: the draft can be published and called.
     pub valid: bool,
-    /// SCN1xx entries (docs/scenario-codes.md).
+    /// SCN1xx errors (docs/scenario-codes.md): each refuses a publish and a test call.
     #[schema(value_type = Vec<Object>)]
     pub errors: Vec<callsmith_scenarios::ScenarioError>,
+    /// SCN1xx warnings, entries of the same shape (docs/scenario-codes.md, e.g. SCN127 a
+    /// variable no brick sets): likely mistakes that refuse nothing.
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub warnings: Vec<callsmith_scenarios::ScenarioError>,
 }
 
 /// Sort column of GET /v1/scenario.
@@ -461,7 +467,9 @@ pub(crate) async fn publish_draft(
         .scenario_version_by_axis(&s.sid, 0, true)
         .await?
         .ok_or_else(|| ApiError::not_found("scenario"))?;
-    let errors = check_snapshot(state, &s.account_sid, &draft.snapshot_value()).await?;
+    let errors = check_snapshot(state, &s.account_sid, &draft.snapshot_value())
+        .await?
+        .errors;
     if !errors.is_empty() {
         return Err(invalid_scenario(errors));
     }
@@ -487,10 +495,11 @@ async fn validate_scenario(
         .scenario_version_by_axis(&s.sid, 0, true)
         .await?
         .ok_or_else(|| ApiError::not_found("scenario"))?;
-    let errors = check_snapshot(&state, &s.account_sid, &draft.snapshot_value()).await?;
+    let report = check_snapshot(&state, &s.account_sid, &draft.snapshot_value()).await?;
     Ok(Json(ValidationReport {
-        valid: errors.is_empty(),
-        errors,
+        valid: report.errors.is_empty(),
+        errors: report.errors,
+        warnings: report.warnings,
     }))
 }
 
@@ -569,13 +578,6 @@ pub(crate) async fn check_snapshot(
     state: &AppState,
     account_sid: &str,
     snapshot: &serde_json::Value,
-) -> ApiResult<Vec<callsmith_scenarios::ScenarioError>> {
-    Ok(crate::scenario_check::validate_scenario(
-        &state.store,
-        &state.audio,
-        &state.outbound,
-        account_sid,
-        snapshot,
-    )
-    .await?)
+) -> ApiResult<callsmith_scenarios::Validation> {
+    Ok(crate::scenario_check::validate_scenario(&state.services, account_sid, snapshot).await?)
 }

@@ -39,7 +39,6 @@ use crate::{
     audio_ref::AudioRef,
     auth::{Principal, cap},
     catalog::ModelOption,
-    flags::{self, Subject},
     store::AccountRecord,
 };
 
@@ -70,18 +69,7 @@ pub(super) async fn visible_engines(
 ) -> ApiResult<BTreeSet<String>> {
     let catalog = &state.stt.catalog;
     match account {
-        Some(a) => {
-            let rules = state.store.flag_rules(&a.tenant_sid).await?;
-            let on = flags::evaluate_all(
-                &rules,
-                Subject {
-                    account_sid: &a.sid,
-                    country: &a.country,
-                    region: &a.region,
-                },
-            );
-            Ok(catalog.visible_engines(|f| on.iter().any(|(n, v)| *n == f && *v)))
-        }
+        Some(a) => Ok(catalog.visible_to_account(&state.store, a).await?),
         None => {
             let all = matches!(caller.principal, Principal::Superuser { .. });
             Ok(catalog.visible_engines(|_| all))
