@@ -4,11 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use callsmith_control::audio_ref::AudioResolver;
-use callsmith_control::objects::{Objects, ObjectsConfig};
-use callsmith_control::outbound::GuardedClient;
+use callsmith_control::objects::ObjectsConfig;
 use callsmith_control::scenario_check::validate_scenario;
 use callsmith_control::store::{NewAccount, Store};
+use callsmith_control::{Services, Settings};
 use callsmith_scenarios::{canonical::content_hash_value, testing::realistic_scenario};
 
 fn pct(sorted: &[Duration], q: f64) -> Duration {
@@ -43,17 +42,17 @@ async fn main() -> anyhow::Result<()> {
             status: "active".into(),
         })
         .await?;
-    // What the API validates with: the audio resolver over local storage and the guarded
-    // client's policy.
-    let objects = std::sync::Arc::new(Objects::new(
-        &ObjectsConfig {
+    // What the API validates with: the services the binary builds (the audio resolver over
+    // local storage, the guarded client's policy, the node's synthesizers).
+    let settings = Settings {
+        public_url: "http://127.0.0.1:8080".into(),
+        objects: ObjectsConfig {
             local_dir: dir.path().join("objects"),
             ..ObjectsConfig::default()
         },
-        "http://127.0.0.1:8080",
-    )?);
-    let outbound = GuardedClient::new(false).map_err(anyhow::Error::msg)?;
-    let audio = AudioResolver::new(store.clone(), objects, outbound.clone());
+        ..Settings::default()
+    };
+    let services = Services::new(store.clone(), &settings).map_err(anyhow::Error::msg)?;
     let base = realistic_scenario(200);
     let text = base.to_string();
     store
@@ -74,11 +73,12 @@ async fn main() -> anyhow::Result<()> {
         let mut snap = base.clone();
         snap["name"] = serde_json::json!(format!("bench {i}"));
         let t0 = Instant::now();
-        let errors = validate_scenario(&store, &audio, &outbound, "acc_bench", &snap).await?;
+        let errors = validate_scenario(&services, "acc_bench", &snap).await?;
         let t1 = Instant::now();
         anyhow::ensure!(
-            errors.is_empty(),
-            "the generated scenario is invalid: {errors:?}"
+            errors.errors.is_empty(),
+            "the generated scenario is invalid: {:?}",
+            errors.errors
         );
         let hash = content_hash_value(&snap);
         let (_, created) = store
