@@ -203,7 +203,10 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)
         .await
         .with_context(|| format!("binding {}", cfg.http.listen))?;
-    tracing::info!(listen = %listener.local_addr()?, backend = ?store.backend(), "control API listening");
+    let listen = listener.local_addr()?;
+    tracing::info!(%listen, backend = ?store.backend(), "control API listening");
+    let console = cfg.console_url(listen);
+    tracing::info!(url = %console, "web console: open {console} in a browser");
     let shutdown = async move {
         shutdown_signal().await;
         if let Some(e) = engine {

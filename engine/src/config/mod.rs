@@ -687,6 +687,24 @@ impl Config {
             .clone()
             .unwrap_or_else(|| format!("http://{}", self.http.listen))
     }
+
+    /// Where the web console opens, for the start-up log: `http.public_url` when set, else
+    /// the address the API is `bound` to (loopback in place of an unspecified address,
+    /// which a browser cannot open).
+    pub fn console_url(&self, bound: SocketAddr) -> String {
+        if let Some(public) = &self.http.public_url {
+            return format!("{}/", public.trim_end_matches('/'));
+        }
+        let mut at = bound;
+        if at.ip().is_unspecified() {
+            at.set_ip(if at.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        format!("http://{at}/")
+    }
 }
 
 #[cfg(test)]

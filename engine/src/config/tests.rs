@@ -327,6 +327,26 @@ fn the_sip_udp_receive_buffer_is_configurable_and_at_least_64_kib() {
 }
 
 #[test]
+fn the_console_url_is_the_public_url_or_the_bound_address() {
+    let mut c = Config::default();
+    let bound = |s: &str| s.parse::<SocketAddr>().unwrap();
+    assert_eq!(
+        c.console_url(bound("127.0.0.1:8080")),
+        "http://127.0.0.1:8080/"
+    );
+    assert_eq!(
+        c.console_url(bound("0.0.0.0:9000")),
+        "http://127.0.0.1:9000/"
+    );
+    assert_eq!(c.console_url(bound("[::]:9000")), "http://[::1]:9000/");
+    c.http.public_url = Some("https://calls.example.test/".into());
+    assert_eq!(
+        c.console_url(bound("0.0.0.0:9000")),
+        "https://calls.example.test/"
+    );
+}
+
+#[test]
 fn unknown_keys_are_rejected() {
     figment::Jail::expect_with(|jail| {
         jail.create_file("c.toml", "[http]\nlisten_typo = \"x\"\n")?;
