@@ -134,6 +134,48 @@ fn migrate_subcommand_creates_the_database_and_exits() {
     );
 }
 
+/// A `sip.default_trunk` that names no trunk is a start-up error naming the key and the
+/// trunks there are, on a node that places no calls too.
+#[test]
+fn a_misspelled_default_trunk_stops_the_start() {
+    for dialer in ["true", "false"] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("callsmith.toml");
+        std::fs::write(
+            &config,
+            "[sip]\ndefault_trunk = \"carier\"\n\
+             [[sip.trunks]]\nname = \"carrier\"\ngateway = \"127.0.0.1:5070\"\n",
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_callsmith"))
+            .arg("--config")
+            .arg(&config)
+            .arg("serve")
+            .env("CALLSMITH_DATA_DIR", dir.path())
+            .env("CALLSMITH_SPEECH__LOCAL", "false")
+            .env("CALLSMITH_HTTP__LISTEN", "127.0.0.1:0")
+            .env("CALLSMITH_SIP__UDP", "127.0.0.1:0")
+            .env("CALLSMITH_DIALER__ENABLED", dialer)
+            .env(
+                "CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN",
+                "cs_su_0123456789abcdef0123456789abcdef",
+            )
+            .env_remove("CALLSMITH_DATABASE__URL")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run callsmith");
+        assert!(
+            !out.status.success(),
+            "dialer {dialer}: the start must fail"
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("sip.default_trunk \"carier\" names no trunk") && err.contains("carrier"),
+            "dialer {dialer}: {err}"
+        );
+    }
+}
+
 /// A SIP port someone else holds (UDP or TCP) is a start-up error: the process exits at
 /// once, naming the transport and address, and leaves no HTTP server behind.
 #[test]
