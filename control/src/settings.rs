@@ -48,6 +48,11 @@ pub struct Settings {
     /// Test and browser calls one account may have open at once (engine key
     /// `dialer.max_test_calls_per_account`; 0: no bound); see [`crate::test_calls`].
     pub max_test_calls_per_account: u32,
+    /// The SIP trunks this process places calls through (engine `[sip]`), checked when a
+    /// call is dispatched (422 `no_trunk`) and a number names a trunk (422
+    /// `trunk_not_configured`). `None` when the process places no calls (`[dialer] enabled
+    /// = false`): the nodes that do may have other trunks, so nothing is checked.
+    pub sip_trunks: Option<crate::communication::caller::NodeTrunks>,
 }
 
 /// Most contacts a legacy campaign holds by default. An attempt dials a campaign's contacts
@@ -78,6 +83,7 @@ impl Default for Settings {
                 crate::communication::service::DEFAULT_MAX_COMMUNICATIONS,
             legacy_max_contacts_per_campaign: DEFAULT_LEGACY_MAX_CONTACTS_PER_CAMPAIGN,
             max_test_calls_per_account: crate::test_calls::DEFAULT_MAX_TEST_CALLS_PER_ACCOUNT,
+            sip_trunks: None,
         }
     }
 }

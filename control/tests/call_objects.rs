@@ -97,11 +97,8 @@ async fn history_and_recording(s: TestServer) {
         .send()
         .await
         .expect_error(404, "history_not_found");
-    s.get(&format!("/v1/communication/{id}/recording"))
-        .bearer(&f.account_key)
-        .send()
-        .await
-        .expect_error(404, "recording_not_found");
+    let why = recording_404(&s, &f.account_key, &id).await;
+    assert!(why.contains("has not ended"), "{why}");
 
     // The engine's end of an answered call: history and recording stored, end written.
     let claim = Claim {
@@ -240,11 +237,8 @@ async fn history_and_recording(s: TestServer) {
         .send()
         .await
         .expect_error(404, "history_not_found");
-    s.get(&format!("/v1/communication/{other_id}/recording"))
-        .bearer(&f.account_key)
-        .send()
-        .await
-        .expect_error(404, "recording_not_found");
+    let why = recording_404(&s, &f.account_key, &other_id).await;
+    assert!(why.contains("has not ended"), "{why}");
     let other = s.fixture_named("b").await;
     for what in ["history", "recording"] {
         s.get(&format!("/v1/communication/{id}/{what}"))
@@ -259,4 +253,127 @@ async fn history_and_recording(s: TestServer) {
         .expect(401);
 }
 
-both_backends!(history_and_recording);
+/// The message of the 404 `recording_not_found` of communication `id`.
+async fn recording_404(s: &TestServer, key: &str, id: &str) -> String {
+    let r = s
+        .get(&format!("/v1/communication/{id}/recording"))
+        .bearer(key)
+        .send()
+        .await;
+    r.expect_error(404, "recording_not_found");
+    r.str("message")
+}
+
+/// Ends the claimed call `sid`: answered or not, with no recording.
+async fn finish(s: &TestServer, sid: &str, answered: bool) {
+    let mut end = CallFinish::new(CommunicationStatus::Completed);
+    end.call_status = Some(if answered { "answered" } else { "no_answer" }.into());
+    end.answered_at = answered.then(Utc::now);
+    let finish = CallWrite::Finish {
+        sid: sid.to_string(),
+        token: "tok".into(),
+        finish: Box::new(end),
+        deliveries: None,
+        at: Utc::now(),
+    };
+    assert!(s.store.communication_apply(finish).await.unwrap());
+}
+
+/// A missing recording's 404 says why: not ended, not answered, no agent, an agent that
+/// does not record, or deleted from storage.
+async fn a_missing_recording_says_why(s: TestServer) {
+    let f = s.fixture().await;
+    let sid = s.published_scenario(&f, &minimal_snapshot("t")).await;
+    let tok = &f.admin_session;
+    let r = s
+        .post("/v1/number")
+        .bearer(tok)
+        .json(&json!({"identifier": "+4911"}))
+        .send()
+        .await;
+    r.expect(201);
+    let number = r.str("id");
+    let r = s
+        .post("/v1/agent")
+        .bearer(tok)
+        .json(&json!({"gateway_type": "number", "number_sid": number, "scenario_sid": sid, "call_recording": false}))
+        .send()
+        .await;
+    r.expect(201);
+    let agent = r.str("id");
+    let dispatch = |body: serde_json::Value| {
+        s.post("/v1/communication/-/dispatch")
+            .bearer(&f.account_key)
+            .json(&body)
+    };
+    let mut ids = Vec::new();
+    for body in [
+        json!({"recipient": "+15550001", "scenario_sid": sid}),
+        json!({"recipient": "+15550002", "scenario_sid": sid}),
+        json!({"recipient": "+15550003", "agent_sid": agent}),
+    ] {
+        let r = dispatch(body).send().await;
+        r.expect(201);
+        ids.push(r.str("id"));
+    }
+    let [unanswered, test_call, agent_call] = &ids[..] else {
+        unreachable!()
+    };
+    let claim = Claim {
+        token: "tok".into(),
+        by: "test".into(),
+        until: Utc::now() + chrono::Duration::seconds(60),
+    };
+    let mut claimed = s
+        .store
+        .communication_claim_due(&claim, &ClaimScope::TestCalls, 10)
+        .await
+        .unwrap();
+    claimed.extend(
+        s.store
+            .communication_claim_due(&claim, &ClaimScope::Agent(agent.clone()), 10)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(claimed.len(), 3);
+    finish(&s, unanswered, false).await;
+    finish(&s, test_call, true).await;
+    finish(&s, agent_call, true).await;
+
+    let why = recording_404(&s, &f.account_key, unanswered).await;
+    assert!(why.contains("was not answered"), "{why}");
+    let why = recording_404(&s, &f.account_key, test_call).await;
+    assert!(why.contains("has no agent"), "{why}");
+    let why = recording_404(&s, &f.account_key, agent_call).await;
+    assert!(
+        why.contains(&agent) && why.contains("call_recording is off"),
+        "{why}"
+    );
+
+    // A recording stored, then removed from storage.
+    let recorded = dispatch(json!({"recipient": "+15550004", "scenario_sid": sid}))
+        .send()
+        .await;
+    recorded.expect(201);
+    let recorded = recorded.str("id");
+    s.store
+        .communication_claim_due(&claim, &ClaimScope::TestCalls, 10)
+        .await
+        .unwrap();
+    let path = CallObjects::new(&f.account_sid, &recorded).recording();
+    let mut end = CallFinish::new(CommunicationStatus::Completed);
+    end.answered_at = Some(Utc::now());
+    end.recording_path = Some(path.clone());
+    let write = CallWrite::Finish {
+        sid: recorded.clone(),
+        token: "tok".into(),
+        finish: Box::new(end),
+        deliveries: None,
+        at: Utc::now(),
+    };
+    assert!(s.store.communication_apply(write).await.unwrap());
+    let why = recording_404(&s, &f.account_key, &recorded).await;
+    assert!(why.contains("deleted"), "{why}");
+}
+
+both_backends!(history_and_recording, a_missing_recording_says_why);

@@ -124,6 +124,9 @@ struct Node {
 /// `local_tts_engine`: the synthesizer registered for the local speech node, if any.
 async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result<Node> {
     cfg.stt.check()?;
+    // Trunk names and `sip.default_trunk` are checked on every node, the ones that place no
+    // calls too: a misspelled default stops the start rather than every call later.
+    cfg.sip.to_sip()?;
     let store = open_store(cfg).await?;
     let settings = Settings {
         public_url: cfg.public_url(),
@@ -151,6 +154,8 @@ async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result
         legacy_max_contacts_per_campaign:
             callsmith_control::settings::DEFAULT_LEGACY_MAX_CONTACTS_PER_CAMPAIGN,
         max_test_calls_per_account: cfg.dialer.max_test_calls_per_account,
+        // A node that places calls refuses at once what its trunks could not place.
+        sip_trunks: cfg.dialer.enabled.then(|| cfg.sip.node_trunks()),
     };
     let http = settings.http;
     // One set of services for the call engine and the HTTP layer.
@@ -204,7 +209,10 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)
         .await
         .with_context(|| format!("binding {}", cfg.http.listen))?;
-    tracing::info!(listen = %listener.local_addr()?, backend = ?store.backend(), "control API listening");
+    let listen = listener.local_addr()?;
+    tracing::info!(%listen, backend = ?store.backend(), "control API listening");
+    let console = cfg.console_url(listen);
+    tracing::info!(url = %console, "web console: open {console} in a browser");
     let shutdown = async move {
         shutdown_signal().await;
         if let Some(e) = engine {

@@ -16,8 +16,9 @@ impl Drop for Server {
     }
 }
 
-/// Starts `callsmith serve` on an ephemeral loopback port; returns the process and its address.
-fn start(data_dir: &std::path::Path) -> (Server, String) {
+/// Starts `callsmith serve` on an ephemeral loopback port; returns the process, its address
+/// and the console URL it logged.
+fn start(data_dir: &std::path::Path) -> (Server, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_callsmith"))
         .arg("serve")
         .env("CALLSMITH_DATA_DIR", data_dir)
@@ -38,28 +39,31 @@ fn start(data_dir: &std::path::Path) -> (Server, String) {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
-                && v["fields"]["message"] == "control API listening"
-            {
-                let _ = tx.send(
-                    v["fields"]["listen"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                );
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            let field = |name: &str| v["fields"][name].as_str().unwrap_or_default().to_string();
+            if v["fields"]["message"] == "control API listening" {
+                let _ = tx.send(field("listen"));
+            } else if field("message").starts_with("web console: open ") {
+                let _ = tx.send(field("url"));
             }
         }
     });
     let addr = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("callsmith did not report its listen address");
-    (server, addr)
+    let console = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("callsmith did not print the console's URL");
+    (server, addr, console)
 }
 
 #[tokio::test]
 async fn first_start_bootstraps_a_superuser_token_file() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, addr) = start(dir.path());
+    let (server, addr, console) = start(dir.path());
+    assert_eq!(console, format!("http://{addr}/"), "the console's URL");
     let token_file = dir.path().join("superuser.token");
     let token = std::fs::read_to_string(&token_file)
         .expect("superuser.token written")
@@ -96,7 +100,7 @@ async fn first_start_bootstraps_a_superuser_token_file() {
 
     // A second start finds the credential and leaves the file alone; the token still works.
     std::fs::remove_file(&token_file).unwrap();
-    let (_server, addr) = start(dir.path());
+    let (_server, addr, _) = start(dir.path());
     assert!(!token_file.exists(), "no second token is generated");
     let again = client
         .get(format!("http://{addr}/v1/internal/tenant"))
@@ -128,6 +132,48 @@ fn migrate_subcommand_creates_the_database_and_exits() {
         !dir.path().join("superuser.token").exists(),
         "an explicit token is never written to disk"
     );
+}
+
+/// A `sip.default_trunk` that names no trunk is a start-up error naming the key and the
+/// trunks there are, on a node that places no calls too.
+#[test]
+fn a_misspelled_default_trunk_stops_the_start() {
+    for dialer in ["true", "false"] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("callsmith.toml");
+        std::fs::write(
+            &config,
+            "[sip]\ndefault_trunk = \"carier\"\n\
+             [[sip.trunks]]\nname = \"carrier\"\ngateway = \"127.0.0.1:5070\"\n",
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_callsmith"))
+            .arg("--config")
+            .arg(&config)
+            .arg("serve")
+            .env("CALLSMITH_DATA_DIR", dir.path())
+            .env("CALLSMITH_SPEECH__LOCAL", "false")
+            .env("CALLSMITH_HTTP__LISTEN", "127.0.0.1:0")
+            .env("CALLSMITH_SIP__UDP", "127.0.0.1:0")
+            .env("CALLSMITH_DIALER__ENABLED", dialer)
+            .env(
+                "CALLSMITH_BOOTSTRAP_SUPERUSER_TOKEN",
+                "cs_su_0123456789abcdef0123456789abcdef",
+            )
+            .env_remove("CALLSMITH_DATABASE__URL")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run callsmith");
+        assert!(
+            !out.status.success(),
+            "dialer {dialer}: the start must fail"
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("sip.default_trunk \"carier\" names no trunk") && err.contains("carrier"),
+            "dialer {dialer}: {err}"
+        );
+    }
 }
 
 /// A SIP port someone else holds (UDP or TCP) is a start-up error: the process exits at

@@ -17,6 +17,8 @@ pub struct SipTimers {
     pub refer_timeout: Duration,
     /// Session-Expires we accept as minimum (RFC 4028 Min-SE). 90 s.
     pub min_session_expires: u32,
+    /// How often the gateways written as host names are resolved again. 60 s.
+    pub gateway_refresh: Duration,
 }
 
 impl Default for SipTimers {
@@ -25,6 +27,7 @@ impl Default for SipTimers {
             t1: Duration::from_millis(500),
             refer_timeout: Duration::from_secs(32),
             min_session_expires: 90,
+            gateway_refresh: Duration::from_secs(60),
         }
     }
 }
@@ -54,6 +57,14 @@ pub struct SipConfig {
 /// datagram of a few hundred bytes takes about 2 KiB of buffer in the kernel), or about a
 /// second of arrivals at 500 calls per second (three or four datagrams a call).
 pub const UDP_RECEIVE_BUFFER_BYTES: usize = 4 << 20;
+
+impl SipConfig {
+    /// What must hold before the stack starts: trunk names non-empty and unique, and
+    /// `default_trunk` naming one of them (see [`crate::trunk::check_trunks`]).
+    pub fn check(&self) -> Result<(), String> {
+        crate::trunk::check_trunks(&self.trunks, self.default_trunk.as_deref())
+    }
+}
 
 impl Default for SipConfig {
     fn default() -> Self {

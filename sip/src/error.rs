@@ -22,6 +22,12 @@ pub enum SipError {
         addr: SocketAddr,
         reason: String,
     },
+    /// The configuration breaks a rule of [`crate::SipConfig::check`].
+    #[error("invalid SIP configuration: {0}")]
+    Config(String),
+    /// A trunk's gateway name does not resolve to an address a gateway may have.
+    #[error("trunk {trunk:?}: gateway {reason}")]
+    Gateway { trunk: String, reason: String },
     #[error("call ended before it could be answered")]
     CallGone,
     #[error("cannot answer: {0}")]

@@ -38,4 +38,4 @@ pub use stack::{
     Admission, CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack,
 };
 pub use status::CallStatus;
-pub use trunk::{DigestCredentials, NumberFormat, SipTransport, TrunkConfig};
+pub use trunk::{DigestCredentials, Gateway, NumberFormat, SipTransport, TrunkConfig};

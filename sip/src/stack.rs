@@ -1,5 +1,6 @@
 //! The running stack: transports, the inbound request loop and outbound call placement.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,6 +92,9 @@ pub struct OutboundCall {
 
 struct Inner {
     config: SipConfig,
+    /// Each trunk's gateway address by trunk name: as written, or as its host name last
+    /// resolved (see [`refresh_gateways`]).
+    gateways: parking_lot::RwLock<HashMap<String, SocketAddr>>,
     dialog_layer: Arc<DialogLayer>,
     udp_addr: Option<SocketAddr>,
     /// The UDP socket's receive buffer as the kernel granted it, bytes.
@@ -256,9 +260,88 @@ fn bind_udp(
     Ok((tokio::net::UdpSocket::from_std(socket.into())?, granted))
 }
 
+/// The listen address a trunk's transport sends from, as configured.
+fn local_ip(config: &SipConfig, transport: SipTransport) -> Option<IpAddr> {
+    match transport {
+        SipTransport::Udp => config.udp,
+        SipTransport::Tcp => config.tcp,
+    }
+    .map(|a| a.ip())
+}
+
+/// Every trunk's gateway address: written ones as they are, host names resolved (a name
+/// that does not resolve to an address [`trunk::check_gateway_addr`] allows is an error).
+async fn resolve_gateways(config: &SipConfig) -> Result<HashMap<String, SocketAddr>, SipError> {
+    let mut out = HashMap::new();
+    for t in &config.trunks {
+        let addr = t
+            .gateway
+            .resolve(local_ip(config, t.transport))
+            .await
+            .map_err(|reason| SipError::Gateway {
+                trunk: t.name.clone(),
+                reason,
+            })?;
+        if t.gateway.addr().is_none() {
+            info!(trunk = %t.name, gateway = %t.gateway, %addr, "trunk gateway resolved");
+        }
+        out.insert(t.name.clone(), addr);
+    }
+    Ok(out)
+}
+
+/// Resolves the gateways written as host names again every
+/// [`crate::SipTimers::gateway_refresh`] until the stack stops. A new address (which
+/// [`trunk::Gateway::resolve`] has checked against the same policy as a written one) is
+/// used from the next call on; a failed resolution keeps the last address and warns.
+async fn refresh_gateways(inner: Arc<Inner>) {
+    let named: Vec<&TrunkConfig> = inner
+        .config
+        .trunks
+        .iter()
+        .filter(|t| t.gateway.addr().is_none())
+        .collect();
+    if named.is_empty() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = inner.cancel.cancelled() => return,
+            _ = tokio::time::sleep(inner.config.timers.gateway_refresh) => {}
+        }
+        for t in &named {
+            let now = inner.gateways.read().get(&t.name).copied();
+            match t
+                .gateway
+                .resolve(local_ip(&inner.config, t.transport))
+                .await
+            {
+                Ok(addr) if Some(addr) != now => {
+                    info!(trunk = %t.name, gateway = %t.gateway, old = ?now, new = %addr, "trunk gateway address changed");
+                    inner.gateways.write().insert(t.name.clone(), addr);
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    warn!(trunk = %t.name, %error, kept = ?now, "resolving the trunk gateway again failed: keeping its last address");
+                }
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// The trunk's gateway address now.
+    fn gateway_addr(&self, trunk: &TrunkConfig) -> Option<SocketAddr> {
+        self.gateways.read().get(&trunk.name).copied()
+    }
+}
+
 impl SipStack {
-    /// Bind the transports and start serving. TCP with port 0 gets a free port picked here.
+    /// Check the configuration ([`SipConfig::check`]), resolve the trunks' gateways, bind
+    /// the transports and start serving. TCP with port 0 gets a free port picked here.
     pub async fn start(config: SipConfig, router: impl CallRouter) -> Result<SipStack, SipError> {
+        config.check().map_err(SipError::Config)?;
+        let gateways = resolve_gateways(&config).await?;
         let cancel = CancellationToken::new();
         let transport_layer = TransportLayer::new(cancel.child_token());
         let mut udp_addr = None;
@@ -345,6 +428,7 @@ impl SipStack {
 
         let inner = Arc::new(Inner {
             config,
+            gateways: parking_lot::RwLock::new(gateways),
             dialog_layer,
             udp_addr,
             udp_receive_buffer,
@@ -358,6 +442,7 @@ impl SipStack {
         });
         let (call_tx, call_rx) = mpsc::channel(1024);
         tokio::spawn(serve_requests(inner.clone(), incoming_tx, call_tx));
+        tokio::spawn(refresh_gateways(inner.clone()));
         info!(?udp_addr, ?tcp_addr, "sip stack started");
         Ok(SipStack {
             inner,
@@ -384,6 +469,17 @@ impl SipStack {
 
     pub fn trunks(&self) -> &[TrunkConfig] {
         &self.inner.config.trunks
+    }
+
+    /// The trunk an outbound call naming none leaves through ([`SipConfig::default_trunk`]).
+    pub fn default_trunk(&self) -> Option<&str> {
+        self.inner.config.default_trunk.as_deref()
+    }
+
+    /// Where the trunk named `name` sends INVITEs now: its written address, or the address
+    /// its host name last resolved to.
+    pub fn gateway_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.inner.gateways.read().get(name).copied()
     }
 
     /// Stop transports and timers. Calls in progress are not BYE'd.
@@ -420,6 +516,12 @@ impl SipStack {
         };
         let caller = parse(format!("sip:{from}@{}", trunk.from_host()))?;
         let callee = parse(format!("sip:{to}@{}{transport_param}", trunk.gateway))?;
+        let gateway_addr = inner
+            .gateway_addr(&trunk)
+            .ok_or_else(|| SipError::Gateway {
+                trunk: trunk.name.clone(),
+                reason: format!("{} has no address", trunk.gateway),
+            })?;
         let contact = parse(format!("sip:{from}@{local_addr}{transport_param}"))?;
 
         let session_id = rand::random::<u32>() as u64;
@@ -434,7 +536,7 @@ impl SipStack {
             caller_display_name: call.from_display.clone(),
             caller,
             callee,
-            destination: Some(sip_addr(trunk.transport, trunk.gateway)),
+            destination: Some(sip_addr(trunk.transport, gateway_addr)),
             content_type: Some("application/sdp".into()),
             offer: Some(offer.into_bytes()),
             contact,
@@ -548,14 +650,19 @@ async fn handle_request(
 
     let source = source_of(&tx);
     let trunk = source
-        .and_then(|s| trunk::trunk_for_source(&inner.config.trunks, s.ip()))
+        .and_then(|s| {
+            trunk::trunk_for_source(
+                &inner.config.trunks,
+                |t| inner.gateway_addr(t).map(|a| a.ip()),
+                s.ip(),
+            )
+        })
         .cloned();
-    let Some(trunk) = trunk else {
+    let (Some(trunk), Some(source)) = (trunk, source) else {
         warn!(source = ?source, method = %tx.original.method, "request from a source no trunk allows: 403");
         tx.reply(StatusCode::Forbidden).await?;
         return Ok(());
     };
-    let source = source.unwrap_or(trunk.gateway);
     match tx.original.method {
         Method::Invite => handle_invite(inner, tx, calls, trunk, source).await,
         Method::Options => {

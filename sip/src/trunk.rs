@@ -1,7 +1,10 @@
-//! Trunk configuration and the pure rules around it: number formatting, trunk selection for
-//! outbound calls and source-address checks for inbound ones.
+//! Trunk configuration and the pure rules around it: gateway addresses, number formatting,
+//! trunk selection for outbound calls and source-address checks for inbound ones.
 
+use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -88,14 +91,191 @@ pub struct DigestCredentials {
     pub realm: Option<String>,
 }
 
+/// Where a trunk's outbound INVITEs go: `IP:port`, or `host:port` with a DNS name that the
+/// stack resolves when it starts (a name that does not resolve stops the start) and again
+/// every [`crate::SipTimers::gateway_refresh`]. Every address, written or resolved, must
+/// satisfy [`check_gateway_addr`]. Written as a string in the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Gateway {
+    /// An address used as written.
+    Addr(SocketAddr),
+    /// A DNS name and port.
+    Host { name: String, port: u16 },
+}
+
+/// How long one resolution of a gateway's name may take.
+pub const GATEWAY_RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The address policy of trunk gateways: one peer that datagrams and connections can go to.
+/// Refused: port 0, the unspecified address (`0.0.0.0`, `::`), multicast and broadcast.
+pub fn check_gateway_addr(addr: SocketAddr) -> Result<(), String> {
+    let ip = addr.ip();
+    let broadcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
+    if addr.port() == 0 {
+        Err(format!("{addr}: port 0 is not a gateway's port"))
+    } else if ip.is_unspecified() || ip.is_multicast() || broadcast {
+        Err(format!(
+            "{addr}: a gateway is one peer; unspecified, multicast and broadcast addresses are refused"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// A DNS name as a gateway may have it: dot-separated labels of ASCII letters, digits and
+/// hyphens (no hyphen at either end of a label), at most 253 characters, not all digits.
+fn valid_host_name(name: &str) -> bool {
+    name.len() <= 253
+        && !name.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && name.trim_end_matches('.').split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+}
+
+impl FromStr for Gateway {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Ok(addr) = s.parse::<SocketAddr>() {
+            check_gateway_addr(addr)?;
+            return Ok(Gateway::Addr(addr));
+        }
+        let expected = || {
+            format!(
+                "gateway {s:?}: expected IP:port (127.0.0.1:5070, [2001:db8::1]:5060) or \
+                 host:port (sip.carrier.example:5060)"
+            )
+        };
+        let (name, port) = s.rsplit_once(':').ok_or_else(expected)?;
+        let port: u16 = port.parse().map_err(|_| expected())?;
+        if !valid_host_name(name) {
+            return Err(expected());
+        }
+        if port == 0 {
+            return Err(format!("gateway {s:?}: port 0 is not a gateway's port"));
+        }
+        Ok(Gateway::Host {
+            name: name.to_ascii_lowercase(),
+            port,
+        })
+    }
+}
+
+impl TryFrom<String> for Gateway {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<Gateway> for String {
+    fn from(g: Gateway) -> String {
+        g.to_string()
+    }
+}
+
+impl From<SocketAddr> for Gateway {
+    fn from(addr: SocketAddr) -> Self {
+        Gateway::Addr(addr)
+    }
+}
+
+impl fmt::Display for Gateway {
+    /// As written: `IP:port` (IPv6 in brackets) or `host:port`; the host part of URIs.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Gateway::Addr(a) => write!(f, "{a}"),
+            Gateway::Host { name, port } => write!(f, "{name}:{port}"),
+        }
+    }
+}
+
+impl Gateway {
+    /// The host as written: the IP or the name.
+    pub fn host(&self) -> String {
+        match self {
+            Gateway::Addr(a) => a.ip().to_string(),
+            Gateway::Host { name, .. } => name.clone(),
+        }
+    }
+
+    /// The address, when written as one.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        match self {
+            Gateway::Addr(a) => Some(*a),
+            Gateway::Host { .. } => None,
+        }
+    }
+
+    /// The address INVITEs go to now: the written address, or the first address the name
+    /// resolves to that satisfies [`check_gateway_addr`], preferring the family of `local`
+    /// (the listener the trunk's transport sends from). Errors say what went wrong.
+    pub async fn resolve(&self, local: Option<IpAddr>) -> Result<SocketAddr, String> {
+        let (name, port) = match self {
+            Gateway::Addr(a) => return Ok(*a),
+            Gateway::Host { name, port } => (name.as_str(), *port),
+        };
+        let found = tokio::time::timeout(
+            GATEWAY_RESOLVE_TIMEOUT,
+            tokio::net::lookup_host((name, port)),
+        )
+        .await
+        .map_err(|_| {
+            format!(
+                "{name} did not resolve within {}s",
+                GATEWAY_RESOLVE_TIMEOUT.as_secs()
+            )
+        })?
+        .map(|addrs| addrs.collect());
+        choose_gateway_addr(name, found, local)
+    }
+}
+
+/// The address a gateway name's lookup gives: the first that satisfies
+/// [`check_gateway_addr`], of the family of `local` when there is one; errors name the host.
+fn choose_gateway_addr(
+    name: &str,
+    found: std::io::Result<Vec<SocketAddr>>,
+    local: Option<IpAddr>,
+) -> Result<SocketAddr, String> {
+    let found = found.map_err(|e| format!("{name} does not resolve: {e}"))?;
+    let allowed: Vec<SocketAddr> = found
+        .iter()
+        .copied()
+        .filter(|a| check_gateway_addr(*a).is_ok())
+        .collect();
+    let same_family = |a: &&SocketAddr| local.is_none_or(|l| l.is_ipv4() == a.is_ipv4());
+    allowed
+        .iter()
+        .find(same_family)
+        .or(allowed.first())
+        .copied()
+        .ok_or_else(|| {
+            if found.is_empty() {
+                format!("{name} does not resolve: no addresses")
+            } else {
+                format!(
+                    "{name} resolves to no address a gateway may have ({found:?}; unspecified, \
+                     multicast and broadcast addresses are refused)"
+                )
+            }
+        })
+}
+
 /// One SIP trunk: the gateway calls leave through and the peers calls may come from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrunkConfig {
     /// The spec's Trunk.name, the edge routing key.
     pub name: String,
-    /// Gateway address outbound INVITEs go to.
-    pub gateway: SocketAddr,
+    /// Where outbound INVITEs go: `IP:port` or `host:port` (see [`Gateway`]).
+    pub gateway: Gateway,
     #[serde(default)]
     pub transport: SipTransport,
     #[serde(default)]
@@ -121,7 +301,7 @@ impl TrunkConfig {
     pub fn new(name: impl Into<String>, gateway: SocketAddr) -> Self {
         TrunkConfig {
             name: name.into(),
-            gateway,
+            gateway: Gateway::Addr(gateway),
             transport: SipTransport::Udp,
             credentials: None,
             from_domain: String::new(),
@@ -131,16 +311,19 @@ impl TrunkConfig {
         }
     }
 
+    /// Host part of the From URI: `from_domain`, else the gateway's host as written.
     pub fn from_host(&self) -> String {
         if self.from_domain.is_empty() {
-            self.gateway.ip().to_string()
+            self.gateway.host()
         } else {
             self.from_domain.clone()
         }
     }
 
-    pub fn allows_source(&self, ip: IpAddr) -> bool {
-        self.gateway.ip() == ip || self.inbound_sources.contains(&ip)
+    /// Whether a request from `ip` is this trunk's: `gateway_ip` (the gateway's address as
+    /// written or last resolved) or one of `inbound_sources`.
+    pub fn allows_source(&self, gateway_ip: Option<IpAddr>, ip: IpAddr) -> bool {
+        gateway_ip == Some(ip) || self.inbound_sources.contains(&ip)
     }
 }
 
@@ -171,9 +354,42 @@ pub fn select_trunk<'a>(
         .ok_or_else(|| TrunkError::Unknown(name.to_string()))
 }
 
-/// Which trunk an inbound request from `ip` belongs to, if any.
-pub fn trunk_for_source(trunks: &[TrunkConfig], ip: IpAddr) -> Option<&TrunkConfig> {
-    trunks.iter().find(|t| t.allows_source(ip))
+/// Which trunk an inbound request from `ip` belongs to, if any; `gateway_ip` gives each
+/// trunk's gateway address now (as written or last resolved).
+pub fn trunk_for_source(
+    trunks: &[TrunkConfig],
+    gateway_ip: impl Fn(&TrunkConfig) -> Option<IpAddr>,
+    ip: IpAddr,
+) -> Option<&TrunkConfig> {
+    trunks.iter().find(|t| t.allows_source(gateway_ip(t), ip))
+}
+
+/// What a stack's trunks must satisfy before it starts: names that are non-empty and
+/// unique, and a `default` (when set) that names one of them.
+pub fn check_trunks(trunks: &[TrunkConfig], default: Option<&str>) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for t in trunks {
+        if t.name.is_empty() {
+            return Err(format!(
+                "trunks: the trunk to {} has an empty name",
+                t.gateway
+            ));
+        }
+        if !seen.insert(t.name.as_str()) {
+            return Err(format!("trunks: two trunks are named {:?}", t.name));
+        }
+    }
+    if let Some(d) = default
+        && !seen.contains(d)
+    {
+        let names: Vec<&str> = trunks.iter().map(|t| t.name.as_str()).collect();
+        return Err(if names.is_empty() {
+            format!("default_trunk {d:?} names no trunk: no trunks are configured")
+        } else {
+            format!("default_trunk {d:?} names no trunk (the trunks are {names:?})")
+        });
+    }
+    Ok(())
 }
 
 /// Rewrite `number` (E.164 with or without `+`, or national digits) for a trunk.
@@ -260,28 +476,32 @@ mod tests {
         );
     }
 
+    fn written(t: &TrunkConfig) -> Option<IpAddr> {
+        t.gateway.addr().map(|a| a.ip())
+    }
+
     #[test]
     fn inbound_sources() {
         let t = trunks();
         assert_eq!(
-            trunk_for_source(&t, "127.0.0.1".parse().unwrap())
+            trunk_for_source(&t, written, "127.0.0.1".parse().unwrap())
                 .unwrap()
                 .name,
             "carrier-a"
         );
         assert_eq!(
-            trunk_for_source(&t, "127.0.0.3".parse().unwrap())
+            trunk_for_source(&t, written, "127.0.0.3".parse().unwrap())
                 .unwrap()
                 .name,
             "carrier-a"
         );
         assert_eq!(
-            trunk_for_source(&t, "127.0.0.2".parse().unwrap())
+            trunk_for_source(&t, written, "127.0.0.2".parse().unwrap())
                 .unwrap()
                 .name,
             "carrier-b"
         );
-        assert!(trunk_for_source(&t, "127.0.0.9".parse().unwrap()).is_none());
+        assert!(trunk_for_source(&t, written, "127.0.0.9".parse().unwrap()).is_none());
     }
 
     #[test]
@@ -315,5 +535,127 @@ mod tests {
         assert!(format_number("", &NumberFormat::E164).is_err());
         assert!(format_number("a@b", &NumberFormat::AsIs).is_err());
         assert_eq!(normalize_received("+1 (555) 0100"), "+15550100");
+    }
+
+    #[test]
+    fn gateways_are_addresses_or_host_names_with_a_port() {
+        assert_eq!(
+            "127.0.0.1:5070".parse::<Gateway>().unwrap(),
+            Gateway::Addr("127.0.0.1:5070".parse().unwrap())
+        );
+        let host: Gateway = "SIP.Carrier.example:5060".parse().unwrap();
+        assert_eq!(
+            host,
+            Gateway::Host {
+                name: "sip.carrier.example".into(),
+                port: 5060
+            }
+        );
+        assert_eq!(host.to_string(), "sip.carrier.example:5060");
+        assert_eq!(host.host(), "sip.carrier.example");
+        assert_eq!(host.addr(), None);
+        for bad in [
+            "carrier",
+            "127.0.0.1",
+            "carrier:",
+            "carrier:99999",
+            "carrier:0",
+            "bad_name:5060",
+            "-carrier:5060",
+            "a..b:5060",
+            "1.2.3:5060",
+            "0.0.0.0:5060",
+            "224.0.0.1:5060",
+            "255.255.255.255:5060",
+            "127.0.0.1:0",
+        ] {
+            let e = bad.parse::<Gateway>().unwrap_err();
+            assert!(e.contains("gateway") || e.contains(bad), "{bad}: {e}");
+        }
+        let e = "carrier".parse::<Gateway>().unwrap_err();
+        assert!(e.contains("host:port") && e.contains("IP:port"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn host_names_resolve_within_the_gateway_policy() {
+        let g: Gateway = "localhost:5070".parse().unwrap();
+        let v4 = g.resolve(Some("127.0.0.1".parse().unwrap())).await.unwrap();
+        assert_eq!(v4, "127.0.0.1:5070".parse::<SocketAddr>().unwrap());
+        let literal = Gateway::Addr("127.0.0.2:5080".parse().unwrap());
+        assert_eq!(
+            literal.resolve(None).await.unwrap(),
+            "127.0.0.2:5080".parse::<SocketAddr>().unwrap()
+        );
+    }
+
+    #[test]
+    fn a_name_needs_an_address_within_the_policy() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let not_found = std::io::Error::other("failed to lookup address information");
+        let e = choose_gateway_addr("sip.carrier.example", Err(not_found), None).unwrap_err();
+        assert!(
+            e.contains("sip.carrier.example does not resolve") && e.contains("lookup"),
+            "{e}"
+        );
+        let e = choose_gateway_addr("empty.example", Ok(vec![]), None).unwrap_err();
+        assert!(e.contains("empty.example does not resolve"), "{e}");
+        let e = choose_gateway_addr(
+            "multicast.example",
+            Ok(vec![a("224.0.0.1:5060"), a("0.0.0.0:5060")]),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("no address a gateway may have"), "{e}");
+        // A refused address is passed over; the listener's family comes first.
+        let both = vec![a("[::1]:5060"), a("224.0.0.1:5060"), a("127.0.0.1:5060")];
+        let v4 = Some("127.0.0.1".parse().unwrap());
+        let v6 = Some("::1".parse().unwrap());
+        assert_eq!(
+            choose_gateway_addr("h", Ok(both.clone()), v4),
+            Ok(a("127.0.0.1:5060"))
+        );
+        assert_eq!(
+            choose_gateway_addr("h", Ok(both.clone()), v6),
+            Ok(a("[::1]:5060"))
+        );
+        assert_eq!(
+            choose_gateway_addr("h", Ok(both), None),
+            Ok(a("[::1]:5060"))
+        );
+        assert_eq!(
+            choose_gateway_addr("h", Ok(vec![a("[::1]:5060")]), v4),
+            Ok(a("[::1]:5060")),
+            "another family when the name has no address of the listener's"
+        );
+    }
+
+    #[test]
+    fn trunk_names_are_unique_and_the_default_names_one() {
+        let t = trunks();
+        assert_eq!(check_trunks(&t, Some("carrier-b")), Ok(()));
+        assert_eq!(check_trunks(&t, None), Ok(()));
+        let e = check_trunks(&t, Some("carier-b")).unwrap_err();
+        assert!(
+            e.contains("\"carier-b\"") && e.contains("carrier-a") && e.contains("carrier-b"),
+            "{e}"
+        );
+        let e = check_trunks(&[], Some("carrier")).unwrap_err();
+        assert!(e.contains("no trunks are configured"), "{e}");
+        let mut twice = trunks();
+        twice.push(TrunkConfig::new(
+            "carrier-a",
+            "127.0.0.4:5060".parse().unwrap(),
+        ));
+        assert!(
+            check_trunks(&twice, None)
+                .unwrap_err()
+                .contains("two trunks")
+        );
+        let unnamed = vec![TrunkConfig::new("", "127.0.0.4:5060".parse().unwrap())];
+        assert!(
+            check_trunks(&unnamed, None)
+                .unwrap_err()
+                .contains("empty name")
+        );
     }
 }

@@ -97,6 +97,13 @@ pub struct EngineOptions {
     pub rtp_ports: Option<(u16, u16)>,
 }
 
+/// The trunk of an engine whose test places no SIP call but provisions a number on
+/// `name` (a number may name only a trunk its node configures): its gateway is a loopback
+/// port nothing answers on.
+pub fn idle_trunk(name: &str) -> Vec<(String, SocketAddr)> {
+    vec![(name.to_string(), SocketAddr::from(([127, 0, 0, 1], 9)))]
+}
+
 /// A running `callsmith serve`.
 pub struct Engine {
     pub child: Option<Child>,

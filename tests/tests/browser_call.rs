@@ -93,6 +93,7 @@ async fn a_browser_calls_a_draft_answers_by_voice_and_watches_it_branch() {
     let stt = SttNode::start().await;
     let e = Engine::start(EngineOptions {
         stt_url: Some(stt.url.clone()),
+        trunks: idle_trunk("carrier"),
         ..Default::default()
     })
     .await;
@@ -349,7 +350,11 @@ async fn a_browser_call_speaks_its_test_variables_and_is_recorded_on_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn browser_calls_that_cannot_start_are_refused_in_the_envelope() {
-    let e = Engine::start(EngineOptions::default()).await;
+    let e = Engine::start(EngineOptions {
+        trunks: idle_trunk("carrier"),
+        ..Default::default()
+    })
+    .await;
     let t = provision(&e, "browser-refusals", "carrier", "+4930100812").await;
     let scn = e
         .post_ok("/v1/scenario", Some(&t.account), yes_no_scenario(), 201)

@@ -22,7 +22,8 @@ use std::{
 };
 
 use callsmith_e2e::{
-    Engine, EngineOptions, SU_TOKEN, SttNode, Tenancy, provision, sox, ulaw_speech, workspace,
+    Engine, EngineOptions, SU_TOKEN, SttNode, Tenancy, idle_trunk, provision, sox, ulaw_speech,
+    workspace,
 };
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -139,7 +140,11 @@ fn screenshots(out: &Path, names: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_designer_builds_and_publishes_the_quickstart_in_chromium() {
-    let engine = Engine::start(EngineOptions::default()).await;
+    let engine = Engine::start(EngineOptions {
+        trunks: idle_trunk("edge"),
+        ..Default::default()
+    })
+    .await;
     let t = designer(&engine).await;
     let out = artifacts("design");
     let result = run_browser(&browser_env("design", &engine, &t, &out)).await;
@@ -222,6 +227,7 @@ async fn browser_calls_of_the_draft_and_the_version_take_the_spoken_branch() {
     let node = SttNode::start().await;
     let engine = Engine::start(EngineOptions {
         stt_url: Some(node.url.clone()),
+        trunks: idle_trunk("edge"),
         ..Default::default()
     })
     .await;

@@ -12,7 +12,7 @@
 
 use std::{path::Path, process::Stdio, time::Duration};
 
-use callsmith_e2e::{Engine, EngineOptions, SU_TOKEN, provision, workspace};
+use callsmith_e2e::{Engine, EngineOptions, SU_TOKEN, idle_trunk, provision, workspace};
 use serde_json::{Value, json};
 
 /// One schemathesis run; panics with its report when any check failed.
@@ -57,7 +57,11 @@ fn schemathesis(engine: &Engine, who: &str, args: &[&str], report: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openapi_document_holds_for_every_principal() {
-    let engine = Engine::start(EngineOptions::default()).await;
+    let engine = Engine::start(EngineOptions {
+        trunks: idle_trunk("edge"),
+        ..Default::default()
+    })
+    .await;
     let t = provision(&engine, "openapi", "edge", "+4930123456").await;
     let su = |req: reqwest::RequestBuilder| {
         req.bearer_auth(SU_TOKEN)

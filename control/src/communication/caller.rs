@@ -6,7 +6,9 @@
 //!   number picked when the call is placed (rotating over the pool's active numbers).
 //! - A scenario test call is from an active number of the account.
 //! - The trunk is the number's trunk when this engine has a gateway for it, else the
-//!   tenant's oldest trunk this engine has one for.
+//!   tenant's oldest trunk this engine has one for, else the engine's default trunk
+//!   ([`NodeTrunks::place`]); a dispatch that none of them could place is refused at once
+//!   (docs/trunks.md).
 //! - The time zone is the agent's, else the account's, else UTC.
 
 use chrono_tz::Tz;
@@ -123,6 +125,54 @@ pub async fn call_trunk(
     let (trunks, _) = store.trunk_list(tenant_sid, false, 100, 0).await?;
     Ok(trunks.into_iter().map(|t| t.name).find(|n| usable(n)))
 }
+
+/// The SIP trunks a node places calls through: the names of its `[[sip.trunks]]` and its
+/// `sip.default_trunk` (which names one of them: the engine checks it at start).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeTrunks {
+    pub names: Vec<String>,
+    pub default: Option<String>,
+}
+
+impl NodeTrunks {
+    /// Whether the node has a trunk named `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name)
+    }
+
+    /// The trunk a call of `tenant_sid` from a number on `preferred` leaves through:
+    /// [`call_trunk`] over this node's trunks, else the default trunk. `None`: no trunk of
+    /// this node can place it.
+    pub async fn place(
+        &self,
+        store: &Store,
+        tenant_sid: &str,
+        preferred: Option<&str>,
+    ) -> Result<Option<String>, StoreError> {
+        let chosen = call_trunk(store, tenant_sid, preferred, |t| self.has(t)).await?;
+        Ok(chosen.or_else(|| self.default.clone()))
+    }
+
+    /// Whether a call of `tenant_sid` from a number on any of `preferred` (the trunks of
+    /// the numbers it may be from; none known yet is `[None]`) can be placed.
+    pub async fn can_place(
+        &self,
+        store: &Store,
+        tenant_sid: &str,
+        preferred: &[Option<String>],
+    ) -> Result<bool, StoreError> {
+        if preferred.iter().flatten().any(|t| self.has(t)) {
+            return Ok(true);
+        }
+        Ok(self.place(store, tenant_sid, None).await?.is_some())
+    }
+}
+
+/// Why a call cannot be placed when no trunk of the node can place it (422 `no_trunk` at
+/// dispatch; the call's `error` if it comes to dialling all the same).
+pub const NO_TRUNK: &str = "no trunk can place the call: the number's trunk and the tenant's \
+     trunks (POST /v1/internal/trunk) name none of the node's [[sip.trunks]], and the node \
+     has no sip.default_trunk (docs/trunks.md)";
 
 /// The time zone a call's scenario runs in: the agent's, else the account's, else UTC.
 pub fn call_timezone(agent: Option<&AgentRecord>, account: &AccountRecord) -> String {

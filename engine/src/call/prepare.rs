@@ -24,6 +24,14 @@ pub struct Prepared {
     pub record: bool,
 }
 
+/// The trunks of this node's SIP stack, as [`caller::NodeTrunks`] reads them.
+pub fn node_trunks(sip: &callsmith_sip::SipStack) -> caller::NodeTrunks {
+    caller::NodeTrunks {
+        names: sip.trunks().iter().map(|t| t.name.clone()).collect(),
+        default: sip.default_trunk().map(str::to_string),
+    }
+}
+
 /// Loads the scenario version, the agent, the from-number and the trunk of a claimed row.
 /// `agent` is the row's agent when the caller has just read it (the dialer has); a
 /// published version a call ran before is not read again (its text never changes).
@@ -82,10 +90,11 @@ pub async fn prepare(
             trunk: comm.trunk.clone(),
         }
     };
-    let trunk = caller::call_trunk(store, &comm.tenant_sid, from.trunk.as_deref(), |t| {
-        rt.sip.trunks().iter().any(|c| c.name == t)
-    })
-    .await?;
+    // The rule the dispatch API checked the call against (`no_trunk`); `None` only when
+    // the node's trunks changed since (the SIP stack then refuses to place it).
+    let trunk = node_trunks(&rt.sip)
+        .place(store, &comm.tenant_sid, from.trunk.as_deref())
+        .await?;
     let tz = caller::zone(&comm.timezone);
     let data: serde_json::Map<String, Value> = serde_json::from_str(&comm.data).unwrap_or_default();
     Ok(Prepared {

@@ -457,13 +457,15 @@ pub struct SipSection {
     pub udp: Option<SocketAddr>,
     /// TCP listen address. Default unset (no TCP).
     pub tcp: Option<SocketAddr>,
-    /// Trunks: `[[sip.trunks]] name = "carrier", gateway = "127.0.0.1:5070"` (plus optional
-    /// `transport`, `credentials`, `from_domain`, `number_format`, `inbound_sources`, and
-    /// `inbound_tenant`: the tenant sid whose numbers alone the trunk's inbound calls reach). A
-    /// number's `trunk` names one; otherwise the tenant's oldest trunk (control API) whose
-    /// name is configured here; otherwise `default_trunk`.
+    /// Trunks: `[[sip.trunks]] name = "carrier", gateway = "127.0.0.1:5070"` (or a
+    /// `host:port`, resolved at start and every 60 s; plus optional `transport`,
+    /// `credentials`, `from_domain`, `number_format`, `inbound_sources`, and
+    /// `inbound_tenant`: the tenant sid whose numbers alone the trunk's inbound calls reach).
+    /// Names are unique. A number's `trunk` names one; otherwise the tenant's oldest trunk
+    /// (control API) whose name is configured here; otherwise `default_trunk` (docs/trunks.md).
     pub trunks: Vec<callsmith_sip::TrunkConfig>,
-    /// Trunk used when neither the number nor the tenant names a configured one.
+    /// Trunk used when neither the number nor the tenant names a configured one; must
+    /// name one of `trunks` (checked at start).
     pub default_trunk: Option<String>,
     /// User-Agent header. Default `callsmith`.
     pub user_agent: String,
@@ -476,13 +478,14 @@ pub struct SipSection {
 }
 
 impl SipSection {
-    /// The SIP stack's configuration; the receive buffer must be at least 64 KiB.
+    /// The SIP stack's configuration, checked: the receive buffer must be at least 64 KiB,
+    /// trunk names unique and `default_trunk` one of them ([`callsmith_sip::SipConfig::check`]).
     pub fn to_sip(&self) -> anyhow::Result<callsmith_sip::SipConfig> {
         anyhow::ensure!(
             self.udp_receive_buffer_bytes >= 65536,
             "sip.udp_receive_buffer_bytes must be at least 65536"
         );
-        Ok(callsmith_sip::SipConfig {
+        let sip = callsmith_sip::SipConfig {
             udp: self.udp,
             tcp: self.tcp,
             trunks: self.trunks.clone(),
@@ -490,7 +493,18 @@ impl SipSection {
             user_agent: self.user_agent.clone(),
             udp_receive_buffer_bytes: self.udp_receive_buffer_bytes,
             ..Default::default()
-        })
+        };
+        sip.check().map_err(|e| anyhow::anyhow!("sip.{e}"))?;
+        Ok(sip)
+    }
+
+    /// The trunks calls leave through, as the control plane checks dispatches and numbers
+    /// against them.
+    pub fn node_trunks(&self) -> callsmith_control::communication::caller::NodeTrunks {
+        callsmith_control::communication::caller::NodeTrunks {
+            names: self.trunks.iter().map(|t| t.name.clone()).collect(),
+            default: self.default_trunk.clone(),
+        }
     }
 }
 
@@ -709,6 +723,24 @@ impl Config {
             .public_url
             .clone()
             .unwrap_or_else(|| format!("http://{}", self.http.listen))
+    }
+
+    /// Where the web console opens, for the start-up log: `http.public_url` when set, else
+    /// the address the API is `bound` to (loopback in place of an unspecified address,
+    /// which a browser cannot open).
+    pub fn console_url(&self, bound: SocketAddr) -> String {
+        if let Some(public) = &self.http.public_url {
+            return format!("{}/", public.trim_end_matches('/'));
+        }
+        let mut at = bound;
+        if at.ip().is_unspecified() {
+            at.set_ip(if at.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        format!("http://{at}/")
     }
 }
 

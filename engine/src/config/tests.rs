@@ -368,6 +368,99 @@ fn the_sip_udp_receive_buffer_is_configurable_and_at_least_64_kib() {
 }
 
 #[test]
+fn a_default_trunk_naming_no_trunk_is_refused_at_start() {
+    figment::Jail::expect_with(|jail| {
+        let trunks = "[[sip.trunks]]\nname = \"carrier\"\ngateway = \"127.0.0.1:5070\"\n";
+        jail.create_file(
+            "ok.toml",
+            &format!("[sip]\ndefault_trunk = \"carrier\"\n{trunks}"),
+        )?;
+        let c =
+            Config::load(Some(Path::new("ok.toml")), Config::env()).map_err(|e| e.to_string())?;
+        c.sip.to_sip().map_err(|e| e.to_string())?;
+        assert_eq!(
+            c.sip.node_trunks(),
+            callsmith_control::communication::caller::NodeTrunks {
+                names: vec!["carrier".into()],
+                default: Some("carrier".into()),
+            }
+        );
+        jail.create_file(
+            "typo.toml",
+            &format!("[sip]\ndefault_trunk = \"carier\"\n{trunks}"),
+        )?;
+        let c =
+            Config::load(Some(Path::new("typo.toml")), Config::env()).map_err(|e| e.to_string())?;
+        let err = c.sip.to_sip().unwrap_err().to_string();
+        assert!(
+            err.contains("sip.default_trunk \"carier\" names no trunk") && err.contains("carrier"),
+            "{err}"
+        );
+        let mut none = Config::default();
+        none.sip.default_trunk = Some("carrier".into());
+        let err = none.sip.to_sip().unwrap_err().to_string();
+        assert!(err.contains("no trunks are configured"), "{err}");
+        jail.create_file("twice.toml", &format!("[sip]\n{trunks}{trunks}"))?;
+        let c = Config::load(Some(Path::new("twice.toml")), Config::env())
+            .map_err(|e| e.to_string())?;
+        let err = c.sip.to_sip().unwrap_err().to_string();
+        assert!(err.contains("two trunks are named \"carrier\""), "{err}");
+        Ok(())
+    });
+}
+
+#[test]
+fn trunk_gateways_are_addresses_or_host_names() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "c.toml",
+            "[[sip.trunks]]\nname = \"carrier\"\ngateway = \"localhost:5070\"\n",
+        )?;
+        let c =
+            Config::load(Some(Path::new("c.toml")), Config::env()).map_err(|e| e.to_string())?;
+        assert_eq!(
+            c.sip.trunks[0].gateway,
+            callsmith_sip::Gateway::Host {
+                name: "localhost".into(),
+                port: 5070
+            }
+        );
+        jail.create_file(
+            "bad.toml",
+            "[[sip.trunks]]\nname = \"carrier\"\ngateway = \"sip.carrier.example\"\n",
+        )?;
+        let err = Config::load(Some(Path::new("bad.toml")), Config::env())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("host:port") && err.contains("IP:port") && err.contains("gateway"),
+            "{err}"
+        );
+        Ok(())
+    });
+}
+
+#[test]
+fn the_console_url_is_the_public_url_or_the_bound_address() {
+    let mut c = Config::default();
+    let bound = |s: &str| s.parse::<SocketAddr>().unwrap();
+    assert_eq!(
+        c.console_url(bound("127.0.0.1:8080")),
+        "http://127.0.0.1:8080/"
+    );
+    assert_eq!(
+        c.console_url(bound("0.0.0.0:9000")),
+        "http://127.0.0.1:9000/"
+    );
+    assert_eq!(c.console_url(bound("[::]:9000")), "http://[::1]:9000/");
+    c.http.public_url = Some("https://calls.example.test/".into());
+    assert_eq!(
+        c.console_url(bound("0.0.0.0:9000")),
+        "https://calls.example.test/"
+    );
+}
+
+#[test]
 fn unknown_keys_are_rejected() {
     figment::Jail::expect_with(|jail| {
         jail.create_file("c.toml", "[http]\nlisten_typo = \"x\"\n")?;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use axum::{
     extract::State,
+    http::{StatusCode, header},
     response::{IntoResponse, Response},
 };
 use serde::Deserialize;
@@ -123,7 +124,7 @@ pub struct RecordingQuery {
     security(("bearer" = [])),
     responses((status = 200, description = "The audio (proxy mode, audio/wav, served as a download: `X-Content-Type-Options: nosniff`, a sandboxing `Content-Security-Policy`, `Content-Disposition: attachment`) or a Signed link (url mode)", body = crate::objects::SignedLink),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody, description = "`communication`: no such communication; `recording`: none stored"),
+        (status = 404, body = ErrorBody, description = "`communication_not_found`: no such communication; `recording_not_found`: none stored, with the message saying why (the call has not ended, was not answered, has no agent or an agent with `call_recording` off, could not be recorded, or its recording was deleted)"),
         (status = 500, body = ErrorBody)))]
 async fn recording(
     State(state): State<AppState>,
@@ -134,12 +135,49 @@ async fn recording(
     let how = delivery(q.mode.as_deref(), q.expires_in)?;
     let account = auth.account_scope(&state).await?;
     let comm = visible_communication(&state, &account, &id).await?;
-    let absent = || ApiError::not_found("recording");
-    let path = comm
-        .recording_path
-        .filter(|_| comm.has_recording)
-        .ok_or_else(absent)?;
-    serve(&state, &path, how, absent).await
+    let path = match comm.recording_path.as_deref() {
+        Some(p) if comm.has_recording => p.to_string(),
+        _ => return Err(no_recording(&state, &comm).await?),
+    };
+    serve(&state, &path, how, || {
+        recording_not_found(
+            "the call's recording is no longer stored: it was deleted from object storage",
+        )
+    })
+    .await
+}
+
+/// 404 `recording_not_found` with `why` as the message.
+fn recording_not_found(why: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "recording_not_found", why)
+}
+
+/// Why `comm` has no recording stored, as a 404 (the store's errors stay 500).
+async fn no_recording(
+    state: &AppState,
+    comm: &crate::store::CommunicationRecord,
+) -> ApiResult<ApiError> {
+    let why = if comm.ended_at.is_none() {
+        "the call has not ended: its recording is stored when it ends".to_string()
+    } else if comm.answered_at.is_none() {
+        "the call was not answered: nothing was recorded".to_string()
+    } else {
+        match &comm.agent_sid {
+            None => "the call has no agent (a scenario test call or a browser call): only calls \
+                     of an agent with call_recording on are recorded"
+                .to_string(),
+            Some(agent_sid) => match state.store.agent_get(agent_sid).await? {
+                Some(a) if !a.call_recording => format!(
+                    "the call's agent {agent_sid} does not record calls: its call_recording is off"
+                ),
+                _ => "no recording was stored for this call: the recording could not start or \
+                      be saved (the node's log says why), or the agent's call_recording was off \
+                      when the call ran"
+                    .to_string(),
+            },
+        }
+    };
+    Ok(recording_not_found(why))
 }
 
 /// Query of GET /v1/communication/{id}/speech-recording.

@@ -169,7 +169,8 @@ pub(crate) struct AgentDispatch {
 impl AgentDispatch {
     /// 422 `unknown_agent` unless `agent_sid` is an agent of `account`,
     /// `scenario_not_published` when its scenario has no published version,
-    /// `no_from_number` when it has no number to call from.
+    /// `no_from_number` when it has no number to call from, `no_trunk` when no trunk of
+    /// this node could place its calls ([`check_placeable`]).
     pub(crate) async fn prepare(
         state: &AppState,
         account: &AccountRecord,
@@ -193,11 +194,17 @@ impl AgentDispatch {
                     "the agent's scenario has no published version",
                 )
             })?;
-        let (from_number, trunk) = match caller::agent_caller(&state.store, &agent).await {
-            Ok(AgentCaller::Number(c)) => (c.number, c.trunk),
-            Ok(AgentCaller::Pool(_)) => (String::new(), None),
+        let (from_number, trunk, trunks) = match caller::agent_caller(&state.store, &agent).await {
+            Ok(AgentCaller::Number(c)) => (c.number, c.trunk.clone(), vec![c.trunk]),
+            Ok(AgentCaller::Pool(p)) => {
+                // The number is picked when the call is placed: any of the pool's.
+                let numbers = state.store.pool_active_numbers(&p).await?;
+                let trunks = numbers.into_iter().map(|n| n.trunk).collect();
+                (String::new(), None, trunks)
+            }
             Err(e) => return Err(no_from_number(e)),
         };
+        check_placeable(state, &account.tenant_sid, &trunks).await?;
         Ok(AgentDispatch {
             tenant_sid: account.tenant_sid.clone(),
             account_sid: account.sid.clone(),
@@ -251,6 +258,25 @@ fn no_from_number(e: CallerIdError) -> ApiError {
     }
 }
 
+/// 422 `no_trunk` when no trunk of this node could place a call of `tenant_sid` from a
+/// number on one of `trunks` (the trunks of the numbers the call may be from; `[]` when
+/// none is known yet), by the rule the dialer places it by
+/// ([`caller::NodeTrunks::can_place`]). A process that places no calls checks nothing.
+pub(crate) async fn check_placeable(
+    state: &AppState,
+    tenant_sid: &str,
+    trunks: &[Option<String>],
+) -> ApiResult<()> {
+    let Some(node) = &state.settings.sip_trunks else {
+        return Ok(());
+    };
+    if node.can_place(&state.store, tenant_sid, trunks).await? {
+        Ok(())
+    } else {
+        Err(ApiError::unprocessable("no_trunk", caller::NO_TRUNK))
+    }
+}
+
 /// What a dispatch calls through (rule 1: exactly one of them).
 enum Target<'a> {
     Agent(&'a str),
@@ -269,7 +295,8 @@ fn due_at(scheduled_at: Option<DateTime<Utc>>) -> DateTime<Utc> {
     params(("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
     security(("bearer" = [])),
     responses((status = 201, body = Communication), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 422, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "Invalid dispatch; among others `no_from_number` (no number to call from) and `no_trunk` (no trunk of the node can place the call: neither the number's trunk nor a tenant trunk is one of its `[[sip.trunks]]`, and it has no `sip.default_trunk`), both refused before anything is stored"),
         (status = 429, body = ErrorBody, description = "`too_many_test_calls`: a test call while the account has `dialer.max_test_calls_per_account` test and browser calls open (`Retry-After` set)"),
         (status = 500, body = ErrorBody)))]
 async fn dispatch(
@@ -362,6 +389,12 @@ async fn test_call(
     let number = caller::test_call_caller(&state.store, &account.sid)
         .await
         .map_err(no_from_number)?;
+    check_placeable(
+        state,
+        &account.tenant_sid,
+        std::slice::from_ref(&number.trunk),
+    )
+    .await?;
     Ok(NewCommunication {
         sid: new_sid(COMMUNICATION_PREFIX),
         tenant_sid: account.tenant_sid.clone(),

@@ -236,14 +236,25 @@ async fn check_pool(state: &AppState, account: &str, pool_sid: &str) -> ApiResul
     }
 }
 
-/// 422 unless `trunk` names a live trunk of `tenant`.
+/// 422 `unknown_trunk` unless `trunk` names a live trunk of `tenant`, and
+/// `trunk_not_configured` unless this node has a `[[sip.trunks]]` of that name (calls from
+/// the number leave through it; see docs/trunks.md).
 async fn check_trunk(state: &AppState, tenant: &str, trunk: &str) -> ApiResult<()> {
-    match state.store.trunk_by_name(tenant, trunk).await? {
-        Some(_) => Ok(()),
-        None => Err(ApiError::unprocessable(
+    if state.store.trunk_by_name(tenant, trunk).await?.is_none() {
+        return Err(ApiError::unprocessable(
             "unknown_trunk",
             format!("trunk: the tenant has no live trunk named {trunk:?}"),
+        ));
+    }
+    match &state.settings.sip_trunks {
+        Some(node) if !node.has(trunk) => Err(ApiError::unprocessable(
+            "trunk_not_configured",
+            format!(
+                "trunk: no SIP trunk of this node is named {trunk:?} ([[sip.trunks]] in the \
+                 engine's configuration): calls from the number could not leave through it"
+            ),
         )),
+        _ => Ok(()),
     }
 }
 
@@ -261,7 +272,7 @@ async fn visible_number(state: &AppState, caller: &Caller, id: &str) -> ApiResul
     responses((status = 201, body = Number), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "`identifier_active`: the number is active, with this identifier or another spelling of it, in this or another account (a number is active in one account at a time)"),
-        (status = 422, body = ErrorBody, description = "Invalid or taken identifier, unknown pool or trunk"),
+        (status = 422, body = ErrorBody, description = "Invalid or taken identifier, unknown pool or trunk (`unknown_trunk`: no live trunk of the tenant; `trunk_not_configured`: no `[[sip.trunks]]` of the node has the name)"),
         (status = 500, body = ErrorBody)))]
 async fn create_number(
     State(state): State<AppState>,
@@ -403,7 +414,7 @@ async fn get_number(
     responses((status = 200, body = Number), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "`identifier_active`: the number would be active while another number with its identifier (in any spelling) is active, in this or another account"),
-        (status = 422, body = ErrorBody, description = "Invalid or taken identifier, unknown pool or trunk"), (status = 500, body = ErrorBody)))]
+        (status = 422, body = ErrorBody, description = "Invalid or taken identifier, unknown pool or trunk (`unknown_trunk`, `trunk_not_configured` as on create)"), (status = 500, body = ErrorBody)))]
 async fn patch_number(
     State(state): State<AppState>,
     auth: Authz<cap::ResourcesWrite>,
