@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::{
     extract::State,
-    http::{StatusCode, header},
+    http::StatusCode,
     response::{IntoResponse, Response},
 };
 use serde::Deserialize;
