@@ -256,7 +256,11 @@ fn greeting_scenario() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_call_speaks_its_test_variables_and_is_recorded_on_request() {
-    let e = Engine::start(EngineOptions::default()).await;
+    let e = Engine::start(EngineOptions {
+        trunks: idle_trunk("carrier"),
+        ..EngineOptions::default()
+    })
+    .await;
     let t = provision(&e, "browser-vars", "carrier", "+4930100813").await;
     let scn = e
         .post_ok("/v1/scenario", Some(&t.account), greeting_scenario(), 201)

@@ -299,7 +299,11 @@ async fn browser_calls_of_the_draft_and_the_version_take_the_spoken_branch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newcomer_builds_a_two_question_bot_with_the_palette_and_calls_it_with_variables() {
-    let engine = Engine::start(EngineOptions::default()).await;
+    let engine = Engine::start(EngineOptions {
+        trunks: idle_trunk("edge"),
+        ..EngineOptions::default()
+    })
+    .await;
     let t = designer(&engine).await;
     let out = artifacts("build");
     let result = run_browser(&browser_env("build", &engine, &t, &out)).await;
