@@ -22,6 +22,7 @@ pub mod objects;
 pub mod outbound;
 pub mod reach;
 pub mod readiness;
+pub mod recipient_zones;
 pub mod scenario_check;
 pub mod schedule;
 pub mod services;
@@ -29,6 +30,7 @@ pub mod settings;
 pub mod sms;
 pub mod sms_template;
 pub mod store;
+pub mod strategy;
 pub mod test_calls;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -248,6 +248,41 @@ pub fn next_allowed(
     None
 }
 
+/// When a call may start with every zone in `zones` inside the schedule: `now` when it
+/// already is, else the earliest instant at which all of them are; None when no such
+/// instant comes within the horizon (the windows never overlap across the zones, or every
+/// common window falls on excluded dates). The recipient's calling hours use it with the
+/// zones of the recipient's number ([`crate::recipient_zones`]): a number whose area
+/// spans zones is called only when it is inside the window in each of them.
+///
+/// Each zone's [`next_allowed`] is a lower bound on the common instant; taking the latest
+/// of them and asking again converges on the first instant all agree on, or runs past the
+/// horizon.
+pub fn next_allowed_everywhere(
+    schedule: &CallingSchedule,
+    zones: &[Tz],
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let (&first, rest) = zones.split_first()?;
+    let horizon = now + Duration::days(HORIZON_DAYS);
+    let mut t = next_allowed(schedule, first, now)?;
+    loop {
+        let mut latest = t;
+        for &tz in rest {
+            latest = latest.max(next_allowed(schedule, tz, t)?);
+        }
+        // Re-check the first zone at the candidate too: its window may have closed.
+        latest = latest.max(next_allowed(schedule, first, latest)?);
+        if latest == t {
+            return Some(t);
+        }
+        if latest > horizon {
+            return None;
+        }
+        t = latest;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,5 +474,81 @@ mod tests {
         }
         assert!(parse_timezone("Mars/Olympus").is_none());
         assert!(parse_timezone("America/New_York").is_some());
+    }
+
+    #[test]
+    fn every_zone_of_a_recipient_must_be_inside_the_window() {
+        let s = weekdays_9_to_18();
+        let ny: Tz = "America/New_York".parse().unwrap();
+        let la: Tz = "America/Los_Angeles".parse().unwrap();
+        // Friday 2026-11-20 14:00Z = 09:00 New York, 06:00 Los Angeles: New York alone
+        // may be called now; with Los Angeles too, the first common instant is 09:00 LA.
+        let now = utc("2026-11-20T14:00:00Z");
+        assert_eq!(next_allowed_everywhere(&s, &[ny], now), Some(now));
+        assert_eq!(
+            next_allowed_everywhere(&s, &[ny, la], now),
+            Some(utc("2026-11-20T17:00:00Z"))
+        );
+        assert_eq!(
+            next_allowed_everywhere(&s, &[la, ny], now),
+            Some(utc("2026-11-20T17:00:00Z"))
+        );
+        // 23:00Z is 18:00 in New York, its window's end: the next common instant is
+        // Monday 09:00 Los Angeles (17:00Z, noon in New York).
+        assert_eq!(
+            next_allowed_everywhere(&s, &[ny, la], utc("2026-11-20T23:00:00Z")),
+            Some(utc("2026-11-23T17:00:00Z"))
+        );
+        assert_eq!(next_allowed_everywhere(&s, &[], now), None);
+    }
+
+    #[test]
+    fn zones_whose_windows_never_meet_have_no_common_instant() {
+        // 09:00-10:00 in New York and Tokyo never overlap.
+        let w = json!([["09:00", "10:00"]]);
+        let s = CallingSchedule::parse(
+            "weekly",
+            &json!({"mon": w, "tue": w, "wed": w, "thu": w, "fri": w, "sat": w, "sun": w}),
+        )
+        .unwrap();
+        let ny: Tz = "America/New_York".parse().unwrap();
+        let tokyo: Tz = "Asia/Tokyo".parse().unwrap();
+        assert_eq!(
+            next_allowed_everywhere(&s, &[ny, tokyo], utc("2026-11-20T00:00:00Z")),
+            None
+        );
+    }
+
+    #[test]
+    fn the_common_window_follows_each_zone_across_its_own_dst_change() {
+        // Weekdays 09:00-18:00 in New York and London. London leaves summer time on
+        // Sunday 2026-10-25, New York on Sunday 2026-11-01: in the week between, they
+        // are 4 hours apart instead of 5. The common window opens at 09:00 New York,
+        // which is 13:00Z that week and 14:00Z the weeks around it, and closes at 18:00
+        // London.
+        let s = weekdays_9_to_18();
+        let ny: Tz = "America/New_York".parse().unwrap();
+        let london: Tz = "Europe/London".parse().unwrap();
+        let both = [london, ny];
+        // Friday before both changes: 09:00 EDT = 13:00Z.
+        assert_eq!(
+            next_allowed_everywhere(&s, &both, utc("2026-10-23T05:00:00Z")),
+            Some(utc("2026-10-23T13:00:00Z"))
+        );
+        // Monday of the gap week: New York still on EDT (13:00Z), London on GMT.
+        assert_eq!(
+            next_allowed_everywhere(&s, &both, utc("2026-10-26T05:00:00Z")),
+            Some(utc("2026-10-26T13:00:00Z"))
+        );
+        // Monday after New York's change: 09:00 EST = 14:00Z.
+        assert_eq!(
+            next_allowed_everywhere(&s, &both, utc("2026-11-02T05:00:00Z")),
+            Some(utc("2026-11-02T14:00:00Z"))
+        );
+        // 18:00 GMT in London closes the common window on the gap week's Monday.
+        assert_eq!(
+            next_allowed_everywhere(&s, &both, utc("2026-10-26T18:00:00Z")),
+            Some(utc("2026-10-27T13:00:00Z"))
+        );
     }
 }
