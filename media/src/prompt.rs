@@ -513,66 +513,175 @@ fn extension_of(source: &str) -> Option<&str> {
     name.rsplit_once('.').map(|(_, e)| e)
 }
 
-/// Decoded prompts shared across calls, keyed by source string. Bounded by
-/// entry count; the oldest insert is evicted first.
+/// Decoded prompts shared across calls: a recorded prompt is fetched, decoded and
+/// resampled once, and every call that plays it holds the same [`Arc<Prompt>`].
+///
+/// Keyed by the caller's identity of the audio (for stored audio, its path and version,
+/// so a replaced object is a new key and read again). Concurrent first plays of one key
+/// decode once: the others wait for that result. A failed load is not kept, so the next
+/// play tries again. Bounded by entries and by decoded bytes; the least recently played
+/// prompt is evicted first, and a prompt larger than the whole byte budget is decoded for
+/// its call and not kept.
 #[derive(Debug)]
 pub struct PromptCache {
     inner: Mutex<CacheInner>,
-    capacity: usize,
+    max_entries: usize,
+    max_bytes: usize,
 }
 
 #[derive(Debug, Default)]
 struct CacheInner {
-    map: HashMap<String, Arc<Prompt>>,
-    order: VecDeque<String>,
+    map: HashMap<String, Slot>,
+    tick: u64,
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct Slot {
+    cell: Arc<tokio::sync::OnceCell<Arc<Prompt>>>,
+    used: u64,
+    /// Decoded bytes counted in [`CacheInner::bytes`] (0 while loading).
+    bytes: usize,
+}
+
+/// Default byte budget of [`PromptCache::new`]: 64 MiB, about 4.6 hours of 8 kHz audio.
+pub const PROMPT_CACHE_BYTES: usize = 64 << 20;
+
+impl Prompt {
+    /// Memory the decoded prompt holds (samples and both encodings).
+    pub fn memory_bytes(&self) -> usize {
+        self.pcm.len() * std::mem::size_of::<i16>() + self.ulaw.len() + self.alaw.len()
+    }
 }
 
 impl PromptCache {
-    pub fn new(capacity: usize) -> PromptCache {
+    /// A cache of at most `max_entries` prompts and [`PROMPT_CACHE_BYTES`].
+    pub fn new(max_entries: usize) -> PromptCache {
+        PromptCache::with_budget(max_entries, PROMPT_CACHE_BYTES)
+    }
+
+    /// A cache of at most `max_entries` prompts and `max_bytes` of decoded audio.
+    pub fn with_budget(max_entries: usize, max_bytes: usize) -> PromptCache {
         PromptCache {
             inner: Mutex::new(CacheInner::default()),
-            capacity: capacity.max(1),
+            max_entries: max_entries.max(1),
+            max_bytes,
         }
     }
 
     /// The cached prompt for `key`, if any.
     pub fn get(&self, key: &str) -> Option<Arc<Prompt>> {
-        self.inner.lock().map.get(key).cloned()
+        let mut g = self.inner.lock();
+        g.tick += 1;
+        let tick = g.tick;
+        let slot = g.map.get_mut(key)?;
+        slot.used = tick;
+        slot.cell.get().cloned()
     }
 
-    /// Inserts a prompt under `key`.
+    /// Inserts a decoded prompt under `key`.
     pub fn insert(&self, key: String, prompt: Arc<Prompt>) {
+        let cell = Arc::new(tokio::sync::OnceCell::new_with(Some(prompt.clone())));
         let mut g = self.inner.lock();
-        if g.map.insert(key.clone(), prompt).is_none() {
-            g.order.push_back(key);
+        g.tick += 1;
+        let used = g.tick;
+        if let Some(old) = g.map.insert(
+            key.clone(),
+            Slot {
+                cell,
+                used,
+                bytes: 0,
+            },
+        ) {
+            g.bytes -= old.bytes;
         }
-        while g.map.len() > self.capacity {
-            let Some(old) = g.order.pop_front() else {
+        self.account(&mut g, &key, &prompt);
+    }
+
+    /// Counts a loaded prompt against the budget and evicts the least recently played
+    /// others until it fits (or drops it when it alone is over the budget).
+    fn account(&self, g: &mut CacheInner, key: &str, prompt: &Prompt) {
+        let size = prompt.memory_bytes();
+        let Some(slot) = g.map.get_mut(key) else {
+            return;
+        };
+        if slot.bytes == 0 && slot.cell.initialized() {
+            slot.bytes = size;
+            g.bytes += size;
+        }
+        if size > self.max_bytes {
+            if let Some(s) = g.map.remove(key) {
+                g.bytes -= s.bytes;
+            }
+            return;
+        }
+        while g.bytes > self.max_bytes || g.map.len() > self.max_entries {
+            let Some(victim) = g
+                .map
+                .iter()
+                .filter(|(k, _)| k.as_str() != key)
+                .min_by_key(|(_, s)| s.used)
+                .map(|(k, _)| k.clone())
+            else {
                 break;
             };
-            g.map.remove(&old);
+            if let Some(s) = g.map.remove(&victim) {
+                g.bytes -= s.bytes;
+            }
         }
     }
 
     /// The cached prompt for `key`, or the bytes `fetch` returns decoded (off the async
-    /// threads) and cached under `key`. Fetching is the caller's: this crate reads no files
-    /// and no URLs, so who may read what is decided where the reference is resolved.
+    /// threads) and cached under `key`; callers asking for a key that is being loaded wait
+    /// for that load. The file type is guessed from the path part of `key` (before any `?`
+    /// or `#`). Fetching is the caller's: this crate reads no files and no URLs, so who may
+    /// read what is decided where the reference is resolved.
     pub async fn get_or_load<F, Fut>(&self, key: &str, fetch: F) -> Result<Arc<Prompt>, PromptError>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<Vec<u8>, PromptError>>,
     {
-        if let Some(p) = self.get(key) {
-            return Ok(p);
-        }
-        let bytes = fetch().await?;
+        let cell = {
+            let mut g = self.inner.lock();
+            g.tick += 1;
+            let used = g.tick;
+            let slot = g.map.entry(key.to_string()).or_insert_with(|| Slot {
+                cell: Arc::new(tokio::sync::OnceCell::new()),
+                used,
+                bytes: 0,
+            });
+            slot.used = used;
+            slot.cell.clone()
+        };
         let ext = extension_of(key).map(str::to_owned);
-        let prompt = tokio::task::spawn_blocking(move || Prompt::decode(&bytes, ext.as_deref()))
+        let loaded = cell
+            .get_or_try_init(|| async move {
+                let bytes = fetch().await?;
+                let prompt =
+                    tokio::task::spawn_blocking(move || Prompt::decode(&bytes, ext.as_deref()))
+                        .await
+                        .map_err(|e| PromptError::Decode(e.to_string()))??;
+                Ok::<_, PromptError>(Arc::new(prompt))
+            })
             .await
-            .map_err(|e| PromptError::Decode(e.to_string()))??;
-        let prompt = Arc::new(prompt);
-        self.insert(key.to_string(), prompt.clone());
-        Ok(prompt)
+            .cloned();
+        let mut g = self.inner.lock();
+        let ours = g.map.get(key).is_some_and(|s| Arc::ptr_eq(&s.cell, &cell));
+        match loaded {
+            Ok(prompt) => {
+                if ours {
+                    self.account(&mut g, key, &prompt);
+                }
+                Ok(prompt)
+            }
+            Err(e) => {
+                // Not kept: the next play loads again.
+                if ours && !cell.initialized() {
+                    g.map.remove(key);
+                }
+                Err(e)
+            }
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -581,6 +690,11 @@ impl PromptCache {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Decoded bytes held.
+    pub fn bytes(&self) -> usize {
+        self.inner.lock().bytes
     }
 }
 
@@ -667,5 +781,119 @@ mod tests {
         s[30] = -1.7e33;
         let out = resample_to_8k(&s, 48_000).unwrap();
         assert_eq!(out.len(), 2048 * 8000 / 48_000);
+    }
+
+    fn wav(samples: usize) -> Vec<u8> {
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: SAMPLE_RATE,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut out = std::io::Cursor::new(Vec::new());
+        let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+        for i in 0..samples {
+            w.write_sample(((i % 50) as i16 - 25) * 400).unwrap();
+        }
+        w.finalize().unwrap();
+        out.into_inner()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_first_plays_of_one_prompt_decode_it_once() {
+        let cache = Arc::new(PromptCache::new(8));
+        let fetches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..32 {
+            let (cache, fetches) = (cache.clone(), fetches.clone());
+            tasks.push(tokio::spawn(async move {
+                cache
+                    .get_or_load("obj/acc/a.wav#v1", || async move {
+                        fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        Ok(wav(8000))
+                    })
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut prompts = Vec::new();
+        for t in tasks {
+            prompts.push(t.await.unwrap());
+        }
+        assert_eq!(fetches.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(prompts.iter().all(|p| Arc::ptr_eq(p, &prompts[0])));
+        assert_eq!(cache.bytes(), prompts[0].memory_bytes());
+        assert_eq!(prompts[0].memory_bytes(), 8000 * 4);
+    }
+
+    #[tokio::test]
+    async fn a_failed_load_is_not_kept_and_a_new_version_is_a_new_prompt() {
+        let cache = PromptCache::new(8);
+        let e = cache
+            .get_or_load("a.wav#v1", || async {
+                Err(PromptError::Fetch {
+                    source_ref: "a.wav".into(),
+                    message: "storage down".into(),
+                })
+            })
+            .await;
+        assert!(e.is_err());
+        assert!(cache.is_empty());
+        let v1 = cache
+            .get_or_load("a.wav#v1", || async { Ok(wav(1600)) })
+            .await
+            .unwrap();
+        let v2 = cache
+            .get_or_load("a.wav#v2", || async { Ok(wav(3200)) })
+            .await
+            .unwrap();
+        assert_eq!((v1.frames(), v2.frames()), (10, 20));
+        // Undecodable bytes are an error, not a panic, and not kept either.
+        assert!(
+            cache
+                .get_or_load("b.wav#v1", || async { Ok(b"not audio".to_vec()) })
+                .await
+                .is_err()
+        );
+        assert_eq!(cache.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_least_recently_played_prompt_leaves_first_when_bytes_run_out() {
+        // Room for two prompts of 1600 samples (6400 bytes each), not three.
+        let cache = PromptCache::with_budget(100, 14_000);
+        for k in ["a.wav", "b.wav"] {
+            cache
+                .get_or_load(k, || async { Ok(wav(1600)) })
+                .await
+                .unwrap();
+        }
+        assert!(cache.get("a.wav").is_some()); // a played again: b is now the oldest
+        cache
+            .get_or_load("c.wav", || async { Ok(wav(1600)) })
+            .await
+            .unwrap();
+        assert!(cache.get("b.wav").is_none());
+        assert!(cache.get("a.wav").is_some() && cache.get("c.wav").is_some());
+        assert_eq!(cache.bytes(), 2 * 6400);
+        // A prompt over the whole budget plays but is not kept.
+        let big = cache
+            .get_or_load("big.wav", || async { Ok(wav(8000)) })
+            .await
+            .unwrap();
+        assert_eq!(big.frames(), 50);
+        assert!(cache.get("big.wav").is_none());
+        assert_eq!(cache.bytes(), 2 * 6400);
+        // The entry bound holds too.
+        let small = PromptCache::with_budget(2, usize::MAX);
+        for k in ["a.wav", "b.wav", "c.wav"] {
+            small
+                .get_or_load(k, || async { Ok(wav(160)) })
+                .await
+                .unwrap();
+        }
+        assert_eq!(small.len(), 2);
+        assert!(small.get("a.wav").is_none());
     }
 }
