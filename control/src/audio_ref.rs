@@ -202,36 +202,84 @@ impl AudioResolver {
     /// refused, the body is capped at [`MAX_AUDIO_BYTES`] and the fetch at [`FETCH_TIMEOUT`].
     /// Callers that must stop when a call ends race this against its end.
     pub async fn fetch(&self, account_sid: &str, reference: &str) -> Result<Bytes, AudioRefError> {
+        match self.locate(account_sid, reference).await? {
+            Located::Stored(stored) => self.read(&stored).await,
+            Located::Remote(url) => self.fetch_remote(&url).await,
+        }
+    }
+
+    /// Where `account_sid`'s `reference` is, with the ownership and size checks of
+    /// [`AudioResolver::fetch`] done and nothing read yet: stored audio with its object
+    /// version (the identity a decoded prompt is shared under), or a public URL.
+    pub async fn locate(
+        &self,
+        account_sid: &str,
+        reference: &str,
+    ) -> Result<Located, AudioRefError> {
         let r = self.parse(reference)?;
-        if let AudioRef::Remote(url) = &r {
-            return self
-                .http
-                .get_bytes(url, FETCH_TIMEOUT, MAX_AUDIO_BYTES as usize)
-                .await
-                .map_err(|e| match e {
-                    OutboundError::Refused(m) => AudioRefError::Refused(m),
-                    other => AudioRefError::Unavailable(format!("fetching {url}: {other}")),
-                });
+        if let AudioRef::Remote(url) = r {
+            return Ok(Located::Remote(url));
         }
         let Some(path) = self.owned_path(account_sid, r).await? else {
             return Err(AudioRefError::NotFound("nothing to play".into()));
         };
-        match self.objects.head(&path).await {
-            Ok(n) if n > MAX_AUDIO_BYTES => {
-                return Err(AudioRefError::Unavailable(format!(
-                    "object {path} is larger than {MAX_AUDIO_BYTES} bytes"
-                )));
-            }
-            Ok(_) => {}
+        match self.objects.version(&path).await {
+            Ok(v) if v.size > MAX_AUDIO_BYTES => Err(AudioRefError::Unavailable(format!(
+                "object {path} is larger than {MAX_AUDIO_BYTES} bytes"
+            ))),
+            Ok(v) => Ok(Located::Stored(StoredAudio {
+                path,
+                version: v.version,
+            })),
             Err(ObjectError::NotFound) => {
-                return Err(AudioRefError::NotFound(format!("object {path} not found")));
+                Err(AudioRefError::NotFound(format!("object {path} not found")))
             }
-            Err(e) => return Err(AudioRefError::Unavailable(e.to_string())),
+            Err(e) => Err(AudioRefError::Unavailable(e.to_string())),
         }
-        self.objects.get(&path).await.map_err(|e| match e {
+    }
+
+    /// The bytes of located stored audio.
+    pub async fn read(&self, stored: &StoredAudio) -> Result<Bytes, AudioRefError> {
+        let path = &stored.path;
+        self.objects.get(path).await.map_err(|e| match e {
             ObjectError::NotFound => AudioRefError::NotFound(format!("object {path} not found")),
             e => AudioRefError::Unavailable(e.to_string()),
         })
+    }
+
+    /// A public URL's bytes through the guarded client.
+    pub async fn fetch_remote(&self, url: &str) -> Result<Bytes, AudioRefError> {
+        self.http
+            .get_bytes(url, FETCH_TIMEOUT, MAX_AUDIO_BYTES as usize)
+            .await
+            .map_err(|e| match e {
+                OutboundError::Refused(m) => AudioRefError::Refused(m),
+                other => AudioRefError::Unavailable(format!("fetching {url}: {other}")),
+            })
+    }
+}
+
+/// A reference located by [`AudioResolver::locate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Located {
+    /// Audio in this service's storage that the account owns.
+    Stored(StoredAudio),
+    /// A public http(s) URL (fetched through [`AudioResolver::fetch_remote`]).
+    Remote(String),
+}
+
+/// Stored audio an account may play: its object path and version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAudio {
+    pub path: String,
+    pub version: String,
+}
+
+impl StoredAudio {
+    /// The identity of these bytes: the path (whose extension tells the decoder the
+    /// format) and, after `#`, the version; a replaced object is a new identity.
+    pub fn identity(&self) -> String {
+        format!("{}#{}", self.path, self.version)
     }
 }
 

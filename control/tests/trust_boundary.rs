@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 
 use callsmith_control::{
-    audio_ref::AudioRefError,
+    audio_ref::{AudioRefError, Located},
     both_backends,
     testing::{Fixture, TestDb, TestServer},
 };
@@ -526,8 +526,76 @@ mod remote_audio {
     }
 }
 
+async fn every_form_of_one_audio_locates_one_identity_and_a_new_version_another(s: TestServer) {
+    let a = s.fixture_named("a").await;
+    let b = s.fixture_named("b").await;
+    let (audio, recording, forms) = a_references(&s, &a).await;
+    let resolver = &s.state.audio;
+    let mut identities = std::collections::BTreeSet::new();
+    for (r, refused) in &forms.all {
+        // The same refusals as a fetch: B locates nothing of A's.
+        assert!(resolver.locate(&b.account_sid, r).await.is_err(), "{r:?}");
+        if *refused {
+            continue;
+        }
+        match resolver.locate(&a.account_sid, r).await {
+            Ok(Located::Stored(stored)) => {
+                let bytes = resolver.read(&stored).await.unwrap();
+                assert_eq!(bytes.len(), wav(0.5).len(), "{r:?}");
+                identities.insert((stored.path.clone(), stored.identity()));
+            }
+            other => panic!("A's own {r:?}: {other:?}"),
+        }
+    }
+    // Four forms name the audio file, one the recording: two identities, each the object
+    // path followed by its version.
+    let paths: Vec<&str> = identities.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(identities.len(), 2, "{identities:?}");
+    assert!(paths.contains(&recording.as_str()), "{paths:?}");
+    for (path, identity) in &identities {
+        let version = identity.strip_prefix(&format!("{path}#")).unwrap();
+        assert!(!version.is_empty(), "{identity}");
+    }
+    // The recording written again (longer) is a new version: a prompt decoded from it
+    // would be read again.
+    let before = match resolver
+        .locate(&a.account_sid, &recording_uri(&s, &recording))
+        .await
+    {
+        Ok(Located::Stored(st)) => st,
+        other => panic!("{other:?}"),
+    };
+    s.state
+        .objects
+        .put(&recording, wav(0.7).into(), Some("audio/wav"))
+        .await
+        .unwrap();
+    let after = match resolver
+        .locate(&a.account_sid, &recording_uri(&s, &recording))
+        .await
+    {
+        Ok(Located::Stored(st)) => st,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(before.path, after.path);
+    assert_ne!(before.identity(), after.identity());
+    assert_eq!(resolver.read(&after).await.unwrap().len(), wav(0.7).len());
+    // A public URL is located as such, unread.
+    let remote = "https://audio.example.com/hello.wav";
+    assert_eq!(
+        resolver.locate(&a.account_sid, remote).await,
+        Ok(Located::Remote(remote.into()))
+    );
+    let _ = audio;
+}
+
+fn recording_uri(s: &TestServer, path: &str) -> String {
+    s.state.objects.uri(path)
+}
+
 both_backends!(
     audio_references_stay_inside_the_account,
+    every_form_of_one_audio_locates_one_identity_and_a_new_version_another,
     validation_refuses_what_the_resolver_refuses,
     urls_naming_private_addresses_are_refused_on_save,
 );

@@ -175,6 +175,13 @@ pub struct ObjectInfo {
     pub content_type: Option<String>,
 }
 
+/// An object's size and version ([`Objects::version`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVersion {
+    pub size: u64,
+    pub version: String,
+}
+
 /// The storage handle (cheap to clone through `Arc`).
 #[derive(Debug)]
 pub struct Objects {
@@ -419,8 +426,29 @@ impl Objects {
 
     /// Size of an object (NotFound when absent).
     pub async fn head(&self, path: &str) -> Result<u64, ObjectError> {
+        Ok(self.version(path).await?.size)
+    }
+
+    /// The object's size and version: its ETag where the store keeps one (S3; the local
+    /// store derives one from the file's inode, size and modification time), else its
+    /// modification time and size. An object written again under the same path gets a
+    /// new version, so what is derived from its bytes (a decoded prompt) is keyed by it.
+    pub async fn version(&self, path: &str) -> Result<ObjectVersion, ObjectError> {
         let p = Self::obj_path(path)?;
-        Ok(self.store.head(&p).await?.size)
+        let meta = self.store.head(&p).await?;
+        let version = match (&meta.e_tag, &meta.version) {
+            (Some(tag), _) => tag.clone(),
+            (None, Some(v)) => v.clone(),
+            (None, None) => format!(
+                "{}-{}",
+                meta.last_modified.timestamp_nanos_opt().unwrap_or_default(),
+                meta.size
+            ),
+        };
+        Ok(ObjectVersion {
+            size: meta.size,
+            version,
+        })
     }
 
     /// Removes an object; an absent object is not an error (deletes are retried).
