@@ -17,7 +17,10 @@
 //!   `--seconds` (`-m RATE×seconds`), streams a µ-law tone (`rtp_stream`) from its `-mp`
 //!   port and hangs up with BYE after `--hold-ms`. Target `callsmith`: the engine answers
 //!   with an agent whose published scenario asks "Press one to confirm." (TTS) and listens
-//!   for DTMF for 12 s, so the caller always hangs up first. Reference `sipp`: SIPp's own
+//!   for DTMF for 12 s, so the caller always hangs up first. With `--prompt recorded` the
+//!   question plays an uploaded 3 s WAV by its `location` instead (`--prompt tts,recorded`
+//!   runs both, side by side at every rate, as targets `callsmith/<db>` and
+//!   `callsmith/<db>/recorded`). Reference `sipp`: SIPp's own
 //!   UAS (`sipp/rate_uas_prompt.xml`) answers, streams a prompt file and answers the BYE.
 //! - **outbound**: the engine's dialer places RATE×seconds communications (dispatched
 //!   through `POST /v1/communication/-/dispatch` for one moment ahead, agent cps = RATE)
@@ -112,7 +115,7 @@ use callsmith_control::store::CommunicationRecord;
 use callsmith_control::store::communications::CommunicationFilter;
 use callsmith_e2e::{
     AgentSpec, Engine, EngineOptions, Tenancy, create_agent, create_scenario, free_udp_port,
-    provision, store_of, workspace,
+    provision, store_of, tone_wav, upload_audio, workspace,
 };
 use chrono::{DateTime, Utc};
 use clap::{Parser, ValueEnum};
@@ -144,6 +147,15 @@ enum DatabaseArg {
     Both,
 }
 
+/// What the engine's bot plays before it listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum)]
+enum PromptArg {
+    /// "Press one to confirm." synthesised (from the synthesis cache after the warm-up).
+    Tts,
+    /// An uploaded 3 s WAV (`POST /v1/audio`), played by its `location`.
+    Recorded,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Dir {
     Inbound,
@@ -167,22 +179,26 @@ enum Db {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Target {
-    Callsmith(Db),
+    Callsmith(Db, PromptArg),
     Sipp,
 }
 
 impl Target {
     fn name(self) -> &'static str {
         match self {
-            Target::Callsmith(Db::Sqlite) => "callsmith/sqlite",
-            Target::Callsmith(Db::Postgres) => "callsmith/postgres",
+            Target::Callsmith(Db::Sqlite, PromptArg::Tts) => "callsmith/sqlite",
+            Target::Callsmith(Db::Postgres, PromptArg::Tts) => "callsmith/postgres",
+            Target::Callsmith(Db::Sqlite, PromptArg::Recorded) => "callsmith/sqlite/recorded",
+            Target::Callsmith(Db::Postgres, PromptArg::Recorded) => "callsmith/postgres/recorded",
             Target::Sipp => "sipp",
         }
     }
     fn color(self) -> &'static str {
         match self {
-            Target::Callsmith(Db::Sqlite) => "#1f77b4",
-            Target::Callsmith(Db::Postgres) => "#2ca02c",
+            Target::Callsmith(Db::Sqlite, PromptArg::Tts) => "#1f77b4",
+            Target::Callsmith(Db::Postgres, PromptArg::Tts) => "#2ca02c",
+            Target::Callsmith(Db::Sqlite, PromptArg::Recorded) => "#ff7f0e",
+            Target::Callsmith(Db::Postgres, PromptArg::Recorded) => "#9467bd",
             Target::Sipp => "#d62728",
         }
     }
@@ -201,6 +217,11 @@ struct Args {
     /// CALLSMITH_TEST_PG_ADMIN_URL).
     #[arg(long, value_enum, default_value_t = DatabaseArg::Sqlite)]
     database: DatabaseArg,
+    /// What the engine's bot plays, comma separated: `tts`, `recorded` or both (each kind
+    /// is a target of its own, run one after the other at every rate, so a recorded and a
+    /// synthesised prompt are measured side by side in one sitting).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "tts")]
+    prompt: Vec<PromptArg>,
     /// Call rates (calls per second) to run, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "100,200,300,500")]
     rates: Vec<u32>,
@@ -368,7 +389,7 @@ impl Step {
     /// Notes what the PostgreSQL server spent over the step (`ticks` of every `postgres`
     /// process), per call and as a share of a core; the engine's CPU figures leave it out.
     fn database_cpu(&mut self, ticks: u64, wall: f64) {
-        if self.target != Target::Callsmith(Db::Postgres) {
+        if !matches!(self.target, Target::Callsmith(Db::Postgres, _)) {
             return;
         }
         let secs = ticks as f64 / CLK_TCK;
@@ -515,12 +536,18 @@ fn budget_secs(args: &Args) -> u64 {
 
 /// One step of the callsmith binary: a fresh engine (and database), warm-up, 2 s idle,
 /// then the load.
-async fn callsmith_step(args: &Args, dir: Dir, db: Db, rate: u32) -> Result<Step> {
+async fn callsmith_step(
+    args: &Args,
+    dir: Dir,
+    db: Db,
+    prompt: PromptArg,
+    rate: u32,
+) -> Result<Step> {
     let db_url = match db {
         Db::Sqlite => None,
         Db::Postgres => Some(new_database().await?),
     };
-    let r = callsmith_step_on(args, dir, db, rate, db_url.as_deref()).await;
+    let r = callsmith_step_on(args, dir, db, prompt, rate, db_url.as_deref()).await;
     if let Some(url) = &db_url {
         drop_database(url).await;
     }
@@ -531,10 +558,11 @@ async fn callsmith_step_on(
     args: &Args,
     dir: Dir,
     db: Db,
+    prompt: PromptArg,
     rate: u32,
     db_url: Option<&str>,
 ) -> Result<Step> {
-    let mut step = Step::new(dir, Target::Callsmith(db), rate);
+    let mut step = Step::new(dir, Target::Callsmith(db, prompt), rate);
     let total = u64::from(rate) * u64::from(args.seconds);
     let budget = budget_secs(args);
     let max_live = max_live_calls();
@@ -563,7 +591,14 @@ async fn callsmith_step_on(
     let pid = e.pid().context("engine pid")?;
     let t: Tenancy = provision(&e, "rate", "carrier", NUMBER).await;
     let store = store_of(&e, db_url).await;
-    let scn = create_scenario(&store, &t, &rate_scenario(), true).await;
+    let mut scenario = rate_scenario();
+    if prompt == PromptArg::Recorded {
+        let audio = upload_audio(&e, &t.account, tone_wav(3.0)).await;
+        let location = audio["location"].as_str().context("audio location")?;
+        scenario["constructor"]["bricks"]["question"]["v1"][0]["properties"]["statement"]["audio"] =
+            json!({"mode": "file", "tts": {"text": ""}, "file": {"url": location}});
+    }
+    let scn = create_scenario(&store, &t, &scenario, true).await;
     let spec = |cps: u32, cpl: u64| AgentSpec {
         cps: i64::from(cps),
         cpl: cpl as i64,
@@ -1363,14 +1398,15 @@ async fn run(args: Args, results: Arc<Mutex<Vec<Step>>>) -> Result<()> {
         DirectionArg::Outbound => vec![Dir::Outbound],
         DirectionArg::Both => vec![Dir::Inbound, Dir::Outbound],
     };
-    let mut targets: Vec<Target> = match args.database {
-        DatabaseArg::Sqlite => vec![Target::Callsmith(Db::Sqlite)],
-        DatabaseArg::Postgres => vec![Target::Callsmith(Db::Postgres)],
-        DatabaseArg::Both => vec![
-            Target::Callsmith(Db::Sqlite),
-            Target::Callsmith(Db::Postgres),
-        ],
+    let dbs = match args.database {
+        DatabaseArg::Sqlite => vec![Db::Sqlite],
+        DatabaseArg::Postgres => vec![Db::Postgres],
+        DatabaseArg::Both => vec![Db::Sqlite, Db::Postgres],
     };
+    let mut targets: Vec<Target> = dbs
+        .iter()
+        .flat_map(|&db| args.prompt.iter().map(move |&p| Target::Callsmith(db, p)))
+        .collect();
     if !args.no_reference {
         targets.push(Target::Sipp);
     }
@@ -1393,7 +1429,7 @@ async fn run(args: Args, results: Arc<Mutex<Vec<Step>>>) -> Result<()> {
                     continue;
                 }
                 if dir == Dir::Outbound
-                    && matches!(target, Target::Callsmith(_))
+                    && matches!(target, Target::Callsmith(..))
                     && rate > MAX_AGENT_CPS
                 {
                     eprintln!(
@@ -1406,7 +1442,9 @@ async fn run(args: Args, results: Arc<Mutex<Vec<Step>>>) -> Result<()> {
                 let limit = Duration::from_secs(budget_secs(&args) * 2 + 120);
                 let task = AbortOnDrop(tokio::spawn(async move {
                     match target {
-                        Target::Callsmith(db) => callsmith_step(&step_args, dir, db, rate).await,
+                        Target::Callsmith(db, prompt) => {
+                            callsmith_step(&step_args, dir, db, prompt, rate).await
+                        }
                         Target::Sipp => sipp_step(&step_args, dir, rate).await,
                     }
                 }));
