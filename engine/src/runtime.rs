@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use callsmith_control::{Services, Store, objects::Objects, store::ScenarioVersionRecord};
-use callsmith_media::{MediaEngine, stt::SttPool, tts::TtsService};
+use callsmith_media::{MediaEngine, prompt::PromptCache, stt::SttPool, tts::TtsService};
 use callsmith_scenarios::{Program, Snapshot};
 use callsmith_sip::SipStack;
 use parking_lot::Mutex;
@@ -313,7 +313,14 @@ pub struct Shared {
     pub turns: TurnMetrics,
     /// Indexed scenario programs (see [`Runtime::program`]).
     programs: Programs,
+    /// Recorded prompts decoded once and shared by every call that plays them, keyed by
+    /// the stored object's path and version (see `call::play`).
+    pub prompts: PromptCache,
 }
+
+/// Recorded prompts the runtime keeps decoded at most (the byte budget,
+/// [`callsmith_media::prompt::PROMPT_CACHE_BYTES`], usually binds first).
+const MAX_PROMPTS: usize = 4096;
 
 /// Programs kept at most; when full, all go.
 const MAX_PROGRAMS: usize = 256;
@@ -482,6 +489,7 @@ impl Runtime {
             pool_cursor: Mutex::default(),
             turns,
             programs: Programs::default(),
+            prompts: PromptCache::new(MAX_PROMPTS),
         }))
     }
 

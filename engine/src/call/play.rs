@@ -4,7 +4,9 @@
 
 use callsmith_scenarios::turn::{PlayAction, PlayEvent, PlayTurn, PlayoutEnd};
 
+use callsmith_control::audio_ref::Located;
 use callsmith_media::PlayHandle;
+use callsmith_media::prompt::PromptError;
 use callsmith_media::tts::Synthesis;
 
 use super::*;
@@ -70,16 +72,47 @@ impl LivePort {
 
     /// The audio a file prompt names, through the one audio resolver
     /// ([`callsmith_control::audio_ref`]): the account's own audio files and objects, or a
-    /// public URL through the guarded client. The fetch stops when the call ends.
+    /// public URL through the guarded client. The ownership check runs for every call;
+    /// stored audio is then decoded once per object version and shared by every call that
+    /// plays it (`Runtime::prompts`), while a URL's audio is fetched and decoded for its
+    /// call. The fetch stops when the call ends.
     pub(super) async fn file_prompt(&mut self, url: &str) -> Result<Playable, String> {
         let audio = self.rt.services.audio.clone();
+        let rt = self.rt.clone();
         let account = self.comm.account_sid.clone();
         let reference = url.to_string();
-        let fetch = async move { audio.fetch(&account, &reference).await };
-        tokio::pin!(fetch);
-        let bytes = loop {
+        let load = async move {
+            match audio
+                .locate(&account, &reference)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                Located::Stored(stored) => rt
+                    .prompts
+                    .get_or_load(&stored.identity(), || async {
+                        audio.read(&stored).await.map(|b| b.to_vec()).map_err(|e| {
+                            PromptError::Fetch {
+                                source_ref: stored.path.clone(),
+                                message: e.to_string(),
+                            }
+                        })
+                    })
+                    .await
+                    .map_err(|e| e.to_string()),
+                Located::Remote(url) => {
+                    let bytes = audio.fetch_remote(&url).await.map_err(|e| e.to_string())?;
+                    let ext = url.rsplit_once('.').map(|(_, e)| e.to_string());
+                    Prompt::decode_off_runtime(bytes, ext)
+                        .await
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string())
+                }
+            }
+        };
+        tokio::pin!(load);
+        let prompt = loop {
             tokio::select! {
-                r = &mut fetch => break r.map_err(|e| e.to_string())?,
+                r = &mut load => break r?,
                 h = self.next_happening() => {
                     if let Some(why) = self.wait_interrupted(h) {
                         return Err(format!("fetching {url:?} stopped: {why}"));
@@ -87,11 +120,7 @@ impl LivePort {
                 }
             }
         };
-        let ext = url.rsplit_once('.').map(|(_, e)| e.to_string());
-        let p = Prompt::decode_off_runtime(bytes, ext)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Playable::Prompt(Arc::new(p)))
+        Ok(Playable::Prompt(prompt))
     }
 
     /// Plays one prompt (the port's `play`): keys and the call's end are taken in while
