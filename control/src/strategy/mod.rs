@@ -63,6 +63,55 @@ pub enum Outcome {
     OptedOut,
     /// A conversation took place: the communication is done.
     Completed,
+    /// This side ended the attempt before an answer (a hang-up request): never retried.
+    Canceled,
+}
+
+/// What is known about one finished dial, as the call's record has it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttemptFacts<'a> {
+    /// The `call_status` vocabulary (answered, busy, no_answer, rejected, failed,
+    /// canceled); None when nothing was dialled (no trunk, an error before the INVITE).
+    pub call_status: Option<&'a str>,
+    /// The final SIP status of the INVITE, when there was one.
+    pub sip_code: Option<u16>,
+    /// The answering-machine detector's verdict was "machine".
+    pub machine: bool,
+    /// Seconds from the answer to the end.
+    pub talk_secs: u64,
+    /// The other side hung up (`end_reason` `hung_up`).
+    pub remote_hangup: bool,
+    /// The recipient asked not to be called again during the call.
+    pub opted_out: bool,
+    /// The conversation ended on an explicit "no".
+    pub declined: bool,
+}
+
+impl Outcome {
+    /// How a dial ended, for the retry rules. A 603 Decline (and 607 Unwanted, 608
+    /// Rejected) is the callee's deliberate "no"; 486 and 600 are a busy line and are
+    /// retried by the `busy` rule. An answered call that the callee left within
+    /// `dropped_early_s` seconds is `Dropped`.
+    pub fn of(f: &AttemptFacts<'_>, dropped_early_s: u64) -> Outcome {
+        if f.opted_out {
+            return Outcome::OptedOut;
+        }
+        if f.declined {
+            return Outcome::Declined;
+        }
+        match f.call_status {
+            Some("answered") if f.machine => Outcome::Voicemail,
+            Some("answered") if f.remote_hangup && f.talk_secs < dropped_early_s => {
+                Outcome::Dropped
+            }
+            Some("answered") => Outcome::Completed,
+            Some("busy") => Outcome::Busy,
+            Some("no_answer") => Outcome::NoAnswer,
+            Some("canceled") => Outcome::Canceled,
+            Some("rejected") if matches!(f.sip_code, Some(603 | 607 | 608)) => Outcome::Declined,
+            _ => Outcome::Failed,
+        }
+    }
 }
 
 /// The outcomes a strategy can retry, with their wire names.
@@ -363,5 +412,61 @@ mod tests {
         for (v, field) in cases {
             assert_eq!(err(v.clone()).field, field, "{v}");
         }
+    }
+
+    #[test]
+    fn how_a_dial_ended_decides_its_outcome() {
+        let f = |call_status, sip_code| AttemptFacts {
+            call_status,
+            sip_code,
+            ..Default::default()
+        };
+        let cases = [
+            (f(Some("busy"), Some(486)), Outcome::Busy),
+            (f(Some("busy"), Some(600)), Outcome::Busy),
+            (f(Some("no_answer"), Some(480)), Outcome::NoAnswer),
+            (f(Some("rejected"), Some(603)), Outcome::Declined),
+            (f(Some("rejected"), Some(404)), Outcome::Failed),
+            (f(Some("failed"), Some(503)), Outcome::Failed),
+            (f(None, None), Outcome::Failed),
+            (f(Some("canceled"), Some(487)), Outcome::Canceled),
+            (f(Some("answered"), Some(200)), Outcome::Completed),
+        ];
+        for (facts, want) in cases {
+            assert_eq!(Outcome::of(&facts, 5), want, "{facts:?}");
+        }
+        let answered = AttemptFacts {
+            call_status: Some("answered"),
+            sip_code: Some(200),
+            ..Default::default()
+        };
+        let machine = AttemptFacts {
+            machine: true,
+            ..answered
+        };
+        assert_eq!(Outcome::of(&machine, 5), Outcome::Voicemail);
+        let left = AttemptFacts {
+            remote_hangup: true,
+            talk_secs: 3,
+            ..answered
+        };
+        assert_eq!(Outcome::of(&left, 5), Outcome::Dropped);
+        assert_eq!(Outcome::of(&left, 0), Outcome::Completed);
+        let hung_up_by_bot = AttemptFacts {
+            talk_secs: 3,
+            ..answered
+        };
+        assert_eq!(Outcome::of(&hung_up_by_bot, 5), Outcome::Completed);
+        let opt_out = AttemptFacts {
+            opted_out: true,
+            remote_hangup: true,
+            ..answered
+        };
+        assert_eq!(Outcome::of(&opt_out, 5), Outcome::OptedOut);
+        let no = AttemptFacts {
+            declined: true,
+            ..answered
+        };
+        assert_eq!(Outcome::of(&no, 5), Outcome::Declined);
     }
 }

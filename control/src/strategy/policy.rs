@@ -44,6 +44,8 @@ pub enum Finish {
     Declined,
     /// The recipient opted out during the call.
     OptedOut,
+    /// This side canceled the attempt (a hang-up request).
+    Canceled,
     /// The number is on the do-not-call list.
     Suppressed,
     /// The last outcome has no retry rule, or its retries are used up.
@@ -77,6 +79,7 @@ pub fn next_attempt(strategy: &Strategy, s: &Situation<'_>) -> Next {
                 Outcome::Completed => return Next::Finish(Finish::Completed),
                 Outcome::Declined => return Next::Finish(Finish::Declined),
                 Outcome::OptedOut => return Next::Finish(Finish::OptedOut),
+                Outcome::Canceled => return Next::Finish(Finish::Canceled),
                 o => match strategy.rule(o) {
                     Some(rule) => rule,
                     None => return Next::Finish(Finish::RetriesExhausted(o)),
