@@ -10,49 +10,32 @@
 //! One job per file: `lifecycle`, [`prepare`] (what a call runs: scenario version, agent,
 //! from-number, trunk, time zone), `error` (retryable or permanent setup failures),
 //! `outbound` (placing a call up to its answer), `answered` (running an answered call and
-//! storing its end), `port` (the `CallPort` and what the call waits on), `play` and
-//! `listen` (prompts and listen turns), `speak` (a language model's reply spoken as it
-//! streams), `sms`, `transfer`, and `history` (the saved
-//! history's types).
+//! storing its end), `port` (the `CallPort` over the call's three parts: `context` what
+//! it runs with, `io` its leg, media and what ends it, `record` what its history keeps),
+//! `play` and `listen` (prompts and listen turns), `speak` (a language model's reply
+//! spoken as it streams), `sms`, `transfer`, and `history` (the saved history's types).
+//!
+//! The turn logic that waits on several things at once is a sans-IO machine fed events
+//! and the time, with its own tests on simulated time, beside the scenario crate's
+//! `ListenTurn` and `PlayTurn`: `reply` (a streamed reply).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use bytes::Bytes;
-use callsmith_control::objects::CallObjects;
 use callsmith_control::store::{
     AgentRecord, CommunicationRecord,
-    communications::{CallFinish, CallWrite, CommunicationStatus},
+    communications::{CallFinish, CallWrite},
 };
-use callsmith_media::{
-    MediaEvent, MediaSession, PlayEnd,
-    amd::{AmdConfig, AmdDecision as Amd},
-    prompt::{Playable, Prompt},
-    recording::RecordingTarget,
-    stt::{SttEvent, SttParams},
-    tts::TtsRequest,
-};
-use callsmith_scenarios::{
-    interpreter::{CallDirection, CallInfo, CallRun, Program, Tz},
-    model::MappingEntry,
-    port::*,
-    webhook::{CompiledRequest, WebhookOutcome},
-};
-use callsmith_sip::{CallLeg, EndInfo, LegEvent, LocalMedia, NegotiatedMedia};
-use chrono::{DateTime, Utc};
-use futures::StreamExt;
-use serde_json::Value;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use callsmith_sip::{CallLeg, EndInfo, LegEvent};
+use chrono::Utc;
+use tracing::warn;
 
 use crate::runtime::Runtime;
 
 mod answered;
+mod context;
 mod error;
 mod history;
+mod io;
 mod leg;
 pub mod lifecycle;
 mod listen;
@@ -61,20 +44,19 @@ mod outbound;
 mod play;
 mod port;
 mod prepare;
+mod record;
+mod reply;
 mod sms;
 mod speak;
 mod transfer;
 
 pub use answered::AnsweredCall;
 pub use error::CallError;
-use history::*;
+pub use io::ForcedEnd;
 pub use leg::{BrowserLeg, Leg};
-use live::Live;
 pub use outbound::run_outbound;
-use port::*;
-pub use port::{ForcedEnd, LivePort};
+pub use port::LivePort;
 pub use prepare::{Prepared, prepare};
-use sms::*;
 
 fn media_codec(c: callsmith_sip::SdpCodec) -> callsmith_media::g711::Codec {
     match c {

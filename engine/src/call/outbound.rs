@@ -1,7 +1,27 @@
 //! Placing an outbound call: wait for its cps slot, place it through the SIP stack and
 //! wait for the answer; every outcome before an answer is written here.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use callsmith_control::store::communications::{CallFinish, CallWrite, CommunicationStatus};
+use callsmith_control::store::{AgentRecord, CommunicationRecord};
+use callsmith_media::MediaSession;
+use callsmith_scenarios::interpreter::CallDirection;
+use callsmith_sip::{CallLeg, LegEvent, LocalMedia, NegotiatedMedia};
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::ForcedEnd;
+use super::error::CallError;
+use super::leg::Leg;
+use super::lifecycle;
+use super::prepare::{Prepared, prepare};
+use super::{finish, media_codec, wait_end};
+use crate::runtime::Runtime;
 
 /// Waits until `at` (at once when it has passed); false when `draining` is cancelled first.
 pub(super) async fn wait_for_slot(draining: &CancellationToken, at: DateTime<Utc>) -> bool {

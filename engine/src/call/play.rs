@@ -2,12 +2,21 @@
 //! reference (through the one audio resolver), played with keys and the call's end taken
 //! in meanwhile.
 
+use std::sync::Arc;
+
+use callsmith_media::tts::{Synthesis, TtsRequest};
+use callsmith_media::{
+    PlayEnd, PlayHandle,
+    prompt::{Playable, Prompt},
+};
+use callsmith_scenarios::port::{PlayOutcome, PromptSpec, TtsVoice};
 use callsmith_scenarios::turn::{PlayAction, PlayEvent, PlayTurn, PlayoutEnd};
+use tokio::time::Instant;
 
-use callsmith_media::PlayHandle;
-use callsmith_media::tts::Synthesis;
-
-use super::*;
+use super::history::PromptLog;
+use super::io::{CallEnd, CallEvent};
+use super::port::LivePort;
+use super::record::ReplyTimes;
 
 impl LivePort {
     /// The synthesis request for `text` in `voice`: the default synthesizer when the voice
@@ -16,7 +25,7 @@ impl LivePort {
     pub(super) fn tts_request(&mut self, text: &str, voice: &TtsVoice) -> TtsRequest {
         let req = TtsRequest {
             engine: if voice.engine.is_empty() {
-                self.rt.settings.default_tts_engine.clone()
+                self.ctx.rt.settings.default_tts_engine.clone()
             } else {
                 voice.engine.clone()
             },
@@ -26,9 +35,10 @@ impl LivePort {
             speed: voice.speed.unwrap_or(1.0),
             text: text.to_string(),
         };
-        let req = if self.rt.tts.cached(&req).is_none() && !self.rt.tts.has_engine(&req.engine) {
+        let rt = &self.ctx.rt;
+        let req = if rt.tts.cached(&req).is_none() && !rt.tts.has_engine(&req.engine) {
             TtsRequest {
-                engine: self.rt.settings.default_tts_engine.clone(),
+                engine: rt.settings.default_tts_engine.clone(),
                 ..req
             }
         } else {
@@ -36,8 +46,8 @@ impl LivePort {
         };
         // The local speech node's synthesizer while the node is not ready (loading,
         // restarting): espeak-ng speaks instead of a silent, failed prompt.
-        if self.rt.local_speech_down(&req.engine) && self.rt.tts.cached(&req).is_none() {
-            self.errors.push(format!(
+        if rt.local_speech_down(&req.engine) && rt.tts.cached(&req).is_none() {
+            self.record.error(format!(
                 "prompt: the local speech node is not ready; spoken with {} instead of {}",
                 crate::config::FALLBACK_TTS_ENGINE,
                 req.engine
@@ -59,7 +69,7 @@ impl LivePort {
         match prompt {
             PromptSpec::Tts { text, voice } => {
                 let req = self.tts_request(text, voice);
-                self.rt.tts.synthesis(&req).map_err(|e| e.to_string())
+                self.ctx.rt.tts.synthesis(&req).map_err(|e| e.to_string())
             }
             PromptSpec::File { url } => Ok(Synthesis {
                 playable: self.file_prompt(url).await?,
@@ -72,20 +82,13 @@ impl LivePort {
     /// ([`callsmith_control::audio_ref`]): the account's own audio files and objects, or a
     /// public URL through the guarded client. The fetch stops when the call ends.
     pub(super) async fn file_prompt(&mut self, url: &str) -> Result<Playable, String> {
-        let audio = self.rt.services.audio.clone();
-        let account = self.comm.account_sid.clone();
+        let audio = self.ctx.rt.services.audio.clone();
+        let account = self.ctx.comm.account_sid.clone();
         let reference = url.to_string();
         let fetch = async move { audio.fetch(&account, &reference).await };
-        tokio::pin!(fetch);
-        let bytes = loop {
-            tokio::select! {
-                r = &mut fetch => break r.map_err(|e| e.to_string())?,
-                h = self.next_happening() => {
-                    if let Some(why) = self.wait_interrupted(h) {
-                        return Err(format!("fetching {url:?} stopped: {why}"));
-                    }
-                }
-            }
+        let bytes = match self.while_up(fetch).await {
+            Ok(r) => r.map_err(|e| e.to_string())?,
+            Err(why) => return Err(format!("fetching {url:?} stopped: {why}")),
         };
         let ext = url.rsplit_once('.').map(|(_, e)| e.to_string());
         let p = Prompt::decode_off_runtime(bytes, ext)
@@ -101,7 +104,7 @@ impl LivePort {
         prompt: &PromptSpec,
         interruptible: bool,
     ) -> PlayOutcome {
-        if self.ended.is_some() {
+        if self.io.hung_up() {
             return PlayOutcome::HungUp;
         }
         let at_ms = self.ms();
@@ -111,8 +114,8 @@ impl LivePort {
         let synthesis = match self.playable(prompt).await {
             Ok(p) => p,
             Err(e) => {
-                self.errors.push(format!("prompt: {e}"));
-                self.keep_prompt(PromptLog {
+                self.record.error(format!("prompt: {e}"));
+                self.record.keep_prompt(PromptLog {
                     at_ms,
                     prompt: prompt.clone(),
                     interruptible,
@@ -132,7 +135,7 @@ impl LivePort {
             Playable::Prompt(_) => None,
         };
         let is_tts = matches!(prompt, PromptSpec::Tts { .. });
-        let handle = match self.session.play(synthesis.playable, interruptible) {
+        let handle = match self.io.session.play(synthesis.playable, interruptible) {
             Ok(h) => h,
             Err(e) => return PlayOutcome::Failed(e.to_string()),
         };
@@ -146,16 +149,17 @@ impl LivePort {
         if let Some(Some(Err(e))) = synthesis.status.as_ref().map(|s| s.result())
             && outcome == PlayOutcome::Completed
         {
-            self.errors.push(format!("prompt: {e}"));
+            self.record.error(format!("prompt: {e}"));
             error = Some(e.clone());
             outcome = PlayOutcome::Failed(e);
         }
-        if let (Some(answer), Some(first)) = (self.answer_ns.take(), first_rtp_ns) {
+        if let (Some(answer), Some(first)) = (self.record.take_answer(), first_rtp_ns) {
             let first_synthesis_ns = match &source {
                 Some(s) => s.first_audio_ns(),
                 None => is_tts.then_some(requested_ns),
             };
-            self.record_turn_latency(
+            self.record.turn_latency(
+                &self.ctx.rt.turns,
                 answer,
                 ReplyTimes {
                     ready_ns,
@@ -165,7 +169,7 @@ impl LivePort {
                 },
             );
         }
-        self.keep_prompt(PromptLog {
+        self.record.keep_prompt(PromptLog {
             at_ms,
             prompt: prompt.clone(),
             interruptible,
@@ -199,7 +203,7 @@ impl LivePort {
                     played_ms = o.played_ms;
                     play.handle_event(PlayEvent::PlayoutEnded(playout_end(o.end)));
                 }
-                h = self.next_happening() => self.play_happening(&mut play, h),
+                ev = self.next() => play_event(&mut play, ev),
             }
         }
     }
@@ -209,37 +213,24 @@ impl LivePort {
         let mut done = None;
         while let Some(action) = play.poll_action() {
             match action {
-                PlayAction::KeepDigit(d) => self.pending_dtmf.push(d),
+                PlayAction::KeepDigit(d) => self.io.keep_digit(d),
                 PlayAction::StopPlayout => {
-                    let _ = self.session.stop_playout();
+                    let _ = self.io.session.stop_playout();
                 }
                 PlayAction::Done(o) => done = Some(o),
             }
         }
         done
     }
+}
 
-    /// Feeds what happened while a prompt plays to its [`PlayTurn`].
-    pub(super) fn play_happening(&mut self, play: &mut PlayTurn, h: Happening) {
-        match h {
-            Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => {
-                play.handle_event(PlayEvent::Digit(digit));
-            }
-            Happening::Media(None) => self.media_events = None,
-            Happening::Media(Some(_)) => {}
-            Happening::Signal(s) => {
-                if let Some(d) = self.on_signal(s) {
-                    play.handle_event(PlayEvent::Digit(d));
-                }
-                if self.ended.is_some() {
-                    play.handle_event(PlayEvent::HungUp);
-                }
-            }
-            Happening::Forced(f) => {
-                self.force_end(f);
-                play.handle_event(PlayEvent::CallEnding);
-            }
-        }
+/// Feeds what happened on the call while a prompt plays to its [`PlayTurn`].
+pub(super) fn play_event(play: &mut PlayTurn, ev: CallEvent) {
+    match ev {
+        CallEvent::Digit(d) => play.handle_event(PlayEvent::Digit(d)),
+        CallEvent::Media(_) => {}
+        CallEvent::Ended(CallEnd::HungUp) => play.handle_event(PlayEvent::HungUp),
+        CallEvent::Ended(CallEnd::Forced(_)) => play.handle_event(PlayEvent::CallEnding),
     }
 }
 

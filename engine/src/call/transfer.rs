@@ -14,10 +14,18 @@
 //! this module only sequences them. Every attempt is kept as a [`TransferLog`] in the call
 //! history (`transfers`), beside the interpreter's `transferred` trace event.
 
-use callsmith_media::Bridge;
-use callsmith_sip::{CallStatus, OutboundCall};
+use std::time::Duration;
 
-use super::*;
+use callsmith_media::{Bridge, MediaSession, PlayEnd, prompt::Playable};
+use callsmith_scenarios::port::{PromptSpec, TransferOutcome, TransferSpec};
+use callsmith_sip::{CallStatus, EndInfo, LegEvent, LocalMedia, OutboundCall};
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use super::history::{PromptLog, TransferLog};
+use super::io::{CallEnd, CallEvent};
+use super::port::LivePort;
+use super::{media_codec, wait_end};
 
 /// Longest a caller or target may take to acknowledge our hang-up.
 const END_WAIT: Duration = Duration::from_secs(5);
@@ -66,41 +74,29 @@ impl LivePort {
             TransferOutcome::Failure(why) => ("failure".into(), Some(why.clone())),
             TransferOutcome::Timeout => ("timeout".into(), log.detail.take()),
         };
-        info!(communication = %self.comm.sid, mode = %log.mode, outcome = %log.outcome, detail = ?log.detail, "call transfer");
-        self.transfers.push(log);
+        info!(communication = %self.ctx.comm.sid, mode = %log.mode, outcome = %log.outcome, detail = ?log.detail, "call transfer");
+        self.record.keep_transfer(log);
     }
 
     /// Handles something that happened on the caller's side during a transfer; returns why the
     /// transfer must stop when the caller is gone (or the call must end).
-    fn caller_gone(&mut self, h: Happening) -> Option<String> {
-        match h {
-            Happening::Media(Some(_)) => None,
-            Happening::Media(None) => {
-                self.media_events = None;
-                None
-            }
-            Happening::Signal(s) => {
-                self.on_signal(s);
-                self.ended
-                    .as_ref()
-                    .map(|_| "the caller hung up".to_string())
-            }
-            Happening::Forced(f) => {
-                self.force_end(f);
-                Some(f.message().into())
-            }
+    fn caller_gone(ev: CallEvent) -> Option<String> {
+        match ev {
+            CallEvent::Digit(_) | CallEvent::Media(_) => None,
+            CallEvent::Ended(CallEnd::HungUp) => Some("the caller hung up".into()),
+            CallEvent::Ended(CallEnd::Forced(f)) => Some(f.message().into()),
         }
     }
 
     pub(super) async fn blind_transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
         let mut log = TransferLog::started("blind", spec, self.ms());
         if let Some(m) = &spec.message_to_client {
-            let _ = self.play(m, false).await;
+            let _ = self.play_prompt(m, false).await;
         }
-        let outcome = if self.ended.is_some() {
+        let outcome = if self.io.hung_up() {
             TransferOutcome::Failure("the caller hung up".into())
         } else {
-            let refer = self.leg.refer(&spec.number, &spec.sip_headers);
+            let refer = self.io.leg.refer(&spec.number, &spec.sip_headers);
             match tokio::time::timeout(ring_timeout(spec), refer).await {
                 Err(_) => TransferOutcome::Timeout,
                 Ok(callsmith_sip::ReferOutcome::Succeeded { sip_code }) => {
@@ -139,10 +135,11 @@ impl LivePort {
         spec: &TransferSpec,
         log: &mut TransferLog,
     ) -> TransferOutcome {
-        if self.ended.is_some() {
+        if self.io.hung_up() {
             return TransferOutcome::Failure("the caller hung up".into());
         }
-        let mut target_media = match self.rt.media.open_session(None) {
+        let rt = self.ctx.rt.clone();
+        let mut target_media = match rt.media.open_session(None) {
             Ok(s) => s,
             Err(e) => {
                 return TransferOutcome::Failure(format!(
@@ -154,19 +151,18 @@ impl LivePort {
         drop(target_media.take_events());
         let ring = ring_timeout(spec);
         let from_number = match spec.from.trim() {
-            "" => self.from_number.clone(),
+            "" => self.ctx.from_number.clone(),
             f => f.to_string(),
         };
-        let placed = self
-            .rt
+        let placed = rt
             .sip
             .place_call(OutboundCall {
-                trunk: Some(self.trunk.clone()),
+                trunk: Some(self.ctx.trunk.clone()),
                 from_number,
                 from_display: None,
                 to_number: spec.number.clone(),
                 headers: spec.sip_headers.clone(),
-                local_media: LocalMedia::g711(self.rt.settings.media_ip, target_media.local_port()),
+                local_media: LocalMedia::g711(rt.settings.media_ip, target_media.local_port()),
                 ring_timeout: ring,
             })
             .await;
@@ -190,8 +186,8 @@ impl LivePort {
                     Some(_) => {}
                     None => return TransferOutcome::Failure("the transfer leg closed".into()),
                 },
-                h = self.next_happening() => {
-                    if let Some(why) = self.caller_gone(h) {
+                ev = self.next() => {
+                    if let Some(why) = Self::caller_gone(ev) {
                         target.hangup();
                         if let Some(end) = wait_end(&mut target, END_WAIT).await { log.target_ended(&end); }
                         return TransferOutcome::Failure(why);
@@ -225,12 +221,12 @@ impl LivePort {
         let client = self
             .prompt_playable(spec.message_to_client.as_ref())
             .await
-            .and_then(|p| start_on(&self.session, p));
+            .and_then(|p| start_on(&self.io.session, p));
         for e in [&manager, &client]
             .into_iter()
             .filter_map(|r| r.as_ref().err())
         {
-            self.errors.push(format!("transfer prompt: {e}"));
+            self.record.error(format!("transfer prompt: {e}"));
         }
         let (manager, client) = (manager.ok().flatten(), client.ok().flatten());
         let t0 = Instant::now();
@@ -256,7 +252,7 @@ impl LivePort {
                 o = &mut client_wait, if !client_done => {
                     client_done = true;
                     if let (Some(o), Some(p)) = (o, spec.message_to_client.as_ref()) {
-                        self.keep_prompt(PromptLog {
+                        self.record.keep_prompt(PromptLog {
                             at_ms: client_at,
                             prompt: p.clone(),
                             interruptible: false,
@@ -275,20 +271,20 @@ impl LivePort {
                     Some(LegEvent::Ended(end)) => {
                         log.target_ended(&end);
                         log.ended_by = Some("target".into());
-                        let _ = self.session.stop_playout();
+                        let _ = self.io.session.stop_playout();
                         let _ = target_media.close().await;
                         return TransferOutcome::Failure("the transfer target hung up before the bridge".into());
                     }
                     Some(_) => {}
                     None => {
-                        let _ = self.session.stop_playout();
+                        let _ = self.io.session.stop_playout();
                         return TransferOutcome::Failure("the transfer leg closed".into());
                     }
                 },
-                h = self.next_happening() => {
-                    if let Some(why) = self.caller_gone(h) {
+                ev = self.next() => {
+                    if let Some(why) = Self::caller_gone(ev) {
                         log.ended_by = Some("caller".into());
-                        let _ = self.session.stop_playout();
+                        let _ = self.io.session.stop_playout();
                         target.hangup();
                         if let Some(end) = wait_end(&mut target, END_WAIT).await { log.target_ended(&end); }
                         let _ = target_media.close().await;
@@ -299,7 +295,7 @@ impl LivePort {
         }
 
         // 3. The bridge, until either side hangs up; then the other side is hung up.
-        let bridge = match Bridge::start(&self.session, &target_media) {
+        let bridge = match Bridge::start(&self.io.session, &target_media) {
             Ok(b) => b,
             Err(e) => {
                 target.hangup();
@@ -308,7 +304,7 @@ impl LivePort {
             }
         };
         log.bridged_ms = Some(self.ms());
-        info!(communication = %self.comm.sid, target_call_id = target.call_id(), "transfer bridged");
+        info!(communication = %self.ctx.comm.sid, target_call_id = target.call_id(), "transfer bridged");
         loop {
             tokio::select! {
                 ev = target.next_event() => match ev {
@@ -316,21 +312,21 @@ impl LivePort {
                         log.target_ended(&end);
                         log.ended_by = Some("target".into());
                         bridge.stop();
-                        self.leg.hangup();
-                        self.wait_leg_end(END_WAIT).await;
+                        self.io.hangup();
+                        self.io.wait_leg_end(END_WAIT).await;
                         break;
                     }
                     Some(_) => {}
                     None => {
                         log.ended_by = Some("target".into());
                         bridge.stop();
-                        self.leg.hangup();
-                        self.wait_leg_end(END_WAIT).await;
+                        self.io.hangup();
+                        self.io.wait_leg_end(END_WAIT).await;
                         break;
                     }
                 },
-                h = self.next_happening() => {
-                    if self.caller_gone(h).is_some() {
+                ev = self.next() => {
+                    if Self::caller_gone(ev).is_some() {
                         log.ended_by = Some("caller".into());
                         bridge.stop();
                         target.hangup();
