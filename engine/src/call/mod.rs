@@ -17,21 +17,20 @@
 //!
 //! The turn logic that waits on several things at once is a sans-IO machine fed events
 //! and the time, with its own tests on simulated time, beside the scenario crate's
-//! `ListenTurn` and `PlayTurn`: `reply` (a streamed reply).
-
-use std::time::Duration;
+//! `ListenTurn` and `PlayTurn`: `reply` (a streamed reply), `ring` (a placed leg up to its
+//! answer: an outbound call's, a transfer target's) and `bridge` (a bridged transfer).
 
 use callsmith_control::store::{
     AgentRecord, CommunicationRecord,
     communications::{CallFinish, CallWrite},
 };
-use callsmith_sip::{CallLeg, EndInfo, LegEvent};
 use chrono::Utc;
 use tracing::warn;
 
 use crate::runtime::Runtime;
 
 mod answered;
+mod bridge;
 mod context;
 mod error;
 mod history;
@@ -46,6 +45,7 @@ mod port;
 mod prepare;
 mod record;
 mod reply;
+mod ring;
 mod sms;
 mod speak;
 mod transfer;
@@ -63,21 +63,6 @@ fn media_codec(c: callsmith_sip::SdpCodec) -> callsmith_media::g711::Codec {
         callsmith_sip::SdpCodec::Pcmu => callsmith_media::g711::Codec::Pcmu,
         callsmith_sip::SdpCodec::Pcma => callsmith_media::g711::Codec::Pcma,
     }
-}
-
-/// Waits for a leg's `Ended` event.
-async fn wait_end(leg: &mut CallLeg, within: Duration) -> Option<EndInfo> {
-    tokio::time::timeout(within, async {
-        while let Some(ev) = leg.next_event().await {
-            if let LegEvent::Ended(e) = ev {
-                return Some(e);
-            }
-        }
-        None
-    })
-    .await
-    .ok()
-    .flatten()
 }
 
 /// Writes why a call this node created claimed (inbound, browser) did not come up.

@@ -75,6 +75,11 @@ impl CallRecord {
         }
     }
 
+    /// When the call was answered.
+    pub(super) fn started(&self) -> Instant {
+        self.started
+    }
+
     /// Milliseconds since the answer.
     pub(super) fn ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
