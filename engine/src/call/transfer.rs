@@ -11,7 +11,8 @@
 //!   failed) → `failure`; a bridge that ran → `success`.
 //!
 //! SIP stays in callsmith-sip (legs, events) and audio in callsmith-media (sessions, bridge);
-//! this module only sequences them. Every attempt is kept as a [`TransferLog`] in the call
+//! what a bridged transfer does when is decided by [`BridgeTurn`], which this module feeds
+//! the two legs' events and the time and whose actions it carries out. Every attempt is kept as a [`TransferLog`] in the call
 //! history (`transfers`), beside the interpreter's `transferred` trace event.
 
 use std::future::Future;
