@@ -1,7 +1,31 @@
 //! An answered call: its port is built, its scenario run, and its end (history, recording,
 //! the final write) stored.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use callsmith_control::objects::CallObjects;
+use callsmith_control::store::CommunicationRecord;
+use callsmith_control::store::communications::{
+    CONSENT_VARIABLE, CallFinish, CommunicationStatus, consent_granted,
+};
+use callsmith_media::{MediaSession, recording::RecordingTarget};
+use callsmith_scenarios::interpreter::{CallDirection, CallInfo, CallRun, Program};
+use callsmith_sip::{CallStatus, NegotiatedMedia};
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use super::LivePort;
+use super::context::CallContext;
+use super::io::{CallIo, ForcedEnd};
+use super::leg::Leg;
+use super::live::Live;
+use super::prepare::Prepared;
+use super::record::{CallFacts, CallRecord};
+use super::{finish, media_codec};
+use crate::runtime::Runtime;
 
 /// An answered call, ready to run its scenario: everything a call holds while it is up,
 /// in one heap allocation. The tasks around it hold only a pointer, and nothing is kept
@@ -25,7 +49,7 @@ impl AnsweredCall {
         rt: Runtime,
         comm: CommunicationRecord,
         prep: Prepared,
-        mut session: MediaSession,
+        session: MediaSession,
         leg: Leg,
         media: NegotiatedMedia,
         direction: CallDirection,
@@ -63,7 +87,6 @@ impl AnsweredCall {
         }
         let call_id = leg.call_id().to_string();
         let trunk = leg.trunk().to_string();
-        let media_events = session.take_events();
         let info = CallInfo {
             direction,
             recipient: comm.recipient.clone(),
@@ -72,28 +95,24 @@ impl AnsweredCall {
             timezone: tz,
             data,
         };
-        let port = LivePort {
-            deadline: Instant::now() + rt.settings.max_call,
-            rt,
-            comm,
-            agent,
-            from_number,
+        let started = Instant::now();
+        let io = CallIo::new(
             session,
-            media_events,
             leg,
-            ended: None,
-            started: Instant::now(),
-            pending_dtmf: String::new(),
-            turns: Vec::new(),
-            prompts: Vec::new(),
-            errors: Vec::new(),
-            turn_audio_saves: Vec::new(),
-            trunk,
-            transfers: Vec::new(),
-            answer_ns: None,
+            started + rt.settings.max_call,
+            rt.hangup_all.clone(),
             hangup,
-            forced: None,
-            live: live.map(Live::new),
+        );
+        let port = LivePort {
+            ctx: CallContext {
+                rt,
+                comm,
+                agent,
+                from_number,
+                trunk,
+            },
+            io,
+            record: CallRecord::new(started, live.map(Live::new)),
         };
         Box::new(AnsweredCall {
             port,
@@ -131,39 +150,19 @@ impl AnsweredCall {
         // Hang up if the scenario ended without the caller leaving, and wait for the end
         // (briefly when the peer stopped sending RTP: it is likely gone and will not
         // answer the BYE).
-        if port.ended.is_none() {
-            port.leg.hangup();
-            let within = if port.forced == Some(ForcedEnd::RtpTimeout) {
+        if !port.io.hung_up() {
+            port.io.hangup();
+            let within = if port.io.forced() == Some(ForcedEnd::RtpTimeout) {
                 Duration::from_secs(2)
             } else {
                 Duration::from_secs(10)
             };
-            port.wait_leg_end(within).await;
+            port.io.wait_leg_end(within).await;
         }
         let ended_at = Utc::now();
-        let LivePort {
-            rt,
-            comm,
-            from_number,
-            session,
-            mut turns,
-            turn_audio_saves,
-            prompts,
-            errors,
-            ended,
-            transfers,
-            forced,
-            live,
-            ..
-        } = port;
-        for (i, save) in turn_audio_saves {
-            if !save.await.unwrap_or(false)
-                && let Some(t) = turns.get_mut(i)
-            {
-                t.speech_recognition_recording = None;
-            }
-        }
-        let (stats, rec_info) = match session.close().await {
+        let LivePort { ctx, io, record } = port;
+        let (forced, hangup) = (io.forced(), io.end_info().cloned());
+        let (stats, rec_info) = match io.into_session().close().await {
             Ok((s, r)) => (Some(s), r),
             Err(e) => {
                 warn!(error = %e, "closing the media session failed");
@@ -176,8 +175,14 @@ impl AnsweredCall {
                 .ok()
                 .and_then(|v| v.get("reason").and_then(|r| r.as_str()).map(String::from))
         });
-        let duration = (ended_at - answered_at).num_milliseconds().max(0);
-        let history = CallHistory {
+        let CallContext {
+            rt,
+            comm,
+            agent,
+            from_number,
+            ..
+        } = ctx;
+        let facts = CallFacts {
             communication_id: comm.sid.clone(),
             direction: comm.direction.clone(),
             recipient: comm.recipient.clone(),
@@ -185,25 +190,12 @@ impl AnsweredCall {
             call_id,
             answered_at,
             ended_at,
-            duration_ms: duration,
-            end: run.end.clone(),
-            forced_end: forced.map(|f| f.reason().to_string()),
-            hangup: ended.as_ref().map(|e| HangupLog {
-                call_status: e.call_status.as_str().into(),
-                sip_code: e.sip_code,
-                reason: e.reason.clone(),
-                by: format!("{:?}", e.by).to_lowercase(),
-            }),
-            goals: run.goals.clone(),
-            variables: run.variables.clone(),
-            steps: run.steps,
-            trace: run.trace.events.clone(),
-            prompts,
-            turns,
-            errors,
-            transfers,
+            forced,
+            hangup: hangup.as_ref(),
             media: stats,
         };
+        let (history, live) = record.into_history(facts, &run).await;
+        let duration = history.duration_ms;
         let history_path = objects.history();
         let saved = match serde_json::to_vec(&history) {
             Ok(bytes) => rt
@@ -218,7 +210,7 @@ impl AnsweredCall {
         }
         let f = CallFinish {
             communication_status: CommunicationStatus::Completed,
-            call_status: Some(callsmith_sip::CallStatus::Answered.as_str().into()),
+            call_status: Some(CallStatus::Answered.as_str().into()),
             sip_code: Some(200),
             duration: (duration + 500) / 1000,
             goals: run.goals.clone(),
@@ -228,13 +220,11 @@ impl AnsweredCall {
             end_reason,
             error: None,
             answered_at: Some(answered_at),
-            consent_granted: callsmith_control::store::communications::consent_granted(
-                run.variables
-                    .get(callsmith_control::store::communications::CONSENT_VARIABLE)
-                    .map(String::as_str),
+            consent_granted: consent_granted(
+                run.variables.get(CONSENT_VARIABLE).map(String::as_str),
             ),
         };
-        finish(&rt, &comm, port.agent.as_deref(), &f).await;
+        finish(&rt, &comm, agent.as_deref(), &f).await;
         if let Some(live) = live {
             live.end(&f);
         }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use callsmith_media::browser::BrowserPeer;
 use callsmith_sip::{CallStatus, Party, ReferOutcome};
 
-use super::*;
+use callsmith_sip::{CallLeg, EndInfo, LegEvent};
 
 /// The party a call's scenario talks to.
 pub enum Leg {

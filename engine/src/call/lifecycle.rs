@@ -7,9 +7,18 @@
 //! that cannot go on writes (or answers) its own outcome and the lifecycle stops there;
 //! from the answer on, both directions are the same [`AnsweredCall`].
 
-use super::*;
+use async_trait::async_trait;
 use callsmith_control::hangups::HangupHandle;
 use callsmith_control::live::LiveFeed;
+use callsmith_control::store::CommunicationRecord;
+use callsmith_media::MediaSession;
+use callsmith_scenarios::interpreter::CallDirection;
+use callsmith_sip::NegotiatedMedia;
+
+use super::AnsweredCall;
+use super::leg::Leg;
+use super::prepare::Prepared;
+use crate::runtime::Runtime;
 
 /// How a call of one direction gets from its start to an answered leg.
 #[async_trait]

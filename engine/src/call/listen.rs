@@ -1,9 +1,19 @@
 //! Listen turns in a live call: speech through a recognition stream, keys (RFC 4733 and SIP
 //! INFO), silence and the call's end.
 
+use bytes::Bytes;
+use callsmith_control::objects::CallObjects;
+use callsmith_media::MediaEvent;
+use callsmith_media::stt::{SttEvent, SttParams};
+use callsmith_scenarios::port::{Heard, ListenSpec};
 use callsmith_scenarios::turn::{ListenAction, ListenEvent, ListenTurn};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::warn;
 
-use super::*;
+use super::history::TurnLog;
+use super::io::CallEvent;
+use super::port::LivePort;
 
 /// A 16-bit PCM mono WAV at 8 kHz.
 pub(super) fn wav_8k_mono(pcm: &[i16]) -> Vec<u8> {
@@ -33,18 +43,18 @@ impl LivePort {
     /// means is decided by [`ListenTurn`]; this feeds it the call's I/O and does what it
     /// asks.
     pub(super) async fn listen_turn(&mut self, spec: &ListenSpec) -> Heard {
-        if self.ended.is_some() {
+        if self.io.hung_up() {
             return Heard::HungUp;
         }
-        self.answer_ns = None;
+        self.record.turn_started();
         let mut turn = TurnLog {
-            index: self.turns.len() + 1,
+            index: self.record.next_turn_index(),
             started_ms: self.ms(),
             ..Default::default()
         };
         let mut stt = None;
         if let Some(speech) = &spec.speech {
-            match self.rt.stt_pool(&speech.engine) {
+            match self.ctx.rt.stt_pool(&speech.engine) {
                 Some(pool) => {
                     let params = SttParams {
                         language: if speech.language.is_empty() {
@@ -56,7 +66,7 @@ impl LivePort {
                         interim_results: true,
                         endpointing_ms: speech.speech_timeout_secs.map(endpointing_ms),
                     };
-                    match self.session.start_stt(&pool, params).await {
+                    match self.io.session.start_stt(&pool, params).await {
                         Ok(s) => {
                             turn.stt_node = Some(s.node.name.clone());
                             stt = Some(s);
@@ -78,10 +88,10 @@ impl LivePort {
             .unwrap_or_default();
         // Speech is detected while a turn takes it (a turn that takes only keys needs no
         // detector); the turn's end turns detection off again.
-        let _ = self.session.watch_speech(spec.speech.is_some());
+        let _ = self.io.session.watch_speech(spec.speech.is_some());
         // The caller's audio is kept only to store a speech turn's recording.
         let mut audio = if spec.speech.is_some() {
-            self.session.tap_caller_audio(3000).ok()
+            self.io.session.tap_caller_audio(3000).ok()
         } else {
             None
         };
@@ -92,7 +102,7 @@ impl LivePort {
             listen.handle_event(now(), ListenEvent::RecognitionFailed);
         }
         if listen.takes_keys() {
-            let typed = std::mem::take(&mut self.pending_dtmf);
+            let typed = self.io.take_typed();
             listen.typed_during_prompt(&typed, now());
         }
         // Recognition latency of the last final transcript fed, and the node's decision
@@ -147,9 +157,7 @@ impl LivePort {
             tokio::select! {
                 ev = stt_next => match ev {
                     Some(SttEvent::Transcript(t)) => {
-                        if let Some(live) = &self.live {
-                            live.transcript(&t.text, t.is_final, self.ms());
-                        }
+                        self.record.transcript(&t.text, t.is_final);
                         if t.is_final {
                             final_latency_ms = Some(t.at_ms.saturating_sub(t.end_ms));
                             decision_lag_ms = t.decision_to_final_ms;
@@ -171,41 +179,27 @@ impl LivePort {
                     Some(f) => if pcm.len() < 8000 * 60 { pcm.extend_from_slice(&f.pcm) },
                     None => audio = None,
                 },
-                h = self.next_happening() => match h {
-                    Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => {
-                        listen.handle_event(now(), ListenEvent::Digit(digit));
-                    }
-                    Happening::Media(Some(MediaEvent::SpeechStarted { .. })) => {
+                ev = self.next() => match ev {
+                    CallEvent::Digit(d) => listen.handle_event(now(), ListenEvent::Digit(d)),
+                    CallEvent::Media(MediaEvent::SpeechStarted { .. }) => {
                         listen.handle_event(now(), ListenEvent::SpeechStarted);
                     }
-                    Happening::Media(Some(MediaEvent::SpeechStopped { hangover_ms, .. })) => {
+                    CallEvent::Media(MediaEvent::SpeechStopped { hangover_ms, .. }) => {
                         turn.speech_ended_ms =
                             Some(self.ms().saturating_sub(u64::from(hangover_ms)));
                     }
-                    Happening::Media(Some(_)) => {}
-                    Happening::Media(None) => self.media_events = None,
-                    Happening::Signal(s) => {
-                        if let Some(d) = self.on_signal(s) {
-                            listen.handle_event(now(), ListenEvent::Digit(d));
-                        }
-                        if self.ended.is_some() {
-                            listen.handle_event(now(), ListenEvent::HungUp);
-                        }
-                    }
-                    Happening::Forced(f) => {
-                        self.force_end(f);
-                        listen.handle_event(now(), ListenEvent::HungUp);
-                    }
+                    CallEvent::Media(_) => {}
+                    CallEvent::Ended(_) => listen.handle_event(now(), ListenEvent::HungUp),
                 },
                 _ = tokio::time::sleep_until(Instant::from_std(deadline)) => listen.handle_timeout(now()),
             }
         };
         if matches!(heard, Heard::Speech { .. } | Heard::Dtmf { .. }) {
-            self.answer_ns = Some(callsmith_media::clock::now_ns());
+            self.record.answered_now();
         }
         drop(stt);
         drop(audio);
-        let _ = self.session.watch_speech(false);
+        let _ = self.io.session.watch_speech(false);
         turn.ended_ms = self.ms();
         match &heard {
             Heard::Speech { transcript, .. } => {
@@ -219,25 +213,29 @@ impl LivePort {
             Heard::NoInput => turn.heard = "no_input".into(),
             Heard::HungUp => turn.heard = "hung_up".into(),
         }
-        if spec.speech.is_some() {
-            turn.speech_recognition_recording = self.save_turn_audio(turn.index, pcm);
-        }
-        if let Some(live) = &self.live {
-            live.turn(&turn);
-        }
-        self.turns.push(turn);
+        let upload = if spec.speech.is_some() {
+            self.save_turn_audio(turn.index, pcm)
+                .map(|(reference, upload)| {
+                    turn.speech_recognition_recording = Some(reference);
+                    upload
+                })
+        } else {
+            None
+        };
+        self.record.keep_turn(turn, upload);
         heard
     }
 
     /// Starts storing a turn's caller audio off the reply's path (the reply must not wait
-    /// for object storage) and returns the reference it will have.
-    pub(super) fn save_turn_audio(&mut self, index: usize, pcm: Vec<i16>) -> Option<String> {
+    /// for object storage): the reference it will have, and its upload.
+    fn save_turn_audio(&self, index: usize, pcm: Vec<i16>) -> Option<(String, JoinHandle<bool>)> {
         if pcm.is_empty() {
             return None;
         }
-        let path = CallObjects::new(&self.comm.account_sid, &self.comm.sid).speech_turn(index);
+        let comm = &self.ctx.comm;
+        let path = CallObjects::new(&comm.account_sid, &comm.sid).speech_turn(index);
         let reference = callsmith_control::objects::bucket_reference(&path);
-        let objects = self.rt.objects().clone();
+        let objects = self.ctx.rt.objects().clone();
         let upload = tokio::spawn(async move {
             let bytes = wav_8k_mono(&pcm);
             match objects
@@ -251,8 +249,7 @@ impl LivePort {
                 }
             }
         });
-        self.turn_audio_saves.push((self.turns.len(), upload));
-        Some(reference)
+        Some((reference, upload))
     }
 }
 

@@ -8,7 +8,10 @@ use callsmith_control::live::LiveFeed;
 use callsmith_scenarios::history::{Event, TraceEvent};
 use serde_json::json;
 
-use super::*;
+use callsmith_control::store::communications::CallFinish;
+use callsmith_scenarios::port::PromptSpec;
+
+use super::history::{PromptLog, TurnLog};
 
 /// A call's feed and the brick it is in (prompts and turns are told with their brick).
 pub struct Live {

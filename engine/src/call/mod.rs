@@ -10,49 +10,31 @@
 //! One job per file: `lifecycle`, [`prepare`] (what a call runs: scenario version, agent,
 //! from-number, trunk, time zone), `error` (retryable or permanent setup failures),
 //! `outbound` (placing a call up to its answer), `answered` (running an answered call and
-//! storing its end), `port` (the `CallPort` and what the call waits on), `play` and
-//! `listen` (prompts and listen turns), `speak` (a language model's reply spoken as it
-//! streams), `sms`, `transfer`, and `history` (the saved
-//! history's types).
+//! storing its end), `port` (the `CallPort` over the call's three parts: `context` what
+//! it runs with, `io` its leg, media and what ends it, `record` what its history keeps),
+//! `play` and `listen` (prompts and listen turns), `speak` (a language model's reply
+//! spoken as it streams), `sms`, `transfer`, and `history` (the saved history's types).
+//!
+//! The turn logic that waits on several things at once is a sans-IO machine fed events
+//! and the time, with its own tests on simulated time, beside the scenario crate's
+//! `ListenTurn` and `PlayTurn`: `reply` (a streamed reply), `ring` (a placed leg up to its
+//! answer: an outbound call's, a transfer target's) and `bridge` (a bridged transfer).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
-
-use async_trait::async_trait;
-use bytes::Bytes;
-use callsmith_control::objects::CallObjects;
 use callsmith_control::store::{
     AgentRecord, CommunicationRecord,
-    communications::{CallFinish, CallWrite, CommunicationStatus},
+    communications::{CallFinish, CallWrite},
 };
-use callsmith_media::{
-    MediaEvent, MediaSession, PlayEnd,
-    amd::{AmdConfig, AmdDecision as Amd},
-    prompt::{Playable, Prompt},
-    recording::RecordingTarget,
-    stt::{SttEvent, SttParams},
-    tts::TtsRequest,
-};
-use callsmith_scenarios::{
-    interpreter::{CallDirection, CallInfo, CallRun, Program, Tz},
-    model::MappingEntry,
-    port::*,
-    webhook::{CompiledRequest, WebhookOutcome},
-};
-use callsmith_sip::{CallLeg, EndInfo, LegEvent, LocalMedia, NegotiatedMedia};
-use chrono::{DateTime, Utc};
-use futures::StreamExt;
-use serde_json::Value;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use chrono::Utc;
+use tracing::warn;
 
 use crate::runtime::Runtime;
 
 mod answered;
+mod bridge;
+mod context;
 mod error;
 mod history;
+mod io;
 mod leg;
 pub mod lifecycle;
 mod listen;
@@ -61,41 +43,26 @@ mod outbound;
 mod play;
 mod port;
 mod prepare;
+mod record;
+mod reply;
+mod ring;
 mod sms;
 mod speak;
 mod transfer;
 
 pub use answered::AnsweredCall;
 pub use error::CallError;
-use history::*;
+pub use io::ForcedEnd;
 pub use leg::{BrowserLeg, Leg};
-use live::Live;
 pub use outbound::run_outbound;
-use port::*;
-pub use port::{ForcedEnd, LivePort};
+pub use port::LivePort;
 pub use prepare::{Prepared, prepare};
-use sms::*;
 
 fn media_codec(c: callsmith_sip::SdpCodec) -> callsmith_media::g711::Codec {
     match c {
         callsmith_sip::SdpCodec::Pcmu => callsmith_media::g711::Codec::Pcmu,
         callsmith_sip::SdpCodec::Pcma => callsmith_media::g711::Codec::Pcma,
     }
-}
-
-/// Waits for a leg's `Ended` event.
-async fn wait_end(leg: &mut CallLeg, within: Duration) -> Option<EndInfo> {
-    tokio::time::timeout(within, async {
-        while let Some(ev) = leg.next_event().await {
-            if let LegEvent::Ended(e) = ev {
-                return Some(e);
-            }
-        }
-        None
-    })
-    .await
-    .ok()
-    .flatten()
 }
 
 /// Writes why a call this node created claimed (inbound, browser) did not come up.

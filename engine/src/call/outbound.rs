@@ -1,7 +1,28 @@
 //! Placing an outbound call: wait for its cps slot, place it through the SIP stack and
 //! wait for the answer; every outcome before an answer is written here.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use callsmith_control::store::communications::{CallFinish, CallWrite, CommunicationStatus};
+use callsmith_control::store::{AgentRecord, CommunicationRecord};
+use callsmith_media::MediaSession;
+use callsmith_scenarios::interpreter::CallDirection;
+use callsmith_sip::{CallLeg, LocalMedia, NegotiatedMedia};
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::ForcedEnd;
+use super::error::CallError;
+use super::leg::Leg;
+use super::lifecycle;
+use super::prepare::{Prepared, prepare};
+use super::ring::{RingAction, RingEnd, RingEvent, Ringing};
+use super::{finish, media_codec};
+use crate::runtime::Runtime;
 
 /// Waits until `at` (at once when it has passed); false when `draining` is cancelled first.
 pub(super) async fn wait_for_slot(draining: &CancellationToken, at: DateTime<Utc>) -> bool {
@@ -179,62 +200,84 @@ async fn place(
         }
     };
     info!(communication = %comm.sid, call_id = leg.call_id(), "call placed");
-    // Wait for the answer (or the end) — bounded by the ring timeout plus a margin.
-    let answer_deadline = Instant::now() + rt.settings.ring_timeout + Duration::from_secs(40);
-    let media = loop {
-        let ev = tokio::select! {
-            ev = leg.next_event() => ev,
-            _ = tokio::time::sleep_until(answer_deadline) => { leg.hangup(); None }
-            _ = rt.hangup_all.cancelled() => { leg.hangup(); None }
-            _ = hangup.cancelled() => { leg.hangup(); None }
-        };
-        match ev {
-            Some(LegEvent::Answered(m)) => break Some(m),
-            Some(LegEvent::EarlyMedia(m)) => {
-                let _ = session.set_remote(m.remote_rtp, media_codec(m.codec), m.telephone_event);
+    // Wait for the answer (or the end): bounded by the ring timeout plus a margin; a
+    // shutdown or a hang-up through the API gives up on it. A leg given up on is hung up
+    // and its end awaited for 10 s.
+    let deadline = Instant::now() + rt.settings.ring_timeout + Duration::from_secs(40);
+    let mut ringing = Ringing::new(deadline.into_std(), Duration::from_secs(10));
+    let ended = loop {
+        let mut over = None;
+        while let Some(action) = ringing.poll_action() {
+            match action {
+                RingAction::EarlyMedia(m) => {
+                    let _ =
+                        session.set_remote(m.remote_rtp, media_codec(m.codec), m.telephone_event);
+                }
+                RingAction::HangUp => leg.hangup(),
+                RingAction::Done(end) => over = Some(end),
             }
-            Some(LegEvent::Ended(end)) => {
-                // A call that could not be set up says why (no response, a 5xx...).
-                let failed = end.call_status == callsmith_sip::CallStatus::Failed;
-                let f = CallFinish {
-                    communication_status: CommunicationStatus::Completed,
-                    call_status: Some(end.call_status.as_str().into()),
-                    sip_code: end.sip_code.map(i64::from),
-                    variables: "{}".into(),
-                    end_reason: Some("not_answered".into()),
-                    error: failed.then(|| end.reason.clone()),
-                    ..CallFinish::new(CommunicationStatus::Completed)
-                };
-                finish(rt, comm, prep.agent.as_deref(), &f).await;
-                return None;
-            }
-            Some(_) => {}
-            None => break None,
+        }
+        if let Some(end) = over {
+            break end;
+        }
+        let open = ringing.ringing();
+        let timeout = ringing.poll_timeout().unwrap_or(deadline.into_std());
+        let now = || Instant::now().into_std();
+        tokio::select! {
+            ev = leg.next_event() => ringing.handle_event(now(), match ev {
+                Some(ev) => RingEvent::Leg(ev),
+                None => RingEvent::LegClosed,
+            }),
+            _ = tokio::time::sleep_until(timeout.into()) => ringing.handle_timeout(now()),
+            _ = rt.hangup_all.cancelled(), if open => ringing.handle_event(now(), RingEvent::GiveUp),
+            _ = hangup.cancelled(), if open => ringing.handle_event(now(), RingEvent::GiveUp),
         }
     };
-    let Some(media) = media else {
-        let end = wait_end(&mut leg, Duration::from_secs(10)).await;
-        let f = CallFinish {
-            communication_status: CommunicationStatus::Completed,
-            call_status: Some(
-                end.as_ref()
-                    .map_or("canceled", |e| e.call_status.as_str())
+    let end = match ended {
+        RingEnd::Answered(media) => Ok(media),
+        RingEnd::Ended(end) => {
+            // A call that could not be set up says why (no response, a 5xx...).
+            let failed = end.call_status == callsmith_sip::CallStatus::Failed;
+            let f = CallFinish {
+                communication_status: CommunicationStatus::Completed,
+                call_status: Some(end.call_status.as_str().into()),
+                sip_code: end.sip_code.map(i64::from),
+                variables: "{}".into(),
+                end_reason: Some("not_answered".into()),
+                error: failed.then(|| end.reason.clone()),
+                ..CallFinish::new(CommunicationStatus::Completed)
+            };
+            finish(rt, comm, prep.agent.as_deref(), &f).await;
+            return None;
+        }
+        RingEnd::Closed => Err(None),
+        RingEnd::GaveUp { end, .. } => Err(end),
+    };
+    let media = match end {
+        Ok(media) => media,
+        Err(end) => {
+            let f = CallFinish {
+                communication_status: CommunicationStatus::Completed,
+                call_status: Some(
+                    end.as_ref()
+                        .map_or("canceled", |e| e.call_status.as_str())
+                        .into(),
+                ),
+                sip_code: end.and_then(|e| e.sip_code.map(i64::from)),
+                variables: "{}".into(),
+                end_reason: Some(
+                    if hangup.is_cancelled() {
+                        ForcedEnd::HangupRequested.reason()
+                    } else {
+                        "not_answered"
+                    }
                     .into(),
-            ),
-            sip_code: end.and_then(|e| e.sip_code.map(i64::from)),
-            variables: "{}".into(),
-            end_reason: Some(
-                if hangup.is_cancelled() {
-                    ForcedEnd::HangupRequested.reason()
-                } else {
-                    "not_answered"
-                }
-                .into(),
-            ),
-            ..CallFinish::new(CommunicationStatus::Completed)
-        };
-        finish(rt, comm, prep.agent.as_deref(), &f).await;
-        return None;
+                ),
+                ..CallFinish::new(CommunicationStatus::Completed)
+            };
+            finish(rt, comm, prep.agent.as_deref(), &f).await;
+            return None;
+        }
     };
     rt.journal
         .queue(CallWrite::Answered {

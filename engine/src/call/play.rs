@@ -2,14 +2,24 @@
 //! reference (through the one audio resolver), played with keys and the call's end taken
 //! in meanwhile.
 
+use std::sync::Arc;
+
+use callsmith_media::tts::{Synthesis, TtsRequest};
+use callsmith_media::{
+    PlayEnd, PlayHandle,
+    prompt::{Playable, Prompt},
+};
+use callsmith_scenarios::port::{PlayOutcome, PromptSpec, TtsVoice};
 use callsmith_scenarios::turn::{PlayAction, PlayEvent, PlayTurn, PlayoutEnd};
+use tokio::time::Instant;
 
 use callsmith_control::audio_ref::Located;
-use callsmith_media::PlayHandle;
 use callsmith_media::prompt::PromptError;
-use callsmith_media::tts::Synthesis;
 
-use super::*;
+use super::history::PromptLog;
+use super::io::{CallEnd, CallEvent};
+use super::port::LivePort;
+use super::record::ReplyTimes;
 
 impl LivePort {
     /// The synthesis request for `text` in `voice`: the default synthesizer when the voice
@@ -18,7 +28,7 @@ impl LivePort {
     pub(super) fn tts_request(&mut self, text: &str, voice: &TtsVoice) -> TtsRequest {
         let req = TtsRequest {
             engine: if voice.engine.is_empty() {
-                self.rt.settings.default_tts_engine.clone()
+                self.ctx.rt.settings.default_tts_engine.clone()
             } else {
                 voice.engine.clone()
             },
@@ -28,9 +38,10 @@ impl LivePort {
             speed: voice.speed.unwrap_or(1.0),
             text: text.to_string(),
         };
-        let req = if self.rt.tts.cached(&req).is_none() && !self.rt.tts.has_engine(&req.engine) {
+        let rt = &self.ctx.rt;
+        let req = if rt.tts.cached(&req).is_none() && !rt.tts.has_engine(&req.engine) {
             TtsRequest {
-                engine: self.rt.settings.default_tts_engine.clone(),
+                engine: rt.settings.default_tts_engine.clone(),
                 ..req
             }
         } else {
@@ -38,8 +49,8 @@ impl LivePort {
         };
         // The local speech node's synthesizer while the node is not ready (loading,
         // restarting): espeak-ng speaks instead of a silent, failed prompt.
-        if self.rt.local_speech_down(&req.engine) && self.rt.tts.cached(&req).is_none() {
-            self.errors.push(format!(
+        if rt.local_speech_down(&req.engine) && rt.tts.cached(&req).is_none() {
+            self.record.error(format!(
                 "prompt: the local speech node is not ready; spoken with {} instead of {}",
                 crate::config::FALLBACK_TTS_ENGINE,
                 req.engine
@@ -61,7 +72,7 @@ impl LivePort {
         match prompt {
             PromptSpec::Tts { text, voice } => {
                 let req = self.tts_request(text, voice);
-                self.rt.tts.synthesis(&req).map_err(|e| e.to_string())
+                self.ctx.rt.tts.synthesis(&req).map_err(|e| e.to_string())
             }
             PromptSpec::File { url } => Ok(Synthesis {
                 playable: self.file_prompt(url).await?,
@@ -77,9 +88,9 @@ impl LivePort {
     /// plays it (`Runtime::prompts`), while a URL's audio is fetched and decoded for its
     /// call. The fetch stops when the call ends.
     pub(super) async fn file_prompt(&mut self, url: &str) -> Result<Playable, String> {
-        let audio = self.rt.services.audio.clone();
-        let rt = self.rt.clone();
-        let account = self.comm.account_sid.clone();
+        let audio = self.ctx.rt.services.audio.clone();
+        let rt = self.ctx.rt.clone();
+        let account = self.ctx.comm.account_sid.clone();
         let reference = url.to_string();
         let load = async move {
             match audio
@@ -109,16 +120,9 @@ impl LivePort {
                 }
             }
         };
-        tokio::pin!(load);
-        let prompt = loop {
-            tokio::select! {
-                r = &mut load => break r?,
-                h = self.next_happening() => {
-                    if let Some(why) = self.wait_interrupted(h) {
-                        return Err(format!("fetching {url:?} stopped: {why}"));
-                    }
-                }
-            }
+        let prompt = match self.while_up(load).await {
+            Ok(r) => r?,
+            Err(why) => return Err(format!("fetching {url:?} stopped: {why}")),
         };
         Ok(Playable::Prompt(prompt))
     }
@@ -130,7 +134,7 @@ impl LivePort {
         prompt: &PromptSpec,
         interruptible: bool,
     ) -> PlayOutcome {
-        if self.ended.is_some() {
+        if self.io.hung_up() {
             return PlayOutcome::HungUp;
         }
         let at_ms = self.ms();
@@ -140,8 +144,8 @@ impl LivePort {
         let synthesis = match self.playable(prompt).await {
             Ok(p) => p,
             Err(e) => {
-                self.errors.push(format!("prompt: {e}"));
-                self.keep_prompt(PromptLog {
+                self.record.error(format!("prompt: {e}"));
+                self.record.keep_prompt(PromptLog {
                     at_ms,
                     prompt: prompt.clone(),
                     interruptible,
@@ -161,7 +165,7 @@ impl LivePort {
             Playable::Prompt(_) => None,
         };
         let is_tts = matches!(prompt, PromptSpec::Tts { .. });
-        let handle = match self.session.play(synthesis.playable, interruptible) {
+        let handle = match self.io.session.play(synthesis.playable, interruptible) {
             Ok(h) => h,
             Err(e) => return PlayOutcome::Failed(e.to_string()),
         };
@@ -175,16 +179,17 @@ impl LivePort {
         if let Some(Some(Err(e))) = synthesis.status.as_ref().map(|s| s.result())
             && outcome == PlayOutcome::Completed
         {
-            self.errors.push(format!("prompt: {e}"));
+            self.record.error(format!("prompt: {e}"));
             error = Some(e.clone());
             outcome = PlayOutcome::Failed(e);
         }
-        if let (Some(answer), Some(first)) = (self.answer_ns.take(), first_rtp_ns) {
+        if let (Some(answer), Some(first)) = (self.record.take_answer(), first_rtp_ns) {
             let first_synthesis_ns = match &source {
                 Some(s) => s.first_audio_ns(),
                 None => is_tts.then_some(requested_ns),
             };
-            self.record_turn_latency(
+            self.record.turn_latency(
+                &self.ctx.rt.turns,
                 answer,
                 ReplyTimes {
                     ready_ns,
@@ -194,7 +199,7 @@ impl LivePort {
                 },
             );
         }
-        self.keep_prompt(PromptLog {
+        self.record.keep_prompt(PromptLog {
             at_ms,
             prompt: prompt.clone(),
             interruptible,
@@ -228,7 +233,7 @@ impl LivePort {
                     played_ms = o.played_ms;
                     play.handle_event(PlayEvent::PlayoutEnded(playout_end(o.end)));
                 }
-                h = self.next_happening() => self.play_happening(&mut play, h),
+                ev = self.next() => play_event(&mut play, ev),
             }
         }
     }
@@ -238,37 +243,24 @@ impl LivePort {
         let mut done = None;
         while let Some(action) = play.poll_action() {
             match action {
-                PlayAction::KeepDigit(d) => self.pending_dtmf.push(d),
+                PlayAction::KeepDigit(d) => self.io.keep_digit(d),
                 PlayAction::StopPlayout => {
-                    let _ = self.session.stop_playout();
+                    let _ = self.io.session.stop_playout();
                 }
                 PlayAction::Done(o) => done = Some(o),
             }
         }
         done
     }
+}
 
-    /// Feeds what happened while a prompt plays to its [`PlayTurn`].
-    pub(super) fn play_happening(&mut self, play: &mut PlayTurn, h: Happening) {
-        match h {
-            Happening::Media(Some(MediaEvent::Dtmf { digit, .. })) => {
-                play.handle_event(PlayEvent::Digit(digit));
-            }
-            Happening::Media(None) => self.media_events = None,
-            Happening::Media(Some(_)) => {}
-            Happening::Signal(s) => {
-                if let Some(d) = self.on_signal(s) {
-                    play.handle_event(PlayEvent::Digit(d));
-                }
-                if self.ended.is_some() {
-                    play.handle_event(PlayEvent::HungUp);
-                }
-            }
-            Happening::Forced(f) => {
-                self.force_end(f);
-                play.handle_event(PlayEvent::CallEnding);
-            }
-        }
+/// Feeds what happened on the call while a prompt plays to its [`PlayTurn`].
+pub(super) fn play_event(play: &mut PlayTurn, ev: CallEvent) {
+    match ev {
+        CallEvent::Digit(d) => play.handle_event(PlayEvent::Digit(d)),
+        CallEvent::Media(_) => {}
+        CallEvent::Ended(CallEnd::HungUp) => play.handle_event(PlayEvent::HungUp),
+        CallEvent::Ended(CallEnd::Forced(_)) => play.handle_event(PlayEvent::CallEnding),
     }
 }
 

@@ -3,7 +3,16 @@
 
 use callsmith_control::communication::caller::{self, CallerId};
 
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use callsmith_control::store::{AgentRecord, CommunicationRecord};
+use callsmith_scenarios::interpreter::{Program, Tz};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::error::CallError;
+use crate::runtime::Runtime;
 
 /// What a call runs, resolved before dialling.
 pub struct Prepared {

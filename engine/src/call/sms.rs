@@ -1,6 +1,9 @@
 //! The sms brick in a live call: the agent's SMS settings and provider.
 
-use super::*;
+use callsmith_control::store::AgentRecord;
+use serde_json::Value;
+
+use crate::runtime::Runtime;
 
 /// Sends an SMS through the agent's provider ([`callsmith_control::sms::send`]).
 pub(super) async fn send_sms(

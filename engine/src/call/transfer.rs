@@ -11,46 +11,48 @@
 //!   failed) → `failure`; a bridge that ran → `success`.
 //!
 //! SIP stays in callsmith-sip (legs, events) and audio in callsmith-media (sessions, bridge);
-//! this module only sequences them. Every attempt is kept as a [`TransferLog`] in the call
+//! what a bridged transfer does when is decided by [`BridgeTurn`], which this module feeds
+//! the two legs' events and the time and whose actions it carries out. Every attempt is kept as a [`TransferLog`] in the call
 //! history (`transfers`), beside the interpreter's `transferred` trace event.
 
-use callsmith_media::Bridge;
-use callsmith_sip::{CallStatus, OutboundCall};
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
 
-use super::*;
+use callsmith_media::{Bridge, MediaSession, PlayEnd, Playout, prompt::Playable};
+use callsmith_scenarios::port::{PromptSpec, TransferOutcome, TransferSpec};
+use callsmith_sip::{LocalMedia, OutboundCall, ReferOutcome};
+use tokio::time::Instant;
+use tracing::{info, warn};
 
-/// Longest a caller or target may take to acknowledge our hang-up.
-const END_WAIT: Duration = Duration::from_secs(5);
-/// Extra time past the ring timeout before the engine gives up on the target leg itself.
-const RING_GUARD: Duration = Duration::from_secs(10);
+use super::bridge::{BridgeAction, BridgeEvent, BridgeTurn, END_WAIT, TargetMedia};
+use super::history::{PromptLog, TransferLog};
+use super::io::{CallEnd, CallEvent};
+use super::media_codec;
+use super::port::LivePort;
 
-/// How a call_transfer attempt is kept in the call history.
-trait TransferRecord {
-    fn started(mode: &str, spec: &TransferSpec, started_ms: u64) -> Self;
-    fn target_ended(&mut self, end: &EndInfo);
+/// The two messages of a bridged transfer, playing.
+struct Messages {
+    manager: Pin<Box<dyn Future<Output = Option<Playout>> + Send>>,
+    client: Pin<Box<dyn Future<Output = Option<Playout>> + Send>>,
+    manager_done: bool,
+    client_done: bool,
+    /// When the caller's message started (ms since the answer), for its prompt record.
+    client_at: u64,
+    started: Instant,
 }
 
-impl TransferRecord for TransferLog {
-    fn started(mode: &str, spec: &TransferSpec, started_ms: u64) -> TransferLog {
-        TransferLog::new(mode, &spec.number, started_ms)
-    }
-
-    fn target_ended(&mut self, end: &EndInfo) {
-        self.call_status = Some(end.call_status.as_str().to_string());
-        if end.sip_code.is_some() {
-            self.sip_code = end.sip_code;
+impl Default for Messages {
+    /// Nothing plays yet.
+    fn default() -> Messages {
+        Messages {
+            manager: Box::pin(std::future::pending()),
+            client: Box::pin(std::future::pending()),
+            manager_done: false,
+            client_done: false,
+            client_at: 0,
+            started: Instant::now(),
         }
-    }
-}
-
-/// The brick output for a target leg that ended without being answered.
-fn unanswered(end: &EndInfo) -> TransferOutcome {
-    match end.call_status {
-        CallStatus::NoAnswer => TransferOutcome::Timeout,
-        status => TransferOutcome::Failure(match end.sip_code {
-            Some(code) => format!("transfer target {status}: {code} {}", end.reason),
-            None => format!("transfer target {status}: {}", end.reason),
-        }),
     }
 }
 
@@ -66,55 +68,33 @@ impl LivePort {
             TransferOutcome::Failure(why) => ("failure".into(), Some(why.clone())),
             TransferOutcome::Timeout => ("timeout".into(), log.detail.take()),
         };
-        info!(communication = %self.comm.sid, mode = %log.mode, outcome = %log.outcome, detail = ?log.detail, "call transfer");
-        self.transfers.push(log);
-    }
-
-    /// Handles something that happened on the caller's side during a transfer; returns why the
-    /// transfer must stop when the caller is gone (or the call must end).
-    fn caller_gone(&mut self, h: Happening) -> Option<String> {
-        match h {
-            Happening::Media(Some(_)) => None,
-            Happening::Media(None) => {
-                self.media_events = None;
-                None
-            }
-            Happening::Signal(s) => {
-                self.on_signal(s);
-                self.ended
-                    .as_ref()
-                    .map(|_| "the caller hung up".to_string())
-            }
-            Happening::Forced(f) => {
-                self.force_end(f);
-                Some(f.message().into())
-            }
-        }
+        info!(communication = %self.ctx.comm.sid, mode = %log.mode, outcome = %log.outcome, detail = ?log.detail, "call transfer");
+        self.record.keep_transfer(log);
     }
 
     pub(super) async fn blind_transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
-        let mut log = TransferLog::started("blind", spec, self.ms());
+        let mut log = TransferLog::new("blind", &spec.number, self.ms());
         if let Some(m) = &spec.message_to_client {
-            let _ = self.play(m, false).await;
+            let _ = self.play_prompt(m, false).await;
         }
-        let outcome = if self.ended.is_some() {
+        let outcome = if self.io.hung_up() {
             TransferOutcome::Failure("the caller hung up".into())
         } else {
-            let refer = self.leg.refer(&spec.number, &spec.sip_headers);
+            let refer = self.io.leg.refer(&spec.number, &spec.sip_headers);
             match tokio::time::timeout(ring_timeout(spec), refer).await {
                 Err(_) => TransferOutcome::Timeout,
-                Ok(callsmith_sip::ReferOutcome::Succeeded { sip_code }) => {
+                Ok(ReferOutcome::Succeeded { sip_code }) => {
                     log.sip_code = Some(sip_code);
                     TransferOutcome::Success
                 }
-                Ok(callsmith_sip::ReferOutcome::Failed {
+                Ok(ReferOutcome::Failed {
                     sip_code: None,
                     reason,
                 }) if reason.contains("NOTIFY") => {
                     log.detail = Some(reason);
                     TransferOutcome::Timeout
                 }
-                Ok(callsmith_sip::ReferOutcome::Failed { sip_code, reason }) => {
+                Ok(ReferOutcome::Failed { sip_code, reason }) => {
                     log.sip_code = sip_code;
                     TransferOutcome::Failure(match sip_code {
                         Some(c) => format!("{reason} ({c})"),
@@ -128,8 +108,8 @@ impl LivePort {
     }
 
     pub(super) async fn bridged_transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
-        let mut log = TransferLog::started("bridged", spec, self.ms());
-        let outcome = self.bridge_to_target(spec, &mut log).await;
+        let log = TransferLog::new("bridged", &spec.number, self.ms());
+        let (outcome, log) = self.bridge_to_target(spec, log).await;
         self.keep_transfer(log, &outcome);
         outcome
     }
@@ -137,127 +117,123 @@ impl LivePort {
     async fn bridge_to_target(
         &mut self,
         spec: &TransferSpec,
-        log: &mut TransferLog,
-    ) -> TransferOutcome {
-        if self.ended.is_some() {
-            return TransferOutcome::Failure("the caller hung up".into());
+        mut log: TransferLog,
+    ) -> (TransferOutcome, TransferLog) {
+        if self.io.hung_up() {
+            return (TransferOutcome::Failure("the caller hung up".into()), log);
         }
-        let mut target_media = match self.rt.media.open_session(None) {
+        let rt = self.ctx.rt.clone();
+        let mut target_media = match rt.media.open_session(None) {
             Ok(s) => s,
             Err(e) => {
-                return TransferOutcome::Failure(format!(
-                    "no media session for the transfer leg: {e}"
-                ));
+                let why = format!("no media session for the transfer leg: {e}");
+                return (TransferOutcome::Failure(why), log);
             }
         };
         // The target leg's media events (VAD, DTMF) play no part in the transfer.
         drop(target_media.take_events());
         let ring = ring_timeout(spec);
         let from_number = match spec.from.trim() {
-            "" => self.from_number.clone(),
+            "" => self.ctx.from_number.clone(),
             f => f.to_string(),
         };
-        let placed = self
-            .rt
+        let placed = rt
             .sip
             .place_call(OutboundCall {
-                trunk: Some(self.trunk.clone()),
+                trunk: Some(self.ctx.trunk.clone()),
                 from_number,
                 from_display: None,
                 to_number: spec.number.clone(),
                 headers: spec.sip_headers.clone(),
-                local_media: LocalMedia::g711(self.rt.settings.media_ip, target_media.local_port()),
+                local_media: LocalMedia::g711(rt.settings.media_ip, target_media.local_port()),
                 ring_timeout: ring,
             })
             .await;
         let mut target = match placed {
             Ok(l) => l,
-            Err(e) => return TransferOutcome::Failure(format!("placing the transfer call: {e}")),
+            Err(e) => {
+                let why = format!("placing the transfer call: {e}");
+                return (TransferOutcome::Failure(why), log);
+            }
         };
         log.call_id = Some(target.call_id().to_string());
-
-        // 1. Ringing: the target answers, refuses, or the brick's timeout passes.
-        let guard = Instant::now() + ring + RING_GUARD;
-        let media = loop {
-            tokio::select! {
-                ev = target.next_event() => match ev {
-                    Some(LegEvent::Ringing) => { log.ringing_ms.get_or_insert(self.ms()); }
-                    Some(LegEvent::Answered(m)) => break m,
-                    Some(LegEvent::Ended(end)) => {
-                        log.target_ended(&end);
-                        return unanswered(&end);
+        let started = self.record.started().into_std();
+        let mut turn = BridgeTurn::new(now(), ring, started, log);
+        let mut messages = Messages::default();
+        let mut bridge: Option<Bridge> = None;
+        let (outcome, media) = loop {
+            let mut over = None;
+            while let Some(action) = turn.poll_action() {
+                match action {
+                    BridgeAction::Answered(m) => {
+                        if let Err(e) = target_media.set_remote(
+                            m.remote_rtp,
+                            media_codec(m.codec),
+                            m.telephone_event,
+                        ) {
+                            warn!(error = %e, "setting the transfer leg's media peer failed");
+                        }
+                        messages = self.start_messages(spec, &target_media).await;
                     }
-                    Some(_) => {}
-                    None => return TransferOutcome::Failure("the transfer leg closed".into()),
+                    BridgeAction::HangUpTarget => target.hangup(),
+                    BridgeAction::StopCallerPlayout => {
+                        let _ = self.io.session.stop_playout();
+                    }
+                    BridgeAction::StartBridge => {
+                        match Bridge::start(&self.io.session, &target_media) {
+                            Ok(b) => {
+                                bridge = Some(b);
+                                turn.handle_event(now(), BridgeEvent::BridgeStarted);
+                                info!(communication = %self.ctx.comm.sid, target_call_id = target.call_id(), "transfer bridged");
+                            }
+                            Err(e) => {
+                                turn.handle_event(now(), BridgeEvent::BridgeFailed(e.to_string()))
+                            }
+                        }
+                    }
+                    BridgeAction::StopBridge => {
+                        if let Some(b) = bridge.take() {
+                            b.stop();
+                        }
+                    }
+                    BridgeAction::HangUpCaller => {
+                        self.io.hangup();
+                        self.io.wait_leg_end(END_WAIT).await;
+                    }
+                    BridgeAction::Done(outcome, media) => over = Some((outcome, media)),
+                }
+            }
+            if let Some(o) = over {
+                break o;
+            }
+            let (hears_caller, hears_target) = (turn.hears_caller(), turn.hears_target());
+            let playing = turn.messages_playing();
+            let deadline = turn.poll_timeout();
+            let timeout = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let ev = tokio::select! {
+                ev = target.next_event(), if hears_target => match ev {
+                    Some(ev) => BridgeEvent::Target(ev),
+                    None => BridgeEvent::TargetClosed,
                 },
-                h = self.next_happening() => {
-                    if let Some(why) = self.caller_gone(h) {
-                        target.hangup();
-                        if let Some(end) = wait_end(&mut target, END_WAIT).await { log.target_ended(&end); }
-                        return TransferOutcome::Failure(why);
-                    }
+                ev = self.next(), if hears_caller => match ev {
+                    CallEvent::Ended(CallEnd::HungUp) => BridgeEvent::CallerGone("the caller hung up".into()),
+                    CallEvent::Ended(CallEnd::Forced(f)) => BridgeEvent::CallerGone(f.message().into()),
+                    CallEvent::Digit(_) | CallEvent::Media(_) => continue,
+                },
+                o = &mut messages.manager, if playing && !messages.manager_done => {
+                    messages.manager_done = true;
+                    BridgeEvent::ManagerMessageDone(o.map(|o| o.played_ms))
                 }
-                _ = tokio::time::sleep_until(guard) => {
-                    target.hangup();
-                    if let Some(end) = wait_end(&mut target, END_WAIT).await { log.target_ended(&end); }
-                    return TransferOutcome::Timeout;
-                }
-            }
-        };
-        log.answered_ms = Some(self.ms());
-        log.call_status = Some(CallStatus::Answered.as_str().into());
-        log.sip_code = Some(200);
-        if let Err(e) = target_media.set_remote(
-            media.remote_rtp,
-            media_codec(media.codec),
-            media.telephone_event,
-        ) {
-            warn!(error = %e, "setting the transfer leg's media peer failed");
-        }
-
-        // 2. The two messages, at the same time: the manager hears who is coming, the caller
-        //    hears that they are being connected.
-        let manager = self
-            .prompt_playable(spec.message_to_manager.as_ref())
-            .await
-            .and_then(|p| start_on(&target_media, p));
-        let client_at = self.ms();
-        let client = self
-            .prompt_playable(spec.message_to_client.as_ref())
-            .await
-            .and_then(|p| start_on(&self.session, p));
-        for e in [&manager, &client]
-            .into_iter()
-            .filter_map(|r| r.as_ref().err())
-        {
-            self.errors.push(format!("transfer prompt: {e}"));
-        }
-        let (manager, client) = (manager.ok().flatten(), client.ok().flatten());
-        let t0 = Instant::now();
-        let mut manager_wait = std::pin::pin!(async move {
-            match manager {
-                Some(h) => Some(h.wait().await),
-                None => None,
-            }
-        });
-        let mut client_wait = std::pin::pin!(async move {
-            match client {
-                Some(h) => Some(h.wait().await),
-                None => None,
-            }
-        });
-        let (mut manager_done, mut client_done) = (false, false);
-        while !(manager_done && client_done) {
-            tokio::select! {
-                o = &mut manager_wait, if !manager_done => {
-                    manager_done = true;
-                    log.manager_prompt_played_ms = o.map(|o| o.played_ms);
-                }
-                o = &mut client_wait, if !client_done => {
-                    client_done = true;
+                o = &mut messages.client, if playing && !messages.client_done => {
+                    messages.client_done = true;
                     if let (Some(o), Some(p)) = (o, spec.message_to_client.as_ref()) {
-                        self.keep_prompt(PromptLog {
-                            at_ms: client_at,
+                        self.record.keep_prompt(PromptLog {
+                            at_ms: messages.client_at,
                             prompt: p.clone(),
                             interruptible: false,
                             outcome: match o.end {
@@ -266,87 +242,75 @@ impl LivePort {
                                 PlayEnd::Stopped => "hung_up",
                             }.into(),
                             played_ms: o.played_ms,
-                            elapsed_ms: t0.elapsed().as_millis() as u64,
+                            elapsed_ms: messages.started.elapsed().as_millis() as u64,
                             error: None,
                         });
                     }
+                    BridgeEvent::ClientMessageDone
                 }
-                ev = target.next_event() => match ev {
-                    Some(LegEvent::Ended(end)) => {
-                        log.target_ended(&end);
-                        log.ended_by = Some("target".into());
-                        let _ = self.session.stop_playout();
-                        let _ = target_media.close().await;
-                        return TransferOutcome::Failure("the transfer target hung up before the bridge".into());
-                    }
-                    Some(_) => {}
-                    None => {
-                        let _ = self.session.stop_playout();
-                        return TransferOutcome::Failure("the transfer leg closed".into());
-                    }
-                },
-                h = self.next_happening() => {
-                    if let Some(why) = self.caller_gone(h) {
-                        log.ended_by = Some("caller".into());
-                        let _ = self.session.stop_playout();
-                        target.hangup();
-                        if let Some(end) = wait_end(&mut target, END_WAIT).await { log.target_ended(&end); }
-                        let _ = target_media.close().await;
-                        return TransferOutcome::Failure(why);
-                    }
+                _ = timeout => {
+                    turn.handle_timeout(now());
+                    continue;
                 }
-            }
-        }
-
-        // 3. The bridge, until either side hangs up; then the other side is hung up.
-        let bridge = match Bridge::start(&self.session, &target_media) {
-            Ok(b) => b,
-            Err(e) => {
-                target.hangup();
-                let _ = wait_end(&mut target, END_WAIT).await;
-                return TransferOutcome::Failure(format!("bridging the legs failed: {e}"));
-            }
+            };
+            turn.handle_event(now(), ev);
         };
-        log.bridged_ms = Some(self.ms());
-        info!(communication = %self.comm.sid, target_call_id = target.call_id(), "transfer bridged");
-        loop {
-            tokio::select! {
-                ev = target.next_event() => match ev {
-                    Some(LegEvent::Ended(end)) => {
-                        log.target_ended(&end);
-                        log.ended_by = Some("target".into());
-                        bridge.stop();
-                        self.leg.hangup();
-                        self.wait_leg_end(END_WAIT).await;
-                        break;
-                    }
-                    Some(_) => {}
-                    None => {
-                        log.ended_by = Some("target".into());
-                        bridge.stop();
-                        self.leg.hangup();
-                        self.wait_leg_end(END_WAIT).await;
-                        break;
-                    }
-                },
-                h = self.next_happening() => {
-                    if self.caller_gone(h).is_some() {
-                        log.ended_by = Some("caller".into());
-                        bridge.stop();
-                        target.hangup();
-                        if let Some(end) = wait_end(&mut target, END_WAIT).await { log.target_ended(&end); }
-                        break;
-                    }
-                }
+        let mut log = turn.into_log();
+        match media {
+            TargetMedia::Drop => {}
+            TargetMedia::Close => {
+                let _ = target_media.close().await;
             }
+            TargetMedia::CloseWithStats => match target_media.close().await {
+                Ok((stats, _)) => log.target_media = Some(stats),
+                Err(e) => warn!(error = %e, "closing the transfer leg's media failed"),
+            },
         }
-        // The call status stays `answered`; keep the reason the target leg gave.
-        log.call_status = Some(CallStatus::Answered.as_str().into());
-        match target_media.close().await {
-            Ok((stats, _)) => log.target_media = Some(stats),
-            Err(e) => warn!(error = %e, "closing the transfer leg's media failed"),
+        (outcome, log)
+    }
+
+    /// Starts the two messages at the same time: the manager hears who is coming, the
+    /// caller hears that they are being connected. A message that cannot be had is in the
+    /// history's errors, and counts as played.
+    async fn start_messages(
+        &mut self,
+        spec: &TransferSpec,
+        target_media: &MediaSession,
+    ) -> Messages {
+        let manager = self
+            .prompt_playable(spec.message_to_manager.as_ref())
+            .await
+            .and_then(|p| start_on(target_media, p));
+        let client_at = self.ms();
+        let client = self
+            .prompt_playable(spec.message_to_client.as_ref())
+            .await
+            .and_then(|p| start_on(&self.io.session, p));
+        for e in [&manager, &client]
+            .into_iter()
+            .filter_map(|r| r.as_ref().err())
+        {
+            self.record.error(format!("transfer prompt: {e}"));
         }
-        TransferOutcome::Success
+        let (manager, client) = (manager.ok().flatten(), client.ok().flatten());
+        Messages {
+            manager: Box::pin(async move {
+                match manager {
+                    Some(h) => Some(h.wait().await),
+                    None => None,
+                }
+            }),
+            client: Box::pin(async move {
+                match client {
+                    Some(h) => Some(h.wait().await),
+                    None => None,
+                }
+            }),
+            manager_done: false,
+            client_done: false,
+            client_at,
+            started: Instant::now(),
+        }
     }
 
     /// The audio of a transfer message; None when there is none.
@@ -361,6 +325,12 @@ impl LivePort {
     }
 }
 
+/// The time the transfer machine is fed: the runtime's clock, the one its deadline is
+/// slept on.
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
 /// Starts a non-interruptible prompt on `session`; None when there is none.
 fn start_on(
     session: &MediaSession,
@@ -373,7 +343,10 @@ fn start_on(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use callsmith_scenarios::port::TransferOutcome;
+    use callsmith_sip::{CallStatus, EndInfo};
+
+    use super::super::bridge::unanswered;
 
     fn end(status: CallStatus, code: Option<u16>, reason: &str) -> EndInfo {
         EndInfo {

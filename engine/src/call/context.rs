@@ -1,0 +1,38 @@
+//! The call's context: the runtime it runs in and what it was set up with (the
+//! communication, its agent, the from-number and trunk). Read while the call runs, never
+//! changed by it.
+
+use std::sync::Arc;
+
+use callsmith_control::store::{AccountRecord, AgentRecord, CommunicationRecord};
+
+use crate::runtime::Runtime;
+
+/// What an answered call runs with.
+pub(super) struct CallContext {
+    pub(super) rt: Runtime,
+    pub(super) comm: CommunicationRecord,
+    pub(super) agent: Option<Arc<AgentRecord>>,
+    pub(super) from_number: String,
+    /// The trunk the call runs on (a bridged transfer's second leg leaves through it).
+    pub(super) trunk: String,
+}
+
+impl CallContext {
+    /// The call's account, when its `global_llm` feature flag lets its bricks ask a model.
+    pub(super) async fn llm_account(&self) -> Result<AccountRecord, String> {
+        let store = &self.rt.store;
+        let account = store
+            .account_get(&self.comm.account_sid)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the account no longer exists")?;
+        let enabled = callsmith_control::adapters::llm::llm_enabled(store, &account)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !enabled {
+            return Err("llm_disabled: the global_llm feature flag is off for this account".into());
+        }
+        Ok(account)
+    }
+}

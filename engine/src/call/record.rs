@@ -1,0 +1,242 @@
+//! The call's record: what the saved history keeps of the call as it runs (prompts, listen
+//! turns with their latency, transfers, errors), told to a test call's live feed as it is
+//! kept, and turned into the [`CallHistory`] when the call ends.
+
+use callsmith_media::SessionStats;
+use callsmith_scenarios::history::TraceEvent;
+use callsmith_scenarios::interpreter::CallRun;
+use callsmith_sip::EndInfo;
+use chrono::{DateTime, Utc};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::history::{CallHistory, HangupLog, PromptLog, TransferLog, TurnLog};
+use super::io::ForcedEnd;
+use super::live::Live;
+use crate::runtime::TurnMetrics;
+
+/// The moments of a turn's reply ([`callsmith_media::clock::now_ns`]).
+pub(super) struct ReplyTimes {
+    /// The reply known (classifier, model, webhook done; a streamed reply's first sentence).
+    pub ready_ns: u64,
+    /// The reply handed to the media worker.
+    pub requested_ns: u64,
+    /// Its first synthesised audio (`None` for a file prompt).
+    pub first_synthesis_ns: Option<u64>,
+    /// Its first RTP packet.
+    pub first_rtp_ns: u64,
+}
+
+/// What the history keeps of a call while it runs.
+pub(super) struct CallRecord {
+    /// The answer: the history's times are milliseconds since then.
+    started: Instant,
+    turns: Vec<TurnLog>,
+    prompts: Vec<PromptLog>,
+    errors: Vec<String>,
+    /// Uploads of turn audio still running: (index into `turns`, upload). They are
+    /// awaited before the history is written; a failed one clears its reference.
+    turn_audio_saves: Vec<(usize, JoinHandle<bool>)>,
+    /// call_transfer attempts.
+    transfers: Vec<TransferLog>,
+    /// When the last turn's answer became available ([`callsmith_media::clock::now_ns`]),
+    /// until the reply's first RTP packet is measured.
+    answer_ns: Option<u64>,
+    /// The live feed of a test call (see [`super::live`]).
+    live: Option<Live>,
+}
+
+/// What the history says of the call besides its record.
+pub(super) struct CallFacts<'a> {
+    pub communication_id: String,
+    pub direction: String,
+    pub recipient: String,
+    pub from_number: String,
+    pub call_id: String,
+    pub answered_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+    pub forced: Option<ForcedEnd>,
+    pub hangup: Option<&'a EndInfo>,
+    pub media: Option<SessionStats>,
+}
+
+impl CallRecord {
+    /// The record of a call answered at `started`.
+    pub(super) fn new(started: Instant, live: Option<Live>) -> CallRecord {
+        CallRecord {
+            started,
+            turns: Vec::new(),
+            prompts: Vec::new(),
+            errors: Vec::new(),
+            turn_audio_saves: Vec::new(),
+            transfers: Vec::new(),
+            answer_ns: None,
+            live,
+        }
+    }
+
+    /// When the call was answered.
+    pub(super) fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Milliseconds since the answer.
+    pub(super) fn ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// A line of the history's `errors`.
+    pub(super) fn error(&mut self, line: String) {
+        self.errors.push(line);
+    }
+
+    /// The number the next listen turn gets (from 1).
+    pub(super) fn next_turn_index(&self) -> usize {
+        self.turns.len() + 1
+    }
+
+    /// A listen turn begins: the last reply's latency is no longer measured.
+    pub(super) fn turn_started(&mut self) {
+        self.answer_ns = None;
+    }
+
+    /// The caller answered (speech or keys) now: the reply's latency runs from here.
+    pub(super) fn answered_now(&mut self) {
+        self.answer_ns = Some(callsmith_media::clock::now_ns());
+    }
+
+    /// When the caller's answer the reply now played answers became available (taken).
+    pub(super) fn take_answer(&mut self) -> Option<u64> {
+        self.answer_ns.take()
+    }
+
+    /// Keeps a prompt (and tells the live feed).
+    pub(super) fn keep_prompt(&mut self, log: PromptLog) {
+        if let Some(live) = &self.live {
+            live.prompt(&log);
+        }
+        self.prompts.push(log);
+    }
+
+    /// Keeps a listen turn (and tells the live feed); `upload` stores its audio.
+    pub(super) fn keep_turn(&mut self, turn: TurnLog, upload: Option<JoinHandle<bool>>) {
+        if let Some(live) = &self.live {
+            live.turn(&turn);
+        }
+        if let Some(u) = upload {
+            self.turn_audio_saves.push((self.turns.len(), u));
+        }
+        self.turns.push(turn);
+    }
+
+    /// Keeps a call_transfer attempt.
+    pub(super) fn keep_transfer(&mut self, log: TransferLog) {
+        self.transfers.push(log);
+    }
+
+    /// Tells a test call's live feed an interim or final transcript.
+    pub(super) fn transcript(&self, text: &str, is_final: bool) {
+        if let Some(live) = &self.live {
+            live.transcript(text, is_final, self.ms());
+        }
+    }
+
+    /// Tells a test call's live feed what the interpreter traced.
+    pub(super) fn traced(&self, event: &TraceEvent) {
+        if let Some(live) = &self.live {
+            live.traced(event);
+        }
+    }
+
+    /// Records a turn's latency (answer → first RTP of the reply) and the moments of its
+    /// reply on the last turn, on /metrics and in the live feed.
+    pub(super) fn turn_latency(
+        &mut self,
+        metrics: &TurnMetrics,
+        answer_ns: u64,
+        reply: ReplyTimes,
+    ) {
+        let total_us = reply.first_rtp_ns.saturating_sub(answer_ns) / 1000;
+        let engine_us = reply.requested_ns.saturating_sub(answer_ns) / 1000;
+        metrics.latency.observe(total_us as f64 / 1e6);
+        metrics.engine.observe(engine_us as f64 / 1e6);
+        let now_ns = callsmith_media::clock::now_ns();
+        let ms = self.ms();
+        let ms_at = |ns: u64| ms.saturating_sub(now_ns.saturating_sub(ns) / 1_000_000);
+        let at_ms = ms_at(reply.first_rtp_ns);
+        let (ready_ms, requested_ms) = (ms_at(reply.ready_ns), ms_at(reply.requested_ns));
+        let synthesis_ms = reply.first_synthesis_ns.map(ms_at);
+        if let Some(t) = self.turns.last_mut() {
+            t.reply_ready_ms = Some(ready_ms);
+            t.reply_requested_ms = Some(requested_ms);
+            t.first_synthesis_ms = synthesis_ms;
+            t.reply_first_rtp_ms = Some(at_ms);
+            t.response_ms = t.speech_ended_ms.map(|end| at_ms.saturating_sub(end));
+            if let Some(ms) = t.response_ms {
+                metrics.response.observe(ms as f64 / 1000.0);
+            }
+            t.turn_latency_us = Some(total_us);
+            t.turn_engine_us = Some(engine_us);
+            metrics.observe_stages(t);
+            if let Some(live) = &self.live {
+                live.turn(t);
+            }
+        }
+    }
+
+    /// The saved history of the call: the turn audio uploads are awaited first (a failed
+    /// one clears its turn's reference). The live feed comes back to be told the end.
+    pub(super) async fn into_history(
+        self,
+        facts: CallFacts<'_>,
+        run: &CallRun,
+    ) -> (CallHistory, Option<Live>) {
+        let CallRecord {
+            mut turns,
+            prompts,
+            errors,
+            turn_audio_saves,
+            transfers,
+            live,
+            ..
+        } = self;
+        for (i, save) in turn_audio_saves {
+            if !save.await.unwrap_or(false)
+                && let Some(t) = turns.get_mut(i)
+            {
+                t.speech_recognition_recording = None;
+            }
+        }
+        let duration = (facts.ended_at - facts.answered_at)
+            .num_milliseconds()
+            .max(0);
+        let history = CallHistory {
+            communication_id: facts.communication_id,
+            direction: facts.direction,
+            recipient: facts.recipient,
+            from_number: facts.from_number,
+            call_id: facts.call_id,
+            answered_at: facts.answered_at,
+            ended_at: facts.ended_at,
+            duration_ms: duration,
+            end: run.end.clone(),
+            forced_end: facts.forced.map(|f| f.reason().to_string()),
+            hangup: facts.hangup.map(|e| HangupLog {
+                call_status: e.call_status.as_str().into(),
+                sip_code: e.sip_code,
+                reason: e.reason.clone(),
+                by: format!("{:?}", e.by).to_lowercase(),
+            }),
+            goals: run.goals.clone(),
+            variables: run.variables.clone(),
+            steps: run.steps,
+            trace: run.trace.events.clone(),
+            prompts,
+            turns,
+            errors,
+            transfers,
+            media: facts.media,
+        };
+        (history, live)
+    }
+}
