@@ -4,8 +4,8 @@
 //! (`[[sip.trunks]] inbound_tenant`) reaches only that tenant's numbers (`Store::inbound_route`).
 //! Unknown numbers are rejected 404; while draining, 503.
 
-use callsmith_control::communication::caller;
-use callsmith_control::store::{
+use callsmith_domain::communication::caller;
+use callsmith_domain::store::{
     NewCommunication,
     communications::{COMMUNICATION_PREFIX, CallWrite, Claim, claimed_record},
 };
@@ -16,13 +16,13 @@ use tracing::{info, warn};
 
 use std::sync::Arc;
 
-use callsmith_control::store::InboundRoute;
+use callsmith_domain::store::InboundRoute;
 use callsmith_scenarios::Program;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use callsmith_control::store::CommunicationRecord;
+use callsmith_domain::store::CommunicationRecord;
 use callsmith_media::MediaSession;
 use callsmith_sip::NegotiatedMedia;
 
@@ -84,7 +84,7 @@ impl lifecycle::Setup for Answer {
         let lease =
             chrono::Duration::from_std(rt.settings.lease).unwrap_or(chrono::Duration::seconds(30));
         let new = NewCommunication {
-            sid: callsmith_control::ids::new_sid(COMMUNICATION_PREFIX),
+            sid: callsmith_domain::ids::new_sid(COMMUNICATION_PREFIX),
             tenant_sid: agent.tenant_sid.clone(),
             account_sid: agent.account_sid.clone(),
             agent_sid: Some(agent.sid.clone()),

@@ -298,7 +298,7 @@ pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
     std::fs::write(out.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
     std::fs::write(
         out.join("report.html"),
-        callsmith_control::communication::report::html(&report),
+        callsmith_domain::communication::report::html(&report),
     )?;
 
     let _ = stop.send(());
@@ -348,8 +348,8 @@ async fn turns(
     node: &crate::Node,
     account_sid: &str,
     batch: &str,
-) -> anyhow::Result<Vec<callsmith_control::communication::report::TurnPoint>> {
-    let filter = callsmith_control::store::communications::CommunicationFilter {
+) -> anyhow::Result<Vec<callsmith_domain::communication::report::TurnPoint>> {
+    let filter = callsmith_domain::store::communications::CommunicationFilter {
         batch_sid: Some(batch.to_string()),
         ..Default::default()
     };
@@ -360,13 +360,13 @@ async fn turns(
         .await
         .map_err(|e| anyhow::anyhow!("reading the calls: {e:?}"))?;
     let refs: Vec<_> = rows.iter().collect();
-    let histories = callsmith_control::communication::statistics::read_histories(
+    let histories = callsmith_domain::communication::statistics::read_histories(
         &node.services.objects,
         account_sid,
         &refs,
     )
     .await;
-    Ok(callsmith_control::communication::report::turn_points(
+    Ok(callsmith_domain::communication::report::turn_points(
         &histories,
     ))
 }

@@ -27,9 +27,8 @@ mod speech;
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::Context;
-use callsmith_control::{
-    AppState, Services, Settings, Store, auth::password::PasswordCost, bootstrap,
-};
+use callsmith_control::AppState;
+use callsmith_domain::{Services, Settings, Store, auth::password::PasswordCost, bootstrap};
 use clap::{Parser, Subcommand};
 use config::Config;
 
@@ -116,7 +115,7 @@ struct Node {
     /// state and figures into them).
     services: Services,
     engine: Option<node::Engine>,
-    http: callsmith_control::settings::HttpSettings,
+    http: callsmith_domain::settings::HttpSettings,
     app: callsmith_control::api::Router,
 }
 
@@ -141,7 +140,7 @@ async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result
         login_throttle: cfg.auth.login_throttle()?,
         http: cfg.http.to_control()?,
         objects: cfg.objects.to_control(&cfg.data_dir),
-        stt: callsmith_control::catalog::SttConfig {
+        stt: callsmith_domain::catalog::SttConfig {
             catalog_path: cfg.stt.catalog_path.clone(),
             engines: cfg.stt.engines.clone(),
         },
@@ -150,9 +149,9 @@ async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result
         webhook_allow_hosts: cfg.webhook.allow_hosts.clone(),
         adapters: cfg.adapters.to_control()?,
         statistics_max_communications:
-            callsmith_control::communication::service::DEFAULT_MAX_COMMUNICATIONS,
+            callsmith_domain::communication::service::DEFAULT_MAX_COMMUNICATIONS,
         legacy_max_contacts_per_campaign:
-            callsmith_control::settings::DEFAULT_LEGACY_MAX_CONTACTS_PER_CAMPAIGN,
+            callsmith_domain::settings::DEFAULT_LEGACY_MAX_CONTACTS_PER_CAMPAIGN,
         max_test_calls_per_account: cfg.dialer.max_test_calls_per_account,
         // A node that places calls refuses at once what its trunks could not place.
         sip_trunks: cfg.dialer.enabled.then(|| cfg.sip.node_trunks()),

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use callsmith_bench::{Limit, Series, percentile, svg_plot};
-use callsmith_control::store::CommunicationRecord;
-use callsmith_control::store::communications::CommunicationFilter;
+use callsmith_domain::store::CommunicationRecord;
+use callsmith_domain::store::communications::CommunicationFilter;
 use callsmith_e2e::*;
 use chrono::{DateTime, Utc};
 use clap::{Parser, ValueEnum};

@@ -27,8 +27,8 @@ use callsmith_bench::calls::{
     Sipp, SippJob, all_rows, count_open, history_totals, rate_scenario, wait_all_ended,
 };
 use callsmith_bench::{proc_stat, slope};
-use callsmith_control::communication::CommunicationStatus;
-use callsmith_control::store::communications::CommunicationFilter;
+use callsmith_domain::communication::CommunicationStatus;
+use callsmith_domain::store::communications::CommunicationFilter;
 use callsmith_e2e::{
     AgentSpec, Engine, EngineOptions, create_agent, create_scenario, free_udp_port, provision,
     store_of,

@@ -31,8 +31,8 @@ use anyhow::{Context, Result, bail};
 use callsmith_bench::calls::{Sampler, all_rows, wait_all_ended};
 use callsmith_bench::voice::{self, CallRecord, Callee, Phrase, word_errors};
 use callsmith_bench::{Limit, Series, percentile, svg_plot};
-use callsmith_control::objects::CallObjects;
-use callsmith_control::store::communications::CommunicationFilter;
+use callsmith_domain::objects::CallObjects;
+use callsmith_domain::store::communications::CommunicationFilter;
 use callsmith_e2e::{
     AgentSpec, Engine, EngineOptions, create_agent, create_scenario, provision, store_of,
 };

@@ -23,6 +23,7 @@ pub mod legacy;
 mod metrics;
 mod ops;
 pub mod page;
+pub mod report_page;
 mod server;
 pub mod v1;
 pub mod vocab;

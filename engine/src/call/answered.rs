@@ -228,9 +228,9 @@ impl AnsweredCall {
             end_reason,
             error: None,
             answered_at: Some(answered_at),
-            consent_granted: callsmith_control::store::communications::consent_granted(
+            consent_granted: callsmith_domain::store::communications::consent_granted(
                 run.variables
-                    .get(callsmith_control::store::communications::CONSENT_VARIABLE)
+                    .get(callsmith_domain::store::communications::CONSENT_VARIABLE)
                     .map(String::as_str),
             ),
         };

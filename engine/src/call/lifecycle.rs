@@ -8,8 +8,8 @@
 //! from the answer on, both directions are the same [`AnsweredCall`].
 
 use super::*;
-use callsmith_control::hangups::HangupHandle;
-use callsmith_control::live::LiveFeed;
+use callsmith_domain::hangups::HangupHandle;
+use callsmith_domain::live::LiveFeed;
 
 /// How a call of one direction gets from its start to an answered leg.
 #[async_trait]

@@ -236,7 +236,7 @@ impl LivePort {
             return None;
         }
         let path = CallObjects::new(&self.comm.account_sid, &self.comm.sid).speech_turn(index);
-        let reference = callsmith_control::objects::bucket_reference(&path);
+        let reference = callsmith_domain::objects::bucket_reference(&path);
         let objects = self.rt.objects().clone();
         let upload = tokio::spawn(async move {
             let bytes = wav_8k_mono(&pcm);

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use callsmith_control::objects::CallObjects;
-use callsmith_control::store::{
+use callsmith_domain::objects::CallObjects;
+use callsmith_domain::store::{
     AgentRecord, CommunicationRecord,
     communications::{CallFinish, CallWrite, CommunicationStatus},
 };

@@ -69,7 +69,7 @@ impl LivePort {
     }
 
     /// The audio a file prompt names, through the one audio resolver
-    /// ([`callsmith_control::audio_ref`]): the account's own audio files and objects, or a
+    /// ([`callsmith_domain::audio_ref`]): the account's own audio files and objects, or a
     /// public URL through the guarded client. The fetch stops when the call ends.
     pub(super) async fn file_prompt(&mut self, url: &str) -> Result<Playable, String> {
         let audio = self.rt.services.audio.clone();

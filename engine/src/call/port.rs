@@ -427,14 +427,14 @@ impl LivePort {
     /// The call's account, when its `global_llm` feature flag lets its bricks ask a model.
     pub(super) async fn llm_account(
         &mut self,
-    ) -> Result<callsmith_control::store::AccountRecord, String> {
+    ) -> Result<callsmith_domain::store::AccountRecord, String> {
         let store = self.rt.store.clone();
         let account = store
             .account_get(&self.comm.account_sid)
             .await
             .map_err(|e| e.to_string())?
             .ok_or("the account no longer exists")?;
-        let enabled = callsmith_control::adapters::llm::llm_enabled(&store, &account)
+        let enabled = callsmith_domain::adapters::llm::llm_enabled(&store, &account)
             .await
             .map_err(|e| e.to_string())?;
         if !enabled {
@@ -461,13 +461,13 @@ pub(super) fn amd_config() -> AmdConfig {
 
 /// The chat request of an LLM brick: its messages in order, provider by name (empty: the
 /// first provider serving the model), no tools.
-pub(super) fn chat_request(r: &LlmRequest) -> callsmith_control::adapters::llm::ChatRequest {
-    callsmith_control::adapters::llm::ChatRequest {
+pub(super) fn chat_request(r: &LlmRequest) -> callsmith_domain::adapters::llm::ChatRequest {
+    callsmith_domain::adapters::llm::ChatRequest {
         messages: r
             .messages
             .iter()
             .map(
-                |(role, content)| callsmith_control::adapters::llm::ChatMessage {
+                |(role, content)| callsmith_domain::adapters::llm::ChatMessage {
                     role: role.clone(),
                     content: Some(content.clone()),
                     tool_calls: None,

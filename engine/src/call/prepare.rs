@@ -1,7 +1,7 @@
 //! What a call runs, resolved before it is placed: the scenario version, the agent, the
 //! from-number, the trunk and the time zone.
 
-use callsmith_control::communication::caller::{self, CallerId};
+use callsmith_domain::communication::caller::{self, CallerId};
 
 use super::*;
 
@@ -15,10 +15,10 @@ pub struct Prepared {
     pub tz: Tz,
     pub data: BTreeMap<String, String>,
     /// Cancelled when `POST /v1/communication/{id}/hangup` asks the call to end (the
-    /// token of its [`callsmith_control::hangups`] registration).
+    /// token of its [`callsmith_domain::hangups`] registration).
     pub hangup: CancellationToken,
     /// A test call's live feed (set by the lifecycle; see [`super::live`]).
-    pub live: Option<callsmith_control::live::LiveFeed>,
+    pub live: Option<callsmith_domain::live::LiveFeed>,
     /// Whether the call is recorded: the agent's `call_recording`, or a browser test call
     /// that asks for it (`record` of `POST /v1/communication/-/browser-call`).
     pub record: bool,

@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// Sends an SMS through the agent's provider ([`callsmith_control::sms::send`]).
+/// Sends an SMS through the agent's provider ([`callsmith_domain::sms::send`]).
 pub(super) async fn send_sms(
     rt: &Runtime,
     agent: Option<&AgentRecord>,
@@ -40,5 +40,5 @@ pub(super) async fn send_sms(
             .and_then(|v| v.as_str())
             .unwrap_or(call_from)
     };
-    callsmith_control::sms::send(&rt.services.outbound, &p, from, to, text).await
+    callsmith_domain::sms::send(&rt.services.outbound, &p, from, to, text).await
 }

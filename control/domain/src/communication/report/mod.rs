@@ -13,8 +13,8 @@
 //! The page runs no script: its one `<style>` block is [`STYLE`], its plots are inline
 //! SVG drawn with presentation attributes, and its figures sit in a
 //! `<script type="application/json">` data block, which browsers never execute. Served
-//! over HTTP it goes through [`response`], whose Content-Security-Policy ([`csp`]) allows
-//! that style block by hash and nothing else.
+//! over HTTP (by the HTTP crate) it carries the Content-Security-Policy [`csp`], which
+//! allows that style block by hash and nothing else.
 
 mod cpl;
 mod plot;
@@ -22,9 +22,7 @@ mod series;
 
 use std::sync::OnceLock;
 
-use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use http::{HeaderValue, header};
 use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -115,30 +113,6 @@ pub fn csp() -> &'static str {
 /// The headers of a served report page, for its OpenAPI description.
 pub const PAGE_HEADERS: &str = "The report page. Served with a `Content-Security-Policy` that runs no script and \
 allows only the page's own style block (by hash), `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`";
-
-/// A report page as an HTTP answer: `text/html`, the page's [`csp`],
-/// `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`. Every route
-/// serving a report answers through here.
-pub fn response(page: String) -> Response {
-    let mut r = page.into_response();
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    if let Ok(v) = HeaderValue::from_str(csp()) {
-        h.insert(header::CONTENT_SECURITY_POLICY, v);
-    }
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    r
-}
 
 /// The report as one HTML page with no outside resources.
 pub fn html(report: &Value) -> String {

@@ -6,13 +6,13 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::{CommunicationStatus, history::CallHistory};
 use crate::store::CommunicationRecord;
 
 /// Nearest-rank percentiles of a set of values (all 0 when `count` is 0).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Percentiles {
     /// Values measured.
     pub count: i64,
@@ -40,16 +40,17 @@ impl Percentiles {
 }
 
 /// Statistics of a set of communications.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CallStatistics {
     /// Communications in the set.
     pub total: i64,
     /// Communications by `communication_status`; every status of the vocabulary is present.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub communication_status: BTreeMap<String, i64>,
     /// Communications by `call_status` (how the call leg ended), for those that have one;
     /// only the values seen are present.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub call_status: BTreeMap<String, i64>,
     /// Communications whose INVITE was sent (`started_at` set).
     pub dialled: i64,
@@ -62,7 +63,7 @@ pub struct CallStatistics {
     /// Seconds from answer to hang-up, over the answered calls that ended.
     pub duration_seconds: Percentiles,
     /// Communications that reached each goal (only goals reached are present).
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub goals: BTreeMap<String, i64>,
     /// What the saved histories of the calls say about their audio and turns; absent
     /// where the figures are read from the rows alone (legacy attempt statistics).
@@ -71,7 +72,8 @@ pub struct CallStatistics {
 }
 
 /// Audio and turn quality from call histories.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Quality {
     /// Histories read (answered calls save one; at most [`MAX_QUALITY_HISTORIES`]).
     pub calls: i64,
@@ -90,7 +92,7 @@ pub struct Quality {
     pub turn_latency_ms: Percentiles,
     /// Answering-machine detection verdicts (`human`, `machine`, `unknown`), one per
     /// detection a call ran; only verdicts seen are present.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub amd: BTreeMap<String, i64>,
 }
 

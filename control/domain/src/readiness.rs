@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 
 use parking_lot::RwLock;
 use serde::Serialize;
-use utoipa::ToSchema;
 
 /// The state of one component.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ComponentStatus {
     /// Running and serving.

@@ -25,15 +25,21 @@ impl std::fmt::Display for UnknownName {
 impl std::error::Error for UnknownName {}
 
 /// Defines a text vocabulary: `text_enum!("what it is", #[meta] pub enum Name { Variant = "name", … })`.
-macro_rules! text_enum {
+/// With the crate's `openapi` feature (the HTTP crate's build) the enum also derives
+/// `utoipa::ToSchema`, in whichever crate the vocabulary is defined.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __text_enum {
     // `$text` is a `tt`, not a `literal`: utoipa's derive does not see a `literal`
     // fragment in `#[serde(rename = …)]` (it arrives wrapped in an invisible group) and
     // would document the Rust variant names instead of the names on the wire.
     ($what:literal, $(#[$m:meta])* $vis:vis enum $name:ident { $($(#[$vm:meta])* $variant:ident = $text:tt),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ::serde::Serialize, ::serde::Deserialize, ::utoipa::ToSchema)]
-        $vis enum $name {
-            $($(#[$vm])* #[serde(rename = $text)] $variant),+
+        $crate::__text_enum_schema! {
+            $(#[$m])*
+            #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ::serde::Serialize, ::serde::Deserialize)]
+            $vis enum $name {
+                $($(#[$vm])* #[serde(rename = $text)] $variant),+
+            }
         }
 
         impl $name {
@@ -109,4 +115,26 @@ macro_rules! text_enum {
         }
     };
 }
-pub(crate) use text_enum;
+#[doc(inline)]
+pub use crate::__text_enum as text_enum;
+
+/// The enum item of [`text_enum!`], with the OpenAPI schema derive (feature `openapi`).
+#[cfg(feature = "openapi")]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __text_enum_schema {
+    ($($item:tt)*) => {
+        #[derive(::utoipa::ToSchema)]
+        $($item)*
+    };
+}
+
+/// The enum item of [`text_enum!`] (no OpenAPI schema without the feature `openapi`).
+#[cfg(not(feature = "openapi"))]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __text_enum_schema {
+    ($($item:tt)*) => {
+        $($item)*
+    };
+}

@@ -10,7 +10,6 @@ use std::{
 
 use callsmith_media::stt::{SttNodeConfig, SttPool};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// The catalog shipped with the crate (used when `stt.catalog_path` is unset).
 pub const SHIPPED_CATALOG: &str = include_str!("../catalog/stt-models.json");
@@ -26,7 +25,8 @@ pub struct SttConfig {
 }
 
 /// metadata of a Recognition model option.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ModelMetadata {
     pub auto_punctuation: bool,
@@ -41,7 +41,8 @@ pub struct ModelMetadata {
 }
 
 /// One Recognition model option (the wire form).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelOption {
     pub engine: String,
     pub language: String,

@@ -45,7 +45,6 @@ use object_store::{
 };
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
-use utoipa::ToSchema;
 
 pub mod media_type;
 mod paths;
@@ -60,7 +59,8 @@ pub const SIGNED_ROUTE: &str = "/v1/storage/signed";
 
 /// Which backend holds the objects (the `provider` field of stored resources; it
 /// discriminates the URI scheme: `local` → `file://`, `s3` → `s3://`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Provider {
     #[default]
@@ -153,7 +153,8 @@ impl From<object_store::Error> for ObjectError {
 }
 
 /// A time-bounded download link (the spec's Signed link).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SignedLink {
     pub signed_url: String,
     pub expires_at: DateTime<Utc>,

@@ -6,7 +6,6 @@
 //! [`super::Caller`].
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::Principal;
 
@@ -63,7 +62,8 @@ capabilities! {
 }
 
 /// Roles a user can hold (the `roles` array of a User).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Everything within the account: users, resources, limits.
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn docs_list_every_capability_and_role() {
-        let doc = include_str!("../../../docs/auth.md");
+        let doc = include_str!("../../../../docs/auth.md");
         for c in Capability::ALL {
             assert!(
                 doc.contains(&format!("`{}`", c.as_str())),

@@ -62,7 +62,7 @@ mod tests {
 
     #[test]
     fn ids_are_unique_and_documented() {
-        let doc = include_str!("../../../../docs/adapters.md");
+        let doc = include_str!("../../../../../docs/adapters.md");
         for (i, e) in CATALOG.iter().enumerate() {
             assert!(CATALOG[i + 1..].iter().all(|o| o.id != e.id));
             assert!(

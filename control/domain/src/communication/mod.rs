@@ -4,7 +4,6 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
 
 use crate::store::CommunicationRecord;
 
@@ -17,7 +16,8 @@ mod status;
 pub use status::CommunicationStatus;
 
 /// A communication (one call, outbound or inbound).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Communication {
     pub id: String,
     pub account_sid: String,
@@ -45,10 +45,10 @@ pub struct Communication {
     /// The last goal reached, null when none.
     pub goal: Option<String>,
     /// Scenario variables at the end of the call.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub variables: Value,
     /// The dispatch data (agent path).
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub data: Value,
     pub timezone: String,
     pub is_test: bool,

@@ -13,10 +13,10 @@ use callsmith_scenarios::{
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// What one answered call did, end to end.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CallHistory {
     pub communication_id: String,
@@ -30,7 +30,7 @@ pub struct CallHistory {
     pub ended_at: DateTime<Utc>,
     pub duration_ms: i64,
     /// Why the scenario stopped (`{"reason": "end" | "end_call" | "hung_up" | …}`).
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub end: EndReason,
     /// Set when the engine ended the call itself: `max_duration`, `shutdown`,
     /// `rtp_timeout` or `hangup_requested`.
@@ -45,7 +45,7 @@ pub struct CallHistory {
     pub steps: usize,
     /// Every brick entered, output taken, prompt, input, variable change and goal, with
     /// milliseconds since the answer.
-    #[schema(value_type = Vec<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub trace: Vec<TraceEvent>,
     pub prompts: Vec<PromptLog>,
     pub turns: Vec<TurnLog>,
@@ -54,12 +54,13 @@ pub struct CallHistory {
     pub errors: Vec<String>,
     pub transfers: Vec<TransferLog>,
     /// RTP/RTCP counters of the caller's media session; null when it could not be closed.
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub media: Option<SessionStats>,
 }
 
 /// How the caller's leg ended.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HangupLog {
     /// The call_status vocabulary (answered, busy, no_answer, rejected, failed, canceled).
@@ -71,12 +72,13 @@ pub struct HangupLog {
 }
 
 /// One prompt as played.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PromptLog {
     /// Milliseconds since the answer when the prompt was asked for.
     pub at_ms: u64,
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub prompt: PromptSpec,
     pub interruptible: bool,
     /// `completed`, `interrupted`, `hung_up` or `failed`.
@@ -92,7 +94,8 @@ pub struct PromptLog {
 }
 
 /// One listen turn: timings and what was heard.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TurnLog {
     /// 1 for the call's first turn.
@@ -155,7 +158,8 @@ pub struct TurnLog {
 }
 
 /// One call_transfer attempt.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TransferLog {
     /// `blind` or `bridged`.
@@ -181,7 +185,7 @@ pub struct TransferLog {
     /// Who ended the bridge: `caller` or `target`.
     pub ended_by: Option<String>,
     /// Media counters of the target leg (what the bridge relayed to and from the target).
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub target_media: Option<SessionStats>,
 }
 

@@ -3,10 +3,10 @@
 //! from the stored agent).
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// When the agent may start calls (docs/agents.md): `always` or `weekly`.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
     /// `always` (args: excluded_dates) or `weekly` (args: mon..sun windows
@@ -14,7 +14,7 @@ pub struct Schedule {
     pub strategy: String,
     /// Always an object: omitted or null reads as `{}`.
     #[serde(default = "no_args", deserialize_with = "args_object")]
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub args: serde_json::Value,
 }
 
@@ -30,19 +30,21 @@ fn args_object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<serde_json::Val
 }
 
 /// Call limits of one agent.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     /// New calls this agent starts per second, 1–1000.
-    #[schema(minimum = 1, maximum = 1000)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub cps: i64,
     /// Calls of this agent live at once (calls per line), 1–100000.
-    #[schema(minimum = 1, maximum = 100000)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100000))]
     pub cpl: i64,
 }
 
 /// One result delivery target.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Target {
     /// Absolute http(s) URL the communication result is POSTed to.
@@ -50,7 +52,8 @@ pub struct Target {
 }
 
 /// Where results go.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CommunicationResult {
     #[serde(default)]
@@ -78,7 +81,8 @@ impl CommunicationResult {
 /// provider: `alpha` (use_alpha=true) or `number` (use_alpha=false). The empty settings
 /// (`provider_sid` empty, `use_alpha` false, `alpha` and `number` empty) mean the agent
 /// sends no SMS.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AgentSms {
     /// `smp_` id of a provider of the account; empty when the agent sends no SMS.

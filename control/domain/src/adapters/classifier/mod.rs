@@ -22,7 +22,6 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, Semaphore};
-use utoipa::ToSchema;
 use uuid::Uuid;
 
 use self::{
@@ -35,7 +34,8 @@ use crate::store::{
 };
 
 /// Body of PUT /v1/adapters/ids/classifier/{id}: the training-relevant content.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ClassifierContent {
     /// Algorithm from the catalog (docs/adapters.md).
@@ -45,13 +45,15 @@ pub struct ClassifierContent {
     pub intent: IntentSet,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct IntentSet {
     pub intents: Vec<Intent>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Intent {
     /// Intent id a question brick's answers name (speech_input.intent.id).
@@ -61,7 +63,8 @@ pub struct Intent {
     pub phrase: PhraseSet,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PhraseSet {
     pub phrases: Vec<String>,

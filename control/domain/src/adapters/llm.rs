@@ -21,7 +21,6 @@ use futures::StreamExt;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
 
 /// One configured upstream.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -42,7 +41,8 @@ pub struct LlmProvider {
 }
 
 /// A chat message (OpenAI chat format).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChatMessage {
     /// system, user, assistant or tool.
     pub role: String,
@@ -63,7 +63,8 @@ pub use super::llm_sse::{Accumulator, ChunkEffect, FunctionCall, SseDecoder, Too
 /// Lifecycle of a chat stream. `in_progress` until the upstream finishes; `completed`
 /// after `[DONE]` (or the end of the event stream after a finish_reason); `failed` when
 /// the upstream refused, broke off or reported an error (polls then answer 502).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ChatStatus {
     InProgress,
@@ -72,7 +73,8 @@ pub enum ChatStatus {
 }
 
 /// How a poll returns generated parts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PartsBehavior {
     /// Nothing until the stream finished, then everything (status in_progress before).

@@ -9,10 +9,10 @@ use prometheus_client::{
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct RouteLabels {
-    pub(crate) method: String,
-    pub(crate) route: String,
-    pub(crate) status: u16,
+struct RouteLabels {
+    method: String,
+    route: String,
+    status: u16,
 }
 
 /// The registry and the HTTP metric families. Later subsystems may register their own
@@ -20,8 +20,8 @@ pub(crate) struct RouteLabels {
 #[derive(Debug)]
 pub struct Metrics {
     registry: parking_lot::Mutex<Registry>,
-    pub(crate) requests: Family<RouteLabels, Counter>,
-    pub(crate) latency: Family<RouteLabels, Histogram>,
+    requests: Family<RouteLabels, Counter>,
+    latency: Family<RouteLabels, Histogram>,
     /// Tasks alive on the tokio runtime that serves `/metrics`, read when it is rendered
     /// (a task or timer leak shows as a count that keeps growing with no calls live).
     alive_tasks: Gauge,
@@ -64,6 +64,18 @@ impl Metrics {
             latency,
             alive_tasks,
         }
+    }
+
+    /// Counts one HTTP request answered with `status` under its matched `route` template
+    /// and records how long it took.
+    pub fn record_request(&self, method: &str, route: String, status: u16, seconds: f64) {
+        let labels = RouteLabels {
+            method: method.to_string(),
+            route,
+            status,
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.latency.get_or_create(&labels).observe(seconds);
     }
 
     /// Mutable access to the registry, to register further metrics.
