@@ -37,6 +37,7 @@ pub mod store;
 pub mod test_calls;
 pub mod text_enum;
 pub mod text_field;
+pub mod usecases;
 pub mod webhook;
 
 pub use services::Services;
