@@ -156,8 +156,12 @@ fn describe_error(v: &Value) -> String {
     if out.is_empty() { v.to_string() } else { out }
 }
 
-/// Runs the load; returns the report folder.
-pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
+/// Runs the load with the control API `control_api` builds; returns the report folder.
+pub async fn run(
+    cfg: Config,
+    args: LoadArgs,
+    control_api: crate::ControlApiFactory,
+) -> anyhow::Result<PathBuf> {
     if args.calls == 0 || args.cps == 0 || args.cpl == 0 {
         bail!("--calls, --cps and --cpl must be at least 1");
     }
@@ -178,7 +182,7 @@ pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
     let data = tempfile::tempdir().context("a temporary data directory")?;
     let cfg = node_config(cfg, data.path(), gateway);
     let token = cfg.bootstrap_superuser_token.clone().unwrap_or_default();
-    let node = crate::start(&cfg, None).await?;
+    let node = crate::start(&cfg, None, control_api).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (base, server) = crate::loopback_api(&node, async move {
         let _ = stopped.await;

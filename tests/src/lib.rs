@@ -3,7 +3,7 @@
 //!
 //! The binary is looked up as `$CALLSMITH_BIN`, else `$CARGO_TARGET_DIR/debug/callsmith`,
 //! else `<workspace>/target/debug/callsmith`; build it first with
-//! `cargo build -p callsmith-engine --bin callsmith`.
+//! `cargo build -p callsmith-cli --bin callsmith`.
 
 pub mod scenario;
 
@@ -40,7 +40,7 @@ pub fn binary() -> PathBuf {
     let p = target.join("debug").join("callsmith");
     assert!(
         p.exists(),
-        "{} does not exist: run `cargo build -p callsmith-engine --bin callsmith` (same CARGO_TARGET_DIR) first",
+        "{} does not exist: run `cargo build -p callsmith-cli --bin callsmith` (same CARGO_TARGET_DIR) first",
         p.display()
     );
     p

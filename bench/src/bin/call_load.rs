@@ -12,7 +12,7 @@
 //! Loopback only; bounded in calls and time.
 //!
 //! ```text
-//! cargo build --release -p callsmith-bench --bin call_load -p callsmith-engine
+//! cargo build --release -p callsmith-bench --bin call_load -p callsmith-cli
 //! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith \
 //!   $CARGO_TARGET_DIR/release/call_load --calls 200 --cps 10 --cpl 60
 //! ```

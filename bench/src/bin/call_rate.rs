@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! eval "$(bash scripts/test-deps.sh)"     # PostgreSQL only (CALLSMITH_TEST_PG_ADMIN_URL)
-//! cargo build --release -p callsmith-bench -p callsmith-engine --bin call_rate --bin callsmith
+//! cargo build --release -p callsmith-bench -p callsmith-cli --bin call_rate --bin callsmith
 //! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith \
 //!   $CARGO_TARGET_DIR/release/call_rate --direction both --database both \
 //!   --rates 100,200,300,500 --seconds 10 --find-ceiling

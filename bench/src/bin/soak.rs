@@ -15,7 +15,7 @@
 //!   the load (at most 8 files and 8 tasks more): no task or timer outlives its call.
 //!
 //! ```sh
-//! cargo build --release -p callsmith-engine -p callsmith-bench --bin callsmith --bin soak
+//! cargo build --release -p callsmith-cli -p callsmith-bench --bin callsmith --bin soak
 //! CALLSMITH_BIN=target/release/callsmith target/release/soak --seconds 600 --live 100
 //! ```
 //! The test command runs `soak --seconds 60 --live 20` against the debug build.

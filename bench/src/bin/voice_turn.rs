@@ -18,7 +18,7 @@
 //!
 //! ```sh
 //! eval "$(bash scripts/test-deps.sh)"   # CALLSMITH_STT_PYTHON: the speech node's venv
-//! cargo build --release -p callsmith-bench -p callsmith-engine --bin voice_turn --bin callsmith
+//! cargo build --release -p callsmith-bench -p callsmith-cli --bin voice_turn --bin callsmith
 //! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith \
 //!   $CARGO_TARGET_DIR/release/voice_turn --concurrency 1,5,10 --calls-per-level 12
 //! ```

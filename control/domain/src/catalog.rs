@@ -1,5 +1,5 @@
 //! Speech recognition engines: the model catalog (data, loaded at start from
-//! `control/catalog/stt-models.json` or `stt.catalog_path`), which engines a caller's
+//! `control/domain/catalog/stt-models.json` or `stt.catalog_path`), which engines a caller's
 //! feature flags let it see, the spec's language matching, and the recognition node
 //! pools of the configured engines (`[stt] engines`).
 

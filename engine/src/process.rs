@@ -1,62 +1,35 @@
-//! `callsmith`: the control plane and the call engine in one binary.
-//!
-//! * `callsmith serve` (default): migrate the database, make sure a superuser credential
-//!   exists, start the call engine (`node`) and the local speech node (`speech`, when
-//!   `[speech]` has it on), and serve the HTTP API until SIGINT/SIGTERM; then drain the
-//!   calls and stop the speech node.
-//! * `callsmith migrate`: apply database migrations (and the superuser bootstrap) and exit.
-//! * `callsmith load`: call a SIP target with a scenario from a throwaway node (embedded
-//!   database, loopback API) and write a report (`load`).
+//! The callsmith process: open the store (migrations and the superuser bootstrap), build
+//! the services, start the call engine ([`crate::node`]) and serve the control API until
+//! shutdown. The API itself is HTTP, which this library does not know: the binary hands
+//! in a [`ControlApiFactory`] that builds it over the node's services.
 
-#[cfg(feature = "mimalloc")]
-mod alloc;
-mod browser;
-mod call;
-mod config;
-mod delivery;
-mod dialer;
-mod inbound;
-mod journal;
-mod load;
-mod logging;
-mod node;
-mod persist;
-mod runtime;
-mod speech;
-
-use std::{path::PathBuf, time::Duration};
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use anyhow::Context;
-use callsmith_control::AppState;
 use callsmith_domain::{Services, Settings, Store, auth::password::PasswordCost, bootstrap};
-use clap::{Parser, Subcommand};
-use config::Config;
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "callsmith",
-    version,
-    about = "Telephony media engine with a control API"
-)]
-struct Cli {
-    /// TOML configuration file (default: ./callsmith.toml if it exists).
-    #[arg(long, short, global = true, env = "CALLSMITH_CONFIG")]
-    config: Option<PathBuf>,
-    #[command(subcommand)]
-    command: Option<Command>,
+use crate::{config::Config, node, speech};
+
+/// A boxed future the control API runs or waits on.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// A node's control API, built by the binary over the node's services (the HTTP crate's
+/// router and server).
+pub trait ControlApi: Send + Sync + 'static {
+    /// Serves the API on `listener` until `shutdown` completes and the open requests
+    /// are answered.
+    fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: BoxFuture<()>,
+    ) -> BoxFuture<anyhow::Result<()>>;
 }
 
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Serve the control API (the default).
-    Serve,
-    /// Apply database migrations and exit.
-    Migrate,
-    /// Call a SIP target with a scenario from a throwaway node and write a report.
-    Load(load::LoadArgs),
-}
+/// Builds a node's control API over the services the call engine shares and the
+/// control plane's settings.
+pub type ControlApiFactory = fn(Services, Settings) -> Arc<dyn ControlApi>;
 
-async fn open_store(cfg: &Config) -> anyhow::Result<Store> {
+pub async fn open_store(cfg: &Config) -> anyhow::Result<Store> {
     let url = cfg.database_url();
     if !url.starts_with("postgres") {
         std::fs::create_dir_all(&cfg.data_dir)
@@ -108,20 +81,25 @@ async fn shutdown_signal() {
 }
 
 /// A running node: the store, the services the call engine and the HTTP layer share, the
-/// call engine, and the HTTP settings and router of the control API.
-struct Node {
-    store: Store,
+/// call engine, and the control API over those services.
+pub struct Node {
+    pub store: Store,
     /// The services the call engine and the HTTP layer share (the speech node reports its
     /// state and figures into them).
-    services: Services,
-    engine: Option<node::Engine>,
-    http: callsmith_domain::settings::HttpSettings,
-    app: callsmith_control::api::Router,
+    pub services: Services,
+    /// The call engine; None on a node that takes no calls.
+    pub engine: Option<node::Engine>,
+    api: Arc<dyn ControlApi>,
 }
 
 /// Opens the store and starts the call engine; `serve` and `load` both run on it.
-/// `local_tts_engine`: the synthesizer registered for the local speech node, if any.
-async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result<Node> {
+/// `local_tts_engine`: the synthesizer registered for the local speech node, if any;
+/// `control_api` builds the node's control API over its services.
+pub async fn start(
+    cfg: &Config,
+    local_tts_engine: Option<String>,
+    control_api: ControlApiFactory,
+) -> anyhow::Result<Node> {
     cfg.stt.check()?;
     // Trunk names and `sip.default_trunk` are checked on every node, the ones that place no
     // calls too: a misspelled default stops the start rather than every call later.
@@ -156,7 +134,6 @@ async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result
         // A node that places calls refuses at once what its trunks could not place.
         sip_trunks: cfg.dialer.enabled.then(|| cfg.sip.node_trunks()),
     };
-    let http = settings.http;
     // One set of services for the call engine and the HTTP layer.
     let services = Services::new(store.clone(), &settings).map_err(anyhow::Error::msg)?;
     // The call engine (SIP, dialer, inbound calls, result delivery); drained before exit.
@@ -165,34 +142,30 @@ async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result
     let engine = node::start(cfg, services.clone(), local_tts_engine)
         .await
         .context("starting the call engine")?;
-    let app = callsmith_control::router(AppState::with_services(services.clone(), settings));
+    let api = control_api(services.clone(), settings);
     Ok(Node {
         store,
         services,
         engine,
-        http,
-        app,
+        api,
     })
 }
 
 /// The control API of `node` on a loopback port of its own until `shutdown` completes:
 /// its base URL and the server task.
-async fn loopback_api(
+pub async fn loopback_api(
     node: &Node,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<(String, tokio::task::JoinHandle<anyhow::Result<()>>)> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let base = format!("http://{}", listener.local_addr()?);
-    let server = tokio::spawn(callsmith_control::api::serve(
-        listener,
-        node.app.clone(),
-        node.http,
-        shutdown,
-    ));
+    let server = tokio::spawn(node.api.serve(listener, Box::pin(shutdown)));
     Ok((base, server))
 }
 
-async fn serve(mut cfg: Config) -> anyhow::Result<()> {
+/// `callsmith serve`: the node and its control API on `http.listen` until SIGINT/SIGTERM;
+/// then the calls drain and the speech node stops.
+pub async fn serve(mut cfg: Config, control_api: ControlApiFactory) -> anyhow::Result<()> {
     // Before the services are built: the node's recognition node and synthesizer are
     // registered into the configuration (see `speech`).
     let speech = speech::prepare(&mut cfg)?;
@@ -201,9 +174,8 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
         store,
         services,
         engine,
-        http,
-        app,
-    } = start(&cfg, local_tts).await?;
+        api,
+    } = start(&cfg, local_tts, control_api).await?;
     let speech = speech::launch(speech, &services);
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)
         .await
@@ -222,41 +194,7 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
             s.stop().await;
         }
     };
-    callsmith_control::api::serve(listener, app, http, shutdown).await?;
+    api.serve(listener, Box::pin(shutdown)).await?;
     store.close().await;
     Ok(())
-}
-
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    let mut cfg =
-        Config::load(cli.config.as_deref(), Config::env()).context("loading configuration")?;
-    if matches!(cli.command, Some(Command::Load(_))) && cfg.log.filter == "info" {
-        // The progress line is the output; the node's own log only says what went wrong.
-        cfg.log.filter = "warn".into();
-    }
-    logging::init(&cfg.log);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cfg.runtime_threads())
-        .enable_all()
-        .build()?;
-    rt.block_on(async move {
-        match cli.command.unwrap_or(Command::Serve) {
-            Command::Serve => serve(cfg).await,
-            Command::Load(args) => {
-                let out = load::run(cfg, args).await?;
-                println!(
-                    "report: {} and {}",
-                    out.join("report.json").display(),
-                    out.join("report.html").display()
-                );
-                Ok(())
-            }
-            Command::Migrate => {
-                let store = open_store(&cfg).await?;
-                store.close().await;
-                Ok(())
-            }
-        }
-    })
 }
