@@ -195,3 +195,89 @@ pub fn inbound_communication(
     };
     new_communication(parties, run, Direction::Inbound).of_agent(agent)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parties() -> Parties {
+        Parties {
+            tenant_sid: "ten_1".into(),
+            account_sid: "acc_1".into(),
+            recipient: "+15550100".into(),
+            from_number: "+15550199".into(),
+            trunk: Some("main".into()),
+            timezone: "Europe/Paris".into(),
+        }
+    }
+
+    fn run() -> ScenarioRun {
+        ScenarioRun {
+            scenario_sid: "scn_1".into(),
+            version: Some(3),
+            draft_version: None,
+        }
+    }
+
+    #[test]
+    fn a_new_row_is_a_test_call_due_now_with_no_data_or_batch() {
+        let before = crate::store::now();
+        let c = new_communication(parties(), run(), Direction::Outbound);
+        assert!(c.sid.starts_with(COMMUNICATION_PREFIX));
+        assert_eq!((c.agent_sid, c.is_test), (None, true));
+        assert_eq!((c.version, c.draft_version), (Some(3), None));
+        assert_eq!(c.direction, "outbound");
+        assert_eq!(c.data, "{}");
+        assert_eq!(
+            (c.batch_sid, c.strategy_sid, c.scheduled_at),
+            (None, None, None)
+        );
+        assert!(c.due_at >= before && c.due_at <= crate::store::now());
+    }
+
+    #[test]
+    fn a_schedule_in_the_past_is_due_now_and_one_ahead_is_due_then() {
+        let now = crate::store::now();
+        let past = new_communication(parties(), run(), Direction::Outbound)
+            .scheduled(Some(now - chrono::Duration::hours(1)));
+        assert!(past.due_at >= now, "never due in the past");
+        let later = now + chrono::Duration::hours(1);
+        let ahead = new_communication(parties(), run(), Direction::Outbound).scheduled(Some(later));
+        assert_eq!((ahead.scheduled_at, ahead.due_at), (Some(later), later));
+    }
+
+    #[test]
+    fn data_strategy_and_batch_are_kept_and_an_empty_strategy_is_none() {
+        let mut data = Map::new();
+        data.insert("first_name".into(), "Ada".into());
+        let c = new_communication(parties(), run(), Direction::Outbound)
+            .with_data(&data)
+            .expect("serializable")
+            .with_strategy(Some(String::new()))
+            .in_batch("bat_1");
+        assert_eq!(c.data, r#"{"first_name":"Ada"}"#);
+        assert_eq!(c.strategy_sid, None);
+        assert_eq!(c.batch_sid.as_deref(), Some("bat_1"));
+    }
+
+    #[test]
+    fn recipients_and_data_are_checked_naming_the_field() {
+        assert_eq!(
+            check_recipient("phone", "+1 (555) 010-0").unwrap(),
+            "+15550100"
+        );
+        let e = check_recipient("contacts[2].phone", "12ab").unwrap_err();
+        assert!(
+            matches!(&e, UseCaseError::Invalid { reason, message, .. }
+                if reason == "invalid_recipient" && message.starts_with("contacts[2].phone:")),
+            "{e}"
+        );
+        let nested = serde_json::json!({"a": {"b": 1}});
+        let e = flat_data("data", Some(&nested)).unwrap_err();
+        assert!(
+            matches!(&e, UseCaseError::Invalid { reason, message, .. }
+                if reason == "data_not_flat" && message.starts_with("data.a:")),
+            "{e}"
+        );
+    }
+}
