@@ -23,7 +23,7 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo nextest"
 # The binary under test is built first so end-to-end tests can start it.
-cargo build --locked -p callsmith-engine --bin callsmith -p callsmith-bench --bin soak
+cargo build --locked -p callsmith-cli --bin callsmith -p callsmith-bench --bin soak
 cargo nextest run --workspace --locked --no-fail-fast "$@"
 if [ $# -eq 0 ]; then
   echo "== soak (60 s, about 20 live calls)"

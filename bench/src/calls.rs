@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use callsmith_control::communication::CommunicationStatus;
-use callsmith_control::objects::CallObjects;
-use callsmith_control::store::CommunicationRecord;
-use callsmith_control::store::communications::CommunicationFilter;
+use callsmith_domain::communication::CommunicationStatus;
+use callsmith_domain::objects::CallObjects;
+use callsmith_domain::store::CommunicationRecord;
+use callsmith_domain::store::communications::CommunicationFilter;
 use callsmith_e2e::{Engine, free_udp_port, reply_scenario, ulaw_tone, workspace};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
@@ -250,7 +250,7 @@ pub fn rate_scenario() -> Value {
 
 /// Counts of an account's communications, by status.
 pub async fn count_status(
-    store: &callsmith_control::Store,
+    store: &callsmith_domain::Store,
     account: &str,
     base: &CommunicationFilter,
     status: CommunicationStatus,
@@ -264,7 +264,7 @@ pub async fn count_status(
 
 /// Communications not ended yet (new, queued, dialing or in progress).
 pub async fn count_open(
-    store: &callsmith_control::Store,
+    store: &callsmith_domain::Store,
     account: &str,
     f: &CommunicationFilter,
 ) -> Result<i64> {
@@ -282,7 +282,7 @@ pub async fn count_open(
 
 /// Every communication matching `f`.
 pub async fn all_rows(
-    store: &callsmith_control::Store,
+    store: &callsmith_domain::Store,
     account: &str,
     f: &CommunicationFilter,
 ) -> Result<Vec<CommunicationRecord>> {
@@ -301,7 +301,7 @@ pub async fn all_rows(
 
 /// Waits until no communication matching `f` is open (or `within` passed); false on timeout.
 pub async fn wait_all_ended(
-    store: &callsmith_control::Store,
+    store: &callsmith_domain::Store,
     account: &str,
     f: &CommunicationFilter,
     within: Duration,

@@ -1,44 +1,20 @@
-//! callsmith-control: the control plane — v1 HTTP API, authentication and scope, the
-//! store (SQLite or PostgreSQL), feature flags, the OpenAPI document and the web console.
+//! callsmith-control: the HTTP front of the control plane — the v1 and legacy APIs,
+//! request authentication and scope (extractors), the OpenAPI document and the web
+//! console. What the APIs do lives beneath, in callsmith-domain (the store, the services,
+//! the use cases); the handlers decode a request, call the domain and answer.
 //!
-//! Entry points: [`store::Store::connect`] + [`store::Store::migrate`],
-//! [`bootstrap::ensure_superuser`], [`api::AppState::new`] and [`api::router`].
+//! Entry points: [`api::AppState::new`], [`api::router`] and [`api::serve`].
 
-pub mod adapters;
-pub mod agent_settings;
+// The domain's modules under the names the handlers use (`crate::store::…`); they are
+// callsmith-domain's, not re-exported: other crates name `callsmith_domain` themselves.
+pub(crate) use callsmith_domain::{
+    adapters, agent_settings, audio_ref, auth, catalog, communication, flags, ids, live, metrics,
+    objects, outbound, readiness, scenario_check, schedule, services, settings, sms_template,
+    store, test_calls, text_enum, text_field, usecases,
+};
+
 pub mod api;
-pub mod audio_ref;
-pub mod auth;
-pub mod bootstrap;
-pub mod browser_calls;
-pub mod catalog;
-pub mod communication;
-pub mod flags;
-pub mod hangups;
-pub mod ids;
-pub mod live;
-pub mod metrics;
-pub mod objects;
-pub mod outbound;
-pub mod reach;
-pub mod readiness;
-pub mod recipient_zones;
-pub mod scenario_check;
-pub mod schedule;
-pub mod services;
-pub mod settings;
-pub mod sms;
-pub mod sms_template;
-pub mod store;
-pub mod strategy;
-pub mod test_calls;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod text_enum;
-pub mod text_field;
-pub mod webhook;
 
 pub use api::{AppState, openapi, router};
-pub use services::Services;
-pub use settings::Settings;
-pub use store::Store;

@@ -22,10 +22,11 @@ use std::{net::SocketAddr, sync::Arc};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+use callsmith_domain::bootstrap;
+
 use crate::{
     api::{AppState, Settings},
     auth::{password::PasswordCost, tokens},
-    bootstrap,
     store::{Store, TenantPurger},
 };
 

@@ -6,7 +6,8 @@ use std::sync::{
     atomic::{AtomicBool, Ordering},
 };
 
-use callsmith_control::{both_backends, store::TenantPurger, testing::TestServer};
+use callsmith_control::{both_backends, testing::TestServer};
+use callsmith_domain::store::TenantPurger;
 use reqwest::Method;
 use serde_json::json;
 

@@ -203,7 +203,7 @@ async fn agent_crud_every_field(s: TestServer) {
     let rec = s.store.agent_get(&id).await.unwrap().unwrap();
     assert!(rec.is_dialable());
     assert_eq!(
-        callsmith_control::communication::caller::pool_caller(&s.store, &x.pool, |_| 0)
+        callsmith_domain::communication::caller::pool_caller(&s.store, &x.pool, |_| 0)
             .await
             .unwrap()
             .number,

@@ -12,9 +12,11 @@ use std::{
 
 use callsmith_control::{
     both_backends,
+    testing::{Fixture, TestResponse, TestServer},
+};
+use callsmith_domain::{
     objects::{CallObjects, audio_file},
     store::NewAudio,
-    testing::{Fixture, TestResponse, TestServer},
 };
 use reqwest::{
     Method,

@@ -9,10 +9,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use callsmith_control::{
-    objects::{Provider, S3Config},
-    testing::{TestDb, TestResponse, TestServer},
-};
+use callsmith_control::testing::{TestDb, TestResponse, TestServer};
+use callsmith_domain::objects::{Provider, S3Config};
 use reqwest::{
     Method,
     multipart::{Form, Part},

@@ -7,13 +7,15 @@
 use bytes::Bytes;
 use callsmith_control::{
     both_backends,
+    testing::{TestServer, minimal_snapshot},
+};
+use callsmith_domain::{
     communication::{
         CommunicationStatus,
         history::{CallHistory, TurnLog},
     },
     objects::{CallObjects, bucket_reference},
     store::communications::{CallFinish, CallWrite, Claim, ClaimScope},
-    testing::{TestServer, minimal_snapshot},
 };
 use chrono::Utc;
 use serde_json::json;

@@ -4,12 +4,14 @@
 
 use callsmith_control::{
     both_backends,
+    testing::{TestServer, minimal_snapshot},
+};
+use callsmith_domain::{
     communication::CommunicationStatus,
     store::{
         NewCommunication,
         communications::{CallFinish, CallWrite, Claim, ClaimScope, Deliveries, claimed_record},
     },
-    testing::{TestServer, minimal_snapshot},
 };
 use chrono::{Duration, DurationRound, Utc};
 use serde_json::json;
@@ -21,7 +23,7 @@ async fn scenario(s: &TestServer, f: &callsmith_control::testing::Fixture) -> St
 
 fn inbound(f: &callsmith_control::testing::Fixture, scenario: &str) -> NewCommunication {
     NewCommunication {
-        sid: callsmith_control::ids::new_sid("com"),
+        sid: callsmith_domain::ids::new_sid("com"),
         tenant_sid: f.tenant_sid.clone(),
         account_sid: f.account_sid.clone(),
         agent_sid: None,
@@ -343,9 +345,7 @@ fn mixed_batch(
 }
 
 /// What a test compares of a row after its writes (everything but its sid and creation).
-fn stored(
-    row: &callsmith_control::store::communications::CommunicationRecord,
-) -> serde_json::Value {
+fn stored(row: &callsmith_domain::store::communications::CommunicationRecord) -> serde_json::Value {
     json!({
         "status": row.communication_status.as_str(),
         "call_status": row.call_status,
@@ -371,7 +371,7 @@ fn stored(
 /// The columns a batch writes, as the database holds them: the text of each value (so
 /// times compare as stored, not as decoded) and, on SQLite, its storage class.
 async fn raw(s: &TestServer, sid: &str) -> Vec<Option<String>> {
-    use callsmith_control::store::{Pool, sqlx};
+    use callsmith_domain::store::{Pool, sqlx};
     const COLUMNS: &[&str] = &[
         "communication_status",
         "call_status",
@@ -432,7 +432,7 @@ async fn raw(s: &TestServer, sid: &str) -> Vec<Option<String>> {
 /// The result deliveries queued for communication `sid`, as the database holds them (all
 /// but their own sid), by URL.
 async fn queued_raw(s: &TestServer, sid: &str) -> Vec<Vec<String>> {
-    use callsmith_control::store::{Pool, sqlx};
+    use callsmith_domain::store::{Pool, sqlx};
     let sql = "SELECT tenant_sid, account_sid, agent_sid, url, status, CAST(attempts AS TEXT), \
                CAST(next_attempt_at AS TEXT), CAST(created_at AS TEXT), CAST(updated_at AS TEXT) \
                FROM result_deliveries WHERE communication_sid = $1 ORDER BY url";

@@ -1,12 +1,12 @@
 //! From-number, trunk and time zone: the dispatch API and the dialer read one rule
-//! (`callsmith_control::communication::caller`), so what a dispatch shows is what the call
+//! (`callsmith_domain::communication::caller`), so what a dispatch shows is what the call
 //! uses. On SQLite and PostgreSQL.
 
 use callsmith_control::{
     both_backends,
-    communication::caller::{self, CallerId},
     testing::{Fixture, TestServer, minimal_snapshot},
 };
+use callsmith_domain::communication::caller::{self, CallerId};
 use reqwest::Method;
 use serde_json::{Value, json};
 

@@ -5,10 +5,10 @@
 use std::time::{Duration, Instant};
 
 use callsmith_control::{
-    adapters::{AdaptersConfig, classifier::model::Model},
     both_backends,
     testing::{TestResponse, TestServer},
 };
+use callsmith_domain::adapters::{AdaptersConfig, classifier::model::Model};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -848,7 +848,7 @@ async fn internal_error_uses_the_adapter_body(s: TestServer) {
 /// A process that dies mid-training leaves its version `training`; the next process's
 /// dispatcher puts it back in the queue and trains it (weights and queue live in the store).
 async fn interrupted_training_resumes_after_restart(s: TestServer) {
-    use callsmith_control::{adapters::Adapters, store::NewClassifierVersion};
+    use callsmith_domain::{adapters::Adapters, store::NewClassifierVersion};
     let f = s.fixture().await;
     let id = cid();
     let intents = json!([

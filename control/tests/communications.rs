@@ -24,8 +24,8 @@ async fn scenario_with(
     publish: bool,
     snapshot: &serde_json::Value,
 ) -> String {
-    let sid = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO);
-    let draft = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO_VERSION);
+    let sid = callsmith_domain::ids::new_sid(callsmith_domain::ids::prefix::SCENARIO);
+    let draft = callsmith_domain::ids::new_sid(callsmith_domain::ids::prefix::SCENARIO_VERSION);
     let snap = snapshot.to_string();
     s.store
         .scenario_create(&sid, tenant, account, "t", "", &draft, &snap, "h0")

@@ -11,7 +11,7 @@
 #[path = "../../tests/fuzz/harness.rs"]
 mod harness;
 
-use callsmith_control::sms_template::{check, render, url_escape};
+use callsmith_domain::sms_template::{check, render, url_escape};
 
 #[test]
 fn fuzz_sms_template() {

@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use callsmith_control::store::{Backend, InboundRoute};
 use callsmith_control::testing::Fixture;
 use callsmith_control::{
     both_backends,
     testing::{TestServer, minimal_snapshot},
 };
+use callsmith_domain::store::{Backend, InboundRoute};
 use serde_json::json;
 
 /// The route of `called` once it satisfies `ok`: at once on SQLite, within the delivery

@@ -7,8 +7,10 @@
 use base64::Engine;
 use callsmith_control::{
     both_backends,
-    store::{NewAttempt, NewAttemptCall, NewCommunication, Pool, StoreError, sqlx},
     testing::{Fixture, TestDb, TestResponse, TestServer, minimal_snapshot},
+};
+use callsmith_domain::store::{
+    NewAttempt, NewAttemptCall, NewCommunication, Pool, StoreError, sqlx,
 };
 use chrono::{DateTime, Duration, Utc};
 use reqwest::Method;

@@ -7,9 +7,9 @@
 use base64::Engine;
 use callsmith_control::{
     both_backends,
-    store::{NewAttempt, NewAttemptCall, Pool, StoreError, sqlx},
     testing::{Fixture, TestResponse, TestServer, minimal_snapshot},
 };
+use callsmith_domain::store::{NewAttempt, NewAttemptCall, Pool, StoreError, sqlx};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -240,7 +240,7 @@ async fn redial(s: TestServer) {
         .unwrap()
         .scenario_sid;
     let call = |sid: &str| {
-        let new = callsmith_control::store::NewCommunication {
+        let new = callsmith_domain::store::NewCommunication {
             sid: sid.into(),
             tenant_sid: a.f.tenant_sid.clone(),
             account_sid: a.f.account_sid.clone(),

@@ -18,10 +18,10 @@ use axum::{
     routing::post,
 };
 use callsmith_control::{
-    adapters::{AdaptersConfig, LlmProvider},
     both_backends,
     testing::{Fixture, TestResponse, TestServer},
 };
+use callsmith_domain::adapters::{AdaptersConfig, LlmProvider};
 use parking_lot::Mutex;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -573,7 +573,7 @@ async fn internal_error_uses_the_adapter_body(s: TestServer) {
 /// The one-shot completion live calls use: same provider choice and SSE client, awaited to
 /// the end; errors as values; and the global_llm check shared with the routes.
 async fn one_shot_completion_for_calls(s: TestServer) {
-    use callsmith_control::adapters::llm::{ChatMessage, ChatRequest, LlmError, llm_enabled};
+    use callsmith_domain::adapters::llm::{ChatMessage, ChatRequest, LlmError, llm_enabled};
     let (f, up) = setup(&s).await;
     let llm = s.state.adapters.llm.clone();
     let req = |model: &str, provider: Option<&str>, gdpr_required: bool| ChatRequest {

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use callsmith_control::adapters::{
+use callsmith_domain::adapters::{
     LlmProvider, LlmService,
     llm::{ChatMessage, ChatRequest, LlmError},
 };

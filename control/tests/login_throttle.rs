@@ -5,10 +5,8 @@
 
 use std::{net::IpAddr, time::Duration};
 
-use callsmith_control::{
-    auth::throttle::{Limit, ThrottleSettings},
-    testing::{TestDb, TestResponse, TestServer},
-};
+use callsmith_control::testing::{TestDb, TestResponse, TestServer};
+use callsmith_domain::auth::throttle::{Limit, ThrottleSettings};
 use serde_json::json;
 
 /// Generates `mod $name { sqlite, postgres }` running `async fn $name(TestDb)`.

@@ -1,6 +1,6 @@
 //! Names and labels refuse control characters (Unicode Cc, NUL included) on every resource
 //! kind that has one, and every identifier-like or free-text field goes through the one
-//! character rule of `callsmith_control::text_field`, on SQLite and PostgreSQL.
+//! character rule of `callsmith_domain::text_field`, on SQLite and PostgreSQL.
 
 use base64::Engine;
 use callsmith_control::{both_backends, testing::TestServer};

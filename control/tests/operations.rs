@@ -315,7 +315,7 @@ async fn request_ids_metrics_and_probes(s: TestServer) {
     assert_eq!(r.body["status"], "ok", "{}", r.text);
     // A component that is starting degrades the status, never the answer; a disabled one
     // does neither.
-    use callsmith_control::readiness::ComponentStatus;
+    use callsmith_domain::readiness::ComponentStatus;
     s.state.readiness.set("speech", ComponentStatus::Starting);
     let r = s.get("/readyz").send().await;
     r.expect(200);
@@ -419,8 +419,8 @@ fn every_schema_reference_resolves() {
             .map(|v| v.as_str().unwrap().to_string())
             .collect()
     };
-    use callsmith_control::communication::CommunicationStatus;
-    use callsmith_control::store::results::DeliveryStatus;
+    use callsmith_domain::communication::CommunicationStatus;
+    use callsmith_domain::store::results::DeliveryStatus;
     assert_eq!(
         names("CommunicationStatus"),
         CommunicationStatus::ALL
@@ -512,7 +512,7 @@ fn audio_delivery_parameters_document_their_values() {
         assert_eq!(ttl["minimum"], 1, "{path}: {ttl}");
         assert_eq!(
             ttl["maximum"].as_u64(),
-            Some(callsmith_control::objects::MAX_LINK_TTL_SECS),
+            Some(callsmith_domain::objects::MAX_LINK_TTL_SECS),
             "{path}: {ttl}"
         );
     }

@@ -503,7 +503,7 @@ both_backends!(
 
 /// Classifier and audio references resolve against the account's own tables.
 async fn publish_checks_classifiers_and_audio(s: TestServer) {
-    use callsmith_control::store::{NewAudio, NewClassifierVersion};
+    use callsmith_domain::store::{NewAudio, NewClassifierVersion};
     let f = s.fixture().await;
     let tok = &f.admin_session;
     let id = new_scenario(&s, tok, "Refs").await;

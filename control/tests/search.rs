@@ -5,9 +5,9 @@
 use base64::Engine;
 use callsmith_control::{
     both_backends,
-    store::{Pool, sqlx},
     testing::{TestResponse, TestServer},
 };
+use callsmith_domain::store::{Pool, sqlx};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -214,7 +214,7 @@ async fn postgres_fold_ignores_the_database_ctype() {
     .unwrap();
     let mut url = url::Url::parse(&admin).unwrap();
     url.set_path(&format!("/{name}"));
-    let store = callsmith_control::store::Store::connect(url.as_str(), 2)
+    let store = callsmith_domain::store::Store::connect(url.as_str(), 2)
         .await
         .unwrap();
     store.migrate().await.unwrap();

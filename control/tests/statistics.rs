@@ -6,10 +6,12 @@
 
 use callsmith_control::{
     both_backends,
+    testing::{Fixture, TestDb, TestResponse, TestServer, minimal_snapshot},
+};
+use callsmith_domain::{
     communication::history::{CallHistory, TurnLog},
     objects::CallObjects,
     store::{Pool, sqlx},
-    testing::{Fixture, TestDb, TestResponse, TestServer, minimal_snapshot},
 };
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};

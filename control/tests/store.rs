@@ -2,7 +2,8 @@
 //! the one-round-trip reads (packed user pages, the joined profile) decoding exactly what
 //! the per-row reads decode.
 
-use callsmith_control::{both_backends, store, testing::TestServer};
+use callsmith_control::{both_backends, testing::TestServer};
+use callsmith_domain::store;
 use reqwest::Method;
 use serde_json::json;
 

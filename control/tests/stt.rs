@@ -7,10 +7,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use callsmith_control::{
-    catalog::SttConfig,
-    testing::{TestDb, TestServer},
-};
+use callsmith_control::testing::{TestDb, TestServer};
+use callsmith_domain::catalog::SttConfig;
 use callsmith_media::stt::{SttNodeConfig, SttProtocol};
 use reqwest::{
     Method,

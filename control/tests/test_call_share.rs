@@ -8,14 +8,14 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use callsmith_control::{
+use callsmith_control::testing::{Fixture, TestDb, TestResponse, TestServer, minimal_snapshot};
+use callsmith_domain::{
     Store,
     browser_calls::{BrowserCallError, BrowserCallRunner, BrowserCallStarted},
     store::{
         NewCommunication,
         communications::{CallWrite, Claim, claimed_record},
     },
-    testing::{Fixture, TestDb, TestResponse, TestServer, minimal_snapshot},
 };
 use chrono::Utc;
 use serde_json::json;
@@ -168,7 +168,7 @@ async fn one_account_cannot_take_every_test_call_postgres() {
 #[test]
 fn the_default_share_is_ten() {
     assert_eq!(
-        callsmith_control::Settings::default().max_test_calls_per_account,
+        callsmith_domain::Settings::default().max_test_calls_per_account,
         10
     );
 }

@@ -4,10 +4,8 @@
 //! `[[sip.trunks]]` has is 422 `trunk_not_configured`. A default trunk places what the
 //! tenant's trunks do not. On SQLite and PostgreSQL.
 
-use callsmith_control::{
-    communication::caller::NodeTrunks,
-    testing::{Fixture, TestDb, TestServer, minimal_snapshot},
-};
+use callsmith_control::testing::{Fixture, TestDb, TestServer, minimal_snapshot};
+use callsmith_domain::communication::caller::NodeTrunks;
 use reqwest::Method;
 use serde_json::{Value, json};
 

@@ -8,10 +8,10 @@
 use std::net::SocketAddr;
 
 use callsmith_control::{
-    audio_ref::{AudioRefError, Located},
     both_backends,
     testing::{Fixture, TestDb, TestServer},
 };
+use callsmith_domain::audio_ref::{AudioRefError, Located};
 use serde_json::{Value, json};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},

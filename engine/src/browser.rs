@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use callsmith_control::browser_calls::{BrowserCallError, BrowserCallRunner, BrowserCallStarted};
-use callsmith_control::live::LiveFeed;
-use callsmith_control::reach::ice_candidate_allowed;
-use callsmith_control::store::{
+use callsmith_domain::browser_calls::{BrowserCallError, BrowserCallRunner, BrowserCallStarted};
+use callsmith_domain::live::LiveFeed;
+use callsmith_domain::reach::ice_candidate_allowed;
+use callsmith_domain::store::{
     CommunicationRecord, NewCommunication,
     communications::{CallWrite, Claim, claimed_record},
 };

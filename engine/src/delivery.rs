@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use callsmith_control::agent_settings::CommunicationResult;
-use callsmith_control::communication::Communication;
-use callsmith_control::outbound::OutboundRequest;
-use callsmith_control::store::communications::Deliveries;
-use callsmith_control::store::{
+use callsmith_domain::agent_settings::CommunicationResult;
+use callsmith_domain::communication::Communication;
+use callsmith_domain::outbound::OutboundRequest;
+use callsmith_domain::store::communications::Deliveries;
+use callsmith_domain::store::{
     AgentRecord, CommunicationRecord, ResultDeliveryRecord, results::AttemptOutcome,
 };
 use serde_json::{Value, json};
@@ -65,7 +65,7 @@ pub async fn run(rt: Runtime, stop: tokio_util::sync::CancellationToken) {
             return;
         }
         let until =
-            callsmith_control::store::now() + chrono::Duration::from_std(lease).unwrap_or_default();
+            callsmith_domain::store::now() + chrono::Duration::from_std(lease).unwrap_or_default();
         let batch = rt
             .store
             .result_delivery_claim_due(&rt.settings.claim_token, until, 16)
@@ -128,7 +128,7 @@ async fn attempt(rt: &Runtime, rec: ResultDeliveryRecord, base: Duration) {
         Some(error) => AttemptOutcome::Retry {
             status_code: code,
             error,
-            next_attempt_at: callsmith_control::store::now()
+            next_attempt_at: callsmith_domain::store::now()
                 + chrono::Duration::from_std(backoff(base, rec.attempts)).unwrap_or_default(),
         },
     };

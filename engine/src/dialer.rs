@@ -8,11 +8,11 @@
 //!   0 = no limit;
 //! * both hold across every engine on one database: the claim counts live calls and takes
 //!   start slots in one transaction that locks the agent's slot row
-//!   ([`callsmith_control::store::Store::communication_claim_agent`]);
+//!   ([`callsmith_domain::store::Store::communication_claim_agent`]);
 //! * the agent must be active (not archived), else its due rows wait (`queued`, retried
 //!   every `inactive_retry_secs`);
 //! * `calling_schedule`: outside a window the agent's due rows are deferred (`queued`) to the
-//!   next window start ([`callsmith_control::schedule::next_allowed`]).
+//!   next window start ([`callsmith_domain::schedule::next_allowed`]).
 //!
 //! Scenario test calls have no agent: they start at once, bounded only by
 //! `dialer.max_live_calls` (which bounds every call of this process).
@@ -26,8 +26,8 @@
 
 use std::time::{Duration, Instant};
 
-use callsmith_control::schedule::{CallingSchedule, next_allowed};
-use callsmith_control::store::communications::{AgentLimits, CallWrite, Claim, ClaimScope};
+use callsmith_domain::schedule::{CallingSchedule, next_allowed};
+use callsmith_domain::store::communications::{AgentLimits, CallWrite, Claim, ClaimScope};
 use chrono::Utc;
 use serde_json::Value;
 use tracing::{info, warn};
@@ -114,7 +114,7 @@ fn claim(rt: &Runtime, lease: chrono::Duration) -> Claim {
 async fn tick(
     rt: &Runtime,
     lease: chrono::Duration,
-) -> Result<(), callsmith_control::store::StoreError> {
+) -> Result<(), callsmith_domain::store::StoreError> {
     let room = |rt: &Runtime| rt.capacity.room() as i64;
     // Scenario test calls: at once.
     if room(rt) > 0 && rt.store.communications_test_due().await? {
@@ -165,7 +165,7 @@ async fn tick(
                 .await?;
             continue;
         }
-        let tz = callsmith_control::schedule::parse_timezone(&agent.timezone)
+        let tz = callsmith_domain::schedule::parse_timezone(&agent.timezone)
             .unwrap_or(chrono_tz::Tz::UTC);
         if let Some(s) = schedule_of(&agent.calling_schedule) {
             let t = Utc::now();
@@ -217,7 +217,7 @@ fn agent_limits(cps: i64, cpl: i64, poll_us: i64) -> AgentLimits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use callsmith_control::store::communications::claimable_slots;
+    use callsmith_domain::store::communications::claimable_slots;
 
     /// Claims every `poll_us` from `0`, claim `k` read by the store `delays_us[k % len]`
     /// after it was due (it waited behind other writes); returns every slot taken with the

@@ -4,11 +4,9 @@
 //! (`[[sip.trunks]] inbound_tenant`) reaches only that tenant's numbers (`Store::inbound_route`).
 //! Unknown numbers are rejected 404; while draining, 503.
 
-use callsmith_control::communication::caller;
-use callsmith_control::store::{
-    NewCommunication,
-    communications::{COMMUNICATION_PREFIX, CallWrite, Claim, claimed_record},
-};
+use callsmith_domain::communication::caller;
+use callsmith_domain::store::communications::{CallWrite, Claim, claimed_record};
+use callsmith_domain::usecases::inbound_communication;
 use callsmith_scenarios::interpreter::CallDirection;
 use callsmith_sip::{IncomingCall, IncomingCalls, LegEvent, LocalMedia};
 use chrono::Utc;
@@ -16,13 +14,13 @@ use tracing::{info, warn};
 
 use std::sync::Arc;
 
-use callsmith_control::store::InboundRoute;
+use callsmith_domain::store::InboundRoute;
 use callsmith_scenarios::Program;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use callsmith_control::store::CommunicationRecord;
+use callsmith_domain::store::CommunicationRecord;
 use callsmith_media::MediaSession;
 use callsmith_sip::NegotiatedMedia;
 
@@ -83,26 +81,14 @@ impl lifecycle::Setup for Answer {
         let identifier = found.identifier.clone();
         let lease =
             chrono::Duration::from_std(rt.settings.lease).unwrap_or(chrono::Duration::seconds(30));
-        let new = NewCommunication {
-            sid: callsmith_control::ids::new_sid(COMMUNICATION_PREFIX),
-            tenant_sid: agent.tenant_sid.clone(),
-            account_sid: agent.account_sid.clone(),
-            agent_sid: Some(agent.sid.clone()),
-            scenario_sid: agent.scenario_sid.clone(),
-            version: Some(version),
-            draft_version: None,
-            recipient: call.from.clone(),
-            from_number: identifier.clone(),
-            trunk: Some(call.trunk.clone()),
-            direction: "inbound".into(),
-            is_test: agent.is_test,
-            data: "{}".into(),
-            strategy_sid: None,
-            batch_sid: None,
-            timezone: timezone.clone(),
-            scheduled_at: None,
-            due_at: Utc::now(),
-        };
+        let new = inbound_communication(
+            agent,
+            version,
+            call.from.clone(),
+            identifier.clone(),
+            call.trunk.clone(),
+            timezone.clone(),
+        );
         let claim = Claim {
             token: rt.settings.claim_token.clone(),
             by: rt.settings.instance.clone(),

@@ -25,10 +25,10 @@
 //! yet stored leaves no row (its call died with the process); an outbound row keeps its
 //! claim and is reconciled as `interrupted`, never redialled (see `store::communications`).
 
-use callsmith_control::Store;
-use callsmith_control::metrics::Metrics;
-use callsmith_control::store::StoreResult;
-use callsmith_control::store::communications::CallWrite;
+use callsmith_domain::Store;
+use callsmith_domain::metrics::Metrics;
+use callsmith_domain::store::StoreResult;
+use callsmith_domain::store::communications::CallWrite;
 use prometheus_client::metrics::{gauge::Gauge, histogram::Histogram};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
@@ -156,8 +156,8 @@ impl Journal {
     }
 }
 
-fn writer_gone() -> callsmith_control::store::StoreError {
-    callsmith_control::store::StoreError::Db(callsmith_control::store::sqlx::Error::PoolClosed)
+fn writer_gone() -> callsmith_domain::store::StoreError {
+    callsmith_domain::store::StoreError::Db(callsmith_domain::store::sqlx::Error::PoolClosed)
 }
 
 async fn writer(store: Store, mut rx: mpsc::Receiver<Entry>, m: JournalMetrics) {

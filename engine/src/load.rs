@@ -156,8 +156,12 @@ fn describe_error(v: &Value) -> String {
     if out.is_empty() { v.to_string() } else { out }
 }
 
-/// Runs the load; returns the report folder.
-pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
+/// Runs the load with the control API `control_api` builds; returns the report folder.
+pub async fn run(
+    cfg: Config,
+    args: LoadArgs,
+    control_api: crate::ControlApiFactory,
+) -> anyhow::Result<PathBuf> {
     if args.calls == 0 || args.cps == 0 || args.cpl == 0 {
         bail!("--calls, --cps and --cpl must be at least 1");
     }
@@ -178,7 +182,7 @@ pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
     let data = tempfile::tempdir().context("a temporary data directory")?;
     let cfg = node_config(cfg, data.path(), gateway);
     let token = cfg.bootstrap_superuser_token.clone().unwrap_or_default();
-    let node = crate::start(&cfg, None).await?;
+    let node = crate::start(&cfg, None, control_api).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (base, server) = crate::loopback_api(&node, async move {
         let _ = stopped.await;
@@ -298,7 +302,7 @@ pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
     std::fs::write(out.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
     std::fs::write(
         out.join("report.html"),
-        callsmith_control::communication::report::html(&report),
+        callsmith_domain::communication::report::html(&report),
     )?;
 
     let _ = stop.send(());
@@ -348,8 +352,8 @@ async fn turns(
     node: &crate::Node,
     account_sid: &str,
     batch: &str,
-) -> anyhow::Result<Vec<callsmith_control::communication::report::TurnPoint>> {
-    let filter = callsmith_control::store::communications::CommunicationFilter {
+) -> anyhow::Result<Vec<callsmith_domain::communication::report::TurnPoint>> {
+    let filter = callsmith_domain::store::communications::CommunicationFilter {
         batch_sid: Some(batch.to_string()),
         ..Default::default()
     };
@@ -360,13 +364,13 @@ async fn turns(
         .await
         .map_err(|e| anyhow::anyhow!("reading the calls: {e:?}"))?;
     let refs: Vec<_> = rows.iter().collect();
-    let histories = callsmith_control::communication::statistics::read_histories(
+    let histories = callsmith_domain::communication::statistics::read_histories(
         &node.services.objects,
         account_sid,
         &refs,
     )
     .await;
-    Ok(callsmith_control::communication::report::turn_points(
+    Ok(callsmith_domain::communication::report::turn_points(
         &histories,
     ))
 }

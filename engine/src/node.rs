@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use callsmith_control::Services;
+use callsmith_domain::Services;
 use callsmith_media::{MediaEngine, tts::TtsService};
 use callsmith_sip::SipStack;
 use tokio_util::sync::CancellationToken;

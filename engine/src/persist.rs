@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use callsmith_control::store::StoreError;
+use callsmith_domain::store::StoreError;
 use tokio::time::Instant;
 use tracing::warn;
 
@@ -43,7 +43,7 @@ where
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    use callsmith_control::store::sqlx;
+    use callsmith_domain::store::sqlx;
 
     use super::*;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use callsmith_control::{Services, Store, objects::Objects, store::ScenarioVersionRecord};
+use callsmith_domain::{Services, Store, objects::Objects, store::ScenarioVersionRecord};
 use callsmith_media::{MediaEngine, prompt::PromptCache, stt::SttPool, tts::TtsService};
 use callsmith_scenarios::{Program, Snapshot};
 use callsmith_sip::SipStack;
@@ -415,7 +415,7 @@ impl TurnMetrics {
     /// `transcript` (decision → final transcript), `reply` (the answer → the reply known:
     /// classifier, model, webhook), `synthesis` (reply known → its first synthesised audio),
     /// `send` (first synthesised audio → its first RTP packet).
-    pub fn observe_stages(&self, t: &callsmith_control::communication::history::TurnLog) {
+    pub fn observe_stages(&self, t: &callsmith_domain::communication::history::TurnLog) {
         let answer = t.final_ms.or(t.dtmf.as_ref().map(|_| t.ended_ms));
         let stages = [
             ("end_of_turn", t.speech_ended_ms, t.end_of_turn_ms),
@@ -433,7 +433,7 @@ impl TurnMetrics {
         }
     }
 
-    fn register(&self, metrics: &callsmith_control::metrics::Metrics) {
+    fn register(&self, metrics: &callsmith_domain::metrics::Metrics) {
         let mut r = metrics.registry();
         r.register(
             "callsmith_turn_response_seconds",
@@ -516,7 +516,7 @@ impl Runtime {
     pub fn local_speech_down(&self, engine: &str) -> bool {
         self.settings.local_tts_engine.as_deref() == Some(engine)
             && self.services.readiness.get(crate::speech::COMPONENT)
-                != Some(callsmith_control::readiness::ComponentStatus::Ok)
+                != Some(callsmith_domain::readiness::ComponentStatus::Ok)
     }
 
     /// The recognition node pool for `engine` (the default engine when empty or unknown).
@@ -562,7 +562,7 @@ mod tests {
     async fn services() -> (Services, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::connect("sqlite::memory:", 1).await.unwrap();
-        let mut settings = callsmith_control::Settings::default();
+        let mut settings = callsmith_domain::Settings::default();
         settings.objects.local_dir = dir.path().to_path_buf();
         (Services::new(store, &settings).unwrap(), dir)
     }

@@ -1,13 +1,10 @@
-//! The engine's and the control plane's house rules, checked on their sources:
-//! * the call runtime (everything under engine/src but `main.rs`, which wires the binary)
-//!   uses the control crate's domain (`Services`, the store, objects, clients), never its
-//!   HTTP layer (`callsmith_control::api`, `AppState`, the router, axum);
-//! * inside the control crate, only the HTTP layer itself (`control/src/api/`), the crate
-//!   root and its test harness name `crate::api`: the domain, the store, auth and the
-//!   adapters sit under it and never reach up into it;
-//! * no source file of either is over 700 lines.
-//!
-//! A file that breaks a rule fails its test with its path (and line).
+//! The workspace's house rules. Which crate may use which is the compiler's rule: the
+//! call runtime (this crate) depends on the domain (callsmith-domain), never on the HTTP
+//! crate (callsmith-control), and the domain has no HTTP server, router or OpenAPI crate
+//! (its `utoipa` is optional, behind the `openapi` feature only the HTTP crate turns on);
+//! only the binary (engine/cli) names both. A use of the HTTP layer from either is a
+//! build error. Checked here: that the manifests keep it so, and that no source file of
+//! the engine or the control plane is over 700 lines.
 
 use std::path::{Path, PathBuf};
 
@@ -22,104 +19,45 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-const HTTP_LAYER: &[&str] = &[
-    "callsmith_control::api",
-    "callsmith_control::AppState",
-    "callsmith_control::router",
-    "AppState",
-    "axum",
-];
-
-#[test]
-fn the_call_runtime_never_imports_the_http_layer() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    assert!(files.len() > 5, "engine sources found: {files:?}");
-    let mut offences = Vec::new();
-    for f in files.iter().filter(|f| !f.ends_with("main.rs")) {
-        let text = std::fs::read_to_string(f).expect("read source");
-        for (n, line) in text.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            for needle in HTTP_LAYER {
-                if code.contains(needle) {
-                    offences.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
-                }
-            }
-        }
-    }
-    assert!(
-        offences.is_empty(),
-        "the call runtime imports the HTTP layer:\n{}",
-        offences.join("\n")
-    );
-    let manifest =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-            .expect("manifest");
-    assert!(
-        !manifest.lines().any(|l| l.trim_start().starts_with("axum")),
-        "the engine depends on axum directly"
-    );
+/// The `[dependencies]` lines of a manifest (up to the next table).
+fn dependencies(manifest: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(manifest))
+        .expect("manifest");
+    text.split("\n[dependencies]\n")
+        .nth(1)
+        .unwrap_or("")
+        .split("\n[")
+        .next()
+        .unwrap_or("")
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
 }
 
 #[test]
-fn the_control_domain_never_imports_the_http_layer() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../control/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    assert!(files.len() > 50, "control sources found: {}", files.len());
-    let above = |f: &Path| {
-        let rel = f.strip_prefix(&src).expect("under control/src");
-        rel.starts_with("api") || rel == Path::new("lib.rs") || rel == Path::new("testing.rs")
-    };
-    let mut offences = Vec::new();
-    for f in files.iter().filter(|f| !above(f)) {
-        let text = std::fs::read_to_string(f).expect("read source");
-        let code: String = text
-            .lines()
-            .map(|l| l.split("//").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join("\n");
-        if code.contains("crate::api") {
-            offences.push(format!("{}: names crate::api", f.display()));
-        }
-        // `use crate::{…, api::…, …};`: a top-level item of a grouped import.
-        for group in code.split("use crate::{").skip(1) {
-            let group = group.split(';').next().unwrap_or("");
-            if top_level_items(group).any(|item| item == "api" || item.starts_with("api::")) {
-                offences.push(format!("{}: imports crate::{{api…}}", f.display()));
+fn the_runtime_and_the_domain_depend_on_no_http_crate() {
+    const HTTP: &[&str] = &[
+        "callsmith-control",
+        "axum",
+        "utoipa-axum",
+        "tower-http",
+        "hyper",
+    ];
+    for manifest in ["Cargo.toml", "../control/domain/Cargo.toml"] {
+        let deps = dependencies(manifest);
+        assert!(deps.len() > 5, "{manifest}: dependencies found: {deps:?}");
+        for d in &deps {
+            let name = d.split(['=', '.', ' ']).next().unwrap_or("");
+            assert!(!HTTP.contains(&name), "{manifest} depends on {name}");
+            if name == "utoipa" {
+                assert!(
+                    d.contains("optional = true"),
+                    "{manifest}: utoipa must stay optional"
+                );
             }
         }
     }
-    assert!(
-        offences.is_empty(),
-        "the control domain imports the HTTP layer:\n{}",
-        offences.join("\n")
-    );
-}
-
-/// The top-level items of a grouped import's inside (`a::{b, c}, d` → `a::{b, c}`, `d`).
-fn top_level_items(group: &str) -> impl Iterator<Item = String> + '_ {
-    let mut items = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, c) in group.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => {
-                items.push(&group[start..i]);
-                break;
-            }
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                items.push(&group[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    items
-        .into_iter()
-        .map(|s| s.split_whitespace().collect::<String>())
 }
 
 /// No source file of the engine or the control plane grows past 700 lines: a file that
@@ -128,8 +66,14 @@ fn top_level_items(group: &str) -> impl Iterator<Item = String> + '_ {
 fn no_engine_or_control_source_file_is_over_700_lines() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut files = Vec::new();
-    rust_files(&root.join("engine/src"), &mut files);
-    rust_files(&root.join("control/src"), &mut files);
+    for dir in [
+        "engine/src",
+        "engine/cli/src",
+        "control/src",
+        "control/domain/src",
+    ] {
+        rust_files(&root.join(dir), &mut files);
+    }
     assert!(files.len() > 50, "sources found: {}", files.len());
     let long: Vec<String> = files
         .iter()

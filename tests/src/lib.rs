@@ -3,7 +3,7 @@
 //!
 //! The binary is looked up as `$CALLSMITH_BIN`, else `$CARGO_TARGET_DIR/debug/callsmith`,
 //! else `<workspace>/target/debug/callsmith`; build it first with
-//! `cargo build -p callsmith-engine --bin callsmith`.
+//! `cargo build -p callsmith-cli --bin callsmith`.
 
 pub mod scenario;
 
@@ -13,7 +13,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use callsmith_control::communication::{CommunicationStatus, history::CallHistory};
+use callsmith_domain::communication::{CommunicationStatus, history::CallHistory};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
@@ -40,7 +40,7 @@ pub fn binary() -> PathBuf {
     let p = target.join("debug").join("callsmith");
     assert!(
         p.exists(),
-        "{} does not exist: run `cargo build -p callsmith-engine --bin callsmith` (same CARGO_TARGET_DIR) first",
+        "{} does not exist: run `cargo build -p callsmith-cli --bin callsmith` (same CARGO_TARGET_DIR) first",
         p.display()
     );
     p
@@ -359,7 +359,7 @@ impl Engine {
     }
 
     fn history_path(&self, account: &str, id: &str) -> PathBuf {
-        self.object_path(&callsmith_control::objects::CallObjects::new(account, id).history())
+        self.object_path(&callsmith_domain::objects::CallObjects::new(account, id).history())
     }
 
     /// Where the engine's local object store keeps the object at `path`.
@@ -1298,11 +1298,11 @@ where
 
 /// Direct store access to the engine's database (same file or server the binary uses),
 /// for resources whose HTTP routes are not part of what a test exercises.
-pub async fn store_of(e: &Engine, database_url: Option<&str>) -> callsmith_control::Store {
+pub async fn store_of(e: &Engine, database_url: Option<&str>) -> callsmith_domain::Store {
     let url = database_url
         .map(String::from)
         .unwrap_or_else(|| format!("sqlite://{}", e.data_dir.join("callsmith.db").display()));
-    callsmith_control::Store::connect(&url, 2)
+    callsmith_domain::Store::connect(&url, 2)
         .await
         .expect("connect to the engine's database")
 }
@@ -1310,13 +1310,13 @@ pub async fn store_of(e: &Engine, database_url: Option<&str>) -> callsmith_contr
 /// Creates a scenario whose draft is `snapshot`; publishes it too when `publish`.
 /// Returns the scenario sid.
 pub async fn create_scenario(
-    store: &callsmith_control::Store,
+    store: &callsmith_domain::Store,
     t: &Tenancy,
     snapshot: &Value,
     publish: bool,
 ) -> String {
-    let sid = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO);
-    let draft = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::SCENARIO_VERSION);
+    let sid = callsmith_domain::ids::new_sid(callsmith_domain::ids::prefix::SCENARIO);
+    let draft = callsmith_domain::ids::new_sid(callsmith_domain::ids::prefix::SCENARIO_VERSION);
     let text = snapshot.to_string();
     let hash = callsmith_scenarios::canonical::content_hash_value(snapshot);
     store
@@ -1370,10 +1370,10 @@ pub fn always() -> Value {
 }
 
 /// Creates an active agent dialling from one number. Returns its sid.
-pub async fn create_agent(store: &callsmith_control::Store, t: &Tenancy, a: &AgentSpec) -> String {
-    let sid = callsmith_control::ids::new_sid(callsmith_control::ids::prefix::AGENT);
+pub async fn create_agent(store: &callsmith_domain::Store, t: &Tenancy, a: &AgentSpec) -> String {
+    let sid = callsmith_domain::ids::new_sid(callsmith_domain::ids::prefix::AGENT);
     let targets: Vec<Value> = a.targets.iter().map(|u| json!({"url": u})).collect();
-    let cfg = callsmith_control::store::AgentConfig {
+    let cfg = callsmith_domain::store::AgentConfig {
         gateway_type: "number".into(),
         number_sid: Some(a.number_sid.clone()),
         number_pool_sid: None,

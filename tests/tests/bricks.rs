@@ -85,7 +85,7 @@ fn entered(h: &Value) -> Vec<String> {
 struct Rig {
     e: Engine,
     t: Tenancy,
-    store: callsmith_control::Store,
+    store: callsmith_domain::Store,
     callee: Sipp,
     rtp: RtpPeer,
 }

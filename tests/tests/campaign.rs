@@ -243,7 +243,7 @@ async fn a_campaign_runs_end_to_end_postgres() {
     let admin = std::env::var("CALLSMITH_TEST_PG_ADMIN_URL").expect(
         "CALLSMITH_TEST_PG_ADMIN_URL is not set: run `eval \"$(bash scripts/test-deps.sh)\"`",
     );
-    let db = callsmith_control::store::create_postgres_database(&admin, "cse2e_")
+    let db = callsmith_domain::store::create_postgres_database(&admin, "cse2e_")
         .await
         .expect("a fresh database");
     campaign_flow(Some(db)).await

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use callsmith_control::communication::CommunicationStatus;
+use callsmith_domain::communication::CommunicationStatus;
 use callsmith_e2e::*;
 use chrono::{DateTime, Datelike, Utc};
 use serde_json::{Value, json};
@@ -421,7 +421,7 @@ async fn two_engines_on_one_postgres_dial_each_call_once_within_shared_limits() 
     let admin = std::env::var("CALLSMITH_TEST_PG_ADMIN_URL").expect(
         "CALLSMITH_TEST_PG_ADMIN_URL is not set: run `eval \"$(bash scripts/test-deps.sh)\"`",
     );
-    let db = callsmith_control::store::create_postgres_database(&admin, "cse2e_")
+    let db = callsmith_domain::store::create_postgres_database(&admin, "cse2e_")
         .await
         .expect("a fresh database");
     let (by_cps_n, by_cpl_n) = (8usize, 6usize);

@@ -166,7 +166,7 @@ async fn blind_transfer_refused_or_failed_takes_failure() {
 }
 
 /// Creates an inbound agent on the tenancy's number running `scn`; records calls when asked.
-async fn inbound_agent(store: &callsmith_control::Store, t: &Tenancy, scn: &str, rec: bool) {
+async fn inbound_agent(store: &callsmith_domain::Store, t: &Tenancy, scn: &str, rec: bool) {
     create_agent(
         store,
         t,

@@ -42,7 +42,7 @@ async fn a_call_plays_nothing_of_another_tenants_audio_postgres() {
     let admin = std::env::var("CALLSMITH_TEST_PG_ADMIN_URL").expect(
         "CALLSMITH_TEST_PG_ADMIN_URL is not set: run `eval \"$(bash scripts/test-deps.sh)\"`",
     );
-    let db = callsmith_control::store::create_postgres_database(&admin, "cse2e_")
+    let db = callsmith_domain::store::create_postgres_database(&admin, "cse2e_")
         .await
         .expect("a fresh database");
     a_call_plays_nothing_of_another_tenants_audio(Some(db)).await

@@ -12,7 +12,7 @@
 //! Loopback only; bounded in calls and time.
 //!
 //! ```text
-//! cargo build --release -p callsmith-bench --bin call_load -p callsmith-engine
+//! cargo build --release -p callsmith-bench --bin call_load -p callsmith-cli
 //! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith \
 //!   $CARGO_TARGET_DIR/release/call_load --calls 200 --cps 10 --cpl 60
 //! ```
@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use callsmith_bench::{Limit, Series, percentile, svg_plot};
-use callsmith_control::store::CommunicationRecord;
-use callsmith_control::store::communications::CommunicationFilter;
+use callsmith_domain::store::CommunicationRecord;
+use callsmith_domain::store::communications::CommunicationFilter;
 use callsmith_e2e::*;
 use chrono::{DateTime, Utc};
 use clap::{Parser, ValueEnum};

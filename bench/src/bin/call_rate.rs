@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! eval "$(bash scripts/test-deps.sh)"     # PostgreSQL only (CALLSMITH_TEST_PG_ADMIN_URL)
-//! cargo build --release -p callsmith-bench -p callsmith-engine --bin call_rate --bin callsmith
+//! cargo build --release -p callsmith-bench -p callsmith-cli --bin call_rate --bin callsmith
 //! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith \
 //!   $CARGO_TARGET_DIR/release/call_rate --direction both --database both \
 //!   --rates 100,200,300,500 --seconds 10 --find-ceiling
@@ -110,9 +110,9 @@ use callsmith_bench::{
     CLK_TCK, Limit, ProcStat, Series, cpu_ticks_of_command, fmt_setup, percentile, proc_stat,
     svg_plot,
 };
-use callsmith_control::communication::CommunicationStatus;
-use callsmith_control::store::CommunicationRecord;
-use callsmith_control::store::communications::CommunicationFilter;
+use callsmith_domain::communication::CommunicationStatus;
+use callsmith_domain::store::CommunicationRecord;
+use callsmith_domain::store::communications::CommunicationFilter;
 use callsmith_e2e::{
     AgentSpec, Engine, EngineOptions, Tenancy, create_agent, create_scenario, free_udp_port,
     provision, store_of, tone_wav, upload_audio, workspace,
@@ -494,7 +494,7 @@ async fn new_database() -> Result<String> {
     let admin = std::env::var("CALLSMITH_TEST_PG_ADMIN_URL").context(
         "CALLSMITH_TEST_PG_ADMIN_URL is not set: run `eval \"$(bash scripts/test-deps.sh)\"` or pass --database sqlite",
     )?;
-    Ok(callsmith_control::store::create_postgres_database(&admin, "cscr_").await?)
+    Ok(callsmith_domain::store::create_postgres_database(&admin, "cscr_").await?)
 }
 
 /// Drops a database made by [`new_database`] (best effort, with psql; databases left
@@ -676,7 +676,7 @@ async fn idle_core(pid: u32) -> Result<f64> {
 async fn inbound_load(
     args: &Args,
     e: &Engine,
-    store: &callsmith_control::Store,
+    store: &callsmith_domain::Store,
     t: &Tenancy,
     pid: u32,
     rate: u32,
@@ -798,7 +798,7 @@ fn sampler_peak(sampler: &Sampler, step: &mut Step) {
 async fn outbound_load(
     args: &Args,
     e: &Engine,
-    store: &callsmith_control::Store,
+    store: &callsmith_domain::Store,
     t: &Tenancy,
     pid: u32,
     gw_port: u16,

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::{Context, bail};
-use callsmith_control::{AppState, Settings, Store, auth::tokens, bootstrap};
+use callsmith_control::AppState;
+use callsmith_domain::{Settings, Store, auth::tokens, bootstrap};
 use clap::{Parser, ValueEnum};
 use serde_json::{Value, json};
 
@@ -79,10 +80,10 @@ async fn start(backend: Backend, pool: Option<u32>, read_cache: bool) -> anyhow:
         _ => {
             let admin = std::env::var("CALLSMITH_TEST_PG_ADMIN_URL")
                 .context("CALLSMITH_TEST_PG_ADMIN_URL is not set: run `eval \"$(bash scripts/test-deps.sh)\"` or pass --backend sqlite")?;
-            callsmith_control::store::create_postgres_database(&admin, "csfb_").await?
+            callsmith_domain::store::create_postgres_database(&admin, "csfb_").await?
         }
     };
-    let pool = pool.unwrap_or_else(|| callsmith_control::store::default_pool_size(&url));
+    let pool = pool.unwrap_or_else(|| callsmith_domain::store::default_pool_size(&url));
     let store = Store::connect(&url, pool).await?;
     let store = if read_cache {
         store

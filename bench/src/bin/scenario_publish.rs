@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use callsmith_control::objects::ObjectsConfig;
-use callsmith_control::scenario_check::validate_scenario;
-use callsmith_control::store::{NewAccount, Store};
-use callsmith_control::{Services, Settings};
+use callsmith_domain::objects::ObjectsConfig;
+use callsmith_domain::scenario_check::validate_scenario;
+use callsmith_domain::store::{NewAccount, Store};
+use callsmith_domain::{Services, Settings};
 use callsmith_scenarios::{canonical::content_hash_value, testing::realistic_scenario};
 
 fn pct(sorted: &[Duration], q: f64) -> Duration {

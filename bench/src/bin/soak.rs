@@ -15,7 +15,7 @@
 //!   the load (at most 8 files and 8 tasks more): no task or timer outlives its call.
 //!
 //! ```sh
-//! cargo build --release -p callsmith-engine -p callsmith-bench --bin callsmith --bin soak
+//! cargo build --release -p callsmith-cli -p callsmith-bench --bin callsmith --bin soak
 //! CALLSMITH_BIN=target/release/callsmith target/release/soak --seconds 600 --live 100
 //! ```
 //! The test command runs `soak --seconds 60 --live 20` against the debug build.
@@ -27,8 +27,8 @@ use callsmith_bench::calls::{
     Sipp, SippJob, all_rows, count_open, history_totals, rate_scenario, wait_all_ended,
 };
 use callsmith_bench::{proc_stat, slope};
-use callsmith_control::communication::CommunicationStatus;
-use callsmith_control::store::communications::CommunicationFilter;
+use callsmith_domain::communication::CommunicationStatus;
+use callsmith_domain::store::communications::CommunicationFilter;
 use callsmith_e2e::{
     AgentSpec, Engine, EngineOptions, create_agent, create_scenario, free_udp_port, provision,
     store_of,

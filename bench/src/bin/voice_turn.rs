@@ -18,7 +18,7 @@
 //!
 //! ```sh
 //! eval "$(bash scripts/test-deps.sh)"   # CALLSMITH_STT_PYTHON: the speech node's venv
-//! cargo build --release -p callsmith-bench -p callsmith-engine --bin voice_turn --bin callsmith
+//! cargo build --release -p callsmith-bench -p callsmith-cli --bin voice_turn --bin callsmith
 //! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith \
 //!   $CARGO_TARGET_DIR/release/voice_turn --concurrency 1,5,10 --calls-per-level 12
 //! ```
@@ -31,8 +31,8 @@ use anyhow::{Context, Result, bail};
 use callsmith_bench::calls::{Sampler, all_rows, wait_all_ended};
 use callsmith_bench::voice::{self, CallRecord, Callee, Phrase, word_errors};
 use callsmith_bench::{Limit, Series, percentile, svg_plot};
-use callsmith_control::objects::CallObjects;
-use callsmith_control::store::communications::CommunicationFilter;
+use callsmith_domain::objects::CallObjects;
+use callsmith_domain::store::communications::CommunicationFilter;
 use callsmith_e2e::{
     AgentSpec, Engine, EngineOptions, create_agent, create_scenario, provision, store_of,
 };

@@ -13,7 +13,7 @@ use http::StatusCode;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::store::StoreError;
+use crate::{store::StoreError, usecases::UseCaseError};
 
 /// One registered machine code.
 #[derive(Debug, Clone, Copy)]
@@ -263,6 +263,42 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(m) => ApiError::conflict("conflict", m),
             StoreError::PurgeFailed(m) => ApiError::internal(format!("purge failed: {m}")),
             other => ApiError::internal(other),
+        }
+    }
+}
+
+/// A use case's refusal in the v1 envelope: a broken rule is 422 (`data.topic` is
+/// `validation`, with the error's own `data` after it), an exhausted share 429 with
+/// `Retry-After`, an unavailable operation 503; store failures answer as everywhere.
+impl From<UseCaseError> for ApiError {
+    fn from(e: UseCaseError) -> Self {
+        match e {
+            UseCaseError::Invalid {
+                reason,
+                message,
+                data,
+            } => {
+                let e = ApiError::unprocessable(reason, message);
+                match data {
+                    Some(serde_json::Value::Object(more)) => {
+                        let mut d = serde_json::Map::new();
+                        d.insert("topic".into(), "validation".into());
+                        d.extend(more);
+                        e.with_data(serde_json::Value::Object(d))
+                    }
+                    _ => e,
+                }
+            }
+            UseCaseError::TooMany {
+                reason,
+                message,
+                retry_after_secs,
+            } => ApiError::too_many_requests(reason, message, retry_after_secs),
+            UseCaseError::Unavailable { reason, message } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, reason, message)
+            }
+            UseCaseError::Store(e) => e.into(),
+            UseCaseError::Internal(cause) => ApiError::internal(cause),
         }
     }
 }

@@ -3,7 +3,6 @@
 use std::time::Instant;
 
 use super::AppState;
-use crate::metrics::RouteLabels;
 use axum::{
     extract::{MatchedPath, Request, State},
     middleware::Next,
@@ -18,19 +17,14 @@ pub(super) async fn track(State(state): State<AppState>, req: Request, next: Nex
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
-    let method = req.method().as_str().to_string();
+    let method = req.method().clone();
     let start = Instant::now();
     let resp = next.run(req).await;
-    let labels = RouteLabels {
-        method,
+    state.metrics.record_request(
+        method.as_str(),
         route,
-        status: resp.status().as_u16(),
-    };
-    state.metrics.requests.get_or_create(&labels).inc();
-    state
-        .metrics
-        .latency
-        .get_or_create(&labels)
-        .observe(start.elapsed().as_secs_f64());
+        resp.status().as_u16(),
+        start.elapsed().as_secs_f64(),
+    );
     resp
 }

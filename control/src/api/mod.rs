@@ -23,6 +23,7 @@ pub mod legacy;
 mod metrics;
 mod ops;
 pub mod page;
+pub mod report_page;
 mod server;
 pub mod v1;
 pub mod vocab;
@@ -69,6 +70,15 @@ impl std::ops::Deref for AppState {
 }
 
 impl AppState {
+    /// The use cases ([`crate::usecases`]) over this state's services and settings.
+    pub fn ops(&self) -> crate::usecases::Ops<'_> {
+        crate::usecases::Ops {
+            services: &self.services,
+            settings: &self.settings,
+            test_calls: &self.test_call_gate,
+        }
+    }
+
     /// Like [`AppState::try_new`], panicking on invalid `objects` / `stt` settings.
     pub fn new(store: Store, settings: Settings) -> Self {
         Self::try_new(store, settings).unwrap_or_else(|e| panic!("invalid settings: {e}"))

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use callsmith_control::objects::CallObjects;
-use callsmith_control::store::CommunicationRecord;
-use callsmith_control::store::communications::{
+use callsmith_domain::objects::CallObjects;
+use callsmith_domain::store::CommunicationRecord;
+use callsmith_domain::store::communications::{
     CONSENT_VARIABLE, CallFinish, CommunicationStatus, consent_granted,
 };
 use callsmith_media::{MediaSession, recording::RecordingTarget};

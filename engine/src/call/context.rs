@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use callsmith_control::store::{AccountRecord, AgentRecord, CommunicationRecord};
+use callsmith_domain::store::{AccountRecord, AgentRecord, CommunicationRecord};
 
 use crate::runtime::Runtime;
 
@@ -27,7 +27,7 @@ impl CallContext {
             .await
             .map_err(|e| e.to_string())?
             .ok_or("the account no longer exists")?;
-        let enabled = callsmith_control::adapters::llm::llm_enabled(store, &account)
+        let enabled = callsmith_domain::adapters::llm::llm_enabled(store, &account)
             .await
             .map_err(|e| e.to_string())?;
         if !enabled {

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use callsmith_control::{communication::caller::CallerIdError, store::StoreError};
+use callsmith_domain::{communication::caller::CallerIdError, store::StoreError};
 
 /// A call that could not be set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,8 +61,8 @@ impl From<CallerIdError> for CallError {
 mod tests {
     use super::*;
 
-    fn sqlx_timeout() -> callsmith_control::store::sqlx::Error {
-        callsmith_control::store::sqlx::Error::PoolTimedOut
+    fn sqlx_timeout() -> callsmith_domain::store::sqlx::Error {
+        callsmith_domain::store::sqlx::Error::PoolTimedOut
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! What a call's saved history records of its prompts and listen turns: the typed
-//! history lives in [`callsmith_control::communication::history`], read back by the API
+//! history lives in [`callsmith_domain::communication::history`], read back by the API
 //! and the tests with the same types.
 
-pub(super) use callsmith_control::communication::history::{
+pub(super) use callsmith_domain::communication::history::{
     CallHistory, HangupLog, PromptLog, TransferLog, TurnLog,
 };

@@ -8,9 +8,9 @@
 //! from the answer on, both directions are the same [`AnsweredCall`].
 
 use async_trait::async_trait;
-use callsmith_control::hangups::HangupHandle;
-use callsmith_control::live::LiveFeed;
-use callsmith_control::store::CommunicationRecord;
+use callsmith_domain::hangups::HangupHandle;
+use callsmith_domain::live::LiveFeed;
+use callsmith_domain::store::CommunicationRecord;
 use callsmith_media::MediaSession;
 use callsmith_scenarios::interpreter::CallDirection;
 use callsmith_sip::NegotiatedMedia;

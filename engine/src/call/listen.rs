@@ -2,7 +2,7 @@
 //! INFO), silence and the call's end.
 
 use bytes::Bytes;
-use callsmith_control::objects::CallObjects;
+use callsmith_domain::objects::CallObjects;
 use callsmith_media::MediaEvent;
 use callsmith_media::stt::{SttEvent, SttParams};
 use callsmith_scenarios::port::{Heard, ListenSpec};
@@ -234,7 +234,7 @@ impl LivePort {
         }
         let comm = &self.ctx.comm;
         let path = CallObjects::new(&comm.account_sid, &comm.sid).speech_turn(index);
-        let reference = callsmith_control::objects::bucket_reference(&path);
+        let reference = callsmith_domain::objects::bucket_reference(&path);
         let objects = self.ctx.rt.objects().clone();
         let upload = tokio::spawn(async move {
             let bytes = wav_8k_mono(&pcm);

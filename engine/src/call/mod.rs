@@ -20,7 +20,7 @@
 //! `ListenTurn` and `PlayTurn`: `reply` (a streamed reply), `ring` (a placed leg up to its
 //! answer: an outbound call's, a transfer target's) and `bridge` (a bridged transfer).
 
-use callsmith_control::store::{
+use callsmith_domain::store::{
     AgentRecord, CommunicationRecord,
     communications::{CallFinish, CallWrite},
 };

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use callsmith_control::store::communications::{CallFinish, CallWrite, CommunicationStatus};
-use callsmith_control::store::{AgentRecord, CommunicationRecord};
+use callsmith_domain::store::communications::{CallFinish, CallWrite, CommunicationStatus};
+use callsmith_domain::store::{AgentRecord, CommunicationRecord};
 use callsmith_media::MediaSession;
 use callsmith_scenarios::interpreter::CallDirection;
 use callsmith_sip::{CallLeg, LocalMedia, NegotiatedMedia};

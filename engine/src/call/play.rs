@@ -13,7 +13,7 @@ use callsmith_scenarios::port::{PlayOutcome, PromptSpec, TtsVoice};
 use callsmith_scenarios::turn::{PlayAction, PlayEvent, PlayTurn, PlayoutEnd};
 use tokio::time::Instant;
 
-use callsmith_control::audio_ref::Located;
+use callsmith_domain::audio_ref::Located;
 use callsmith_media::prompt::PromptError;
 
 use super::history::PromptLog;
@@ -82,7 +82,7 @@ impl LivePort {
     }
 
     /// The audio a file prompt names, through the one audio resolver
-    /// ([`callsmith_control::audio_ref`]): the account's own audio files and objects, or a
+    /// ([`callsmith_domain::audio_ref`]): the account's own audio files and objects, or a
     /// public URL through the guarded client. The ownership check runs for every call;
     /// stored audio is then decoded once per object version and shared by every call that
     /// plays it (`Runtime::prompts`), while a URL's audio is fetched and decoded for its

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use callsmith_control::store::AgentRecord;
+use callsmith_domain::store::AgentRecord;
 use callsmith_media::amd::{AmdConfig, AmdDecision as Amd};
 use callsmith_scenarios::port::{
     AmdVerdict, CallPort, Heard, IntentScore, ListenSpec, LlmRequest, PlayOutcome, PromptSpec,
@@ -252,13 +252,13 @@ pub(super) fn amd_config() -> AmdConfig {
 
 /// The chat request of an LLM brick: its messages in order, provider by name (empty: the
 /// first provider serving the model), no tools.
-pub(super) fn chat_request(r: &LlmRequest) -> callsmith_control::adapters::llm::ChatRequest {
-    callsmith_control::adapters::llm::ChatRequest {
+pub(super) fn chat_request(r: &LlmRequest) -> callsmith_domain::adapters::llm::ChatRequest {
+    callsmith_domain::adapters::llm::ChatRequest {
         messages: r
             .messages
             .iter()
             .map(
-                |(role, content)| callsmith_control::adapters::llm::ChatMessage {
+                |(role, content)| callsmith_domain::adapters::llm::ChatMessage {
                     role: role.clone(),
                     content: Some(content.clone()),
                     tool_calls: None,

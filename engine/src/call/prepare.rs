@@ -1,12 +1,12 @@
 //! What a call runs, resolved before it is placed: the scenario version, the agent, the
 //! from-number, the trunk and the time zone.
 
-use callsmith_control::communication::caller::{self, CallerId};
+use callsmith_domain::communication::caller::{self, CallerId};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use callsmith_control::store::{AgentRecord, CommunicationRecord};
+use callsmith_domain::store::{AgentRecord, CommunicationRecord};
 use callsmith_scenarios::interpreter::{Program, Tz};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -24,10 +24,10 @@ pub struct Prepared {
     pub tz: Tz,
     pub data: BTreeMap<String, String>,
     /// Cancelled when `POST /v1/communication/{id}/hangup` asks the call to end (the
-    /// token of its [`callsmith_control::hangups`] registration).
+    /// token of its [`callsmith_domain::hangups`] registration).
     pub hangup: CancellationToken,
     /// A test call's live feed (set by the lifecycle; see [`super::live`]).
-    pub live: Option<callsmith_control::live::LiveFeed>,
+    pub live: Option<callsmith_domain::live::LiveFeed>,
     /// Whether the call is recorded: the agent's `call_recording`, or a browser test call
     /// that asks for it (`record` of `POST /v1/communication/-/browser-call`).
     pub record: bool,

@@ -1,11 +1,11 @@
 //! The sms brick in a live call: the agent's SMS settings and provider.
 
-use callsmith_control::store::AgentRecord;
+use callsmith_domain::store::AgentRecord;
 use serde_json::Value;
 
 use crate::runtime::Runtime;
 
-/// Sends an SMS through the agent's provider ([`callsmith_control::sms::send`]).
+/// Sends an SMS through the agent's provider ([`callsmith_domain::sms::send`]).
 pub(super) async fn send_sms(
     rt: &Runtime,
     agent: Option<&AgentRecord>,
@@ -43,5 +43,5 @@ pub(super) async fn send_sms(
             .and_then(|v| v.as_str())
             .unwrap_or(call_from)
     };
-    callsmith_control::sms::send(&rt.services.outbound, &p, from, to, text).await
+    callsmith_domain::sms::send(&rt.services.outbound, &p, from, to, text).await
 }

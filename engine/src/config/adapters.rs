@@ -47,7 +47,7 @@ pub struct LlmProviderSection {
 impl Default for AdaptersSection {
     /// The control plane's defaults (one place), plus the engine's LLM call timeout.
     fn default() -> Self {
-        let c = callsmith_control::adapters::AdaptersConfig::default();
+        let c = callsmith_domain::adapters::AdaptersConfig::default();
         AdaptersSection {
             training_workers: c.training_workers,
             remote_classifier_url: c.remote_classifier_url,
@@ -62,7 +62,7 @@ impl Default for AdaptersSection {
 impl AdaptersSection {
     /// The control plane's adapter configuration. Errors name a provider without a name or
     /// base URL, a duplicate name, or an `api_key_env` variable that is not set.
-    pub fn to_control(&self) -> anyhow::Result<callsmith_control::adapters::AdaptersConfig> {
+    pub fn to_control(&self) -> anyhow::Result<callsmith_domain::adapters::AdaptersConfig> {
         let mut providers = Vec::with_capacity(self.llm_providers.len());
         for (i, p) in self.llm_providers.iter().enumerate() {
             anyhow::ensure!(
@@ -76,7 +76,7 @@ impl AdaptersSection {
             anyhow::ensure!(
                 !providers
                     .iter()
-                    .any(|q: &callsmith_control::adapters::LlmProvider| q.name == p.name),
+                    .any(|q: &callsmith_domain::adapters::LlmProvider| q.name == p.name),
                 "adapters.llm_providers: the name {:?} is used twice",
                 p.name
             );
@@ -87,7 +87,7 @@ impl AdaptersSection {
                 })?),
                 (None, None) => None,
             };
-            providers.push(callsmith_control::adapters::LlmProvider {
+            providers.push(callsmith_domain::adapters::LlmProvider {
                 name: p.name.clone(),
                 base_url: p.base_url.clone(),
                 api_key,
@@ -95,7 +95,7 @@ impl AdaptersSection {
                 models: p.models.clone(),
             });
         }
-        Ok(callsmith_control::adapters::AdaptersConfig {
+        Ok(callsmith_domain::adapters::AdaptersConfig {
             training_workers: self.training_workers.max(1),
             remote_classifier_url: self.remote_classifier_url.clone(),
             llm_providers: providers,

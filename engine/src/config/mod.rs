@@ -103,11 +103,11 @@ pub struct Config {
 #[serde(default, deny_unknown_fields)]
 pub struct ObjectsSection {
     /// `local` (a directory) or `s3` (an S3-compatible bucket). Default `local`.
-    pub provider: callsmith_control::objects::Provider,
+    pub provider: callsmith_domain::objects::Provider,
     /// Directory of the local provider. Default `<data_dir>/objects`.
     pub local_dir: Option<PathBuf>,
     /// The bucket of the `s3` provider.
-    pub s3: callsmith_control::objects::S3Config,
+    pub s3: callsmith_domain::objects::S3Config,
     /// Key for signed links and capability URLs (at least 32 characters). Unset: read from
     /// `signing_key_file`, generated there on first start.
     pub signing_key: Option<String>,
@@ -117,8 +117,8 @@ pub struct ObjectsSection {
 
 impl ObjectsSection {
     /// The control plane's settings, with the local directory under `data_dir` by default.
-    pub fn to_control(&self, data_dir: &Path) -> callsmith_control::objects::ObjectsConfig {
-        callsmith_control::objects::ObjectsConfig {
+    pub fn to_control(&self, data_dir: &Path) -> callsmith_domain::objects::ObjectsConfig {
+        callsmith_domain::objects::ObjectsConfig {
             provider: self.provider,
             local_dir: self
                 .local_dir
@@ -178,7 +178,7 @@ pub struct HttpConfig {
 
 impl HttpConfig {
     /// The control plane's connection limits; every timeout must be above zero.
-    pub fn to_control(&self) -> anyhow::Result<callsmith_control::settings::HttpSettings> {
+    pub fn to_control(&self) -> anyhow::Result<callsmith_domain::settings::HttpSettings> {
         for (key, ms) in [
             ("header_read_timeout_ms", self.header_read_timeout_ms),
             ("idle_timeout_ms", self.idle_timeout_ms),
@@ -188,7 +188,7 @@ impl HttpConfig {
             anyhow::ensure!(ms > 0, "http.{key} must be above 0");
         }
         let ms = std::time::Duration::from_millis;
-        Ok(callsmith_control::settings::HttpSettings {
+        Ok(callsmith_domain::settings::HttpSettings {
             header_read_timeout: ms(self.header_read_timeout_ms),
             idle_timeout: ms(self.idle_timeout_ms),
             body_read_timeout: ms(self.body_read_timeout_ms),
@@ -207,7 +207,7 @@ pub struct DatabaseConfig {
     /// path selects SQLite. Default: SQLite at `<data_dir>/callsmith.db`.
     pub url: Option<String>,
     /// Connection pool size. Default: 4 for SQLite, 16 for PostgreSQL
-    /// ([`callsmith_control::store::default_pool_size`]).
+    /// ([`callsmith_domain::store::default_pool_size`]).
     pub max_connections: Option<u32>,
 }
 
@@ -240,8 +240,8 @@ impl AuthConfig {
     /// The login throttle's limits; the window must be above zero.
     pub fn login_throttle(
         &self,
-    ) -> anyhow::Result<callsmith_control::auth::throttle::ThrottleSettings> {
-        use callsmith_control::auth::throttle::{Limit, ThrottleSettings};
+    ) -> anyhow::Result<callsmith_domain::auth::throttle::ThrottleSettings> {
+        use callsmith_domain::auth::throttle::{Limit, ThrottleSettings};
         anyhow::ensure!(
             self.login_failure_window_secs > 0,
             "auth.login_failure_window_secs must be above 0"
@@ -319,7 +319,7 @@ impl Default for Config {
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        let limits = callsmith_control::settings::HttpSettings::default();
+        let limits = callsmith_domain::settings::HttpSettings::default();
         HttpConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             public_url: None,
@@ -335,7 +335,7 @@ impl Default for HttpConfig {
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        let throttle = callsmith_control::auth::throttle::ThrottleSettings::default();
+        let throttle = callsmith_domain::auth::throttle::ThrottleSettings::default();
         AuthConfig {
             session_ttl_secs: 12 * 3600,
             password_reset_ttl_secs: 3600,
@@ -400,8 +400,8 @@ impl SipSection {
 
     /// The trunks calls leave through, as the control plane checks dispatches and numbers
     /// against them.
-    pub fn node_trunks(&self) -> callsmith_control::communication::caller::NodeTrunks {
-        callsmith_control::communication::caller::NodeTrunks {
+    pub fn node_trunks(&self) -> callsmith_domain::communication::caller::NodeTrunks {
+        callsmith_domain::communication::caller::NodeTrunks {
             names: self.trunks.iter().map(|t| t.name.clone()).collect(),
             default: self.default_trunk.clone(),
         }
@@ -548,7 +548,7 @@ impl Default for DialerConfig {
             reconcile_interval_secs: 5,
             max_live_calls: 200,
             max_test_calls_per_account:
-                callsmith_control::test_calls::DEFAULT_MAX_TEST_CALLS_PER_ACCOUNT,
+                callsmith_domain::test_calls::DEFAULT_MAX_TEST_CALLS_PER_ACCOUNT,
             write_queue: 4096,
             max_timer_lag_ms: 100,
             max_inbound_cps: 0,
@@ -606,7 +606,7 @@ impl Config {
     pub fn database_pool_size(&self) -> u32 {
         self.database
             .max_connections
-            .unwrap_or_else(|| callsmith_control::store::default_pool_size(&self.database_url()))
+            .unwrap_or_else(|| callsmith_domain::store::default_pool_size(&self.database_url()))
     }
 
     /// The database URL in effect.

@@ -273,7 +273,7 @@ fn tts_engines_from_file_and_env() {
 
 #[test]
 fn objects_on_s3_from_file_and_env() {
-    use callsmith_control::objects::Provider;
+    use callsmith_domain::objects::Provider;
     figment::Jail::expect_with(|jail| {
         jail.create_file(
             "c.toml",
@@ -303,11 +303,11 @@ fn http_limits_and_login_throttle_from_file() {
     let d = Config::default();
     assert_eq!(
         d.http.to_control().unwrap(),
-        callsmith_control::settings::HttpSettings::default()
+        callsmith_domain::settings::HttpSettings::default()
     );
     assert_eq!(
         d.auth.login_throttle().unwrap(),
-        callsmith_control::auth::throttle::ThrottleSettings::default()
+        callsmith_domain::auth::throttle::ThrottleSettings::default()
     );
     figment::Jail::expect_with(|jail| {
         jail.create_file(
@@ -380,7 +380,7 @@ fn a_default_trunk_naming_no_trunk_is_refused_at_start() {
         c.sip.to_sip().map_err(|e| e.to_string())?;
         assert_eq!(
             c.sip.node_trunks(),
-            callsmith_control::communication::caller::NodeTrunks {
+            callsmith_domain::communication::caller::NodeTrunks {
                 names: vec!["carrier".into()],
                 default: Some("carrier".into()),
             }

@@ -22,8 +22,8 @@ mod supervisor;
 
 use std::net::SocketAddr;
 
-use callsmith_control::Services;
-use callsmith_control::readiness::ComponentStatus;
+use callsmith_domain::Services;
+use callsmith_domain::readiness::ComponentStatus;
 use callsmith_media::stt::{SttNodeConfig, SttProtocol};
 
 use crate::config::{Config, SpeechPlan, TtsEngineSection};

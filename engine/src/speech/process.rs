@@ -7,8 +7,8 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use callsmith_control::Services;
-use callsmith_control::readiness::{ComponentStatus, Readiness};
+use callsmith_domain::Services;
+use callsmith_domain::readiness::{ComponentStatus, Readiness};
 use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};

@@ -23,7 +23,7 @@
 
 use std::time::{Duration, Instant};
 
-use callsmith_control::readiness::ComponentStatus;
+use callsmith_domain::readiness::ComponentStatus;
 
 /// A node ready at least this long before it exits counts as having run well: its exit
 /// restarts it after `backoff_min` again.

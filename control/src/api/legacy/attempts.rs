@@ -8,10 +8,10 @@
 
 use super::*;
 use crate::{
-    api::v1::communications::AgentDispatch,
     ids::{new_sid, prefix},
     store::{LegacyAttemptRecord, NewAttempt, NewAttemptCall, Redial},
     text_enum::text_enum,
+    usecases::AgentDispatch,
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -173,7 +173,7 @@ async fn create_attempt(
         .account_get(&who.account_sid)
         .await?
         .ok_or_else(LegacyError::unauthenticated)?;
-    let dispatch = AgentDispatch::prepare(&state, &account, &c.sid).await?;
+    let dispatch = AgentDispatch::prepare(&state.ops(), &account, &c.sid).await?;
     let redial = b.redial.unwrap_or(RedialMode::None);
     let contacts = state
         .store

@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::{
-    api::v1::communications::{check_recipient, flat_data},
     ids::{new_sid, prefix},
     store::{ContactsAdded, LegacyContactRecord, NewContact},
+    usecases::{check_recipient, flat_data},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {

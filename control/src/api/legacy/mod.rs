@@ -36,6 +36,7 @@ use crate::{
         AccountRecord, CampaignField, CampaignFilter, CampaignOrder, LegacyCampaignRecord,
         LegacyProfileRecord, StoreError,
     },
+    usecases::UseCaseError,
 };
 
 mod accounts;
@@ -188,6 +189,13 @@ impl From<ApiError> for LegacyError {
             message,
             reason: Some(e.error.into_owned()),
         }
+    }
+}
+
+/// A use case's refusal, mapped as its v1 answer is.
+impl From<UseCaseError> for LegacyError {
+    fn from(e: UseCaseError) -> Self {
+        ApiError::from(e).into()
     }
 }
 

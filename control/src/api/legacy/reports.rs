@@ -239,7 +239,7 @@ async fn attempt_report_page(
         &stats,
         &plots,
     );
-    Ok(crate::communication::report::response(page))
+    Ok(crate::api::report_page::response(page))
 }
 
 /// The communication report: one row per call of the attempt, oldest first.

@@ -17,23 +17,14 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::communications::{Communication, admit_test_call, test_version, visible_communication};
+use super::communications::{Communication, visible_communication};
 use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Path},
     auth::cap,
-    browser_calls::BrowserCallError,
-    communication::caller,
-    ids::new_sid,
     live::LiveEvent,
-    store::{NewCommunication, communications::COMMUNICATION_PREFIX},
+    usecases::{BrowserCallInput, Direction},
 };
-
-/// Longest SDP offer taken (a browser's audio offer is a few KiB).
-pub const MAX_OFFER_BYTES: usize = 32 * 1024;
-
-/// The recipient and from-number a browser call carries (it has no phone number).
-pub const BROWSER_PARTY: &str = "browser";
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -108,8 +99,8 @@ async fn browser_call(
 ) -> ApiResult<(StatusCode, Json<BrowserCallAnswer>)> {
     let account = auth.account_scope(&state).await?;
     let direction = match b.direction.as_deref() {
-        None | Some("outbound") => "outbound",
-        Some("inbound") => "inbound",
+        None | Some("outbound") => Direction::Outbound,
+        Some("inbound") => Direction::Inbound,
         Some(other) => {
             return Err(ApiError::bad_request(
                 "invalid_direction",
@@ -117,63 +108,22 @@ async fn browser_call(
             ));
         }
     };
-    if b.sdp.trim().is_empty() || b.sdp.len() > MAX_OFFER_BYTES {
-        return Err(ApiError::unprocessable(
-            "invalid_sdp",
-            format!("sdp: the offer must be 1 to {MAX_OFFER_BYTES} bytes"),
-        ));
-    }
-    let data = super::communications::flat_data("data", b.data.as_ref())?;
-    let Some(runner) = state.browser.runner() else {
-        return Err(unavailable("this process runs no calls"));
+    let input = BrowserCallInput {
+        scenario_sid: b.scenario_sid,
+        draft: b.draft.unwrap_or(false),
+        direction,
+        sdp: b.sdp,
+        data: b.data,
+        record: b.record.unwrap_or(false),
     };
-    // Held until the runner has stored the call; a refusal writes nothing (no draft frozen).
-    let _admitted = admit_test_call(&state, &account).await?;
-    let (scenario, record) =
-        test_version(&state, &account, &b.scenario_sid, b.draft.unwrap_or(false)).await?;
-    let now = chrono::Utc::now();
-    let new = NewCommunication {
-        sid: new_sid(COMMUNICATION_PREFIX),
-        tenant_sid: account.tenant_sid.clone(),
-        account_sid: account.sid.clone(),
-        agent_sid: None,
-        scenario_sid: scenario.sid.clone(),
-        version: record.version,
-        draft_version: record.draft_version,
-        recipient: BROWSER_PARTY.into(),
-        from_number: BROWSER_PARTY.into(),
-        trunk: None,
-        direction: direction.into(),
-        is_test: true,
-        data: serde_json::to_string(&data).map_err(ApiError::internal)?,
-        strategy_sid: None,
-        batch_sid: None,
-        timezone: caller::call_timezone(None, &account),
-        scheduled_at: None,
-        due_at: now,
-    };
-    match runner.start(new, &b.sdp, b.record.unwrap_or(false)).await {
-        Ok(started) => Ok((
-            StatusCode::CREATED,
-            Json(BrowserCallAnswer {
-                communication: Communication::from(&started.communication),
-                sdp: started.sdp,
-            }),
-        )),
-        Err(BrowserCallError::InvalidOffer(why)) => Err(ApiError::unprocessable(
-            "invalid_sdp",
-            format!("sdp: {why}"),
-        )),
-        Err(BrowserCallError::Unavailable(why)) => Err(unavailable(&why)),
-    }
-}
-
-fn unavailable(why: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "browser_calls_unavailable",
-        format!("browser calls are unavailable: {why}"),
-    )
+    let started = state.ops().browser_call(&account, &input).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(BrowserCallAnswer {
+            communication: Communication::from(&started.communication),
+            sdp: started.sdp,
+        }),
+    ))
 }
 
 /// Stream what a running test call does, as Server-Sent Events (`text/event-stream`).

@@ -109,7 +109,7 @@ async fn communication_report(
         &set.statistics,
         &plots,
     );
-    Ok(report::response(page))
+    Ok(crate::api::report_page::response(page))
 }
 
 /// The store filter of `q`; 400 `invalid_query` for a bad direction or batch id.

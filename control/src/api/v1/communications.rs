@@ -14,12 +14,11 @@ use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::cap,
-    ids::new_sid,
     store::{
-        AccountRecord, AgentRecord, CommunicationRecord, NewCommunication, ScenarioRecord,
-        ScenarioVersionRecord, StoreError,
-        communications::{COMMUNICATION_PREFIX, CommunicationFilter, CommunicationStatus},
+        AccountRecord, CommunicationRecord,
+        communications::{CommunicationFilter, CommunicationStatus},
     },
+    usecases::{DispatchInput, is_batch_sid},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -31,7 +30,6 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 pub use crate::communication::Communication;
-use crate::communication::caller::{self, AgentCaller, CallerIdError};
 
 /// Body of POST /v1/communication/-/dispatch. Unknown fields (including `timezone`,
 /// which is never accepted) are 400.
@@ -72,223 +70,6 @@ pub struct DispatchBody {
     pub batch_sid: Option<String>,
 }
 
-/// The pattern of a batch id (`bat_` and 32 lowercase hex digits).
-pub(crate) fn is_batch_sid(s: &str) -> bool {
-    s.strip_prefix("bat_")
-        .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
-}
-
-/// The batch a dispatch joins: `batch_sid` when the account has communications in it,
-/// else a new one; 422 `unknown_batch` for a batch the account does not have (another
-/// account's batch answers the same).
-async fn dispatch_batch(
-    state: &AppState,
-    account: &AccountRecord,
-    batch_sid: Option<&str>,
-) -> ApiResult<String> {
-    let Some(b) = batch_sid else {
-        return Ok(new_sid(crate::ids::prefix::BATCH));
-    };
-    if is_batch_sid(b)
-        && state
-            .store
-            .communication_batch_exists(&account.sid, b)
-            .await?
-    {
-        return Ok(b.to_string());
-    }
-    Err(ApiError::unprocessable(
-        "unknown_batch",
-        "batch_sid: no such dispatch batch in this account (omit it to start a new batch)",
-    ))
-}
-
-fn non_empty(v: &Option<String>) -> Option<&str> {
-    v.as_deref().filter(|s| !s.trim().is_empty())
-}
-
-/// A number to call, as `field` of a request: `+` and digits (spaces, dashes, dots and
-/// parentheses allowed and dropped), 3..=32 digits; 422 `invalid_recipient` naming `field`
-/// otherwise. Returns the number without the separators. Dispatch recipients and legacy
-/// contact phones are checked with it.
-pub(crate) fn check_recipient(field: &str, r: &str) -> ApiResult<String> {
-    let trimmed: String = r
-        .chars()
-        .filter(|c| !matches!(c, ' ' | '-' | '.' | '(' | ')'))
-        .collect();
-    let digits = trimmed.strip_prefix('+').unwrap_or(&trimmed);
-    if (3..=32).contains(&digits.len()) && digits.chars().all(|c| c.is_ascii_digit()) {
-        Ok(trimmed)
-    } else {
-        Err(ApiError::unprocessable(
-            "invalid_recipient",
-            format!("{field}: a phone number (digits, optional leading +)"),
-        ))
-    }
-}
-
-/// The initial variables of an agent call, as `field` of a request: absent, null or a flat
-/// object of strings, numbers and booleans (rule 6); 422 `data_not_flat` naming the key
-/// otherwise. Dispatch `data` and legacy contact variables are checked with it.
-pub(crate) fn flat_data(
-    field: &str,
-    v: Option<&Value>,
-) -> ApiResult<serde_json::Map<String, Value>> {
-    match v {
-        None | Some(Value::Null) => Ok(serde_json::Map::new()),
-        Some(Value::Object(m)) => {
-            if let Some((k, _)) = m.iter().find(|(_, v)| v.is_object() || v.is_array()) {
-                return Err(ApiError::unprocessable(
-                    "data_not_flat",
-                    format!("{field}.{k}: values must be strings, numbers or booleans"),
-                ));
-            }
-            Ok(m.clone())
-        }
-        Some(_) => Err(ApiError::unprocessable(
-            "data_not_flat",
-            format!("{field}: must be a flat object of scalars"),
-        )),
-    }
-}
-
-/// An agent of an account made ready to dial: its scenario's newest published version and
-/// its caller id (rule 7: the agent's number; a pool number is picked, rotating, at dial
-/// time), looked up once. POST /v1/communication/-/dispatch creates its agent call with
-/// [`AgentDispatch::communication`], and so does a legacy attempt for each contact.
-pub(crate) struct AgentDispatch {
-    pub(crate) agent: AgentRecord,
-    tenant_sid: String,
-    account_sid: String,
-    version: Option<i64>,
-    from_number: String,
-    trunk: Option<String>,
-    timezone: String,
-}
-
-impl AgentDispatch {
-    /// 422 `unknown_agent` unless `agent_sid` is an agent of `account`,
-    /// `scenario_not_published` when its scenario has no published version,
-    /// `no_from_number` when it has no number to call from, `no_trunk` when no trunk of
-    /// this node could place its calls ([`check_placeable`]).
-    pub(crate) async fn prepare(
-        state: &AppState,
-        account: &AccountRecord,
-        agent_sid: &str,
-    ) -> ApiResult<AgentDispatch> {
-        let agent = state
-            .store
-            .agent_get(agent_sid)
-            .await?
-            .filter(|a| a.account_sid == account.sid)
-            .ok_or_else(|| {
-                ApiError::unprocessable("unknown_agent", "agent_sid: no such agent in this account")
-            })?;
-        let published = state
-            .store
-            .scenario_latest_published(&agent.scenario_sid)
-            .await?
-            .ok_or_else(|| {
-                ApiError::unprocessable(
-                    "scenario_not_published",
-                    "the agent's scenario has no published version",
-                )
-            })?;
-        let (from_number, trunk, trunks) = match caller::agent_caller(&state.store, &agent).await {
-            Ok(AgentCaller::Number(c)) => (c.number, c.trunk.clone(), vec![c.trunk]),
-            Ok(AgentCaller::Pool(p)) => {
-                // The number is picked when the call is placed: any of the pool's.
-                let numbers = state.store.pool_active_numbers(&p).await?;
-                let trunks = numbers.into_iter().map(|n| n.trunk).collect();
-                (String::new(), None, trunks)
-            }
-            Err(e) => return Err(no_from_number(e)),
-        };
-        check_placeable(state, &account.tenant_sid, &trunks).await?;
-        Ok(AgentDispatch {
-            tenant_sid: account.tenant_sid.clone(),
-            account_sid: account.sid.clone(),
-            version: published.version,
-            from_number,
-            trunk,
-            timezone: caller::call_timezone(Some(&agent), account),
-            agent,
-        })
-    }
-
-    /// The row of one call to `recipient` (checked with [`check_recipient`]) with `data`
-    /// (checked with [`flat_data`]) as its initial variables, due at `scheduled_at` or now,
-    /// in the dispatch batch `batch_sid`.
-    pub(crate) fn communication(
-        &self,
-        recipient: String,
-        data: &serde_json::Map<String, Value>,
-        scheduled_at: Option<DateTime<Utc>>,
-        strategy_sid: Option<String>,
-        batch_sid: &str,
-    ) -> ApiResult<NewCommunication> {
-        Ok(NewCommunication {
-            sid: new_sid(COMMUNICATION_PREFIX),
-            tenant_sid: self.tenant_sid.clone(),
-            account_sid: self.account_sid.clone(),
-            agent_sid: Some(self.agent.sid.clone()),
-            scenario_sid: self.agent.scenario_sid.clone(),
-            version: self.version,
-            draft_version: None,
-            recipient,
-            from_number: self.from_number.clone(),
-            trunk: self.trunk.clone(),
-            direction: "outbound".into(),
-            is_test: self.agent.is_test,
-            data: serde_json::to_string(data).map_err(ApiError::internal)?,
-            strategy_sid: strategy_sid.filter(|s| !s.is_empty()),
-            batch_sid: Some(batch_sid.to_string()),
-            timezone: self.timezone.clone(),
-            scheduled_at,
-            due_at: due_at(scheduled_at),
-        })
-    }
-}
-
-/// 422 `no_from_number` for a call with no number to call from; a store failure stays 500.
-fn no_from_number(e: CallerIdError) -> ApiError {
-    match e {
-        CallerIdError::Store(e) => e.into(),
-        e => ApiError::unprocessable("no_from_number", e.to_string()),
-    }
-}
-
-/// 422 `no_trunk` when no trunk of this node could place a call of `tenant_sid` from a
-/// number on one of `trunks` (the trunks of the numbers the call may be from; `[]` when
-/// none is known yet), by the rule the dialer places it by
-/// ([`caller::NodeTrunks::can_place`]). A process that places no calls checks nothing.
-pub(crate) async fn check_placeable(
-    state: &AppState,
-    tenant_sid: &str,
-    trunks: &[Option<String>],
-) -> ApiResult<()> {
-    let Some(node) = &state.settings.sip_trunks else {
-        return Ok(());
-    };
-    if node.can_place(&state.store, tenant_sid, trunks).await? {
-        Ok(())
-    } else {
-        Err(ApiError::unprocessable("no_trunk", caller::NO_TRUNK))
-    }
-}
-
-/// What a dispatch calls through (rule 1: exactly one of them).
-enum Target<'a> {
-    Agent(&'a str),
-    Scenario(&'a str),
-}
-
-/// When a call scheduled at `scheduled_at` (or now) is due: never in the past.
-fn due_at(scheduled_at: Option<DateTime<Utc>>) -> DateTime<Utc> {
-    let t = crate::store::now();
-    scheduled_at.map_or(t, |s| s.max(t))
-}
-
 /// Create a communication: an agent call (`agent_sid`) or a scenario test call
 /// (`scenario_sid`), in a new dispatch batch or the `batch_sid` of an earlier dispatch.
 #[utoipa::path(post, path = "/v1/communication/-/dispatch", tag = "communications", request_body = DispatchBody,
@@ -305,174 +86,23 @@ async fn dispatch(
     Json(b): Json<DispatchBody>,
 ) -> ApiResult<(StatusCode, Json<Communication>)> {
     let account = auth.account_scope(&state).await?;
-    let target = match (non_empty(&b.agent_sid), non_empty(&b.scenario_sid)) {
-        (Some(a), None) => Target::Agent(a),
-        (None, Some(s)) => Target::Scenario(s),
-        _ => {
-            return Err(ApiError::unprocessable(
-                "exactly_one_of",
-                "exactly one of agent_sid and scenario_sid is required",
-            ));
-        }
-    };
-    let recipient = check_recipient("recipient", &b.recipient)?;
-    let batch = dispatch_batch(&state, &account, b.batch_sid.as_deref()).await?;
-    // A test call holds its account's admission until its row is stored.
-    let _admitted = match target {
-        Target::Scenario(_) => admit_test_call(&state, &account).await?,
-        Target::Agent(_) => None,
-    };
-    let new = match target {
-        Target::Agent(agent_sid) => {
-            let data = flat_data("data", b.data.as_ref())?;
-            AgentDispatch::prepare(&state, &account, agent_sid)
-                .await?
-                .communication(
-                    recipient,
-                    &data,
-                    b.scheduled_at,
-                    b.strategy_sid.clone(),
-                    &batch,
-                )?
-        }
-        Target::Scenario(scenario_sid) => {
-            test_call(&state, &account, scenario_sid, &b, recipient, batch).await?
-        }
-    };
-    let rec = state.store.communication_create(&new).await?;
+    let rec = state.ops().dispatch(&account, &b.into()).await?;
     Ok((StatusCode::CREATED, Json(Communication::from(&rec))))
 }
 
-/// Admits one more test or browser call of `account` under its share
-/// (`dialer.max_test_calls_per_account`, see [`crate::test_calls`]): 429
-/// `too_many_test_calls` when the account has that many open already. The guard returned
-/// must be held until the new call is stored; `None` when no share is set.
-pub(crate) async fn admit_test_call<'a>(
-    state: &'a AppState,
-    account: &AccountRecord,
-) -> ApiResult<Option<tokio::sync::MutexGuard<'a, ()>>> {
-    let limit = state.settings.max_test_calls_per_account;
-    if limit == 0 {
-        return Ok(None);
-    }
-    let guard = state.test_call_gate.lock(&account.sid).await;
-    let open = state
-        .store
-        .communication_open_test_calls(&account.sid)
-        .await?;
-    if open >= i64::from(limit) {
-        return Err(ApiError::too_many_requests(
-            "too_many_test_calls",
-            format!(
-                "the account has {open} test or browser calls open, its share is {limit}: \
-                 place another when one has ended"
-            ),
-            crate::test_calls::RETRY_AFTER_SECS,
-        ));
-    }
-    Ok(Some(guard))
-}
-
-/// A scenario test call (rules 3 and 5): dispatched at once; strategy, schedule and data
-/// ignored.
-async fn test_call(
-    state: &AppState,
-    account: &AccountRecord,
-    scenario_sid: &str,
-    b: &DispatchBody,
-    recipient: String,
-    batch_sid: String,
-) -> ApiResult<NewCommunication> {
-    let (scenario, record) =
-        test_version(state, account, scenario_sid, b.draft.unwrap_or(false)).await?;
-    // Rule 7: a free account number.
-    let number = caller::test_call_caller(&state.store, &account.sid)
-        .await
-        .map_err(no_from_number)?;
-    check_placeable(
-        state,
-        &account.tenant_sid,
-        std::slice::from_ref(&number.trunk),
-    )
-    .await?;
-    Ok(NewCommunication {
-        sid: new_sid(COMMUNICATION_PREFIX),
-        tenant_sid: account.tenant_sid.clone(),
-        account_sid: account.sid.clone(),
-        agent_sid: None,
-        scenario_sid: scenario.sid.clone(),
-        version: record.version,
-        draft_version: record.draft_version,
-        recipient,
-        from_number: number.number,
-        trunk: number.trunk,
-        direction: "outbound".into(),
-        is_test: true,
-        data: "{}".into(),
-        strategy_sid: None,
-        batch_sid: Some(batch_sid),
-        timezone: caller::call_timezone(None, account),
-        scheduled_at: b.scheduled_at,
-        due_at: due_at(b.scheduled_at),
-    })
-}
-
-/// The version a test call of `scenario_sid` runs (rule 3): the draft, validated and frozen
-/// on first use, when `draft`; else the latest published version.
-pub(crate) async fn test_version(
-    state: &AppState,
-    account: &AccountRecord,
-    scenario_sid: &str,
-    draft: bool,
-) -> ApiResult<(ScenarioRecord, ScenarioVersionRecord)> {
-    let scenario = state
-        .store
-        .scenario_get(scenario_sid)
-        .await?
-        .filter(|s| s.account_sid == account.sid)
-        .ok_or_else(|| {
-            ApiError::unprocessable(
-                "unknown_scenario",
-                "scenario_sid: no such scenario in this account",
-            )
-        })?;
-    let record = if draft {
-        // A draft was never validated by a publish: it is validated here, with the
-        // same checks, before it is frozen and called.
-        let draft = state
-            .store
-            .scenario_version_by_axis(&scenario.sid, 0, true)
-            .await?
-            .ok_or_else(|| ApiError::unprocessable("no_draft", "the scenario has no draft"))?;
-        let errors = super::scenarios::check_snapshot(state, &account.sid, &draft.snapshot_value())
-            .await?
-            .errors;
-        if !errors.is_empty() {
-            return Err(super::scenarios::invalid_scenario(errors));
+impl From<DispatchBody> for DispatchInput {
+    fn from(b: DispatchBody) -> Self {
+        DispatchInput {
+            recipient: b.recipient,
+            agent_sid: b.agent_sid,
+            strategy_sid: b.strategy_sid,
+            scheduled_at: b.scheduled_at,
+            data: b.data,
+            scenario_sid: b.scenario_sid,
+            draft: b.draft.unwrap_or(false),
+            batch_sid: b.batch_sid,
         }
-        match state.store.freeze_draft(&scenario.sid).await {
-            Ok(r) => r,
-            Err(StoreError::NotFound) => {
-                return Err(ApiError::unprocessable(
-                    "no_draft",
-                    "the scenario has no draft",
-                ));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    } else {
-        state
-            .store
-            .scenario_latest_published(&scenario.sid)
-            .await?
-            .ok_or_else(|| {
-                ApiError::unprocessable(
-                    "scenario_not_published",
-                    "the scenario has no published version (dispatch with draft=true to test the draft)",
-                )
-            })?
-    };
-    Ok((scenario, record))
+    }
 }
 
 /// Query of GET /v1/communication.

@@ -230,11 +230,7 @@ fn snapshot_of(
 
 /// 422 `scenario_invalid` carrying the SCN1xx entries in `data.errors.scenario`.
 pub(crate) fn invalid_scenario(errors: Vec<callsmith_scenarios::ScenarioError>) -> ApiError {
-    ApiError::unprocessable(
-        "scenario_invalid",
-        format!("the scenario has {} validation error(s)", errors.len()),
-    )
-    .with_data(serde_json::json!({"topic": "validation", "errors": {"scenario": errors}}))
+    crate::usecases::UseCaseError::invalid_scenario(errors).into()
 }
 
 /// The scenario addressed by a path id, or 404 when absent or outside the caller's scope.
@@ -573,11 +569,11 @@ async fn get_version(
 }
 
 /// Validates a snapshot for an account with the references answered as a call would
-/// resolve them (see [`crate::scenario_check`]).
+/// resolve them ([`crate::usecases::Ops::check_snapshot`]).
 pub(crate) async fn check_snapshot(
     state: &AppState,
     account_sid: &str,
     snapshot: &serde_json::Value,
 ) -> ApiResult<callsmith_scenarios::Validation> {
-    Ok(crate::scenario_check::validate_scenario(&state.services, account_sid, snapshot).await?)
+    Ok(state.ops().check_snapshot(account_sid, snapshot).await?)
 }

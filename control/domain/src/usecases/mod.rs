@@ -1,0 +1,37 @@
+//! The use cases: what a caller of callsmith can do, written once beneath every front end.
+//! The v1 API, the legacy API, browser calls, the load generator (through the v1 API) and
+//! the call runtime's inbound calls decode their own inputs into the types here, call the
+//! same operation and turn its one error, [`UseCaseError`], into their own answers.
+//!
+//! * [`Ops::dispatch`] creates an agent call or a scenario test call; [`AgentDispatch`]
+//!   is an agent made ready to dial many contacts (a legacy attempt).
+//! * [`Ops::browser_call`] starts a browser test call.
+//! * [`inbound_communication`] is the row of a call to one of our numbers.
+//! * [`new_communication`] is the one place a communication row is written.
+//! * [`Ops::test_version`], [`Ops::admit_test_call`], [`Ops::check_snapshot`] and
+//!   [`Ops::check_placeable`] are the rules test calls, publishing and dispatch share.
+
+mod browser_call;
+mod dispatch;
+mod error;
+mod rows;
+
+pub use browser_call::{BROWSER_PARTY, BrowserCallInput, MAX_OFFER_BYTES};
+pub use dispatch::{AgentDispatch, DispatchInput, is_batch_sid};
+pub use error::{UseCaseError, UseCaseResult};
+pub use rows::{
+    Direction, Parties, ScenarioRun, check_recipient, flat_data, inbound_communication,
+    new_communication,
+};
+
+use crate::{services::Services, settings::Settings, test_calls::TestCallGate};
+
+/// What the operations run against: the shared services, the control plane's settings
+/// and the admission gate of test calls. Each front end lends its own (the HTTP layer's
+/// `AppState::ops`).
+#[derive(Clone, Copy)]
+pub struct Ops<'a> {
+    pub services: &'a Services,
+    pub settings: &'a Settings,
+    pub test_calls: &'a TestCallGate,
+}
