@@ -35,9 +35,12 @@ fn ip(args: &[&str]) {
 }
 
 impl Netns {
-    /// A new namespace with a name unique to this process and call.
+    /// A new namespace with a name unique to this process and call. Namespaces this
+    /// helper made in test processes that are gone (killed before their drop ran) are
+    /// deleted first.
     pub fn create(role: &str) -> Netns {
         static NEXT: AtomicU32 = AtomicU32::new(0);
+        sweep_stale();
         let name = format!(
             "callsmith-{}-{}-{role}",
             std::process::id(),
@@ -76,6 +79,26 @@ impl Netns {
         });
         if let Err(panic) = handle.join() {
             std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// Deletes `callsmith-<pid>-…` namespaces whose process no longer runs.
+fn sweep_stale() {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("callsmith-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("ip").args(["netns", "del", &name]).output();
         }
     }
 }
