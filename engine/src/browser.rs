@@ -24,6 +24,7 @@ use chrono::Utc;
 use tracing::{info, warn};
 
 use crate::call::{BrowserLeg, Leg, Prepared, fail, lifecycle, prepare};
+use crate::config::MediaSection;
 use crate::runtime::Runtime;
 
 /// How long ICE and DTLS may take once the answer went back.
@@ -32,23 +33,44 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The engine's browser-call runner (installed into the services at start).
 pub struct Runner {
     rt: Runtime,
-    peer: BrowserPeerConfig,
+    /// The ICE socket's address (`media.bind_ip`) and announced address
+    /// (`media.advertised_ip`).
+    bind_ip: IpAddr,
+    advertised_ip: Option<IpAddr>,
+    /// The address whose reach browser legs keep to: `media.advertised_ip`, else
+    /// `media.bind_ip` (a wildcard: private and public addresses).
+    reach_ip: IpAddr,
+    port_min: u16,
+    port_max: u16,
 }
 
 impl Runner {
-    /// Host candidates on the media bind address, ICE ports from `[media]`, remote
-    /// candidates within that address's reach ([`ice_candidate_allowed`]).
-    pub fn new(rt: Runtime, bind_ip: IpAddr, port_min: u16, port_max: u16) -> Runner {
-        let media_ip = rt.settings.media_ip;
+    /// Host candidates on the media bind address (announced as `advertised_ip` when set),
+    /// ICE ports from `[media]`.
+    pub fn new(rt: Runtime, media: &MediaSection) -> Runner {
         Runner {
             rt,
-            peer: BrowserPeerConfig {
-                ip: bind_ip,
-                port_min,
-                port_max,
-                allow_remote: Arc::new(move |ip| ice_candidate_allowed(media_ip, ip)),
-                connect_timeout: CONNECT_TIMEOUT,
-            },
+            bind_ip: media.bind_ip,
+            advertised_ip: media.advertised_ip,
+            reach_ip: media.advertised_ip.unwrap_or(media.bind_ip),
+            port_min: media.ice_port_min,
+            port_max: media.ice_port_max,
+        }
+    }
+
+    /// One call's peer: remote candidates and check sources within the reach address's
+    /// reach ([`ice_candidate_allowed`]), with this host's interface addresses as they
+    /// are now.
+    fn peer_config(&self) -> BrowserPeerConfig {
+        let reach_ip = self.reach_ip;
+        let host = callsmith_media::browser::host_addresses();
+        BrowserPeerConfig {
+            ip: self.bind_ip,
+            advertised_ip: self.advertised_ip,
+            port_min: self.port_min,
+            port_max: self.port_max,
+            allow_remote: Arc::new(move |ip| ice_candidate_allowed(reach_ip, &host, ip)),
+            connect_timeout: CONNECT_TIMEOUT,
         }
     }
 }
@@ -65,7 +87,7 @@ impl BrowserCallRunner for Runner {
         if let Some(why) = rt.capacity.refusal() {
             return Err(BrowserCallError::Unavailable(why.into()));
         }
-        let (peer, sdp) = BrowserPeer::answer(&self.peer, offer)
+        let (peer, sdp) = BrowserPeer::answer(&self.peer_config(), offer)
             .await
             .map_err(|e| match e {
                 callsmith_media::browser::BrowserError::InvalidOffer(m) => {
@@ -192,13 +214,9 @@ impl lifecycle::Setup for Browser {
             _ = rt.hangup_all.cancelled() => false,
         };
         if !connected {
-            warn!(communication = %comm.sid, "the browser did not connect");
-            fail(
-                rt,
-                comm,
-                "the browser did not connect (ICE and DTLS did not complete)",
-            )
-            .await;
+            let refused = peer.refused_sources();
+            warn!(communication = %comm.sid, ?refused, "the browser did not connect");
+            fail(rt, comm, &not_connected(&refused)).await;
             return None;
         }
         rt.journal
@@ -223,5 +241,39 @@ impl lifecycle::Setup for Browser {
             Leg::Browser(BrowserLeg::new(peer, comm.sid.clone(), trunk)),
             media,
         ))
+    }
+}
+
+/// Why a browser call ended before it connected, naming the sources of the browser's
+/// checks the media policy refused, if any (where the browser would have to be reachable).
+fn not_connected(refused: &[IpAddr]) -> String {
+    let mut why = "the browser did not connect (ICE and DTLS did not complete)".to_string();
+    if !refused.is_empty() {
+        let list: Vec<String> = refused.iter().map(ToString::to_string).collect();
+        why.push_str(&format!(
+            "; its connectivity checks came from {}, outside the media address's reach \
+             (media.bind_ip, media.advertised_ip)",
+            list.join(", ")
+        ));
+    }
+    why
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_browser_that_did_not_connect_is_told_where_its_checks_came_from() {
+        assert_eq!(
+            not_connected(&[]),
+            "the browser did not connect (ICE and DTLS did not complete)"
+        );
+        let why = not_connected(&["192.168.1.7".parse().unwrap(), "10.0.0.2".parse().unwrap()]);
+        assert!(
+            why.contains("its connectivity checks came from 192.168.1.7, 10.0.0.2, outside"),
+            "{why}"
+        );
+        assert!(why.contains("media.advertised_ip"), "{why}");
     }
 }

@@ -56,6 +56,10 @@ pub async fn start(
     if cfg.media.ice_port_min > cfg.media.ice_port_max {
         anyhow::bail!("media.ice_port_min is above media.ice_port_max");
     }
+    // The address SIP SDP carries: concrete, or no start (a wildcard in `c=` reads as hold).
+    let sdp_ip = cfg
+        .media
+        .sdp_address(&callsmith_media::browser::host_addresses())?;
     let media = MediaEngine::new(media_cfg).map_err(|e| anyhow::anyhow!("media: {e}"))?;
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "callsmith".into());
     let settings = RuntimeSettings {
@@ -67,20 +71,18 @@ pub async fn start(
         default_tts_engine: cfg.tts.default_engine().to_string(),
         local_tts_engine,
         default_stt_engine: cfg.dialer.default_stt_engine.clone(),
-        media_ip: cfg.media.advertised_ip.unwrap_or(cfg.media.bind_ip),
+        media_ip: sdp_ip,
         dialer: cfg.dialer.clone(),
         llm_call_timeout: Duration::from_secs(cfg.adapters.llm_call_timeout_secs.max(1)),
     };
     let incoming = sip.take_incoming();
-    tracing::info!(udp = ?sip.udp_addr(), tcp = ?sip.tcp_addr(), trunks = sip.trunks().len(), "call engine started");
+    tracing::info!(udp = ?sip.udp_addr(), tcp = ?sip.tcp_addr(), trunks = sip.trunks().len(), media = %sdp_ip, "call engine started");
     let rt = Runtime::new(services, Arc::new(sip), media, tts, settings, capacity);
     rt.services
         .browser
         .install(Arc::new(crate::browser::Runner::new(
             rt.clone(),
-            cfg.media.bind_ip,
-            cfg.media.ice_port_min,
-            cfg.media.ice_port_max,
+            &cfg.media,
         )));
     let stop_delivery = CancellationToken::new();
     let mut tasks = vec![

@@ -13,11 +13,29 @@ use tokio::net::UdpSocket;
 fn config(allow: fn(IpAddr) -> bool) -> BrowserPeerConfig {
     BrowserPeerConfig {
         ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        advertised_ip: None,
         port_min: 41000,
         port_max: 41999,
         allow_remote: Arc::new(allow),
         connect_timeout: Duration::from_secs(10),
     }
+}
+
+/// The offer with every candidate's address replaced by an mDNS name, as a browser that
+/// hides its addresses writes it.
+fn hidden(offer: &str) -> String {
+    offer
+        .split_inclusive('\n')
+        .enumerate()
+        .map(|(i, l)| match l.strip_prefix("a=candidate:") {
+            Some(rest) => {
+                let mut f: Vec<String> = rest.split(' ').map(str::to_owned).collect();
+                f[4] = format!("5c3f1e2a-0b7d-4e41-9d1c-7a0e2f6b{i:04}.local");
+                format!("a=candidate:{}", f.join(" "))
+            }
+            None => l.to_owned(),
+        })
+        .collect()
 }
 
 fn rtp(seq: u16, payload: u8) -> Vec<u8> {
@@ -220,5 +238,65 @@ async fn connectivity_checks_from_a_refused_address_are_not_answered() {
     let mut buf = [0u8; 1500];
     let heard = tokio::time::timeout(Duration::from_secs(2), refused.recv_from(&mut buf)).await;
     assert!(heard.is_err(), "the engine sent to a refused address");
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_that_hides_its_addresses_connects_through_its_checks() {
+    let browser = TestBrowser::new().await;
+    let offer = hidden(&browser.offer().await);
+    assert!(
+        offer.contains(".local ") && !offer.contains(" 127.0.0.1 "),
+        "{offer}"
+    );
+    let (mut peer, answer) = BrowserPeer::answer(&config(|ip| ip.is_loopback()), &offer)
+        .await
+        .expect("an offer of mDNS names is answered");
+    // The answer names a concrete address everywhere: its candidate, `c=` and `o=`.
+    assert!(!answer.contains("0.0.0.0"), "{answer}");
+    assert!(answer.contains("c=IN IP4 127.0.0.1\r\n"), "{answer}");
+    assert!(!answer.contains("m=audio 9 "), "{answer}");
+    browser.accept(&answer).await;
+    assert!(
+        peer.connected().await,
+        "paired with the source of the browser's checks (peer-reflexive)"
+    );
+    assert!(peer.refused_sources().is_empty());
+
+    // Media flows on that pair.
+    let session = UdpSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
+        .await
+        .unwrap();
+    peer.connect_media(session.local_addr().unwrap());
+    let speaking = tokio::spawn(async move {
+        browser.speak(&[0x2a; 160 * 50]).await;
+        browser
+    });
+    let mut buf = [0u8; 1500];
+    let (n, _) = tokio::time::timeout(Duration::from_secs(5), session.recv_from(&mut buf))
+        .await
+        .expect("the engine hears the browser")
+        .unwrap();
+    assert_eq!(&buf[12..n], &[0x2a; 160][..]);
+    speaking.await.unwrap().close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hidden_browser_checking_from_a_refused_address_does_not_connect() {
+    let browser = TestBrowser::new().await;
+    let offer = hidden(&browser.offer().await);
+    // The browser's checks come from 127.0.0.1, which this policy refuses.
+    let mut cfg = config(|ip| ip != IpAddr::V4(Ipv4Addr::LOCALHOST));
+    cfg.connect_timeout = Duration::from_secs(4);
+    let (mut peer, answer) = BrowserPeer::answer(&cfg, &offer)
+        .await
+        .expect("answered: the names could stand for an allowed address");
+    browser.accept(&answer).await;
+    assert!(!peer.connected().await, "no pairing with a refused source");
+    assert_eq!(
+        peer.refused_sources(),
+        [IpAddr::V4(Ipv4Addr::LOCALHOST)],
+        "the refused source is named"
+    );
     browser.close().await;
 }

@@ -1,9 +1,13 @@
 // Drives the web console in Debian's chromium (headless, through playwright-core) against
 // a running callsmith: the scenario designer's path from login to a published scenario,
 // the lists, the account picker of the superuser (MODE=design), a browser call of the
-// draft answered by the fake microphone (MODE=call), or a two-question bot built with the
-// palette and the forms only, called with test variables and replayed (MODE=build). tests/tests/console.rs
-// starts the engine and runs this script; what it needs comes in the environment:
+// draft answered by the fake microphone (MODE=call; MODE=call-once: the first call only), or
+// a two-question bot built with the palette and the forms only, called with test variables
+// and replayed (MODE=build). Chromium runs as a stock browser does: no loopback ICE
+// candidates, its interface addresses offered once the microphone is granted. The result
+// carries the offer's candidates and, per call, the candidate pair the browser selected.
+// tests/tests/console.rs starts the engine and runs this script; what it needs comes in
+// the environment:
 //   BASE_URL, USER_EMAIL, USER_PASSWORD, SU_TOKEN, TENANT_SID, ACCOUNT_SID, NUMBER,
 //   OUT_DIR (screenshots), CALLSMITH_CHROMIUM, CALLSMITH_PLAYWRIGHT_DIR, FAKE_AUDIO (wav).
 // It prints one line `RESULT {...}` with the ids it made, and exits non-zero on a failed step.
@@ -38,9 +42,16 @@ const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'callsmith-chromium-'));
 const args = [
   '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
   '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
-  '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', '--allow-loopback-in-peer-connection',
+  '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream',
   '--autoplay-policy=no-user-gesture-required',
 ];
+// A console opened from another machine is served over HTTPS by a proxy in front of the
+// engine (browsers grant the microphone to secure origins only); the test serves plain
+// HTTP on a private address and declares that origin secure in the proxy's place.
+const baseHost = new URL(BASE).hostname;
+if (!['127.0.0.1', 'localhost', '[::1]'].includes(baseHost)) {
+  args.push(`--unsafely-treat-insecure-origin-as-secure=${new URL(BASE).origin}`);
+}
 if (process.env.FAKE_AUDIO) args.push(`--use-file-for-fake-audio-capture=${process.env.FAKE_AUDIO}`);
 // launchPersistentContext gives chromium a fresh --user-data-dir of our own.
 const context = await chromium.launchPersistentContext(profile, {
@@ -51,6 +62,17 @@ const context = await chromium.launchPersistentContext(profile, {
   timeout: 60000,
 });
 context.setDefaultTimeout(STEP_MS);
+// Every peer connection the page makes, kept for reading its selected candidate pair.
+await context.addInitScript(() => {
+  const Native = window.RTCPeerConnection;
+  window.__peerConnections = [];
+  window.RTCPeerConnection = function (...a) {
+    const pc = new Native(...a);
+    window.__peerConnections.push(pc);
+    return pc;
+  };
+  window.RTCPeerConnection.prototype = Native.prototype;
+});
 const page = context.pages()[0] || await context.newPage();
 const consoleLines = [];
 page.on('console', (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
@@ -128,7 +150,7 @@ try {
   await shot('01-scenario');
   log('created', result.scenario);
 
-  if (MODE === 'call') await browserCall();
+  if (MODE === 'call' || MODE === 'call-once') await browserCall();
   else if (MODE === 'build') await builder();
   else await designer();
   console.log(`RESULT ${JSON.stringify(result)}`);
@@ -146,12 +168,43 @@ try {
   fs.rmSync(profile, {recursive: true, force: true});
 }
 
+/**
+ * The candidate pair the page's latest peer connection selected, as the browser reports
+ * it: `{local, remote}`, each `address:port type`; null when none is selected yet.
+ */
+async function selectedPair() {
+  return page.evaluate(async () => {
+    const pc = window.__peerConnections[window.__peerConnections.length - 1];
+    if (!pc) return null;
+    const stats = await pc.getStats();
+    let transport = null;
+    stats.forEach((s) => {
+      if (s.type === 'transport' && s.selectedCandidatePairId) transport = s;
+    });
+    const pair = transport && stats.get(transport.selectedCandidatePairId);
+    if (!pair) return null;
+    const show = (c) => c && `${c.address}:${c.port} ${c.candidateType}`;
+    return {local: show(stats.get(pair.localCandidateId)), remote: show(stats.get(pair.remoteCandidateId))};
+  });
+}
+
+/** Waits up to 10 s for the browser's selected candidate pair of the call in progress. */
+async function waitSelectedPair() {
+  for (let i = 0; i < 50; i++) {
+    const pair = await selectedPair();
+    if (pair) return pair;
+    await page.waitForTimeout(200);
+  }
+  throw new Error('the browser selected no candidate pair within 10 s');
+}
+
 /** A call of the draft: the fake microphone says "yes"; the live view follows the branch. */
 async function browserCall() {
   await page.click('#call-draft');
   await waitOrError(page.locator('#live-status', {hasText: 'in call'}), 30000, 'call');
   result.communication = await page.locator('#live').getAttribute('data-communication');
-  log('in call', result.communication);
+  result.selected_pair = await waitSelectedPair();
+  log('in call', result.communication, 'over', JSON.stringify(result.selected_pair));
   await page.locator('#live-bricks li[data-brick="ask"]').waitFor({timeout: 30000});
   await page.locator('svg.graph .node-active[data-brick="ask"]').waitFor();
   await waitOrError(page.locator('#live-transcript li.final').first(), 60000, 'transcript');
@@ -174,6 +227,7 @@ async function browserCall() {
   await noErrorBanner('communication page');
   await shot('11-communication');
   log('draft call done');
+  if (MODE === 'call-once') return;
 
   // The published version, called the same way.
   await page.goto(`${BASE}/#/scenario/${encodeURIComponent(result.scenario)}`);

@@ -5,6 +5,7 @@
 //! else `<workspace>/target/debug/callsmith`; build it first with
 //! `cargo build -p callsmith-cli --bin callsmith`.
 
+pub mod netns;
 pub mod scenario;
 
 use std::net::{SocketAddr, TcpListener as StdTcpListener, UdpSocket};
@@ -92,6 +93,9 @@ pub struct EngineOptions {
     pub media_toml: String,
     /// Extra keys of the `[sip]` section (`ring_timeout_secs = 2\n…`).
     pub sip_toml: String,
+    /// The address the control API listens on; None = 127.0.0.1 (the test reaches it
+    /// on 127.0.0.1 either way: give an unspecified one to serve another address too).
+    pub http_ip: Option<std::net::IpAddr>,
     /// RTP port range; None = [`rtp_range`] (give each of several engines in one test
     /// its own part of it). Its last 20 ports are the ICE ports of browser calls.
     pub rtp_ports: Option<(u16, u16)>,
@@ -132,11 +136,15 @@ impl Engine {
         let sip_port = opts.sip_port.unwrap_or_else(free_udp_port);
         let (rtp_min, rtp_max) = opts.rtp_ports.unwrap_or_else(rtp_range);
         let mut toml = format!(
-            "data_dir = {:?}\nbootstrap_superuser_token = {SU_TOKEN:?}\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n\
+            "data_dir = {:?}\nbootstrap_superuser_token = {SU_TOKEN:?}\n[http]\nlisten = \"{}\"\n\
              [auth]\nargon2_memory_kib = 64\nargon2_iterations = 1\n\
              [media]\nrtp_port_min = {rtp_min}\nrtp_port_max = {}\nice_port_min = {}\nice_port_max = {rtp_max}\n{}\
              [dialer]\npoll_interval_ms = 100\nresult_backoff_base_ms = 200\n{}{}",
             data_dir.display().to_string(),
+            SocketAddr::new(
+                opts.http_ip.unwrap_or(std::net::Ipv4Addr::LOCALHOST.into()),
+                http_port
+            ),
             // The range's last 20 ports are the ICE ports of browser calls.
             rtp_max - 20,
             rtp_max - 19,

@@ -8,6 +8,11 @@
 //!   the transcript and the yes branch, and the communication is a completed test call;
 //!   then publishes it and calls version 1 the same way; a third call is hung up from the
 //!   console.
+//! * Chromium runs as a stock browser: without `--allow-loopback-in-peer-connection` it
+//!   offers no loopback candidate, so the call tests give it a machine with a LAN address:
+//!   a network namespace of their own ([`Lan`]). On one machine the browser checks the
+//!   loopback engine from that address; from another machine (the second namespace) it
+//!   calls an engine bound to every interface over the LAN.
 //!
 //! Screenshots go to `<target dir>/e2e-artifacts/console/<test>/` and are checked to be
 //! real pages.
@@ -21,6 +26,7 @@ use std::{
     time::Duration,
 };
 
+use callsmith_e2e::netns::Lan;
 use callsmith_e2e::{
     Engine, EngineOptions, SU_TOKEN, SttNode, Tenancy, idle_trunk, provision, sox, ulaw_speech,
     workspace,
@@ -56,7 +62,20 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
 
 /// Runs the browser script with `env`; returns the JSON of its `RESULT` line.
 async fn run_browser(env: &[(&str, String)]) -> Value {
-    let mut cmd = Command::new("node");
+    run_browser_in(None, env).await
+}
+
+/// Runs the browser script with `env`, in the network namespace `netns` when given (else
+/// in the caller's); returns the JSON of its `RESULT` line.
+async fn run_browser_in(netns: Option<&str>, env: &[(&str, String)]) -> Value {
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, "node"]);
+            c
+        }
+        None => Command::new("node"),
+    };
     cmd.arg(workspace().join("tests/browser/console.mjs"))
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .env("CALLSMITH_CHROMIUM", required("CALLSMITH_CHROMIUM"))
@@ -222,8 +241,69 @@ async fn a_designer_builds_and_publishes_the_quickstart_in_chromium() {
     assert!(!log.contains("panicked"), "the engine panicked:\n{log}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn browser_calls_of_the_draft_and_the_version_take_the_spoken_branch() {
+/// The fake microphone's file: flite saying "yes" between pauses; chromium plays it in a
+/// loop, so the answer comes again in every listening window of the question.
+fn yes_microphone(out: &Path) -> String {
+    let ulaw = ulaw_speech(out, "yes.ul", "yes", 2500);
+    let wav = out.join("yes.wav");
+    let (ulaw, wav_s) = (ulaw.display().to_string(), wav.display().to_string());
+    sox(&[
+        "-t", "ul", "-r", "8000", "-c", "1", &ulaw, "-b", "16", &wav_s, "rate", "48000", "pad",
+        "0", "2.5",
+    ]);
+    wav_s
+}
+
+/// The ICE side of a browser call as the browser saw it: the offer's candidates carry
+/// `browser_ip` and no loopback address (a stock browser gathers none), and the pair the
+/// browser selected runs from `browser_ip` to `engine_ip`.
+fn assert_ice_path(result: &Value, browser_ip: &str, engine_ip: &str) {
+    let offered: Vec<&str> = result["offer_candidates"]
+        .as_array()
+        .expect("the offer's candidates")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        offered
+            .iter()
+            .all(|c| !c.contains(" 127.0.0.1 ") && !c.contains(" ::1 ")),
+        "a stock browser offers no loopback candidate: {offered:?}"
+    );
+    assert!(
+        offered
+            .iter()
+            .any(|c| c.contains(&format!(" {browser_ip} "))),
+        "the browser offers its LAN address {browser_ip}: {offered:?}"
+    );
+    let pair = &result["selected_pair"];
+    let (local, remote) = (
+        pair["local"].as_str().unwrap_or_default(),
+        pair["remote"].as_str().unwrap_or_default(),
+    );
+    assert!(
+        local.starts_with(&format!("{browser_ip}:")),
+        "the browser's end of the selected pair: {pair}"
+    );
+    assert!(
+        remote.starts_with(&format!("{engine_ip}:")) && remote.ends_with(" host"),
+        "the engine's end of the selected pair is its host candidate: {pair}"
+    );
+}
+
+/// The browser on the engine's machine, a machine with a LAN address (a network namespace
+/// of the test's own, [`Lan`]): stock chromium offers that address, not loopback, and its
+/// checks reach the loopback engine (`media.bind_ip` by default) from it.
+#[test]
+fn browser_calls_of_the_draft_and_the_version_take_the_spoken_branch() {
+    let lan = Lan::create();
+    lan.a.run(|| async {
+        let result = draft_and_version_calls().await;
+        assert_ice_path(&result, &Lan::A_IP.to_string(), "127.0.0.1");
+    });
+}
+
+async fn draft_and_version_calls() -> Value {
     let node = SttNode::start().await;
     let engine = Engine::start(EngineOptions {
         stt_url: Some(node.url.clone()),
@@ -233,17 +313,8 @@ async fn browser_calls_of_the_draft_and_the_version_take_the_spoken_branch() {
     .await;
     let t = designer(&engine).await;
     let out = artifacts("call");
-    // The microphone: flite saying "yes" between pauses; chromium plays the file in a loop,
-    // so the answer comes again in every listening window of the question.
-    let ulaw = ulaw_speech(&out, "yes.ul", "yes", 2500);
-    let wav = out.join("yes.wav");
-    let (ulaw, wav_s) = (ulaw.display().to_string(), wav.display().to_string());
-    sox(&[
-        "-t", "ul", "-r", "8000", "-c", "1", &ulaw, "-b", "16", &wav_s, "rate", "48000", "pad",
-        "0", "2.5",
-    ]);
     let mut env = browser_env("call", &engine, &t, &out);
-    env.push(("FAKE_AUDIO", wav_s));
+    env.push(("FAKE_AUDIO", yes_microphone(&out)));
     let result = run_browser(&env).await;
 
     let heard = result["transcript"]
@@ -295,10 +366,71 @@ async fn browser_calls_of_the_draft_and_the_version_take_the_spoken_branch() {
     screenshots(&out, &["10-call", "11-communication", "12-version-call"]);
     let log = engine.log();
     assert!(!log.contains("panicked"), "the engine panicked:\n{log}");
+    result
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_newcomer_builds_a_two_question_bot_with_the_palette_and_calls_it_with_variables() {
+/// The browser on another machine of the LAN (the second namespace, 10.203.0.2) opens the
+/// console of an engine bound to every interface (`media.bind_ip = "0.0.0.0"`, HTTP on
+/// every interface) at 10.203.0.1 and calls the draft: the engine announces its LAN
+/// address (never 0.0.0.0), pairs with the browser's checks from 10.203.0.2, and the call
+/// takes the spoken branch.
+#[test]
+fn a_browser_on_another_machine_calls_over_the_lan() {
+    let lan = Lan::create();
+    let browser_ns = lan.b.name.clone();
+    lan.a.run(move || async move {
+        let node = SttNode::start().await;
+        let any: std::net::IpAddr = std::net::Ipv4Addr::UNSPECIFIED.into();
+        let engine = Engine::start(EngineOptions {
+            stt_url: Some(node.url.clone()),
+            trunks: idle_trunk("edge"),
+            http_ip: Some(any),
+            media_toml: "bind_ip = \"0.0.0.0\"\n".into(),
+            ..Default::default()
+        })
+        .await;
+        // The SDP address of the wildcard bind: the host's one LAN address.
+        let log = engine.log();
+        assert!(
+            log.contains(&format!("media={}", Lan::A_IP)),
+            "the engine announces {}:\n{log}",
+            Lan::A_IP
+        );
+        let t = designer(&engine).await;
+        let out = artifacts("lan-call");
+        let port = engine.base_url.rsplit(':').next().expect("port");
+        let mut env = browser_env("call-once", &engine, &t, &out);
+        env.retain(|(k, _)| *k != "BASE_URL");
+        env.push(("BASE_URL", format!("http://{}:{port}", Lan::A_IP)));
+        env.push(("FAKE_AUDIO", yes_microphone(&out)));
+        let result = run_browser_in(Some(&browser_ns), &env).await;
+
+        assert_ice_path(&result, &Lan::B_IP.to_string(), &Lan::A_IP.to_string());
+        let heard = result["transcript"]
+            .as_str()
+            .unwrap_or_default()
+            .to_lowercase();
+        assert!(heard.contains("yes"), "the live view showed {heard:?}");
+        let id = result["communication"].as_str().expect("communication id");
+        let done = engine
+            .wait_communication(&t.account, id, Duration::from_secs(30))
+            .await;
+        assert_eq!(done["communication_status"], "completed", "{done}");
+        assert_eq!(done["call_status"], "answered", "{done}");
+        assert_eq!(done["goals"], json!(["callback_wanted"]), "{done}");
+        screenshots(&out, &["10-call", "11-communication"]);
+        let log = engine.log();
+        assert!(!log.contains("panicked"), "the engine panicked:\n{log}");
+    });
+}
+
+/// The newcomer's machine has a LAN address, as in the call test above.
+#[test]
+fn a_newcomer_builds_a_two_question_bot_with_the_palette_and_calls_it_with_variables() {
+    Lan::create().a.run(build_and_call_with_variables);
+}
+
+async fn build_and_call_with_variables() {
     let engine = Engine::start(EngineOptions {
         trunks: idle_trunk("edge"),
         ..EngineOptions::default()

@@ -62,15 +62,20 @@ pub fn embedded_ipv4(v6: Ipv6Addr) -> Vec<Ipv4Addr> {
     }
 }
 
-/// Whether a browser's ICE candidate at `candidate` may be paired with an engine whose
-/// media address is `media_ip`: only within the same reach. A loopback engine talks to
-/// loopback candidates only; an engine on a private address to private ones; one on a
-/// public address to public ones; one bound to every interface to private or public ones.
-/// Link-local (cloud metadata), unspecified, multicast, broadcast, IPv4-mapped and
-/// IPv4-compatible addresses never.
-/// Connectivity checks go only to candidates that pass, so an offer cannot point the
-/// engine's UDP at a network its media address does not serve.
-pub fn ice_candidate_allowed(media_ip: IpAddr, candidate: IpAddr) -> bool {
+/// Whether a browser leg's ICE may pair with, send to and hear from `candidate` (an address
+/// of the offer, or the source of a connectivity check: a peer-reflexive candidate), for
+/// an engine whose media address is `media_ip` on a host with the interface addresses
+/// `host_addrs`: only within the media address's reach. A loopback engine talks to
+/// loopback addresses and to this host's own addresses (a datagram to one never leaves
+/// the machine: a browser on the same machine without loopback candidates sends its
+/// checks from its interface address); an engine on a private address to private ones;
+/// one on a public address to public ones; one bound to every interface to private or
+/// public ones. Link-local (cloud metadata), unspecified, multicast, broadcast,
+/// IPv4-mapped and IPv4-compatible addresses never.
+/// Connectivity checks go only to candidates that pass and datagrams from any other source
+/// are dropped, so neither an offer nor a packet can point the engine's UDP at a network
+/// its media address does not serve.
+pub fn ice_candidate_allowed(media_ip: IpAddr, host_addrs: &[IpAddr], candidate: IpAddr) -> bool {
     let never = match candidate {
         IpAddr::V4(v4) => {
             v4.is_link_local() || v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast()
@@ -101,6 +106,7 @@ pub fn ice_candidate_allowed(media_ip: IpAddr, candidate: IpAddr) -> bool {
         return !candidate.is_loopback();
     }
     reach(media_ip) == reach(candidate)
+        || (media_ip.is_loopback() && host_addrs.contains(&candidate))
 }
 
 #[cfg(test)]
@@ -204,21 +210,21 @@ mod tests {
     #[test]
     fn ice_candidates_stay_within_the_media_address_reach() {
         let lo = ip("127.0.0.1");
-        assert!(ice_candidate_allowed(lo, ip("127.0.0.1")));
-        assert!(ice_candidate_allowed(lo, ip("127.3.0.9")));
-        assert!(!ice_candidate_allowed(lo, ip("10.0.0.7")));
-        assert!(!ice_candidate_allowed(lo, ip("93.184.216.34")));
+        assert!(ice_candidate_allowed(lo, &[], ip("127.0.0.1")));
+        assert!(ice_candidate_allowed(lo, &[], ip("127.3.0.9")));
+        assert!(!ice_candidate_allowed(lo, &[], ip("10.0.0.7")));
+        assert!(!ice_candidate_allowed(lo, &[], ip("93.184.216.34")));
         let lan = ip("10.0.0.5");
-        assert!(ice_candidate_allowed(lan, ip("192.168.1.20")));
-        assert!(!ice_candidate_allowed(lan, ip("127.0.0.1")));
-        assert!(!ice_candidate_allowed(lan, ip("93.184.216.34")));
+        assert!(ice_candidate_allowed(lan, &[], ip("192.168.1.20")));
+        assert!(!ice_candidate_allowed(lan, &[], ip("127.0.0.1")));
+        assert!(!ice_candidate_allowed(lan, &[], ip("93.184.216.34")));
         let public = ip("203.0.113.9");
-        assert!(ice_candidate_allowed(public, ip("93.184.216.34")));
-        assert!(!ice_candidate_allowed(public, ip("10.0.0.7")));
+        assert!(ice_candidate_allowed(public, &[], ip("93.184.216.34")));
+        assert!(!ice_candidate_allowed(public, &[], ip("10.0.0.7")));
         let any = ip("0.0.0.0");
-        assert!(ice_candidate_allowed(any, ip("10.0.0.7")));
-        assert!(ice_candidate_allowed(any, ip("93.184.216.34")));
-        assert!(!ice_candidate_allowed(any, ip("127.0.0.1")));
+        assert!(ice_candidate_allowed(any, &[], ip("10.0.0.7")));
+        assert!(ice_candidate_allowed(any, &[], ip("93.184.216.34")));
+        assert!(!ice_candidate_allowed(any, &[], ip("127.0.0.1")));
         for never in [
             "169.254.169.254",
             "0.0.0.0",
@@ -231,10 +237,27 @@ mod tests {
         ] {
             for media in [lo, lan, public, any] {
                 assert!(
-                    !ice_candidate_allowed(media, ip(never)),
+                    !ice_candidate_allowed(media, &[ip(never)], ip(never)),
                     "{never} from {media}"
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_loopback_engine_also_reaches_this_hosts_own_addresses() {
+        // The host's interfaces: a LAN address and a public one.
+        let host = [ip("127.0.0.1"), ip("192.168.1.5"), ip("203.0.113.7")];
+        let lo = ip("127.0.0.1");
+        // A browser on this machine sends its checks from an interface address.
+        assert!(ice_candidate_allowed(lo, &host, ip("192.168.1.5")));
+        assert!(ice_candidate_allowed(lo, &host, ip("203.0.113.7")));
+        // Another machine's address, on the same LAN or not, stays out of reach.
+        assert!(!ice_candidate_allowed(lo, &host, ip("192.168.1.6")));
+        assert!(!ice_candidate_allowed(lo, &host, ip("93.184.216.34")));
+        // Only a loopback engine: the others keep their reach.
+        let lan = ip("192.168.1.5");
+        assert!(!ice_candidate_allowed(lan, &host, ip("203.0.113.7")));
+        assert!(!ice_candidate_allowed(lan, &host, ip("127.0.0.1")));
     }
 }

@@ -581,3 +581,81 @@ fn runtime_threads_leave_the_media_workers_their_cores() {
         Ok(())
     });
 }
+
+#[test]
+fn sdp_never_carries_a_wildcard_address() {
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    let media = |bind: &str, advertised: Option<&str>| MediaSection {
+        bind_ip: ip(bind),
+        advertised_ip: advertised.map(ip),
+        ..MediaSection::default()
+    };
+    // This host: loopback, link-local, one LAN address of each family.
+    let host = [
+        ip("127.0.0.1"),
+        ip("169.254.3.4"),
+        ip("10.20.0.5"),
+        ip("::1"),
+        ip("fe80::1"),
+        ip("fd00::5"),
+    ];
+    // A concrete bind address is what SDP carries; the announced one wins over it.
+    assert_eq!(
+        media("127.0.0.1", None).sdp_address(&host).unwrap(),
+        ip("127.0.0.1")
+    );
+    assert_eq!(
+        media("10.20.0.5", Some("203.0.113.9"))
+            .sdp_address(&host)
+            .unwrap(),
+        ip("203.0.113.9")
+    );
+    assert_eq!(
+        media("0.0.0.0", Some("203.0.113.9"))
+            .sdp_address(&host)
+            .unwrap(),
+        ip("203.0.113.9")
+    );
+    // A wildcard bind: the host's one address of its family that peers can reach.
+    assert_eq!(
+        media("0.0.0.0", None).sdp_address(&host).unwrap(),
+        ip("10.20.0.5")
+    );
+    assert_eq!(media("::", None).sdp_address(&host).unwrap(), ip("fd00::5"));
+    // None, or several: no start, and the message names the setting.
+    let e = media("0.0.0.0", None)
+        .sdp_address(&[ip("127.0.0.1"), ip("169.254.3.4")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("media.bind_ip is 0.0.0.0")
+            && e.contains("no IPv4 address")
+            && e.contains("set media.advertised_ip"),
+        "{e}"
+    );
+    let e = media("0.0.0.0", None)
+        .sdp_address(&[ip("10.20.0.5"), ip("192.168.7.2"), ip("127.0.0.1")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("several IPv4 addresses (10.20.0.5, 192.168.7.2)")
+            && e.contains("set media.advertised_ip"),
+        "{e}"
+    );
+    // The announced address itself is checked.
+    for (bind, bad, says) in [
+        ("0.0.0.0", "0.0.0.0", "must be the concrete address"),
+        ("127.0.0.1", "::", "must be the concrete address"),
+        ("10.20.0.5", "224.0.0.1", "must be the concrete address"),
+        ("10.20.0.5", "fd00::5", "not an IPv4 address"),
+    ] {
+        let e = media(bind, Some(bad))
+            .sdp_address(&host)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("media.advertised_ip") && e.contains(says),
+            "{bind} {bad}: {e}"
+        );
+    }
+}

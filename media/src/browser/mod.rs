@@ -14,6 +14,14 @@
 //! handed to the peer connection ([`policy`]); and the ICE agent's socket drops datagrams
 //! from, and refuses sends to, refused addresses (`sockets`), so an address the agent learns
 //! another way (a peer-reflexive one) is never answered or checked either.
+//!
+//! A browser need not show its addresses: one that offers only mDNS `.local` names (which
+//! are never resolved) checks the engine's host candidates from its real address, and the
+//! agent pairs with that source as a peer-reflexive candidate when the policy allows it
+//! ([`policy::filter_candidates`] states which offers are answered). The engine's host
+//! candidates are its interface addresses the policy allows (never an unspecified one), or
+//! the configured announced address ([`BrowserPeerConfig::advertised_ip`]); the answer's
+//! `c=` lines and `m=` ports name its first candidate, not `0.0.0.0`.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, OnceLock};
@@ -28,6 +36,7 @@ use webrtc::api::setting_engine::SettingEngine;
 use webrtc::ice::mdns::MulticastDnsMode;
 use webrtc::ice::network_type::NetworkType;
 use webrtc::ice::udp_network::UDPNetwork;
+use webrtc::ice_transport::ice_candidate_type::RTCIceCandidateType;
 use webrtc::peer_connection::RTCPeerConnection;
 use webrtc::peer_connection::configuration::RTCConfiguration;
 use webrtc::peer_connection::peer_connection_state::RTCPeerConnectionState;
@@ -68,6 +77,10 @@ pub struct BrowserPeerConfig {
     /// unspecified address: one socket on every interface, a candidate per interface
     /// address, all on the socket's port).
     pub ip: IpAddr,
+    /// The address its host candidates announce instead of its interface addresses (NAT
+    /// 1:1: the socket stays bound on `ip`); None: the interface addresses themselves.
+    /// The same family as `ip`.
+    pub advertised_ip: Option<IpAddr>,
     /// The UDP port range of its ICE socket (one port per peer).
     pub port_min: u16,
     pub port_max: u16,
@@ -81,6 +94,7 @@ impl std::fmt::Debug for BrowserPeerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BrowserPeerConfig")
             .field("ip", &self.ip)
+            .field("advertised_ip", &self.advertised_ip)
             .field("port_min", &self.port_min)
             .field("port_max", &self.port_max)
             .field("connect_timeout", &self.connect_timeout)
@@ -109,6 +123,8 @@ pub struct BrowserPeer {
     telephone_event: Option<u8>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     connect_timeout: Duration,
+    /// Sources whose datagrams the ICE socket dropped (the policy refused them).
+    refused: Arc<sockets::Refused>,
 }
 
 impl BrowserPeer {
@@ -119,7 +135,8 @@ impl BrowserPeer {
         offer: &str,
     ) -> Result<(BrowserPeer, String), BrowserError> {
         let offer = filter_candidates(offer, &*config.allow_remote)?;
-        let api = build_api(config)?;
+        let refused = Arc::new(sockets::Refused::default());
+        let api = build_api(config, refused.clone())?;
         let pc = Arc::new(
             api.new_peer_connection(RTCConfiguration::default())
                 .await
@@ -219,6 +236,7 @@ impl BrowserPeer {
             ));
         }
         let telephone_event = answer_has_telephone_event(&answer).then_some(TELEPHONE_EVENT_PT);
+        let answer = with_default_candidates(&answer);
 
         // The media session's RTP, to the browser (audio only: telephone-event from the
         // engine is not relayed, the track writes one codec).
@@ -245,6 +263,7 @@ impl BrowserPeer {
                 telephone_event,
                 tasks: vec![to_browser],
                 connect_timeout: config.connect_timeout,
+                refused,
             },
             answer,
         ))
@@ -284,6 +303,12 @@ impl BrowserPeer {
             tokio::time::timeout(self.connect_timeout, wait).await,
             Ok(Ok(s)) if *s == PeerState::Connected
         )
+    }
+
+    /// The sources (at most four, first seen first) whose datagrams the ICE socket dropped
+    /// because the policy refused them: where a browser that cannot connect checked from.
+    pub fn refused_sources(&self) -> Vec<IpAddr> {
+        self.refused.list()
     }
 
     /// Waits until the browser is gone (returns at once if it is).
@@ -336,7 +361,67 @@ fn pcmu() -> RTCRtpCodecCapability {
     }
 }
 
-fn build_api(config: &BrowserPeerConfig) -> Result<webrtc::api::API, BrowserError> {
+/// This host's interface addresses (every interface, up or not): the addresses a loopback
+/// engine's browser legs may also reach, and those a wildcard media address is announced
+/// from. Empty when the interfaces cannot be read.
+pub fn host_addresses() -> Vec<IpAddr> {
+    let mut ips: Vec<IpAddr> = webrtc::util::ifaces::ifaces()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|i| i.addr.map(|a| a.ip()))
+        .collect();
+    ips.sort();
+    ips.dedup();
+    ips
+}
+
+/// The answer with each media section's `c=` address and `m=` port set to its first
+/// candidate (the default candidate of a complete description), and the origin's address
+/// to the first of them: the stack writes the placeholder `0.0.0.0` there, and the engine
+/// never announces the unspecified address. Unchanged when it has no candidate.
+fn with_default_candidates(answer: &str) -> String {
+    use webrtc::ice::candidate::Candidate;
+    use webrtc::ice::candidate::candidate_base::unmarshal_candidate;
+    use webrtc::sdp::description::common::{Address, ConnectionInformation};
+
+    let Ok(mut desc) = policy::parse_sdp(answer) else {
+        return answer.to_owned();
+    };
+    let mut first = None;
+    for m in &mut desc.media_descriptions {
+        let default = m
+            .attributes
+            .iter()
+            .filter(|a| a.is_ice_candidate())
+            .filter_map(|a| unmarshal_candidate(a.value.as_deref()?).ok())
+            .find_map(|c| Some((c.address().parse::<IpAddr>().ok()?, c.port())));
+        let Some((ip, port)) = default else {
+            continue;
+        };
+        first.get_or_insert(ip);
+        m.media_name.port.value = port as isize;
+        m.connection_information = Some(ConnectionInformation {
+            network_type: "IN".into(),
+            address_type: if ip.is_ipv4() { "IP4" } else { "IP6" }.into(),
+            address: Some(Address {
+                address: ip.to_string(),
+                ttl: None,
+                range: None,
+            }),
+        });
+    }
+    let Some(ip) = first else {
+        return answer.to_owned();
+    };
+    desc.origin.address_type = if ip.is_ipv4() { "IP4" } else { "IP6" }.into();
+    desc.origin.unicast_address = ip.to_string();
+    desc.marshal()
+}
+
+fn build_api(
+    config: &BrowserPeerConfig,
+    refused: Arc<sockets::Refused>,
+) -> Result<webrtc::api::API, BrowserError> {
     let mut media = MediaEngine::default();
     media
         .register_codec(
@@ -366,8 +451,31 @@ fn build_api(config: &BrowserPeerConfig) -> Result<webrtc::api::API, BrowserErro
         .map_err(local)?;
     let mut settings = SettingEngine::default();
     let ip = config.ip;
+    // Host candidates: the bound address, or every interface address of a wildcard bind
+    // that the policy lets a browser reach (a wildcard engine offers no loopback or
+    // link-local candidate), never an unspecified one.
+    let allow = config.allow_remote.clone();
     settings.set_include_loopback_candidate(ip.is_loopback() || ip.is_unspecified());
-    settings.set_ip_filter(Box::new(move |a| ip.is_unspecified() || a == ip));
+    if let Some(announced) = config.advertised_ip {
+        if announced.is_unspecified() || announced.is_ipv4() != ip.is_ipv4() {
+            return Err(BrowserError::Local(format!(
+                "the announced ICE address {announced} is not a concrete address of the \
+                 family of {ip}"
+            )));
+        }
+        // Every local address is announced as this one: one candidate, from the first
+        // address gathered (two equal candidates would make the agent close the shared
+        // socket).
+        let one = OnceLock::new();
+        settings.set_ip_filter(Box::new(move |a| {
+            (ip.is_unspecified() || a == ip) && !a.is_unspecified() && *one.get_or_init(|| a) == a
+        }));
+        settings.set_nat_1to1_ips(vec![announced.to_string()], RTCIceCandidateType::Host);
+    } else {
+        settings.set_ip_filter(Box::new(move |a| {
+            a == ip || (ip.is_unspecified() && !a.is_unspecified() && allow(a))
+        }));
+    }
     settings.set_ice_multicast_dns_mode(MulticastDnsMode::Disabled);
     settings.set_network_types(if ip.is_ipv6() {
         vec![NetworkType::Udp6]
@@ -387,6 +495,7 @@ fn build_api(config: &BrowserPeerConfig) -> Result<webrtc::api::API, BrowserErro
         config.port_min,
         config.port_max,
         config.allow_remote.clone(),
+        refused,
     )));
     Ok(APIBuilder::new()
         .with_media_engine(media)

@@ -80,10 +80,56 @@ pub fn candidate_attributes(desc: &SessionDescription) -> impl Iterator<Item = &
         .filter(|a| a.is_ice_candidate())
 }
 
+/// Whether a candidate the agent is not given still shows where the browser's
+/// connectivity checks may come from, so that the engine can pair with it peer-reflexively
+/// (the check's source judged by the same policy at the socket): a UDP candidate whose
+/// address is a name (an mDNS `.local` name hides the browser's address, which only its
+/// checks reveal; [`is_mdns_name`]) or whose address the policy allows (a server-reflexive or relay
+/// candidate: checks come from that address).
+pub fn may_send_checks(value: &str, allow: &dyn Fn(IpAddr) -> bool) -> bool {
+    let Ok(c) = unmarshal_candidate(value) else {
+        return false;
+    };
+    // The transport as written (for a name the agent cannot tell it from the address).
+    let udp = value
+        .split_whitespace()
+        .nth(2)
+        .is_some_and(|t| t.eq_ignore_ascii_case("udp"));
+    if !udp || !c.network_type().is_udp() {
+        return false;
+    }
+    let address = c.address();
+    match address.parse::<IpAddr>() {
+        Err(_) => is_mdns_name(&address),
+        Ok(_) => allow(c.addr().ip()),
+    }
+}
+
+/// An mDNS host name as browsers write them in candidates (RFC 8828: a UUID and `.local`):
+/// letters, digits and dashes, one label before `.local`.
+fn is_mdns_name(address: &str) -> bool {
+    let lower = address.to_ascii_lowercase();
+    lower.strip_suffix(".local").is_some_and(|label| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    })
+}
+
 /// The offer with only the candidates the policy allows: host UDP candidates at an address
 /// `allow` accepts, in media sections. Session-level candidates (which the agent ignores)
-/// and bare `a=candidate` attributes are dropped too. An error when the offer is not SDP the
-/// peer connection reads, or when no candidate is left (naming the refused ones).
+/// and bare `a=candidate` attributes are dropped too.
+///
+/// The rule for the whole offer: it is refused (an error naming the refused candidates)
+/// only when none of its candidates could be the source of the browser's checks, i.e. none
+/// is kept and none passes [`may_send_checks`], or when it has no candidate at all (an
+/// offer sent before ICE gathering finished, or from a browser with no address). An offer
+/// whose candidates are all names (`.local`: a browser that hides its addresses) is passed
+/// on with none: the engine's host candidates are in the answer, the browser checks them,
+/// and the agent pairs with each check's source when the policy allows it. An error too
+/// when the offer is not SDP the peer connection reads.
 pub fn filter_candidates(
     offer: &str,
     allow: &dyn Fn(IpAddr) -> bool,
@@ -92,33 +138,39 @@ pub fn filter_candidates(
         .map_err(|e| BrowserError::InvalidOffer(format!("not an SDP offer ({e})")))?;
     let mut refused = Vec::new();
     let mut kept = 0usize;
+    let mut checks_possible = false;
     let mut judge = |a: &Attribute, usable: bool| -> bool {
         if !a.is_ice_candidate() {
             return true;
         }
-        match a.value.as_deref().map(|v| judge_candidate(v, allow)) {
-            Some(Ok(_)) if usable => {
+        let Some(value) = a.value.as_deref() else {
+            return false;
+        };
+        if usable && may_send_checks(value, allow) {
+            checks_possible = true;
+        }
+        match judge_candidate(value, allow) {
+            Ok(_) if usable => {
                 kept += 1;
                 true
             }
-            Some(Ok(ip)) => {
+            Ok(ip) => {
                 refused.push(format!(
                     "{ip} (at session level: the agent reads media sections)"
                 ));
                 false
             }
-            Some(Err(why)) => {
+            Err(why) => {
                 refused.push(why);
                 false
             }
-            None => false,
         }
     };
     desc.attributes.retain(|a| judge(a, false));
     for m in &mut desc.media_descriptions {
         m.attributes.retain(|a| judge(a, true));
     }
-    if kept == 0 {
+    if kept == 0 && !checks_possible {
         let why = if refused.is_empty() {
             "the offer has no ICE candidate (send it once ICE gathering is complete)".to_string()
         } else {
@@ -130,7 +182,8 @@ pub fn filter_candidates(
             }
             format!(
                 "no ICE candidate of the offer may be used (refused: {named}); the engine pairs \
-                 only with UDP host candidates its media address can reach"
+                 only with UDP candidates, and connectivity checks from addresses, its media \
+                 address can reach"
             )
         };
         return Err(BrowserError::InvalidOffer(why));
@@ -269,7 +322,8 @@ mod tests {
     fn no_allowed_candidate_is_an_invalid_offer_naming_them() {
         let offer = offer_with(
             "a=candidate:2 1 udp 2113937151 10.1.2.3 50002 typ host\r\n\
-             a=candidate:3 1 udp 2113937151 abc.local 50004 typ host\r\n",
+             a=candidate:3 1 udp 1677729535 10.1.2.4 50004 typ srflx raddr 0.0.0.0 rport 0\r\n\
+             a=candidate:4 1 tcp 1518280447 abc.local 9 typ host tcptype active\r\n",
         );
         let e = filter_candidates(&offer, &|_| false)
             .unwrap_err()
@@ -280,7 +334,8 @@ mod tests {
         );
         assert!(e.contains("127.0.0.1 (outside"), "{e}");
         assert!(e.contains("10.1.2.3 (outside"), "{e}");
-        assert!(e.contains("abc.local (a name"), "{e}");
+        assert!(e.contains("10.1.2.4 (srflx candidate"), "{e}");
+        assert!(e.contains("abc.local ("), "{e}");
         // Many refusals: eight are named.
         let many: String = (0..20)
             .map(|i| format!("a=candidate:{i} 1 udp 1 10.0.0.{i} 5000 typ host\r\n"))
@@ -335,6 +390,69 @@ mod tests {
         assert!(
             seen.contains(&"::ffff:10.0.0.1".parse::<IpAddr>().unwrap()),
             "{seen:?}"
+        );
+    }
+
+    /// A browser that hides its addresses behind mDNS names, or whose addresses the offer
+    /// shows only as seen from outside (server-reflexive), is answered: the agent gets no
+    /// candidate and pairs with the sources of the browser's checks, judged at the socket.
+    #[test]
+    fn named_or_reflexive_candidates_leave_the_pairing_to_the_checks() {
+        let hidden = "a=candidate:2 1 udp 2113937151 4f1e-9a.local 50002 typ host\r\n";
+        let reflexive =
+            "a=candidate:3 1 udp 1677729535 10.1.2.4 50004 typ srflx raddr 0.0.0.0 rport 0\r\n";
+        let lan = |ip: IpAddr| ip.to_string().starts_with("10.");
+        for (line, allow) in [
+            (hidden, &loopback as &dyn Fn(IpAddr) -> bool),
+            (reflexive, &lan),
+        ] {
+            let offer = format!(
+                "{}{line}{TAIL}",
+                HEAD.replace("127.0.0.1 50000", "172.16.9.9 1")
+            );
+            let out = filter_candidates(&offer, allow).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+            assert_eq!(
+                agent_sees(&out),
+                Vec::<String>::new(),
+                "{line:?} gave {out}"
+            );
+            assert!(out.contains("a=ice-ufrag:abcd\r\n"), "{out}");
+        }
+        // A reflexive candidate outside the reach shows only checks that would be dropped.
+        let offer = format!(
+            "{}{reflexive}{TAIL}",
+            HEAD.replace("127.0.0.1 50000", "172.16.9.9 1")
+        );
+        let e = filter_candidates(&offer, &loopback)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("10.1.2.4 (srflx candidate"), "{e}");
+        assert!(e.contains("172.16.9.9 (outside"), "{e}");
+        // Other names show no browser: an offer of them alone is refused.
+        let odd = "a=candidate:2 1 udp 2113937151 host.example.com 50002 typ host\r\n";
+        let offer = format!(
+            "{}{odd}{TAIL}",
+            HEAD.replace("127.0.0.1 50000", "172.16.9.9 1")
+        );
+        let e = filter_candidates(&offer, &loopback)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("host.example.com ("), "{e}");
+        // Names are never resolved: the policy is not asked about them.
+        let asked = std::sync::Mutex::new(Vec::new());
+        let policy = |ip: IpAddr| {
+            asked.lock().unwrap().push(ip);
+            false
+        };
+        let offer = format!(
+            "{}{hidden}{TAIL}",
+            HEAD.replace("127.0.0.1 50000", "172.16.9.9 1")
+        );
+        filter_candidates(&offer, &policy).unwrap();
+        let asked = asked.lock().unwrap();
+        assert!(
+            !asked.is_empty() && asked.iter().all(|ip| ip.to_string() == "172.16.9.9"),
+            "only the address candidate is judged: {asked:?}"
         );
     }
 }

@@ -27,12 +27,33 @@ use super::policy::RemotePolicy;
 
 type ConnResult<T> = Result<T, webrtc::util::Error>;
 
+/// How many distinct refused sources a peer remembers (for the reason of a failed call).
+const REMEMBERED_REFUSALS: usize = 4;
+
+/// The sources whose datagrams a peer's socket dropped, first seen first.
+#[derive(Default)]
+pub(super) struct Refused(Mutex<Vec<IpAddr>>);
+
+impl Refused {
+    fn note(&self, ip: IpAddr) {
+        let mut seen = self.0.lock();
+        if seen.len() < REMEMBERED_REFUSALS && !seen.contains(&ip) {
+            seen.push(ip);
+        }
+    }
+
+    pub(super) fn list(&self) -> Vec<IpAddr> {
+        self.0.lock().clone()
+    }
+}
+
 /// The agent's sockets, by local ICE username fragment (one agent, one fragment).
 pub(super) struct PolicedUdp {
     ip: IpAddr,
     port_min: u16,
     port_max: u16,
     allow: Arc<RemotePolicy>,
+    refused: Arc<Refused>,
     conns: Mutex<HashMap<String, Arc<PolicedConn>>>,
 }
 
@@ -42,12 +63,14 @@ impl PolicedUdp {
         port_min: u16,
         port_max: u16,
         allow: Arc<RemotePolicy>,
+        refused: Arc<Refused>,
     ) -> Arc<PolicedUdp> {
         Arc::new(PolicedUdp {
             ip,
             port_min,
             port_max,
             allow,
+            refused,
             conns: Mutex::new(HashMap::new()),
         })
     }
@@ -71,6 +94,7 @@ impl UDPMux for PolicedUdp {
             local: sock.local_addr()?,
             sock,
             allow: self.allow.clone(),
+            refused: self.refused.clone(),
             closed: CancellationToken::new(),
         });
         self.conns.lock().insert(ufrag.to_owned(), conn.clone());
@@ -109,6 +133,7 @@ pub(super) struct PolicedConn {
     sock: UdpSocket,
     local: SocketAddr,
     allow: Arc<RemotePolicy>,
+    refused: Arc<Refused>,
     closed: CancellationToken,
 }
 
@@ -137,9 +162,13 @@ impl Conn for PolicedConn {
                 r = self.sock.recv_from(buf) => r?,
                 _ = self.closed.cancelled() => return Err(webrtc::util::Error::ErrUseClosedNetworkConn),
             };
+            // An IPv4 peer of a dual-stack socket is seen as `::ffff:a.b.c.d`: it is judged,
+            // and becomes a peer-reflexive candidate, as the IPv4 address it is.
+            let from = SocketAddr::new(from.ip().to_canonical(), from.port());
             if (self.allow)(from.ip()) {
                 return Ok((n, from));
             }
+            self.refused.note(from.ip());
             debug!(%from, "ICE: a datagram from a refused address dropped");
         }
     }
@@ -197,7 +226,14 @@ mod tests {
 
     #[tokio::test]
     async fn refused_addresses_neither_reach_the_agent_nor_are_sent_to() {
-        let mux = PolicedUdp::new(lo(1), 0, 0, Arc::new(|ip: IpAddr| ip == lo(1)));
+        let refused_seen = Arc::new(Refused::default());
+        let mux = PolicedUdp::new(
+            lo(1),
+            0,
+            0,
+            Arc::new(|ip: IpAddr| ip == lo(1)),
+            refused_seen.clone(),
+        );
         let conn = mux.clone().get_conn("ufrag").await.unwrap();
         let at = conn.local_addr().unwrap();
         // The same fragment gets the same socket.
@@ -218,6 +254,8 @@ mod tests {
             .unwrap();
         assert_eq!(&buf[..n], b"from an allowed one");
         assert_eq!(from, allowed.local_addr().unwrap());
+        // The dropped source is remembered, for the reason of a call that cannot connect.
+        assert_eq!(refused_seen.list(), [lo(2)]);
 
         // Sends: to the refused address an error, nothing on the wire; to the allowed one
         // the datagram.
@@ -256,7 +294,13 @@ mod tests {
 
     #[tokio::test]
     async fn ports_come_from_the_range() {
-        let mux = PolicedUdp::new(lo(1), 42100, 42101, Arc::new(|_: IpAddr| true));
+        let mux = PolicedUdp::new(
+            lo(1),
+            42100,
+            42101,
+            Arc::new(|_: IpAddr| true),
+            Arc::default(),
+        );
         let a = mux.clone().get_conn("a").await.unwrap();
         let b = mux.clone().get_conn("b").await.unwrap();
         let mut ports = [
@@ -272,5 +316,45 @@ mod tests {
             .err()
             .expect("the range is full");
         assert!(e.to_string().contains("42100-42101"), "{e}");
+    }
+
+    /// A dual-stack socket hears an IPv4 browser at `::ffff:a.b.c.d`: the policy judges,
+    /// and the agent sees, the IPv4 address.
+    #[tokio::test]
+    async fn ipv4_sources_of_a_dual_stack_socket_are_judged_as_ipv4() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let policy = {
+            let seen = seen.clone();
+            move |ip: IpAddr| {
+                seen.lock().push(ip);
+                ip == lo(1)
+            }
+        };
+        let Ok(probe) = std::net::UdpSocket::bind("[::]:0") else {
+            // No IPv6 on this host: nothing to check.
+            return;
+        };
+        drop(probe);
+        let mux = PolicedUdp::new(
+            IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+            0,
+            0,
+            Arc::new(policy),
+            Arc::default(),
+        );
+        let conn = mux.clone().get_conn("ufrag").await.unwrap();
+        let port = conn.local_addr().unwrap().port();
+        let browser = UdpSocket::bind(SocketAddr::new(lo(1), 0)).await.unwrap();
+        browser
+            .send_to(b"check", SocketAddr::new(lo(1), port))
+            .await
+            .unwrap();
+        let mut buf = [0u8; 16];
+        let (_, from) = tokio::time::timeout(Duration::from_secs(2), conn.recv_from(&mut buf))
+            .await
+            .expect("the IPv4 datagram arrives")
+            .unwrap();
+        assert_eq!(from, browser.local_addr().unwrap());
+        assert_eq!(*seen.lock(), [lo(1)]);
     }
 }
