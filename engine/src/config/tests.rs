@@ -584,7 +584,7 @@ fn runtime_threads_leave_the_media_workers_their_cores() {
 
 #[test]
 fn sdp_never_carries_a_wildcard_address() {
-    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
     let media = |bind: &str, advertised: Option<&str>| MediaSection {
         bind_ip: ip(bind),
         advertised_ip: advertised.map(ip),
