@@ -115,14 +115,38 @@ struct Node {
     /// The services the call engine and the HTTP layer share (the speech node reports its
     /// state and figures into them).
     services: Services,
-    engine: Option<node::Engine>,
+    /// The call engine and the local speech node, stopped in that order.
+    running: Running,
     http: callsmith_control::settings::HttpSettings,
     app: callsmith_control::api::Router,
 }
 
-/// Opens the store and starts the call engine; `serve` and `load` both run on it.
-/// `local_tts_engine`: the synthesizer registered for the local speech node, if any.
-async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result<Node> {
+/// What a node stops when it ends: the call engine (its calls drained) and then the local
+/// speech node, which the calls speak and listen through until they end.
+struct Running {
+    engine: Option<node::Engine>,
+    speech: Option<speech::SpeechNode>,
+}
+
+impl Running {
+    async fn stop(self) {
+        if let Some(e) = self.engine {
+            e.drain().await;
+        }
+        if let Some(s) = self.speech {
+            s.stop().await;
+        }
+    }
+}
+
+/// Opens the store, starts the call engine and the local speech node (when `[speech]` has
+/// it on and it is installed); `serve` and `load` both run on it. The node's recognition
+/// node and synthesizer are registered into `cfg` before the services are built (see
+/// `speech`).
+async fn start(cfg: &mut Config) -> anyhow::Result<Node> {
+    let speech = speech::prepare(cfg)?;
+    let local_tts_engine = speech.tts_engine();
+    let cfg = &*cfg;
     cfg.stt.check()?;
     // Trunk names and `sip.default_trunk` are checked on every node, the ones that place no
     // calls too: a misspelled default stops the start rather than every call later.
@@ -167,10 +191,11 @@ async fn start(cfg: &Config, local_tts_engine: Option<String>) -> anyhow::Result
         .await
         .context("starting the call engine")?;
     let app = callsmith_control::router(AppState::with_services(services.clone(), settings));
+    let speech = speech::launch(speech, &services);
     Ok(Node {
         store,
         services,
-        engine,
+        running: Running { engine, speech },
         http,
         app,
     })
@@ -194,18 +219,13 @@ async fn loopback_api(
 }
 
 async fn serve(mut cfg: Config) -> anyhow::Result<()> {
-    // Before the services are built: the node's recognition node and synthesizer are
-    // registered into the configuration (see `speech`).
-    let speech = speech::prepare(&mut cfg)?;
-    let local_tts = speech.tts_engine();
     let Node {
         store,
-        services,
-        engine,
+        running,
         http,
         app,
-    } = start(&cfg, local_tts).await?;
-    let speech = speech::launch(speech, &services);
+        ..
+    } = start(&mut cfg).await?;
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)
         .await
         .with_context(|| format!("binding {}", cfg.http.listen))?;
@@ -215,13 +235,7 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     tracing::info!(url = %console, "web console: open {console} in a browser");
     let shutdown = async move {
         shutdown_signal().await;
-        if let Some(e) = engine {
-            e.drain().await;
-        }
-        // After the calls: they speak and listen through it until they end.
-        if let Some(s) = speech {
-            s.stop().await;
-        }
+        running.stop().await;
     };
     callsmith_control::api::serve(listener, app, http, shutdown).await?;
     store.close().await;
@@ -244,15 +258,7 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         match cli.command.unwrap_or(Command::Serve) {
             Command::Serve => serve(cfg).await,
-            Command::Load(args) => {
-                let out = load::run(cfg, args).await?;
-                println!(
-                    "report: {} and {}",
-                    out.join("report.json").display(),
-                    out.join("report.html").display()
-                );
-                Ok(())
-            }
+            Command::Load(args) => load::run(cfg, args).await.map(|_| ()),
             Command::Migrate => {
                 let store = open_store(&cfg).await?;
                 store.close().await;
