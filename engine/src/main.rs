@@ -6,7 +6,8 @@
 //!   calls and stop the speech node.
 //! * `callsmith migrate`: apply database migrations (and the superuser bootstrap) and exit.
 //! * `callsmith load`: call a SIP target with a scenario from a throwaway node (embedded
-//!   database, loopback API) and write a report (`load`).
+//!   database, loopback API, the local speech node as `serve` starts it), write a report,
+//!   print a summary, and exit 1 when a threshold is not kept (`load`).
 
 #[cfg(feature = "mimalloc")]
 mod alloc;
@@ -53,7 +54,8 @@ enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
-    /// Call a SIP target with a scenario from a throwaway node and write a report.
+    /// Call a SIP target with a scenario from a throwaway node, write a report and print a
+    /// summary; exit 1 when a call failed or another threshold is not kept.
     Load(load::LoadArgs),
 }
 

@@ -264,7 +264,13 @@ async fn a_target_that_answers_408_fails_the_run_with_its_codes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thresholds_fail_the_run_and_the_summary_names_them() {
     let dir = tempfile::tempdir().expect("tempdir");
-    no_speech_node(dir.path());
+    // The node's SIP address comes from `sip.udp` (its port picked by the system): another
+    // loopback address than the target's.
+    std::fs::write(
+        dir.path().join("callsmith.toml"),
+        "[speech]\nlocal = false\n[sip]\nudp = \"127.0.0.2:5060\"\n",
+    )
+    .expect("config");
     std::fs::write(dir.path().join("hello.json"), hello().to_string()).expect("scenario");
     let mut callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "2", "-rtp_echo"]);
     let target = format!("sip:100@{}", callee.addr);
@@ -318,6 +324,12 @@ async fn thresholds_fail_the_run_and_the_summary_names_them() {
         .map(|c| c["passed"].as_bool().expect("passed"))
         .collect();
     assert_eq!(passed, [true, false, false], "{}", report["thresholds"]);
+    let sipp = callee.messages();
+    assert!(
+        sipp.contains("Via: SIP/2.0/UDP 127.0.0.2:")
+            && !sipp.contains("SIP/2.0/UDP 127.0.0.2:5060"),
+        "the INVITEs came from sip.udp's address, on a port of their own: {sipp}"
+    );
 }
 
 /// A speech bot: the callee says "yes" (flite) after the question; the run starts the local

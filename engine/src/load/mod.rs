@@ -392,6 +392,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_node_listens_on_the_configured_sip_address() {
+        let dir = tempfile::tempdir().unwrap();
+        let gateway: SocketAddr = "127.0.0.1:5070".parse().unwrap();
+        let mut cfg = Config::default();
+        cfg.sip.udp = Some("127.0.0.2:5080".parse().unwrap());
+        let node = node_config(cfg, dir.path(), gateway);
+        assert_eq!(node.sip.udp, Some("127.0.0.2:0".parse().unwrap()));
+        let mut cfg = Config::default();
+        cfg.sip.udp = None;
+        let node = node_config(cfg, dir.path(), gateway);
+        assert_eq!(node.sip.udp, Some("127.0.0.1:0".parse().unwrap()));
+        assert_eq!(node.sip.trunks[0].name, "load");
+        assert_eq!(node.sip.default_trunk.as_deref(), Some("load"));
+    }
+
+    #[test]
     fn targets_are_sip_uris_with_a_number() {
         assert_eq!(
             parse_target("sip:100@127.0.0.1:5070").unwrap(),
