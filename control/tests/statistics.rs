@@ -389,7 +389,7 @@ async fn the_report_shows_the_api_figures(s: TestServer) {
         "<tr><th>answered</th><td>2</td></tr>".to_string(),
         "<tr><th>setup_time_ms</th><td>p50 300 ms, p95 900 ms, p99 900 ms (2 calls)</td></tr>"
             .to_string(),
-        "<tr><th>turn latency</th><td>p50 420 ms, p95 610 ms, p99 610 ms (3 turns)</td></tr>"
+        "<tr><th>turn latency, the engine's share (answer known → first reply RTP)</th><td>p50 420 ms, p95 610 ms, p99 610 ms (3 turns)</td></tr>"
             .to_string(),
         format!(
             "<tr><th>RTP loss</th><td>{:.3} % (3 of 200 packets, 2 calls)</td></tr>",

@@ -87,19 +87,38 @@ pub struct Node {
     /// The services the call engine and the HTTP layer share (the speech node reports its
     /// state and figures into them).
     pub services: Services,
-    /// The call engine; None on a node that takes no calls.
-    pub engine: Option<node::Engine>,
+    /// The call engine and the local speech node, stopped in that order.
+    pub running: Running,
     api: Arc<dyn ControlApi>,
 }
 
-/// Opens the store and starts the call engine; `serve` and `load` both run on it.
-/// `local_tts_engine`: the synthesizer registered for the local speech node, if any;
-/// `control_api` builds the node's control API over its services.
-pub async fn start(
-    cfg: &Config,
-    local_tts_engine: Option<String>,
-    control_api: ControlApiFactory,
-) -> anyhow::Result<Node> {
+/// What a node stops when it ends: the call engine (its calls drained) and then the local
+/// speech node, which the calls speak and listen through until they end.
+pub struct Running {
+    /// The call engine; None on a node that takes no calls.
+    pub engine: Option<node::Engine>,
+    pub speech: Option<speech::SpeechNode>,
+}
+
+impl Running {
+    pub async fn stop(self) {
+        if let Some(e) = self.engine {
+            e.drain().await;
+        }
+        if let Some(s) = self.speech {
+            s.stop().await;
+        }
+    }
+}
+
+/// Opens the store, starts the call engine and the local speech node (when `[speech]` has
+/// it on and it is installed); `serve` and `load` both run on it. The node's recognition
+/// node and synthesizer are registered into `cfg` before the services are built (see
+/// `speech`). `control_api` builds the node's control API over its services.
+pub async fn start(cfg: &mut Config, control_api: ControlApiFactory) -> anyhow::Result<Node> {
+    let speech = speech::prepare(cfg)?;
+    let local_tts_engine = speech.tts_engine();
+    let cfg = &*cfg;
     cfg.stt.check()?;
     // Trunk names and `sip.default_trunk` are checked on every node, the ones that place no
     // calls too: a misspelled default stops the start rather than every call later.
@@ -143,10 +162,11 @@ pub async fn start(
         .await
         .context("starting the call engine")?;
     let api = control_api(services.clone(), settings);
+    let speech = speech::launch(speech, &services);
     Ok(Node {
         store,
         services,
-        engine,
+        running: Running { engine, speech },
         api,
     })
 }
@@ -166,17 +186,12 @@ pub async fn loopback_api(
 /// `callsmith serve`: the node and its control API on `http.listen` until SIGINT/SIGTERM;
 /// then the calls drain and the speech node stops.
 pub async fn serve(mut cfg: Config, control_api: ControlApiFactory) -> anyhow::Result<()> {
-    // Before the services are built: the node's recognition node and synthesizer are
-    // registered into the configuration (see `speech`).
-    let speech = speech::prepare(&mut cfg)?;
-    let local_tts = speech.tts_engine();
     let Node {
         store,
-        services,
-        engine,
+        running,
         api,
-    } = start(&cfg, local_tts, control_api).await?;
-    let speech = speech::launch(speech, &services);
+        ..
+    } = start(&mut cfg, control_api).await?;
     let listener = tokio::net::TcpListener::bind(cfg.http.listen)
         .await
         .with_context(|| format!("binding {}", cfg.http.listen))?;
@@ -186,13 +201,7 @@ pub async fn serve(mut cfg: Config, control_api: ControlApiFactory) -> anyhow::R
     tracing::info!(url = %console, "web console: open {console} in a browser");
     let shutdown = async move {
         shutdown_signal().await;
-        if let Some(e) = engine {
-            e.drain().await;
-        }
-        // After the calls: they speak and listen through it until they end.
-        if let Some(s) = speech {
-            s.stop().await;
-        }
+        running.stop().await;
     };
     api.serve(listener, Box::pin(shutdown)).await?;
     store.close().await;

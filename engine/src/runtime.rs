@@ -519,11 +519,11 @@ impl Runtime {
                 != Some(callsmith_domain::readiness::ComponentStatus::Ok)
     }
 
-    /// The recognition node pool for `engine` (the default engine when empty or unknown).
+    /// The recognition node pool for `engine` (see [`stt_engine_for`]).
     pub fn stt_pool(&self, engine: &str) -> Option<SttPool> {
         let stt = &self.services.stt;
-        stt.pool(engine)
-            .or_else(|| stt.pool(&self.settings.default_stt_engine))
+        stt_engine_for(stt, &self.settings.default_stt_engine, engine)
+            .and_then(|e| stt.pool(e))
             .cloned()
     }
 
@@ -535,6 +535,19 @@ impl Runtime {
         *c = c.wrapping_add(1);
         i
     }
+}
+
+/// The recognition engine whose node pool serves a turn that asks for `engine`: `engine`
+/// when it has a pool, else `default` (`dialer.default_stt_engine`) when that has one, else
+/// none (the turn hears nothing and says why in its history).
+pub fn stt_engine_for<'a>(
+    stt: &callsmith_domain::catalog::SttEngines,
+    default: &'a str,
+    engine: &'a str,
+) -> Option<&'a str> {
+    [engine, default]
+        .into_iter()
+        .find(|e| stt.pool(e).is_some())
 }
 
 #[cfg(test)]

@@ -25,6 +25,29 @@ use crate::turn::DEFAULT_NO_INPUT_SECS;
 use crate::validate::output;
 use crate::webhook::{self, CallMetadata, WebhookOutcome, WebhookStatus};
 
+/// A question's own setting when it is not empty, else the scenario's (`start_call`), else "".
+fn own_or_base(own: Option<&str>, base: Option<&str>) -> String {
+    match own.filter(|s| !s.is_empty()) {
+        Some(s) => s.to_string(),
+        None => base.unwrap_or("").to_string(),
+    }
+}
+
+/// The recognition engine a question listens with: its `stt_properties.engine`, else the
+/// scenario's `stt_general.engine`, else "" (the node's default engine).
+fn stt_engine(p: &QuestionProps, general: Option<&SttGeneral>) -> String {
+    own_or_base(
+        p.stt_properties.get().map(|s| s.engine.str()),
+        general.map(|g| g.engine.str()),
+    )
+}
+
+/// Whether a question takes speech: by its `input_mode` (`dtmf` alone does not; unset
+/// does).
+fn takes_speech(p: &QuestionProps) -> bool {
+    p.input_mode.str() != "dtmf"
+}
+
 /// Bricks a call may enter before the interpreter stops it as a loop.
 pub const DEFAULT_MAX_STEPS: usize = 1000;
 /// Transfer answer timeout when the brick sets none (seconds).
@@ -159,6 +182,24 @@ impl Program {
             Some(BrickProps::StartCall(s)) => Some(s),
             _ => None,
         }
+    }
+
+    /// The questions that listen for speech, as (brick id, recognition engine): the engine
+    /// a call's listen turn asks for ("" when neither the question nor `start_call` names
+    /// one: the node's default engine). Questions that take keys only are left out.
+    pub fn speech_engines(&self) -> Vec<(String, String)> {
+        let general = self.defaults().and_then(|d| d.stt_general.get());
+        let mut out = Vec::new();
+        if let Some(bricks) = self.snapshot.bricks() {
+            bricks.for_each(|b| {
+                if let Some(BrickProps::Question(p)) = b.props
+                    && takes_speech(p)
+                {
+                    out.push((b.id.to_string(), stt_engine(p, general)));
+                }
+            });
+        }
+        out
     }
 
     /// Runs the scenario for one call.
@@ -1013,28 +1054,22 @@ impl<'p> Run<'p> {
                 .get()
                 .is_some_and(|d| !d.value.str().is_empty())
         });
-        let (speech_on, dtmf_on) = match p.input_mode.str() {
-            "speech" => (true, false),
-            "dtmf" => (false, true),
-            "speech_and_dtmf" => (true, true),
-            _ => (true, wants_dtmf || p.dtmf_properties.get().is_some()),
+        let speech_on = takes_speech(p);
+        let dtmf_on = match p.input_mode.str() {
+            "speech" => false,
+            "dtmf" | "speech_and_dtmf" => true,
+            _ => wants_dtmf || p.dtmf_properties.get().is_some(),
         };
         let stt = p.stt_properties.get();
         let general = self.program.defaults().and_then(|d| d.stt_general.get());
-        let pick = |own: Option<&str>, base: Option<&str>| -> String {
-            match own.filter(|s| !s.is_empty()) {
-                Some(s) => s.to_string(),
-                None => base.unwrap_or("").to_string(),
-            }
-        };
         let speech = speech_on.then(|| SpeechSpec {
-            engine: pick(stt.map(|s| s.engine.str()), general.map(|g| g.engine.str())),
-            language: pick(
+            engine: stt_engine(p, general),
+            language: own_or_base(
                 stt.map(|s| s.language.str()),
                 general.map(|g| g.language.str()),
             ),
-            model: pick(stt.map(|s| s.model.str()), general.map(|g| g.model.str())),
-            primary_language: pick(
+            model: own_or_base(stt.map(|s| s.model.str()), general.map(|g| g.model.str())),
+            primary_language: own_or_base(
                 stt.map(|s| s.primary_language.str()),
                 general.map(|g| g.primary_language.str()),
             ),

@@ -23,6 +23,7 @@ mod leg;
 pub mod logging;
 mod outbound;
 mod relay;
+pub mod retransmit;
 pub mod sdp;
 mod stack;
 mod states;
@@ -33,6 +34,7 @@ pub mod wire;
 pub use config::{SipConfig, SipTimers, UDP_RECEIVE_BUFFER_BYTES};
 pub use leg::{CallLeg, EndInfo, LegController, LegDirection, LegEvent, Party, ReferOutcome};
 pub use logging::redact_number;
+pub use retransmit::RetransmissionCounts;
 pub use sdp::{LocalMedia, MediaDirection, NegotiatedMedia, SdpCodec};
 pub use stack::{
     Admission, CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack,

@@ -43,11 +43,18 @@ pub fn redact_number(number: &str) -> String {
 
 /// Logs every message the endpoint sends or receives at DEBUG ([`MESSAGE_TARGET`]) around an
 /// inner inspector: what is sent after the inner one rewrote it, what is received before.
-pub(crate) struct MessageLog<I>(pub I);
+/// What is sent is counted for retransmissions too, when `1` is set.
+pub(crate) struct MessageLog<I>(
+    pub I,
+    pub Option<std::sync::Arc<crate::retransmit::Retransmissions>>,
+);
 
 impl<I: MessageInspector> MessageInspector for MessageLog<I> {
     fn before_send(&self, msg: SipMessage, dest: Option<&SipAddr>) -> SipMessage {
         let msg = self.0.before_send(msg, dest);
+        if let Some(r) = &self.1 {
+            r.sent(&msg);
+        }
         debug!(target: MESSAGE_TARGET, dest = %OptAddr(dest), sip = ?msg.to_string(), "sip send");
         msg
     }
@@ -136,7 +143,7 @@ mod tests {
         )
         .unwrap();
         tracing::subscriber::with_default(subscriber, || {
-            let log = MessageLog(Passthrough);
+            let log = MessageLog(Passthrough, None);
             let msg = log.before_send(msg, None);
             log.after_received(msg, None);
         });

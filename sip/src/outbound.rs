@@ -268,14 +268,22 @@ impl Drop for Watching {
     }
 }
 
-/// The transport inspector that shows [`ForkWatch`] every response.
-pub(crate) struct ForkInspector(pub Arc<ForkWatch>);
+/// The transport inspector that shows [`ForkWatch`] every response and counts every message
+/// received for retransmissions (it sees them before the endpoint answers a retransmission
+/// itself).
+pub(crate) struct ForkInspector(
+    pub Arc<ForkWatch>,
+    pub Arc<crate::retransmit::Retransmissions>,
+);
 
 #[async_trait]
 impl TransportEventInspector for ForkInspector {
     async fn handle(&self, event: TransportEvent) -> Option<TransportEvent> {
-        if let TransportEvent::Incoming(SipMessage::Response(response), _, from) = &event {
-            self.0.on_response(response, from);
+        if let TransportEvent::Incoming(msg, _, from) = &event {
+            self.1.received(msg);
+            if let SipMessage::Response(response) = msg {
+                self.0.on_response(response, from);
+            }
         }
         Some(event)
     }

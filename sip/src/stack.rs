@@ -32,6 +32,7 @@ use crate::leg::{
 use crate::logging::{MessageLog, redact_number};
 use crate::outbound::{self, ForkInspector, ForkWatch, OutboundDialogs};
 use crate::relay::DialogRelay;
+use crate::retransmit::{RetransmissionCounts, Retransmissions};
 use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SessionDescription};
 use crate::states::StateRouter;
 use crate::trunk::{self, SipTransport, TrunkConfig};
@@ -109,6 +110,8 @@ struct Inner {
     outbound: Arc<OutboundDialogs>,
     /// Outbound INVITEs, watched for forked 2xx.
     forks: Arc<ForkWatch>,
+    /// Messages sent and received again (see [`Retransmissions`]).
+    retransmissions: Arc<Retransmissions>,
     cancel: CancellationToken,
 }
 
@@ -396,13 +399,20 @@ impl SipStack {
             ..Default::default()
         };
         let (forks, forked) = ForkWatch::new(option.t1x64);
+        let retransmissions = Arc::new(Retransmissions::new(option.t1x64));
         let endpoint = EndpointBuilder::new()
             .with_user_agent(&config.user_agent)
             .with_cancel_token(cancel.clone())
             .with_transport_layer(transport_layer)
             .with_option(option)
-            .with_inspector(Box::new(MessageLog(crate::interop::AlgorithmNames)))
-            .with_transport_inspector(Box::new(ForkInspector(forks.clone())))
+            .with_inspector(Box::new(MessageLog(
+                crate::interop::AlgorithmNames,
+                Some(retransmissions.clone()),
+            )))
+            .with_transport_inspector(Box::new(ForkInspector(
+                forks.clone(),
+                retransmissions.clone(),
+            )))
             .with_allows(vec![
                 Method::Invite,
                 Method::Ack,
@@ -438,6 +448,7 @@ impl SipStack {
             relay: DialogRelay::start(endpoint_inner.clone(), cancel.clone()),
             outbound: Arc::default(),
             forks,
+            retransmissions,
             cancel: cancel.clone(),
         });
         let (call_tx, call_rx) = mpsc::channel(1024);
@@ -465,6 +476,11 @@ impl SipStack {
     }
     pub fn tcp_addr(&self) -> Option<SocketAddr> {
         self.inner.tcp_addr
+    }
+    /// SIP messages sent and received again since the stack started (see
+    /// [`Retransmissions`]).
+    pub fn retransmissions(&self) -> RetransmissionCounts {
+        self.inner.retransmissions.counts()
     }
 
     pub fn trunks(&self) -> &[TrunkConfig] {

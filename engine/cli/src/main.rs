@@ -8,7 +8,8 @@
 //!   calls and stop the speech node.
 //! * `callsmith migrate`: apply database migrations (and the superuser bootstrap) and exit.
 //! * `callsmith load`: call a SIP target with a scenario from a throwaway node (embedded
-//!   database, loopback API) and write a report (`load`).
+//!   database, loopback API, the local speech node as `serve` starts it), write a report,
+//!   print a summary, and exit 1 when a threshold is not kept (`load`).
 
 #[cfg(feature = "mimalloc")]
 mod alloc;
@@ -41,7 +42,8 @@ enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
-    /// Call a SIP target with a scenario from a throwaway node and write a report.
+    /// Call a SIP target with a scenario from a throwaway node, write a report and print a
+    /// summary; exit 1 when a call failed or another threshold is not kept.
     Load(load::LoadArgs),
 }
 
@@ -90,15 +92,7 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         match cli.command.unwrap_or(Command::Serve) {
             Command::Serve => callsmith_engine::serve(cfg, http_api).await,
-            Command::Load(args) => {
-                let out = load::run(cfg, args, http_api).await?;
-                println!(
-                    "report: {} and {}",
-                    out.join("report.json").display(),
-                    out.join("report.html").display()
-                );
-                Ok(())
-            }
+            Command::Load(args) => load::run(cfg, args, http_api).await.map(|_| ()),
             Command::Migrate => {
                 let store = open_store(&cfg).await?;
                 store.close().await;

@@ -157,6 +157,20 @@ pub struct TurnLog {
     pub turn_engine_us: Option<u64>,
 }
 
+impl TurnLog {
+    /// What the caller waited in this turn: the end of their input (the last voiced frame
+    /// of their speech, `response_ms`; for a turn answered by keys, the key, which is when
+    /// the answer was there: its turn latency) → the first RTP packet of the reply, ms.
+    /// None for a turn with no reply.
+    pub fn caller_wait_ms(&self) -> Option<u64> {
+        self.response_ms.or_else(|| {
+            (self.heard == "dtmf")
+                .then_some(self.turn_latency_us?)
+                .map(|us| us / 1000)
+        })
+    }
+}
+
 /// One call_transfer attempt.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -87,9 +87,13 @@ pub struct Quality {
     pub jitter_ms: Percentiles,
     /// Estimated MOS of each call ×100 (E-model, see [`mos`]), e.g. 441 for 4.41.
     pub mos_x100: Percentiles,
-    /// Turn latency (end of caller speech or key → first RTP of the reply), in ms, over
-    /// every turn that has one.
+    /// The engine's share of a turn: the answer known (final transcript or key) → first
+    /// RTP of the reply, in ms, over every turn that has one.
     pub turn_latency_ms: Percentiles,
+    /// The caller's wait: end of the caller's input → first RTP of the reply, in ms, over
+    /// every turn with a reply (`TurnLog::caller_wait_ms`).
+    #[serde(default)]
+    pub caller_wait_ms: Percentiles,
     /// Answering-machine detection verdicts (`human`, `machine`, `unknown`), one per
     /// detection a call ran; only verdicts seen are present.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
@@ -160,6 +164,7 @@ impl Quality {
     pub fn of<'a>(histories: impl IntoIterator<Item = &'a CallHistory>) -> Quality {
         let mut q = Quality::default();
         let (mut jitter, mut mos_x100, mut turns) = (Vec::new(), Vec::new(), Vec::new());
+        let mut waits = Vec::new();
         for h in histories {
             q.calls += 1;
             if let Some(m) = &h.media {
@@ -192,6 +197,12 @@ impl Quality {
                     .filter_map(|t| t.turn_latency_us)
                     .map(|us| (us / 1000) as i64),
             );
+            waits.extend(
+                h.turns
+                    .iter()
+                    .filter_map(|t| t.caller_wait_ms())
+                    .map(|ms| ms as i64),
+            );
         }
         q.loss_percent = if q.packets_expected > 0 {
             q.packets_lost as f64 * 100.0 / q.packets_expected as f64
@@ -201,6 +212,7 @@ impl Quality {
         q.jitter_ms = Percentiles::of(jitter);
         q.mos_x100 = Percentiles::of(mos_x100);
         q.turn_latency_ms = Percentiles::of(turns);
+        q.caller_wait_ms = Percentiles::of(waits);
         q
     }
 }
@@ -318,6 +330,37 @@ mod tests {
                 ..Default::default()
             }),
         }
+    }
+
+    #[test]
+    fn the_callers_wait_is_apart_from_the_engines_share() {
+        use super::super::history::TurnLog;
+        let mut h = history(0, 1.0, None, None);
+        h.turns = vec![
+            // Speech: the caller waited 520 ms, of which the engine's share was 6 ms.
+            TurnLog {
+                heard: "speech".into(),
+                response_ms: Some(520),
+                turn_latency_us: Some(6_000),
+                ..Default::default()
+            },
+            // Keys: the answer is there at the key, so the wait is the turn latency.
+            TurnLog {
+                heard: "dtmf".into(),
+                turn_latency_us: Some(300_000),
+                ..Default::default()
+            },
+            // No reply: no wait measured.
+            TurnLog {
+                heard: "no_input".into(),
+                ..Default::default()
+            },
+        ];
+        let q = Quality::of(&[h]);
+        assert_eq!(q.caller_wait_ms.count, 2);
+        assert_eq!((q.caller_wait_ms.p50, q.caller_wait_ms.p99), (300, 520));
+        assert_eq!(q.turn_latency_ms.count, 2);
+        assert_eq!((q.turn_latency_ms.p50, q.turn_latency_ms.p99), (6, 300));
     }
 
     #[test]

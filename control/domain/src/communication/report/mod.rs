@@ -186,10 +186,37 @@ pub fn html(report: &Value) -> String {
             ),
         );
         row(
-            "turn latency",
+            "caller's wait (end of the caller's speech or key → first reply RTP)",
+            percentiles(&q["caller_wait_ms"], "ms", "turns"),
+        );
+        row(
+            "turn latency, the engine's share (answer known → first reply RTP)",
             percentiles(&q["turn_latency_ms"], "ms", "turns"),
         );
         row("answering-machine verdicts", q["amd"].to_string());
+    }
+    let o = &report["outcome"];
+    if o.is_object() {
+        row(
+            "answered / failed",
+            format!(
+                "{} / {} of {} calls",
+                o["answered"], o["failed"], o["calls"]
+            ),
+        );
+        row(
+            "calls started per second",
+            format!("{:.2} achieved", o["cps_achieved"].as_f64().unwrap_or(0.0)),
+        );
+        let r = &o["sip_retransmissions"];
+        row(
+            "SIP retransmissions",
+            if r.is_object() {
+                format!("{} sent, {} received", r["sent"], r["received"])
+            } else {
+                "not counted".into()
+            },
+        );
     }
     if report["timed_out"].as_bool() == Some(true) {
         row(
@@ -203,6 +230,13 @@ pub fn html(report: &Value) -> String {
         live.push_str(&format!("\n<p class=\"cpl-note\">{}</p>", esc(note)));
     }
     let setup = plot::scatter(&series::setup_times(report), "seconds", "setup time, ms");
+    let waits = series::caller_waits(report);
+    let waits = if waits.is_empty() {
+        "<p>No caller's wait measured: no saved history of these calls has a turn with a reply.</p>"
+            .to_string()
+    } else {
+        plot::scatter(&waits, "seconds", "caller's wait, ms")
+    };
     let turn_points = series::turn_latencies(report);
     let turns = if turn_points.is_empty() {
         "<p>No turn latency measured: no saved history of these calls has a turn with a reply.</p>"
@@ -230,19 +264,132 @@ pub fn html(report: &Value) -> String {
 <body><h1>{t}</h1>\n<p>{} → {}</p>\n<table>\n{rows}</table>\n\
 <script type=\"application/json\" id=\"statistics\">{data}</script>\n\
 <h2>Live calls{}</h2>\n{live}\n\
+{run}\
 <h2>Setup time over time: each answered call, by when it started</h2>\n{setup}\n\
-<h2>Turn latency over time: each turn, by when its reply started</h2>\n{turns}\n\
+<h2>Caller's wait over time (end of the caller's speech or key → first reply RTP): each turn, by when its reply started</h2>\n{waits}\n\
+<h2>Turn latency over time (the engine's share: answer known → first reply RTP): each turn, by when its reply started</h2>\n{turns}\n\
 <h2>Outcomes</h2>\n{outcomes}</body></html>\n",
         esc(report["started_at"].as_str().unwrap_or("")),
         esc(report["finished_at"].as_str().unwrap_or("")),
         if cpl > 0.0 { " (cpl dashed)" } else { "" },
+        run = run_sections(report),
         t = esc(title),
     )
+}
+
+/// The sections of a `callsmith load` run (its `outcome`, `calls_started_per_second` and
+/// `thresholds`): calls started per second against the `cps` asked (dashed), the SIP final
+/// codes, the failed calls with their reasons, and the thresholds checked. Empty for any
+/// other set of calls.
+fn run_sections(report: &Value) -> String {
+    let o = &report["outcome"];
+    if !o.is_object() {
+        return String::new();
+    }
+    let mut out = format!(
+        "<h2>Calls started per second{}</h2>\n{}\n",
+        if report["cps"].is_number() {
+            " (cps dashed)"
+        } else {
+            ""
+        },
+        plot::line(
+            &series::started_per_second(report),
+            report["cps"].as_f64().unwrap_or(0.0),
+            "seconds",
+            "calls started",
+        )
+    );
+    let table = |head: &[&str], rows: Vec<Vec<String>>| {
+        let mut t = String::from("<table>\n<tr>");
+        for h in head {
+            t.push_str(&format!("<th>{}</th>", esc(h)));
+        }
+        t.push_str("</tr>\n");
+        for r in rows {
+            t.push_str("<tr>");
+            for c in r {
+                t.push_str(&format!("<td>{}</td>", esc(&c)));
+            }
+            t.push_str("</tr>\n");
+        }
+        t.push_str("</table>\n");
+        t
+    };
+    let codes = counts(&o["sip_codes"])
+        .into_iter()
+        .map(|(code, n)| vec![code, n.to_string()])
+        .collect();
+    out.push_str("<h2>SIP final codes</h2>\n");
+    out.push_str(&table(&["code", "calls"], codes));
+    let failed: Vec<&Value> = o["failed_calls"].as_array().into_iter().flatten().collect();
+    out.push_str(&format!("<h2>Failed calls ({})</h2>\n", o["failed"]));
+    if !failed.is_empty() {
+        // A call with no final SIP response (never dialled, or no answer at all) shows "none".
+        let text = |v: &Value| match v {
+            Value::Null => "none".to_string(),
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        let rows = failed
+            .iter()
+            .map(|c| vec![text(&c["id"]), text(&c["sip_code"]), text(&c["reason"])])
+            .collect();
+        out.push_str(&table(&["communication", "SIP code", "reason"], rows));
+    }
+    if let Some(checks) = report["thresholds"].as_array() {
+        let rows = checks
+            .iter()
+            .map(|c| {
+                vec![
+                    c["threshold"].as_str().unwrap_or("").to_string(),
+                    c["measured"].as_str().unwrap_or("").to_string(),
+                    if c["passed"].as_bool() == Some(true) {
+                        "passed"
+                    } else {
+                        "FAILED"
+                    }
+                    .to_string(),
+                ]
+            })
+            .collect();
+        out.push_str("<h2>Thresholds</h2>\n");
+        out.push_str(&table(&["threshold", "measured", "result"], rows));
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_load_run_shows_its_codes_failures_rate_and_thresholds() {
+        let page = html(&json!({
+            "statistics": {"total": 3},
+            "started_at": "2030-01-01T00:00:00Z",
+            "cps": 2,
+            "calls_started_per_second": [2, 1],
+            "outcome": {"calls": 3, "answered": 1, "failed": 2, "cps_achieved": 2.0,
+                "sip_codes": {"200": 1, "408": 2}, "sip_retransmissions": {"sent": 4, "received": 1},
+                "failed_calls": [{"id": "com_a", "sip_code": 408, "reason": "not answered: SIP 408 <no_answer>"},
+                    {"id": "com_b", "sip_code": null, "reason": "x"}]},
+            "thresholds": [{"threshold": "--max-failed 0", "measured": "2 failed", "passed": false}],
+        }));
+        for shown in [
+            "<h2>Calls started per second (cps dashed)</h2>",
+            "<tr><td>408</td><td>2</td></tr>",
+            "<tr><td>200</td><td>1</td></tr>",
+            "<h2>Failed calls (2)</h2>",
+            "<td>com_a</td><td>408</td><td>not answered: SIP 408 &lt;no_answer&gt;</td>",
+            "<td>com_b</td><td>none</td>",
+            "<tr><td>--max-failed 0</td><td>2 failed</td><td>FAILED</td></tr>",
+            "<tr><th>answered / failed</th><td>1 / 2 of 3 calls</td></tr>",
+            "<tr><th>SIP retransmissions</th><td>4 sent, 1 received</td></tr>",
+        ] {
+            assert!(page.contains(shown), "{shown}: {page}");
+        }
+    }
 
     #[test]
     fn the_page_draws_every_plot() {
@@ -275,6 +422,7 @@ mod tests {
         );
         assert!(none.contains("no cpl line: two agents") && !none.contains("class=\"limit\""));
         assert!(none.contains("No turn latency measured"));
+        assert!(none.contains("No caller's wait measured") && !none.contains("SIP final codes"));
         assert_eq!(none.matches("</script>").count(), 1, "{none}");
     }
 }

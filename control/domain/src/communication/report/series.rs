@@ -11,12 +11,15 @@ use crate::communication::history::CallHistory;
 /// Most points a plot draws.
 pub(super) const MAX_POINTS: f64 = 1000.0;
 
-/// One turn of a call for the turn latency plot: when the reply's first RTP packet left
-/// (the end of the turn when none was measured) and the turn latency.
+/// One turn of a call for the turn plots: when the reply's first RTP packet left (the end
+/// of the turn when none was measured), the turn latency (the engine's share) and the
+/// caller's wait (`TurnLog::caller_wait_ms`), when measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnPoint {
     pub at: DateTime<Utc>,
     pub latency_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_wait_ms: Option<i64>,
 }
 
 /// Every turn with a measured latency in `histories`.
@@ -30,6 +33,7 @@ pub fn turn_points<'a>(histories: impl IntoIterator<Item = &'a CallHistory>) -> 
                 Some(TurnPoint {
                     at: h.answered_at + chrono::Duration::milliseconds(ms as i64),
                     latency_ms: (us / 1000) as i64,
+                    caller_wait_ms: t.caller_wait_ms().map(|ms| ms as i64),
                 })
             })
         })
@@ -113,6 +117,16 @@ pub(super) fn setup_times(report: &Value) -> Vec<(f64, f64)> {
 
 /// (seconds from the start, turn latency in ms) of each turn in the report's `turns`.
 pub(super) fn turn_latencies(report: &Value) -> Vec<(f64, f64)> {
+    turn_series(report, "latency_ms")
+}
+
+/// (seconds from the start, caller's wait in ms) of each turn in the report's `turns` that
+/// has one.
+pub(super) fn caller_waits(report: &Value) -> Vec<(f64, f64)> {
+    turn_series(report, "caller_wait_ms")
+}
+
+fn turn_series(report: &Value, field: &str) -> Vec<(f64, f64)> {
     let Some(t0) = start(report) else {
         return Vec::new();
     };
@@ -121,14 +135,27 @@ pub(super) fn turn_latencies(report: &Value) -> Vec<(f64, f64)> {
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|t| {
-                Some((
-                    seconds(t0, time(&t["at"])?).max(0.0),
-                    t["latency_ms"].as_f64()?,
-                ))
-            })
+            .filter_map(|t| Some((seconds(t0, time(&t["at"])?).max(0.0), t[field].as_f64()?)))
             .collect(),
     )
+}
+
+/// (seconds from the start, calls started in that second) over the run, from the report's
+/// `calls_started_per_second` (a count per second from `started_at`).
+pub(super) fn started_per_second(report: &Value) -> Vec<(f64, f64)> {
+    let counts: Vec<f64> = report["calls_started_per_second"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_f64)
+        .collect();
+    let k = (counts.len() as f64 / MAX_POINTS).ceil().max(1.0) as usize;
+    // Beyond MAX_POINTS seconds, the mean of each k seconds.
+    counts
+        .chunks(k)
+        .enumerate()
+        .map(|(i, c)| ((i * k) as f64, c.iter().sum::<f64>() / c.len() as f64))
+        .collect()
 }
 
 #[cfg(test)]
@@ -180,6 +207,24 @@ mod tests {
         });
         assert_eq!(setup_times(&report), vec![(0.0, 100.0), (2.0, 300.0)]);
         assert_eq!(turn_latencies(&report), vec![(3.0, 610.0), (5.0, 420.0)]);
+        assert!(caller_waits(&report).is_empty());
+        let waits = json!({
+            "started_at": "2030-01-01T00:00:00Z",
+            "turns": [
+                {"at": "2030-01-01T00:00:02Z", "latency_ms": 6, "caller_wait_ms": 480},
+                {"at": "2030-01-01T00:00:04Z", "latency_ms": 7},
+            ]
+        });
+        assert_eq!(caller_waits(&waits), vec![(2.0, 480.0)]);
+        let cps = json!({"calls_started_per_second": [4, 4, 0, 1]});
+        assert_eq!(
+            started_per_second(&cps),
+            vec![(0.0, 4.0), (1.0, 4.0), (2.0, 0.0), (3.0, 1.0)]
+        );
+        let long = json!({"calls_started_per_second": vec![2; 3000]});
+        let s = started_per_second(&long);
+        assert_eq!(s.len(), 1000);
+        assert_eq!(s[1], (3.0, 2.0));
         let many: Vec<Value> = (0..5000)
             .map(|i| json!({"at": "2030-01-01T00:00:01Z", "latency_ms": i}))
             .collect();

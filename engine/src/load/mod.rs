@@ -1,11 +1,18 @@
 //! `callsmith load`: a speech-aware SIPp. It runs a throwaway node (an embedded SQLite
-//! database in a temporary directory, the control API on a loopback port of its own),
-//! provisions a tenant, an account, a trunk to `--target`, a number, the scenario of
-//! `--scenario` (validated and published through the API, so a bad file gets the same
-//! SCN1xx errors) and an agent with `--cps` and `--cpl`, dispatches `--calls` calls to the
-//! target's user in one dispatch batch, shows their progress, and writes `report.json` and
-//! `report.html` with the figures of `GET /v1/communication/-/statistics?batch=…`, the
-//! calls and the turns of their saved histories over time.
+//! database in a temporary directory, the control API on a loopback port of its own, the
+//! local speech node as `serve` starts it), provisions a tenant, an account, a trunk to
+//! `--target`, a number, the scenario of `--scenario` (validated and published through the
+//! API, so a bad file gets the same SCN1xx errors) and an agent with `--cps` and `--cpl`,
+//! checks that every question that listens for speech has a recognition node
+//! ([`recognition`]), dispatches `--calls` calls to the target's user in one dispatch batch,
+//! shows their progress, writes `report.json` and `report.html` (the figures of
+//! `GET /v1/communication/-/statistics?batch=…`, the calls, the turns of their saved
+//! histories over time, and the run's [`outcome`]), prints a summary, and fails when a
+//! threshold is not kept.
+
+mod api;
+mod outcome;
+mod recognition;
 
 use std::{
     io::Write,
@@ -18,6 +25,8 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::config::Config;
+use api::{Api, all_communications};
+use outcome::{Outcome, Retransmissions, Thresholds};
 
 /// Arguments of `callsmith load`.
 #[derive(Debug, clap::Args)]
@@ -41,9 +50,23 @@ pub struct LoadArgs {
     /// Folder for report.json and report.html (created). Default `./callsmith-load-<time>`.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Stop waiting for the calls this long after the last one could have started.
+    /// Stop waiting for the calls this long after the last one could have started (calls
+    /// still open then count as failed, and the run fails).
     #[arg(long, default_value_t = 300)]
     pub timeout_secs: u64,
+    /// Fail (exit 1) when more calls than this failed: not answered, not attempted,
+    /// canceled, interrupted or still open. The default 0 fails on any failed call, as
+    /// SIPp does.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub max_failed: u64,
+    /// Fail (exit 1) when fewer calls than this were answered.
+    #[arg(long, value_name = "N")]
+    pub min_answered: Option<u64>,
+    /// Fail (exit 1) when the 95th percentile of the caller's wait (end of the caller's
+    /// speech or key → first RTP packet of the reply) is above this, or when no turn
+    /// measured one.
+    #[arg(long, value_name = "MS")]
+    pub max_turn_p95_ms: Option<u64>,
 }
 
 /// `sip:USER@HOST:PORT` → (USER, HOST:PORT); the port defaults to 5060.
@@ -69,13 +92,19 @@ pub fn parse_target(target: &str) -> anyhow::Result<(String, SocketAddr)> {
     Ok((user.to_string(), addr))
 }
 
-/// The throwaway node's configuration: `cfg` with its data, database, SIP port and trunk
-/// replaced.
+/// The throwaway node's configuration: `cfg` with its data, database and trunk replaced,
+/// and its SIP UDP port picked by the system on the configured `sip.udp` address (loopback
+/// when the configuration has none), so it runs beside a `serve` on the same machine and
+/// reaches a target off the host when `sip.udp` is an address that can.
 fn node_config(mut cfg: Config, data_dir: &Path, gateway: SocketAddr) -> Config {
     cfg.data_dir = data_dir.to_path_buf();
     cfg.database.url = None;
     cfg.bootstrap_superuser_token = Some(format!("cs_su_load_{}", uuid::Uuid::new_v4().simple()));
-    cfg.sip.udp = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    let ip = cfg
+        .sip
+        .udp
+        .map_or(std::net::IpAddr::from([127, 0, 0, 1]), |a| a.ip());
+    cfg.sip.udp = Some(SocketAddr::new(ip, 0));
     cfg.sip.tcp = None;
     let mut trunk = callsmith_sip::TrunkConfig::new("load", gateway);
     trunk.number_format = callsmith_sip::NumberFormat::AsIs;
@@ -84,79 +113,9 @@ fn node_config(mut cfg: Config, data_dir: &Path, gateway: SocketAddr) -> Config 
     cfg
 }
 
-/// The control API of the throwaway node, as its superuser.
-struct Api {
-    base: String,
-    token: String,
-    tenant: Option<String>,
-    account: Option<String>,
-    client: reqwest::Client,
-}
-
-impl Api {
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> anyhow::Result<Value> {
-        let mut req = self
-            .client
-            .request(method.clone(), format!("{}{path}", self.base))
-            .bearer_auth(&self.token);
-        if let Some(t) = &self.tenant {
-            req = req.header("X-Tenant-Sid", t);
-        }
-        if let Some(a) = &self.account {
-            req = req.header("X-Account-Sid", a);
-        }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let r = req
-            .send()
-            .await
-            .with_context(|| format!("{method} {path}"))?;
-        let status = r.status();
-        let v: Value = r.json().await.unwrap_or(Value::Null);
-        if !status.is_success() {
-            bail!("{method} {path}: {status}: {}", describe_error(&v));
-        }
-        Ok(v)
-    }
-
-    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        self.send(reqwest::Method::POST, path, Some(body)).await
-    }
-
-    async fn get(&self, path: &str) -> anyhow::Result<Value> {
-        self.send(reqwest::Method::GET, path, None).await
-    }
-}
-
-/// An API error as a line, with the scenario's validation errors when there are some.
-fn describe_error(v: &Value) -> String {
-    let mut out = v["message"].as_str().unwrap_or("").to_string();
-    for e in v["data"]["errors"]["scenario"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        out.push_str(&format!(
-            "\n  {} {}{}",
-            e["code"].as_str().unwrap_or(""),
-            e["message"].as_str().unwrap_or(""),
-            e["node_id"]
-                .as_str()
-                .filter(|n| !n.is_empty())
-                .map(|n| format!(" (brick {n})"))
-                .unwrap_or_default()
-        ));
-    }
-    if out.is_empty() { v.to_string() } else { out }
-}
-
-/// Runs the load with the control API `control_api` builds; returns the report folder.
+/// Runs the load with the control API `control_api` builds: prints the summary and the
+/// report's paths, and returns the report folder; an error when the run could not be made
+/// or a threshold was not kept (the report is written then too).
 pub async fn run(
     cfg: Config,
     args: LoadArgs,
@@ -180,16 +139,15 @@ pub async fn run(
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
 
     let data = tempfile::tempdir().context("a temporary data directory")?;
-    let cfg = node_config(cfg, data.path(), gateway);
+    let mut cfg = node_config(cfg, data.path(), gateway);
     let token = cfg.bootstrap_superuser_token.clone().unwrap_or_default();
-    let node = crate::start(&cfg, None, control_api).await?;
+    let node = crate::start(&mut cfg, control_api).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (base, server) = crate::loopback_api(&node, async move {
         let _ = stopped.await;
     })
     .await?;
-
-    let mut api = Api {
+    let api = Api {
         base,
         token,
         tenant: None,
@@ -198,6 +156,39 @@ pub async fn run(
             .timeout(Duration::from_secs(30))
             .build()?,
     };
+    let ran = load(&node, &cfg, api, &args, &user, constructor, &out).await;
+    // The node stops whatever the run came to: its calls drained, then the speech node.
+    let _ = stop.send(());
+    let _ = server.await;
+    let crate::Node { store, running, .. } = node;
+    running.stop().await;
+    store.close().await;
+    let passed = ran?;
+    println!(
+        "report: {} and {}",
+        out.join("report.json").display(),
+        out.join("report.html").display()
+    );
+    if !passed {
+        bail!(
+            "a threshold was not kept (see the summary above); report in {}",
+            out.display()
+        );
+    }
+    Ok(out)
+}
+
+/// Provisions the throwaway node, places the calls, waits for them, writes the report and
+/// prints the summary; whether every threshold held.
+async fn load(
+    node: &crate::Node,
+    cfg: &Config,
+    mut api: Api,
+    args: &LoadArgs,
+    user: &str,
+    constructor: Value,
+    out: &Path,
+) -> anyhow::Result<bool> {
     let t = api
         .post("/v1/internal/tenant", json!({"name": "load"}))
         .await?;
@@ -232,6 +223,8 @@ pub async fn run(
     api.post(&format!("/v1/scenario/{scenario_sid}/publish"), json!({}))
         .await
         .context("publishing the scenario")?;
+    // Every question that listens for speech can be heard, before any call.
+    recognition::ensure(node, cfg, &constructor).await?;
     let agent = api
         .post(
             "/v1/agent",
@@ -282,9 +275,30 @@ pub async fn run(
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     eprintln!();
+    let elapsed = t0.elapsed().as_secs_f64();
     let finished = chrono::Utc::now();
     let rows = all_communications(&api, &batch).await?;
-    let turns = turns(&node, api.account.as_deref().unwrap_or_default(), &batch).await?;
+    let turns = turns(node, api.account.as_deref().unwrap_or_default(), &batch).await?;
+    let retransmissions = node.running.engine.as_ref().map(|e| {
+        let c = e.rt.sip.retransmissions();
+        Retransmissions {
+            sent: c.sent,
+            received: c.received,
+        }
+    });
+    let outcome = Outcome::of(args.calls, &rows, retransmissions);
+    let thresholds = Thresholds {
+        max_failed: args.max_failed,
+        min_answered: args.min_answered,
+        max_turn_p95_ms: args.max_turn_p95_ms,
+    };
+    let checks = outcome::check(
+        &thresholds,
+        &outcome,
+        &stats,
+        timed_out.then_some(args.timeout_secs),
+    );
+    let passed = checks.iter().all(|c| c.passed);
     let report = json!({
         "target": args.target,
         "scenario": args.scenario.display().to_string(),
@@ -295,6 +309,10 @@ pub async fn run(
         "finished_at": finished,
         "timed_out": timed_out,
         "statistics": stats,
+        "outcome": outcome,
+        "calls_started_per_second": outcome::started_per_second(started, &rows),
+        "thresholds": checks,
+        "passed": passed,
         "communications": rows,
         "turns": turns,
         "batch_sid": batch,
@@ -304,21 +322,16 @@ pub async fn run(
         out.join("report.html"),
         callsmith_domain::communication::report::html(&report),
     )?;
-
-    let _ = stop.send(());
-    let _ = server.await;
-    if let Some(e) = node.engine {
-        e.drain().await;
-    }
-    node.store.close().await;
-    if timed_out {
-        bail!(
-            "calls still open {} s after the last could start; report in {}",
-            args.timeout_secs,
-            out.display()
-        );
-    }
-    Ok(out)
+    print!(
+        "{}",
+        outcome::summary(&args.target, args.cps, elapsed, &outcome, &stats, &checks)
+    );
+    println!(
+        "  {:<16}{}",
+        "result",
+        if passed { "PASSED" } else { "FAILED" }
+    );
+    Ok(passed)
 }
 
 /// One line of progress on stderr, redrawn in place.
@@ -332,20 +345,23 @@ fn progress(stats: &Value, open: i64, calls: u64, elapsed: Duration) {
         + stats["communication_status"]["in_progress"]
             .as_i64()
             .unwrap_or(0);
+    // Answered calls that are still live are not done; every done call that was not
+    // answered (whatever its SIP code) failed.
+    let answered = stats["answered"].as_i64().unwrap_or(0);
+    let answered_done = answered
+        - stats["communication_status"]["in_progress"]
+            .as_i64()
+            .unwrap_or(0);
+    let failed = (done - answered_done).max(0);
     eprint!(
-        "\r[{}{}] {done}/{calls} done, {live} live, {} answered, {} failed  {:.0} s ",
+        "\r[{}{}] {done}/{calls} done, {live} live, {answered} answered, {failed} failed  {:.0} s ",
         "#".repeat(filled.min(width)),
         ".".repeat(width - filled.min(width)),
-        stats["answered"].as_i64().unwrap_or(0),
-        stats["communication_status"]["failed"]
-            .as_i64()
-            .unwrap_or(0),
         elapsed.as_secs_f64()
     );
     let _ = std::io::stderr().flush();
 }
 
-/// Every communication of the agent, oldest first.
 /// The turns of the saved histories of the batch's calls (the first 2,000 histories, as the
 /// statistics read them), for the turn latency plot.
 async fn turns(
@@ -375,29 +391,25 @@ async fn turns(
     ))
 }
 
-async fn all_communications(api: &Api, batch: &str) -> anyhow::Result<Vec<Value>> {
-    let mut out = Vec::new();
-    loop {
-        let page = api
-            .get(&format!(
-                "/v1/communication?batch={batch}&limit=500&offset={}",
-                out.len()
-            ))
-            .await?;
-        let items = page["items"].as_array().cloned().unwrap_or_default();
-        let n = items.len();
-        out.extend(items);
-        if n == 0 || !page["has_more"].as_bool().unwrap_or(false) {
-            break;
-        }
-    }
-    out.reverse();
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_listens_on_the_configured_sip_address() {
+        let dir = tempfile::tempdir().unwrap();
+        let gateway: SocketAddr = "127.0.0.1:5070".parse().unwrap();
+        let mut cfg = Config::default();
+        cfg.sip.udp = Some("127.0.0.2:5080".parse().unwrap());
+        let node = node_config(cfg, dir.path(), gateway);
+        assert_eq!(node.sip.udp, Some("127.0.0.2:0".parse().unwrap()));
+        let mut cfg = Config::default();
+        cfg.sip.udp = None;
+        let node = node_config(cfg, dir.path(), gateway);
+        assert_eq!(node.sip.udp, Some("127.0.0.1:0".parse().unwrap()));
+        assert_eq!(node.sip.trunks[0].name, "load");
+        assert_eq!(node.sip.default_trunk.as_deref(), Some("load"));
+    }
 
     #[test]
     fn targets_are_sip_uris_with_a_number() {
