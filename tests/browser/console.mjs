@@ -45,13 +45,6 @@ const args = [
   '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream',
   '--autoplay-policy=no-user-gesture-required',
 ];
-// A console opened from another machine is served over HTTPS by a proxy in front of the
-// engine (browsers grant the microphone to secure origins only); the test serves plain
-// HTTP on a private address and declares that origin secure in the proxy's place.
-const baseHost = new URL(BASE).hostname;
-if (!['127.0.0.1', 'localhost', '[::1]'].includes(baseHost)) {
-  args.push(`--unsafely-treat-insecure-origin-as-secure=${new URL(BASE).origin}`);
-}
 if (process.env.FAKE_AUDIO) args.push(`--use-file-for-fake-audio-capture=${process.env.FAKE_AUDIO}`);
 // launchPersistentContext gives chromium a fresh --user-data-dir of our own.
 const context = await chromium.launchPersistentContext(profile, {

@@ -83,6 +83,79 @@ impl Netns {
     }
 }
 
+/// A TCP port on loopback inside a namespace that forwards each connection to an address
+/// outside it ([`Forward::open`]); stops on drop.
+pub struct Forward {
+    pub port: u16,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Forward {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Forward {
+    /// Listens on 127.0.0.1 inside namespace `netns` and forwards every connection to `to`,
+    /// as an SSH tunnel (`ssh -L`) does for a user who opens a remote console at
+    /// `http://127.0.0.1:<port>`: the page's origin is then loopback, which browsers treat
+    /// as secure (they grant the microphone only to secure origins).
+    pub fn open(netns: &str, to: std::net::SocketAddr) -> Forward {
+        let path = format!("/run/netns/{netns}");
+        let (port_tx, port_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let f = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            // SAFETY: setns on this thread with an open namespace file descriptor.
+            let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(
+                rc,
+                0,
+                "entering {path}: {}",
+                std::io::Error::last_os_error()
+            );
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+                    .await
+                    .expect("bind the forward");
+                let _ = port_tx.send(listener.local_addr().expect("addr").port());
+                let accept = async {
+                    loop {
+                        let Ok((mut inbound, _)) = listener.accept().await else {
+                            continue;
+                        };
+                        tokio::spawn(async move {
+                            if let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await {
+                                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound)
+                                    .await;
+                            }
+                        });
+                    }
+                };
+                tokio::select! {
+                    _ = accept => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+        let port = port_rx.recv().expect("the forward's port");
+        Forward {
+            port,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
 /// Deletes `callsmith-<pid>-…` namespaces whose process no longer runs.
 fn sweep_stale() {
     let Ok(dir) = std::fs::read_dir("/run/netns") else {

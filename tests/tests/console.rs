@@ -8,11 +8,12 @@
 //!   the transcript and the yes branch, and the communication is a completed test call;
 //!   then publishes it and calls version 1 the same way; a third call is hung up from the
 //!   console.
-//! * Chromium runs as a stock browser: without `--allow-loopback-in-peer-connection` it
-//!   offers no loopback candidate, so the call tests give it a machine with a LAN address:
-//!   a network namespace of their own ([`Lan`]). On one machine the browser checks the
-//!   loopback engine from that address; from another machine (the second namespace) it
-//!   calls an engine bound to every interface over the LAN.
+//! * Chromium runs as a stock browser, with no flag that changes what its WebRTC may
+//!   reach: it offers no loopback candidate, so the call tests give it a machine with a LAN
+//!   address: a network namespace of their own ([`Lan`]). On one machine the browser checks
+//!   the loopback engine from that address; from another machine (the second namespace) it
+//!   opens the console through a tunnel to its own loopback and calls an engine bound to
+//!   every interface over the LAN.
 //!
 //! Screenshots go to `<target dir>/e2e-artifacts/console/<test>/` and are checked to be
 //! real pages.
@@ -26,7 +27,7 @@ use std::{
     time::Duration,
 };
 
-use callsmith_e2e::netns::Lan;
+use callsmith_e2e::netns::{Forward, Lan};
 use callsmith_e2e::{
     Engine, EngineOptions, SU_TOKEN, SttNode, Tenancy, idle_trunk, provision, sox, ulaw_speech,
     workspace,
@@ -398,10 +399,18 @@ fn a_browser_on_another_machine_calls_over_the_lan() {
         );
         let t = designer(&engine).await;
         let out = artifacts("lan-call");
-        let port = engine.base_url.rsplit(':').next().expect("port");
+        let port: u16 = engine
+            .base_url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port");
+        // The designer reaches the console through a tunnel to loopback on the browser's
+        // machine (a secure origin, as HTTPS would be); the call's media goes over the LAN.
+        let tunnel = Forward::open(&browser_ns, (Lan::A_IP, port).into());
         let mut env = browser_env("call-once", &engine, &t, &out);
         env.retain(|(k, _)| *k != "BASE_URL");
-        env.push(("BASE_URL", format!("http://{}:{port}", Lan::A_IP)));
+        env.push(("BASE_URL", format!("http://127.0.0.1:{}", tunnel.port)));
         env.push(("FAKE_AUDIO", yes_microphone(&out)));
         let result = run_browser_in(Some(&browser_ns), &env).await;
 
