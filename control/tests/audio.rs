@@ -15,8 +15,9 @@ use callsmith_control::{
     testing::{Fixture, TestResponse, TestServer},
 };
 use callsmith_domain::{
+    audio_ref::{AudioRefError, Located},
     objects::{CallObjects, audio_file},
-    store::NewAudio,
+    store::{self, NewAudio},
 };
 use reqwest::{
     Method,
@@ -697,7 +698,80 @@ async fn a_row_with_a_bad_type_is_served_as_octet_stream(s: TestServer) {
     }
 }
 
+/// A call locates an audio file by its row alone (kept in memory on SQLite between
+/// changes): the same file locates to the same identity every time, another account's
+/// file is "not found", and a deleted file stops locating the moment its row is gone,
+/// whether deleted through the API or by raw SQL.
+async fn a_located_audio_file_follows_its_row(s: TestServer) {
+    let f = s.fixture().await;
+    let other = s.fixture_named("other").await;
+    let wav = tone_wav();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let form = Form::new().part(
+            "file",
+            Part::bytes(wav.clone())
+                .file_name("tone.wav")
+                .mime_str("audio/wav")
+                .unwrap(),
+        );
+        let r = upload(&s, &f.account_key, form).await;
+        r.expect(201);
+        ids.push(r.str("id"));
+    }
+    let audio = &s.state.audio;
+    let identity = |l: Located| match l {
+        Located::Stored(st) => st.identity(),
+        other => panic!("stored audio, got {other:?}"),
+    };
+    let first = identity(audio.locate(&f.account_sid, &ids[0]).await.unwrap());
+    assert_eq!(
+        identity(audio.locate(&f.account_sid, &ids[0]).await.unwrap()),
+        first,
+        "a second call locates the same identity"
+    );
+    let second = identity(audio.locate(&f.account_sid, &ids[1]).await.unwrap());
+    assert_ne!(first, second, "two files are two identities");
+    let bytes = audio.fetch(&f.account_sid, &ids[0]).await.unwrap();
+    assert_eq!(bytes.as_ref(), wav.as_slice(), "the bytes uploaded");
+    assert!(matches!(
+        audio.locate(&other.account_sid, &ids[0]).await,
+        Err(AudioRefError::NotFound(_))
+    ));
+
+    s.request(Method::DELETE, &format!("/v1/audio/{}", ids[0]))
+        .bearer(&f.account_key)
+        .send()
+        .await
+        .expect(204);
+    assert!(matches!(
+        audio.locate(&f.account_sid, &ids[0]).await,
+        Err(AudioRefError::NotFound(_))
+    ));
+
+    let sql = format!("DELETE FROM audio_files WHERE sid = '{}'", ids[1]);
+    match s.store.pool() {
+        store::Pool::Sqlite(p) => {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(p)
+                .await
+                .unwrap();
+        }
+        store::Pool::Postgres(p) => {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(p)
+                .await
+                .unwrap();
+        }
+    }
+    assert!(matches!(
+        audio.locate(&f.account_sid, &ids[1]).await,
+        Err(AudioRefError::NotFound(_))
+    ));
+}
+
 both_backends!(
+    a_located_audio_file_follows_its_row,
     smuggled_types_are_refused_or_stored_safe,
     a_row_with_a_bad_type_is_served_as_octet_stream,
     hard_tenant_delete_purges_objects,

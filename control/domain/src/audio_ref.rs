@@ -217,8 +217,32 @@ impl AudioResolver {
         reference: &str,
     ) -> Result<Located, AudioRefError> {
         let r = self.parse(reference)?;
-        if let AudioRef::Remote(url) = r {
-            return Ok(Located::Remote(url));
+        match r {
+            AudioRef::Remote(url) => return Ok(Located::Remote(url)),
+            // An audio file's object is written once, before its row, under a path named
+            // by its id, and deleted only after the row: the row (kept in memory on
+            // SQLite) is proof enough, and its id and creation time are the version.
+            AudioRef::Audio(id) => {
+                let rec = self.store.audio_get(&id).await.map_err(unavailable)?;
+                return match rec {
+                    Some(a) if a.account_sid == account_sid => {
+                        if a.size_bytes as u64 > MAX_AUDIO_BYTES {
+                            return Err(AudioRefError::Unavailable(format!(
+                                "object {} is larger than {MAX_AUDIO_BYTES} bytes",
+                                a.object_path
+                            )));
+                        }
+                        Ok(Located::Stored(StoredAudio {
+                            version: format!("{}@{}", a.sid, a.created_at.timestamp_micros()),
+                            path: a.object_path,
+                        }))
+                    }
+                    _ => Err(AudioRefError::NotFound(format!(
+                        "audio file {id} not found"
+                    ))),
+                };
+            }
+            AudioRef::Object(_) => {}
         }
         let Some(path) = self.owned_path(account_sid, r).await? else {
             return Err(AudioRefError::NotFound("nothing to play".into()));

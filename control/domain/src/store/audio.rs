@@ -51,12 +51,24 @@ impl Store {
         self.audio_get(a.sid).await?.ok_or(StoreError::NotFound)
     }
 
-    /// An audio row by sid, whatever its account (callers check scope).
+    /// An audio row by sid, whatever its account (callers check scope). On SQLite a found
+    /// row is served from memory until `audio_files` changes (see `caches`).
     pub async fn audio_get(&self, sid: &str) -> StoreResult<Option<AudioRecord>> {
-        let sql = format!("SELECT {COLS} FROM audio_files WHERE sid = $1");
-        Ok(
-            on_db!(self, p => sqlx::query_as::<_, AudioRecord>(sqlx::AssertSqlSafe(sql)).bind(sid).fetch_optional(p).await)?,
-        )
+        let read = async {
+            let sql = format!("SELECT {COLS} FROM audio_files WHERE sid = $1");
+            Ok(
+                on_db!(self, p => sqlx::query_as::<_, AudioRecord>(sqlx::AssertSqlSafe(sql)).bind(sid).fetch_optional(p).await)?,
+            )
+        };
+        match &self.caches {
+            Some(caches) => {
+                caches
+                    .audio
+                    .read_through(sid.to_string(), Option::is_some, read)
+                    .await
+            }
+            None => read.await,
+        }
     }
 
     /// A page of an account's audio files, oldest first, with the total.

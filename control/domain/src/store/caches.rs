@@ -1,5 +1,6 @@
 //! Reads served from memory on SQLite until a table they depend on changes: pages of the
-//! user list, and the credential lookup behind every authenticated request.
+//! user list, the credential lookup behind every authenticated request, inbound routes,
+//! and the audio rows every call playing a recorded prompt looks up.
 //!
 //! Why: on a 2-core machine each query costs a hand-off to the connection's worker thread
 //! and back, and a page of 100 users about 0.2 ms of SQLite besides; that caps `GET
@@ -32,6 +33,7 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use libsqlite3_sys::{SQLITE_OK, sqlite3, sqlite3_wal_checkpoint, sqlite3_wal_hook};
 use sqlx::sqlite::SqliteConnection;
 
+use super::audio::AudioRecord;
 use super::keys::AuthLookup;
 use super::read_cache::ReadCache;
 use super::routing::InboundRoute;
@@ -65,6 +67,9 @@ const CREDENTIAL_TABLES: &[&str] = &[
     "tenants",
 ];
 
+/// Tables an audio file's row lives in (`Store::audio_get`).
+const AUDIO_TABLES: &[&str] = &["audio_files"];
+
 /// The store's read caches and the hooks that keep them honest.
 #[derive(Default)]
 pub(crate) struct Caches {
@@ -75,6 +80,9 @@ pub(crate) struct Caches {
     /// Inbound routes by called number. Only served numbers are kept, so calls to unknown
     /// numbers cannot fill it.
     pub inbound_routes: ReadCache<String, Option<Arc<InboundRoute>>>,
+    /// Audio rows by sid, read by every call that plays a recorded prompt. Only found
+    /// rows are kept, so lookups of unknown ids cannot fill it.
+    pub audio: ReadCache<String, Option<AudioRecord>>,
 }
 
 impl std::fmt::Debug for Caches {
@@ -83,6 +91,7 @@ impl std::fmt::Debug for Caches {
             .field("user_pages", &self.user_pages.len())
             .field("credentials", &self.credentials.len())
             .field("inbound_routes", &self.inbound_routes.len())
+            .field("audio", &self.audio.len())
             .finish()
     }
 }
@@ -96,6 +105,7 @@ impl Caches {
                 self.user_pages.generation_counter(),
                 self.credentials.generation_counter(),
                 self.inbound_routes.generation_counter(),
+                self.audio.generation_counter(),
             ],
         });
         let mut handle = conn.lock_handle().await?;
@@ -112,6 +122,9 @@ impl Caches {
             }
             if ROUTE_TABLES.contains(&change.table) {
                 bits |= 4;
+            }
+            if AUDIO_TABLES.contains(&change.table) {
+                bits |= 8;
             }
             if bits != 0 {
                 marks.changed.fetch_or(bits, Ordering::SeqCst);
@@ -134,7 +147,7 @@ impl Caches {
 struct HookState {
     /// Bit i: a table of cache i changed since the connection's last commit.
     changed: AtomicU8,
-    generations: [Arc<AtomicU64>; 3],
+    generations: [Arc<AtomicU64>; 4],
 }
 
 /// SQLite's WAL hook: runs on the connection's thread after each commit.
