@@ -208,7 +208,7 @@ async fn speech_over_a_plain_statement_does_not_cut_it() {
 
 /// The caller hangs up 500 ms into a 30 s prompt: the prompt stops there and is recorded
 /// as hung up with what was played, end_call is not reached, the engine forced nothing
-/// (tests/tests/hangs.rs keeps the BYE over SIP for an inbound call).
+/// (the BYE over SIP is in tests/tests/capacity.rs).
 #[tokio::test(start_paused = true)]
 async fn a_caller_who_hangs_up_mid_prompt_ends_the_prompt_and_the_call() {
     let long = "a".repeat(500);
@@ -237,6 +237,7 @@ async fn a_caller_who_hangs_up_mid_prompt_ends_the_prompt_and_the_call() {
     assert!((300..=elapsed).contains(&played), "{h}");
     assert!(h["forced_end"].is_null(), "the caller ended it: {h}");
     assert_eq!(h["hangup"]["by"], "remote", "{}", h["hangup"]);
+    assert_eq!(done.finish.call_status.as_deref(), Some("answered"));
     assert!(done.took < Duration::from_secs(1), "{:?}", done.took);
 }
 
