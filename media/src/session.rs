@@ -21,6 +21,12 @@ pub struct PlayHandle {
 }
 
 impl PlayHandle {
+    /// The handle of a playback whose end `rx` receives: a session's own plays, or a
+    /// stand-in session's (an in-process test peer) that ends its playbacks itself.
+    pub fn new(rx: oneshot::Receiver<Playout>) -> PlayHandle {
+        PlayHandle { rx }
+    }
+
     /// Waits for the playback to end.
     pub async fn wait(self) -> Playout {
         self.rx.await.unwrap_or(Playout {

@@ -337,6 +337,20 @@ pub struct SttStream {
 }
 
 impl SttStream {
+    /// A stream whose events `events` receives and whose `finish` sends on `finish`:
+    /// [`start_stream`]'s, or a stand-in recognizer's (an in-process test peer).
+    pub fn new(
+        node: SttNodeConfig,
+        events: mpsc::Receiver<SttEvent>,
+        finish: oneshot::Sender<()>,
+    ) -> SttStream {
+        SttStream {
+            node,
+            events,
+            finish: Some(finish),
+        }
+    }
+
     /// Next event; None once the stream task ended.
     pub async fn next(&mut self) -> Option<SttEvent> {
         self.events.recv().await

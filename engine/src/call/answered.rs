@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use callsmith_domain::objects::CallObjects;
-use callsmith_domain::store::CommunicationRecord;
 use callsmith_domain::store::communications::{
     CONSENT_VARIABLE, CallFinish, CommunicationStatus, consent_granted,
 };
+use callsmith_domain::store::{AgentRecord, CommunicationRecord};
 use callsmith_media::{MediaSession, recording::RecordingTarget};
 use callsmith_scenarios::interpreter::{CallDirection, CallInfo, CallRun, Program};
 use callsmith_sip::{CallStatus, NegotiatedMedia};
@@ -22,6 +22,7 @@ use super::context::CallContext;
 use super::io::{CallIo, ForcedEnd};
 use super::leg::Leg;
 use super::live::Live;
+use super::media::CallMedia;
 use super::prepare::Prepared;
 use super::record::{CallFacts, CallRecord};
 use super::{finish, media_codec};
@@ -54,7 +55,6 @@ impl AnsweredCall {
         media: NegotiatedMedia,
         direction: CallDirection,
     ) -> Box<AnsweredCall> {
-        let answered_at = Utc::now();
         if let Err(e) = session.set_remote(
             media.remote_rtp,
             media_codec(media.codec),
@@ -62,6 +62,31 @@ impl AnsweredCall {
         ) {
             warn!(error = %e, "setting the media peer failed");
         }
+        if prep.record {
+            let path = CallObjects::new(&comm.account_sid, &comm.sid).recording();
+            match recording_target(&rt, &path) {
+                Ok(t) => {
+                    if let Err(e) = session.start_recording(t) {
+                        warn!(error = %e, "recording could not start");
+                    }
+                }
+                Err(e) => warn!(error = %e, "recording target unavailable"),
+            }
+        }
+        AnsweredCall::over(rt, comm, prep, session.into(), leg, direction)
+    }
+
+    /// The call answered now on `leg` with `media` (set up for the answer), with its port
+    /// built.
+    pub(super) fn over(
+        rt: Runtime,
+        comm: CommunicationRecord,
+        prep: Prepared,
+        media: CallMedia,
+        leg: Leg,
+        direction: CallDirection,
+    ) -> Box<AnsweredCall> {
+        let answered_at = Utc::now();
         let objects = CallObjects::new(&comm.account_sid, &comm.sid);
         let recording_path = objects.recording();
         let Prepared {
@@ -72,19 +97,8 @@ impl AnsweredCall {
             data,
             hangup,
             live,
-            record,
             ..
         } = prep;
-        if record {
-            match recording_target(&rt, &recording_path) {
-                Ok(t) => {
-                    if let Err(e) = session.start_recording(t) {
-                        warn!(error = %e, "recording could not start");
-                    }
-                }
-                Err(e) => warn!(error = %e, "recording target unavailable"),
-            }
-        }
         let call_id = leg.call_id().to_string();
         let trunk = leg.trunk().to_string();
         let info = CallInfo {
@@ -97,7 +111,7 @@ impl AnsweredCall {
         };
         let started = Instant::now();
         let io = CallIo::new(
-            session,
+            media,
             leg,
             started + rt.settings.max_call,
             rt.hangup_all.clone(),
@@ -138,7 +152,15 @@ impl AnsweredCall {
         end.await;
     }
 
+    /// Ends the call after its scenario ran: hangs up, closes the media, saves the
+    /// history, then writes the end.
     pub(super) async fn close(self: Box<Self>, run: CallRun) {
+        self.end(run).await.write().await;
+    }
+
+    /// Hangs up if the caller has not, closes the media and saves the history: the end
+    /// as it will be written.
+    pub(super) async fn end(self: Box<Self>, run: CallRun) -> Ended {
         let AnsweredCall {
             mut port,
             answered_at,
@@ -224,6 +246,36 @@ impl AnsweredCall {
                 run.variables.get(CONSENT_VARIABLE).map(String::as_str),
             ),
         };
+        Ended {
+            rt,
+            comm,
+            agent,
+            finish: f,
+            live,
+        }
+    }
+}
+
+/// An ended call whose end is still to be written.
+pub(super) struct Ended {
+    rt: Runtime,
+    comm: CommunicationRecord,
+    agent: Option<Arc<AgentRecord>>,
+    /// The communication's end, as it will be written.
+    pub(super) finish: CallFinish,
+    live: Option<Live>,
+}
+
+impl Ended {
+    /// Writes the end and queues the result deliveries; a test call's live feed is told.
+    pub(super) async fn write(self) {
+        let Ended {
+            rt,
+            comm,
+            agent,
+            finish: f,
+            live,
+        } = self;
         finish(&rt, &comm, agent.as_deref(), &f).await;
         if let Some(live) = live {
             live.end(&f);

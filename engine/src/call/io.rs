@@ -11,13 +11,14 @@
 
 use std::time::Duration;
 
-use callsmith_media::{MediaEvent, MediaEvents, MediaSession};
+use callsmith_media::{MediaEvent, MediaEvents};
 use callsmith_sip::{CallStatus, EndInfo, LegEvent, Party};
 use futures::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::leg::Leg;
+use super::media::CallMedia;
 
 /// What happened on a call while it waits.
 #[derive(Debug)]
@@ -113,7 +114,7 @@ enum Happening {
 /// An answered call's leg and media session, and the reasons that end it.
 pub(super) struct CallIo {
     /// The call's media session (prompts, recognition, recording, a bridge).
-    pub(super) session: MediaSession,
+    pub(super) session: CallMedia,
     media_events: Option<MediaEvents>,
     /// The call's leg (SIP or browser): its events, and hanging up or transferring it.
     pub(super) leg: Leg,
@@ -136,7 +137,7 @@ impl CallIo {
     /// The I/O of a call answered now, ended by the engine at `deadline`, on a shutdown's
     /// `hangup_all` or on the API's `hangup`.
     pub(super) fn new(
-        mut session: MediaSession,
+        mut session: CallMedia,
         leg: Leg,
         deadline: Instant,
         hangup_all: CancellationToken,
@@ -267,7 +268,7 @@ impl CallIo {
     }
 
     /// Gives back the media session (the call is over).
-    pub(super) fn into_session(self) -> MediaSession {
+    pub(super) fn into_session(self) -> CallMedia {
         self.session
     }
 }

@@ -1,5 +1,6 @@
-//! The answered party of a call: a SIP leg, or a browser over WebRTC. The rest of the call
-//! (the port, prompts, listening, the end) sees one [`Leg`] and the same [`LegEvent`]s.
+//! The answered party of a call: a SIP leg, a browser over WebRTC, or (in tests) a scripted
+//! peer in process ([`super::testing::FakeLeg`]). The rest of the call (the port, prompts,
+//! listening, the end) sees one [`Leg`] and the same [`LegEvent`]s.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -12,6 +13,9 @@ use callsmith_sip::{CallLeg, EndInfo, LegEvent};
 pub enum Leg {
     Sip(CallLeg),
     Browser(BrowserLeg),
+    /// A scripted peer's leg, in process.
+    #[cfg(any(test, feature = "testing"))]
+    Fake(super::testing::FakeLeg),
 }
 
 /// A browser's microphone and speaker as a call leg ([`BrowserPeer`]).
@@ -45,6 +49,8 @@ impl Leg {
         match self {
             Leg::Sip(l) => l.call_id(),
             Leg::Browser(b) => &b.call_id,
+            #[cfg(any(test, feature = "testing"))]
+            Leg::Fake(f) => f.call_id(),
         }
     }
 
@@ -53,6 +59,8 @@ impl Leg {
         match self {
             Leg::Sip(l) => l.trunk(),
             Leg::Browser(b) => &b.trunk,
+            #[cfg(any(test, feature = "testing"))]
+            Leg::Fake(f) => f.trunk(),
         }
     }
 
@@ -79,6 +87,8 @@ impl Leg {
                     by: if local { Party::Local } else { Party::Remote },
                 }))
             }
+            #[cfg(any(test, feature = "testing"))]
+            Leg::Fake(f) => f.next_event().await,
         }
     }
 
@@ -91,6 +101,8 @@ impl Leg {
                 let peer = b.peer.closer();
                 tokio::spawn(async move { peer.close().await });
             }
+            #[cfg(any(test, feature = "testing"))]
+            Leg::Fake(f) => f.hangup(),
         }
     }
 
@@ -104,6 +116,8 @@ impl Leg {
                 reason: "a browser leg cannot be transferred blind (REFER); use a bridged transfer"
                     .into(),
             },
+            #[cfg(any(test, feature = "testing"))]
+            Leg::Fake(f) => f.refer(target, headers).await,
         }
     }
 }

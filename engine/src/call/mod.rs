@@ -30,6 +30,8 @@ use tracing::warn;
 use crate::runtime::Runtime;
 
 mod answered;
+#[cfg(test)]
+mod behaviour;
 mod bridge;
 mod context;
 mod error;
@@ -39,6 +41,7 @@ mod leg;
 pub mod lifecycle;
 mod listen;
 mod live;
+mod media;
 mod outbound;
 mod play;
 mod port;
@@ -48,12 +51,15 @@ mod reply;
 mod ring;
 mod sms;
 mod speak;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod transfer;
 
 pub use answered::AnsweredCall;
 pub use error::CallError;
 pub use io::ForcedEnd;
 pub use leg::{BrowserLeg, Leg};
+pub use media::CallMedia;
 pub use outbound::run_outbound;
 pub use port::LivePort;
 pub use prepare::{Prepared, prepare};

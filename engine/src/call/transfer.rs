@@ -19,7 +19,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use callsmith_media::{Bridge, MediaSession, PlayEnd, Playout, prompt::Playable};
+use callsmith_media::{
+    Bridge, MediaError, MediaSession, PlayEnd, PlayHandle, Playout, prompt::Playable,
+};
 use callsmith_scenarios::port::{PromptSpec, TransferOutcome, TransferSpec};
 use callsmith_sip::{LocalMedia, OutboundCall, ReferOutcome};
 use tokio::time::Instant;
@@ -179,18 +181,16 @@ impl LivePort {
                     BridgeAction::StopCallerPlayout => {
                         let _ = self.io.session.stop_playout();
                     }
-                    BridgeAction::StartBridge => {
-                        match Bridge::start(&self.io.session, &target_media) {
-                            Ok(b) => {
-                                bridge = Some(b);
-                                turn.handle_event(now(), BridgeEvent::BridgeStarted);
-                                info!(communication = %self.ctx.comm.sid, target_call_id = target.call_id(), "transfer bridged");
-                            }
-                            Err(e) => {
-                                turn.handle_event(now(), BridgeEvent::BridgeFailed(e.to_string()))
-                            }
+                    BridgeAction::StartBridge => match self.io.session.bridge(&target_media) {
+                        Ok(b) => {
+                            bridge = Some(b);
+                            turn.handle_event(now(), BridgeEvent::BridgeStarted);
+                            info!(communication = %self.ctx.comm.sid, target_call_id = target.call_id(), "transfer bridged");
                         }
-                    }
+                        Err(e) => {
+                            turn.handle_event(now(), BridgeEvent::BridgeFailed(e.to_string()))
+                        }
+                    },
                     BridgeAction::StopBridge => {
                         if let Some(b) = bridge.take() {
                             b.stop();
@@ -280,12 +280,12 @@ impl LivePort {
         let manager = self
             .prompt_playable(spec.message_to_manager.as_ref())
             .await
-            .and_then(|p| start_on(target_media, p));
+            .and_then(|p| start_on(p, |p| target_media.play(p, false)));
         let client_at = self.ms();
         let client = self
             .prompt_playable(spec.message_to_client.as_ref())
             .await
-            .and_then(|p| start_on(&self.io.session, p));
+            .and_then(|p| start_on(p, |p| self.io.session.play(p, false)));
         for e in [&manager, &client]
             .into_iter()
             .filter_map(|r| r.as_ref().err())
@@ -331,13 +331,13 @@ fn now() -> std::time::Instant {
     Instant::now().into_std()
 }
 
-/// Starts a non-interruptible prompt on `session`; None when there is none.
+/// Starts a message with `play`; None when there is none.
 fn start_on(
-    session: &MediaSession,
     playable: Option<Playable>,
-) -> Result<Option<callsmith_media::PlayHandle>, String> {
+    play: impl FnOnce(Playable) -> Result<PlayHandle, MediaError>,
+) -> Result<Option<PlayHandle>, String> {
     playable
-        .map(|p| session.play(p, false).map_err(|e| e.to_string()))
+        .map(|p| play(p).map_err(|e| e.to_string()))
         .transpose()
 }
 
