@@ -1396,6 +1396,7 @@ pub async fn create_agent(store: &callsmith_domain::Store, t: &Tenancy, a: &Agen
         communication_result: json!({"targets": targets}).to_string(),
         sms: None,
         sms_provider_sid: None,
+        strategy_sid: None,
         status: "active".into(),
     };
     store

@@ -21,6 +21,8 @@ pub mod prefix {
     pub const LEGACY_ATTEMPT: &str = "att";
     /// A dispatch batch: the communications dispatched together (docs/communications.md).
     pub const BATCH: &str = "bat";
+    /// A communication strategy (docs/strategies.md).
+    pub const STRATEGY: &str = "stg";
 }
 
 /// A new sid `<prefix>_<32 hex digits of a UUIDv7>`.

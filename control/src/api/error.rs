@@ -269,7 +269,7 @@ impl From<StoreError> for ApiError {
 
 /// A use case's refusal in the v1 envelope: a broken rule is 422 (`data.topic` is
 /// `validation`, with the error's own `data` after it), an exhausted share 429 with
-/// `Retry-After`, an unavailable operation 503; store failures answer as everywhere.
+/// `Retry-After`, a conflict with a running request 409, an unavailable operation 503; store failures answer as everywhere.
 impl From<UseCaseError> for ApiError {
     fn from(e: UseCaseError) -> Self {
         match e {
@@ -294,6 +294,7 @@ impl From<UseCaseError> for ApiError {
                 message,
                 retry_after_secs,
             } => ApiError::too_many_requests(reason, message, retry_after_secs),
+            UseCaseError::Conflict { reason, message } => ApiError::conflict(reason, message),
             UseCaseError::Unavailable { reason, message } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, reason, message)
             }

@@ -19,6 +19,7 @@ pub mod comma_list;
 mod console;
 pub mod error;
 pub mod extract;
+pub mod idempotency;
 pub mod legacy;
 mod metrics;
 mod ops;

@@ -78,7 +78,11 @@ impl lifecycle::Setup for Dial {
     async fn prepare(&mut self, rt: &Runtime) -> Option<(CommunicationRecord, Prepared)> {
         let comm = self.comm.take()?;
         let token = &rt.settings.claim_token;
-        let prep = match prepare(rt, &comm, self.agent.take()).await {
+        let checked = match not_suppressed(rt, &comm).await {
+            Ok(()) => prepare(rt, &comm, self.agent.take()).await,
+            Err(e) => Err(e),
+        };
+        let prep = match checked {
             Ok(p) => p,
             Err(CallError::Retryable(e)) => {
                 // Nothing is wrong with the row: give it back for a later attempt.
@@ -139,6 +143,23 @@ impl lifecycle::Setup for Dial {
             .await
             .map(|(leg, media)| (Leg::Sip(leg), media))
     }
+}
+
+/// The do-not-call list is read again right before each dial, so a number listed after
+/// its communication was dispatched is never dialled: the row ends `failed` with an
+/// `error` starting `recipient_suppressed` (docs/strategies.md).
+async fn not_suppressed(rt: &Runtime, comm: &CommunicationRecord) -> Result<(), CallError> {
+    let key = callsmith_domain::usecases::do_not_call_key(&comm.recipient);
+    if rt
+        .store
+        .do_not_call_contains(&comm.account_sid, &key)
+        .await?
+    {
+        return Err(CallError::permanent(format!(
+            "recipient_suppressed: {key} is on the account's do-not-call list; not dialled"
+        )));
+    }
+    Ok(())
 }
 
 /// Gives a claimed row back before its INVITE, for a later attempt.

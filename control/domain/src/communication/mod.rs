@@ -55,6 +55,9 @@ pub struct Communication {
     /// The dispatch batch (`bat_…`) the communication was dispatched in (a legacy
     /// attempt's calls carry the attempt's); null for inbound and browser calls.
     pub batch_sid: Option<String>,
+    /// The communication strategy it follows (the dispatch's `strategy_sid`, else its
+    /// agent's default at dispatch); null: none (docs/strategies.md).
+    pub strategy_sid: Option<String>,
     /// The callee granted personal-data recording consent during the call: the scenario
     /// variable `consent_granted` held `true`/`yes`/`1` at the end (docs/communications.md).
     pub consent_granted: bool,
@@ -100,6 +103,7 @@ impl From<&CommunicationRecord> for Communication {
             timezone: c.timezone.clone(),
             is_test: c.is_test,
             batch_sid: c.batch_sid.clone(),
+            strategy_sid: c.strategy_sid.clone(),
             consent_granted: c.consent_granted,
             has_recording: c.has_recording,
             has_history: c.has_history,

@@ -27,6 +27,8 @@ store_row! {
         pub communication_result: String,
         pub sms: Option<String>,
         pub sms_provider_sid: Option<String>,
+        /// The strategy a dispatch through this agent follows when it names none.
+        pub strategy_sid: Option<String>,
         pub status: String,
         pub archive_time: Option<DateTime<Utc>>,
         pub created_at: DateTime<Utc>,
@@ -61,6 +63,8 @@ pub struct AgentConfig {
     /// JSON of the SMS block, None when the agent sends no SMS.
     pub sms: Option<String>,
     pub sms_provider_sid: Option<String>,
+    /// The default communication strategy (checked to be the account's).
+    pub strategy_sid: Option<String>,
     pub status: String,
 }
 
@@ -84,6 +88,7 @@ pub enum AgentRef {
     Pool,
     Scenario,
     SmsProvider,
+    Strategy,
 }
 
 impl AgentRef {
@@ -93,12 +98,13 @@ impl AgentRef {
             AgentRef::Pool => "number_pool_sid",
             AgentRef::Scenario => "scenario_sid",
             AgentRef::SmsProvider => "sms_provider_sid",
+            AgentRef::Strategy => "strategy_sid",
         }
     }
 }
 
 const COLS: &str = "sid, tenant_sid, account_sid, gateway_type, number_sid, number_pool_sid, scenario_sid, voicemail_enabled, \
-    call_recording, calling_schedule, timezone, cps, cpl, is_test, communication_result, sms, sms_provider_sid, status, \
+    call_recording, calling_schedule, timezone, cps, cpl, is_test, communication_result, sms, sms_provider_sid, strategy_sid, status, \
     archive_time, created_at, updated_at";
 
 impl Store {
@@ -111,11 +117,11 @@ impl Store {
     ) -> StoreResult<AgentRecord> {
         on_db!(self, p => sqlx::query("INSERT INTO agents (sid, tenant_sid, account_sid, gateway_type, number_sid, number_pool_sid, scenario_sid, \
              voicemail_enabled, call_recording, calling_schedule, timezone, cps, cpl, is_test, communication_result, sms, sms_provider_sid, status, \
-             archive_time, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, NULL, $19, $19)")
+             archive_time, created_at, updated_at, strategy_sid) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, NULL, $19, $19, $20)")
             .bind(sid).bind(tenant_sid).bind(account_sid).bind(&c.gateway_type).bind(&c.number_sid).bind(&c.number_pool_sid)
             .bind(&c.scenario_sid).bind(c.voicemail_enabled).bind(c.call_recording).bind(&c.calling_schedule).bind(&c.timezone)
             .bind(c.cps).bind(c.cpl).bind(c.is_test).bind(&c.communication_result).bind(&c.sms).bind(&c.sms_provider_sid)
-            .bind(&c.status).bind(now()).execute(p).await.map(|_| ()))
+            .bind(&c.status).bind(now()).bind(&c.strategy_sid).execute(p).await.map(|_| ()))
         .map_err(StoreError::from_write)?;
         self.agent_get(sid).await?.ok_or(StoreError::NotFound)
     }
@@ -159,11 +165,11 @@ impl Store {
     pub async fn agent_update(&self, sid: &str, c: &AgentConfig) -> StoreResult<AgentRecord> {
         let n = on_db!(self, p => sqlx::query("UPDATE agents SET gateway_type = $2, number_sid = $3, number_pool_sid = $4, scenario_sid = $5, \
              voicemail_enabled = $6, call_recording = $7, calling_schedule = $8, timezone = $9, cps = $10, cpl = $11, is_test = $12, \
-             communication_result = $13, sms = $14, sms_provider_sid = $15, status = $16, updated_at = $17 WHERE sid = $1")
+             communication_result = $13, sms = $14, sms_provider_sid = $15, status = $16, updated_at = $17, strategy_sid = $18 WHERE sid = $1")
             .bind(sid).bind(&c.gateway_type).bind(&c.number_sid).bind(&c.number_pool_sid).bind(&c.scenario_sid)
             .bind(c.voicemail_enabled).bind(c.call_recording).bind(&c.calling_schedule).bind(&c.timezone)
             .bind(c.cps).bind(c.cpl).bind(c.is_test).bind(&c.communication_result).bind(&c.sms).bind(&c.sms_provider_sid)
-            .bind(&c.status).bind(now()).execute(p).await.map(|r| r.rows_affected()))?;
+            .bind(&c.status).bind(now()).bind(&c.strategy_sid).execute(p).await.map(|r| r.rows_affected()))?;
         if n == 0 {
             return Err(StoreError::NotFound);
         }

@@ -19,12 +19,15 @@
 //!   "max_age_s": 259200,
 //!   "dropped_early_s": 5,
 //!   "calling_hours": {"strategy": "weekly", "args": {"mon": [["09:00", "18:00"]]}},
+//!   "fallback_timezone": "Europe/Berlin",
 //!   "frequency_cap": {"calls": 3, "period_s": 86400}
 //! }
 //! ```
 //!
 //! Every member is optional: an outcome without a rule is not retried, no `calling_hours`
-//! means any time, no `frequency_cap` means none. `attempts` counts the retries of that
+//! means any time, no `frequency_cap` means none. `fallback_timezone` (an IANA name) is
+//! the zone the calling hours are read in when the recipient's number maps to no zone;
+//! without it the agent's time zone is. `attempts` counts the retries of that
 //! outcome after the first dial (so `busy.attempts = 3` dials a busy recipient at most four
 //! times); the delay before the n-th retry of an outcome is `delay_s × backoffⁿ⁻¹`
 //! (backoff defaults to 1, at most 10), capped at `max_delay_s` when given.
@@ -158,6 +161,8 @@ pub struct Strategy {
     pub max_age_s: Option<u64>,
     pub dropped_early_s: u64,
     pub calling_hours: Option<CallingSchedule>,
+    /// Where the calling hours are read when the number maps to no zone.
+    pub fallback_timezone: Option<chrono_tz::Tz>,
     pub frequency_cap: Option<FrequencyCap>,
 }
 
@@ -217,6 +222,7 @@ impl Strategy {
                 "max_age_s",
                 "dropped_early_s",
                 "calling_hours",
+                "fallback_timezone",
                 "frequency_cap",
             ],
         )?;
@@ -240,6 +246,15 @@ impl Strategy {
                 field: "calling_hours".into(),
                 message: e.0,
             })?),
+        };
+        let fallback_timezone = match o.get("fallback_timezone") {
+            None | Some(Value::Null) => None,
+            Some(z) => match z.as_str().and_then(crate::schedule::parse_timezone) {
+                Some(tz) => Some(tz),
+                None => {
+                    return bad("fallback_timezone", format!("not an IANA time zone: {z}"));
+                }
+            },
         };
         let frequency_cap = match o.get("frequency_cap") {
             None | Some(Value::Null) => None,
@@ -266,6 +281,7 @@ impl Strategy {
             max_age_s,
             dropped_early_s,
             calling_hours,
+            fallback_timezone,
             frequency_cap,
         })
     }
@@ -395,6 +411,11 @@ mod tests {
                 "retry.busy.jitter",
             ),
             (json!({"max_age_s": 10}), "max_age_s"),
+            (
+                json!({"fallback_timezone": "Mars/Olympus"}),
+                "fallback_timezone",
+            ),
+            (json!({"fallback_timezone": 3}), "fallback_timezone"),
             (json!({"max_age_s": 99999999}), "max_age_s"),
             (
                 json!({"frequency_cap": {"calls": 0, "period_s": 3600}}),

@@ -29,7 +29,8 @@ pub struct DispatchInput {
     /// Dial through this agent (exactly one of `agent_sid` and `scenario_sid`; blank is
     /// absent).
     pub agent_sid: Option<String>,
-    /// Communication strategy (agent path; recorded, not interpreted).
+    /// Communication strategy of the account (agent path; blank is absent: the agent's
+    /// default strategy, if it names one).
     pub strategy_sid: Option<String>,
     /// Defer dispatch until this time.
     pub scheduled_at: Option<DateTime<Utc>>,
@@ -126,7 +127,8 @@ impl AgentDispatch {
 
     /// The row of one call to `recipient` (checked with [`check_recipient`]) with `data`
     /// (checked with [`flat_data`]) as its initial variables, due at `scheduled_at` or now,
-    /// in the dispatch batch `batch_sid`.
+    /// in the dispatch batch `batch_sid`, following `strategy_sid` (checked to be the
+    /// account's) or else the agent's default strategy.
     pub fn communication(
         &self,
         recipient: String,
@@ -143,7 +145,7 @@ impl AgentDispatch {
             new_communication(parties, self.run.clone(), Direction::Outbound)
                 .of_agent(&self.agent)
                 .with_data(data)?
-                .with_strategy(strategy_sid)
+                .with_strategy(strategy_sid.or_else(|| self.agent.strategy_sid.clone()))
                 .in_batch(batch_sid)
                 .scheduled(scheduled_at),
         )
@@ -153,10 +155,11 @@ impl AgentDispatch {
 impl Ops<'_> {
     /// Creates a communication: an agent call (`agent_sid`) or a scenario test call
     /// (`scenario_sid`), in a new dispatch batch or the `batch_sid` of an earlier
-    /// dispatch. Refusals: `exactly_one_of`, `invalid_recipient`, `unknown_batch`,
-    /// `too_many_test_calls`, then those of [`AgentDispatch::prepare`] or
-    /// [`Ops::test_version`], `data_not_flat`, `no_from_number` and `no_trunk`; nothing
-    /// is stored on a refusal.
+    /// dispatch. Refusals: `exactly_one_of`, `invalid_recipient`, `recipient_suppressed`
+    /// (the number is on the account's do-not-call list), `unknown_batch`,
+    /// `too_many_test_calls`, `data_not_flat`, then those of [`AgentDispatch::prepare`]
+    /// or [`Ops::test_version`], `unknown_strategy`, `no_from_number` and
+    /// `no_trunk`; nothing is stored on a refusal.
     pub async fn dispatch(
         &self,
         account: &AccountRecord,
@@ -173,6 +176,7 @@ impl Ops<'_> {
             }
         };
         let recipient = check_recipient("recipient", &input.recipient)?;
+        self.check_not_suppressed(&account.sid, &recipient).await?;
         let batch = self
             .dispatch_batch(account, input.batch_sid.as_deref())
             .await?;
@@ -184,15 +188,16 @@ impl Ops<'_> {
         let new = match target {
             Target::Agent(agent_sid) => {
                 let data = flat_data("data", input.data.as_ref())?;
-                AgentDispatch::prepare(self, account, agent_sid)
-                    .await?
-                    .communication(
-                        recipient,
-                        &data,
-                        input.scheduled_at,
-                        input.strategy_sid.clone(),
-                        &batch,
-                    )?
+                let dispatch = AgentDispatch::prepare(self, account, agent_sid).await?;
+                let strategy = match non_empty(&input.strategy_sid) {
+                    Some(sid) => Some(
+                        self.account_strategy(account, "strategy_sid", sid)
+                            .await?
+                            .sid,
+                    ),
+                    None => None,
+                };
+                dispatch.communication(recipient, &data, input.scheduled_at, strategy, &batch)?
             }
             Target::Scenario(scenario_sid) => {
                 self.test_call(account, scenario_sid, input, recipient, &batch)

@@ -28,6 +28,12 @@ pub enum UseCaseError {
         message: String,
         retry_after_secs: u64,
     },
+    /// The request conflicts with one still running (v1: 409).
+    #[error("{reason}: {message}")]
+    Conflict {
+        reason: Cow<'static, str>,
+        message: String,
+    },
     /// This process cannot do it (v1: 503).
     #[error("{reason}: {message}")]
     Unavailable {

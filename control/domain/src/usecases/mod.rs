@@ -8,6 +8,8 @@
 //! * [`Ops::browser_call`] starts a browser test call.
 //! * [`inbound_communication`] is the row of a call to one of our numbers.
 //! * [`new_communication`] is the one place a communication row is written.
+//! * [`check_strategy_definition`], [`Ops::account_strategy`], [`Ops::check_not_suppressed`]
+//!   and [`Ops::idempotency_start`] are the strategy, do-not-call and idempotency rules.
 //! * [`Ops::test_version`], [`Ops::admit_test_call`], [`Ops::check_snapshot`] and
 //!   [`Ops::check_placeable`] are the rules test calls, publishing and dispatch share.
 
@@ -15,6 +17,7 @@ mod browser_call;
 mod dispatch;
 mod error;
 mod rows;
+mod strategies;
 
 pub use browser_call::{BROWSER_PARTY, BrowserCallInput, MAX_OFFER_BYTES};
 pub use dispatch::{AgentDispatch, DispatchInput, is_batch_sid};
@@ -22,6 +25,10 @@ pub use error::{UseCaseError, UseCaseResult};
 pub use rows::{
     Direction, Parties, ScenarioRun, check_recipient, flat_data, inbound_communication,
     new_communication,
+};
+pub use strategies::{
+    IDEMPOTENCY_WINDOW_HOURS, Idempotent, MAX_IDEMPOTENCY_KEY_LEN, check_strategy_definition,
+    do_not_call_key, is_idempotency_key, normalize_e164, parse_do_not_call_csv, request_hash,
 };
 
 use crate::{services::Services, settings::Settings, test_calls::TestCallGate};

@@ -113,7 +113,8 @@ impl NewCommunication {
         self
     }
 
-    /// The communication strategy (recorded, not interpreted); empty is none.
+    /// The communication strategy (the caller has checked it is the account's); empty is
+    /// none.
     pub fn with_strategy(mut self, strategy_sid: Option<String>) -> Self {
         self.strategy_sid = strategy_sid.filter(|s| !s.is_empty());
         self

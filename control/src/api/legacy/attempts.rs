@@ -11,7 +11,7 @@ use crate::{
     ids::{new_sid, prefix},
     store::{LegacyAttemptRecord, NewAttempt, NewAttemptCall, Redial},
     text_enum::text_enum,
-    usecases::AgentDispatch,
+    usecases::{AgentDispatch, Idempotent, request_hash},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -109,7 +109,7 @@ impl Attempt {
 }
 
 /// Body of POST /v1/campaign/{campaign_id}/attempt (`{}` for an instant attempt).
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateAttempt {
     /// Delayed attempt: its calls are due at this time (in the future). Absent or null:
@@ -139,21 +139,61 @@ pub(super) async fn attempt_of(
 
 /// Launch the campaign for every contact no earlier attempt dialled (and, with `redial`,
 /// those to dial again): instant, or delayed to `scheduled_at`. 200 returns the attempt.
-#[utoipa::path(post, path = "/v1/campaign/{campaign_id}/attempt", tag = "legacy", params(("campaign_id" = String, Path)),
+/// With an `Idempotency-Key`, a repeat of the same request within 24 hours creates
+/// nothing and answers the attempt the first one created (`Idempotent-Replayed: true`).
+#[utoipa::path(post, path = "/v1/campaign/{campaign_id}/attempt", tag = "legacy", params(("campaign_id" = String, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters chosen by the client; kept 24 hours per account")),
     request_body = CreateAttempt, security(("basic" = [])),
     responses((status = 200, body = Attempt),
-        (status = 400, body = RpcStatus, description = "INVALID_ARGUMENT (3): malformed body, scheduled_at not in the future, the campaign's scenario unpublished or no number to call from; FAILED_PRECONDITION (9): no contact left to dial (none new, none to redial), or the campaign is archived"),
+        (status = 400, body = RpcStatus, description = "INVALID_ARGUMENT (3): malformed body, scheduled_at not in the future, the campaign's scenario unpublished or no number to call from, a malformed `Idempotency-Key` (reason `invalid_idempotency_key`) or one an earlier request with another body used (reason `idempotency_key_reused`); FAILED_PRECONDITION (9): no contact left to dial (none new, none to redial), or the campaign is archived"),
         (status = 401, body = RpcStatus), (status = 404, body = RpcStatus, description = "No such campaign in this account"),
-        (status = 409, body = RpcStatus, description = "ABORTED (10): a concurrent attempt took (or redialled) some of the contacts; create the attempt again to dial the rest"),
+        (status = 409, body = RpcStatus, description = "ABORTED (10): a concurrent attempt took (or redialled) some of the contacts; create the attempt again to dial the rest. Also (reason `idempotency_key_in_flight`) while the first request with the same `Idempotency-Key` still runs"),
         (status = 500, body = RpcStatus)))]
 async fn create_attempt(
     State(state): State<AppState>,
     who: LegacyAccount,
     axum::extract::Path(campaign_id): axum::extract::Path<String>,
+    headers: axum::http::HeaderMap,
     b: Result<axum::Json<CreateAttempt>, axum::extract::rejection::JsonRejection>,
-) -> Result<axum::Json<Attempt>, LegacyError> {
+) -> Result<axum::response::Response, LegacyError> {
+    use axum::response::IntoResponse;
     let b = body(b)?;
-    let c = campaign_of(&state, &who, &campaign_id).await?;
+    let key = crate::api::idempotency::key(&headers)?;
+    let Some(key) = key else {
+        let a = launch(&state, &who, &campaign_id, b).await?;
+        return Ok(axum::Json(a).into_response());
+    };
+    let body = serde_json::to_value(&b).map_err(|_| LegacyError::internal())?;
+    let hash = request_hash(&format!("POST /v1/campaign/{campaign_id}/attempt"), &body);
+    let ops = state.ops();
+    match ops.idempotency_start(&who.account_sid, &key, &hash).await? {
+        Idempotent::Replay(sid) => {
+            let a = attempt_of(&state, &who, &campaign_id, &sid).await?;
+            let mut r = axum::Json(Attempt::of(&a)).into_response();
+            r.headers_mut().insert(
+                crate::api::idempotency::REPLAYED_HEADER,
+                axum::http::HeaderValue::from_static("true"),
+            );
+            Ok(r)
+        }
+        Idempotent::Run => {
+            let res = launch(&state, &who, &campaign_id, b).await;
+            let created = res.as_ref().ok().map(|a| a.sid.as_str());
+            ops.idempotency_finish(&who.account_sid, &key, created)
+                .await?;
+            Ok(axum::Json(res?).into_response())
+        }
+    }
+}
+
+/// Creates the attempt a create request asks for (see [`create_attempt`]).
+async fn launch(
+    state: &AppState,
+    who: &LegacyAccount,
+    campaign_id: &str,
+    b: CreateAttempt,
+) -> Result<Attempt, LegacyError> {
+    let c = campaign_of(state, who, campaign_id).await?;
     let now = crate::store::now();
     if let Some(t) = b.scheduled_at
         && t <= now
@@ -234,7 +274,7 @@ async fn create_attempt(
         .legacy_attempt_get(&who.account_sid, &c.sid, &attempt.sid)
         .await?
         .ok_or_else(LegacyError::internal)?;
-    Ok(axum::Json(Attempt::of(&a)))
+    Ok(Attempt::of(&a))
 }
 
 /// Query of GET /v1/campaign/{campaign_id}/attempt: strings, as GET /v1/campaign's.

@@ -139,6 +139,7 @@ async fn create_campaign(
             is_test: None,
             communication_result: None,
             sms: None,
+            strategy_sid: None,
             status: b.status,
         },
     )

@@ -71,6 +71,9 @@ pub struct Agent {
     /// The agent's SMS settings; the empty settings (`provider_sid` empty) when it sends
     /// no SMS. Never null.
     pub sms: AgentSms,
+    /// The communication strategy a dispatch through this agent follows when it names
+    /// none (docs/strategies.md); null: none.
+    pub strategy_sid: Option<String>,
     pub status: Status,
     /// Set while archived (an archived agent never dials).
     pub archive_time: Option<DateTime<Utc>>,
@@ -109,6 +112,7 @@ impl From<&AgentRecord> for Agent {
                 .as_deref()
                 .and_then(|s| serde_json::from_str(s).ok())
                 .unwrap_or_default(),
+            strategy_sid: a.strategy_sid.clone(),
             status: Status::parse(&a.status),
             archive_time: a.archive_time,
             created_at: a.created_at,
@@ -149,6 +153,9 @@ pub struct CreateAgent {
     /// Omitted, null or the empty settings: the agent sends no SMS.
     #[serde(default)]
     pub sms: Option<AgentSms>,
+    /// Default communication strategy of the account (a `stg_` id); absent or null: none.
+    #[serde(default)]
+    pub strategy_sid: Option<String>,
     #[serde(default)]
     pub status: Option<Status>,
 }
@@ -177,6 +184,10 @@ pub struct PatchAgent {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<AgentSms>)]
     pub sms: Option<Option<AgentSms>>,
+    /// null clears the default strategy.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>)]
+    pub strategy_sid: Option<Option<String>>,
     pub status: Option<Status>,
 }
 
@@ -223,6 +234,7 @@ struct Draft {
     is_test: bool,
     communication_result: CommunicationResult,
     sms: Option<AgentSms>,
+    strategy_sid: Option<String>,
     status: Status,
 }
 
@@ -411,6 +423,16 @@ async fn check(state: &AppState, account: &AccountRecord, d: Draft) -> ApiResult
             Some(sms)
         }
     };
+    let strategy_sid = match d.strategy_sid.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(sid) => Some(
+            state
+                .ops()
+                .account_strategy(account, "strategy_sid", sid)
+                .await?
+                .sid,
+        ),
+    };
     Ok(AgentConfig {
         gateway_type: d.gateway_type.as_str().to_string(),
         number_sid,
@@ -426,6 +448,7 @@ async fn check(state: &AppState, account: &AccountRecord, d: Draft) -> ApiResult
         communication_result: json(&d.communication_result),
         sms_provider_sid: sms.as_ref().map(|s| s.provider_sid.clone()),
         sms: sms.as_ref().map(json),
+        strategy_sid,
         status: d.status.as_str().to_string(),
     })
 }
@@ -448,7 +471,7 @@ async fn visible_agent(state: &AppState, caller: &Caller, id: &str) -> ApiResult
     security(("bearer" = [])),
     responses((status = 201, body = Agent), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody, description = "Gateway, scenario, timezone, schedule, limits, targets or SMS rule violated"),
+        (status = 422, body = ErrorBody, description = "Gateway, scenario, timezone, schedule, limits, targets, SMS or strategy (`unknown_strategy`) rule violated"),
         (status = 500, body = ErrorBody)))]
 async fn create_agent(
     State(state): State<AppState>,
@@ -491,6 +514,7 @@ pub(crate) async fn create_in_account(
         is_test: b.is_test.unwrap_or(false),
         communication_result: b.communication_result.unwrap_or_default(),
         sms: b.sms,
+        strategy_sid: b.strategy_sid,
         status: b.status.unwrap_or(Status::Active),
     };
     let c = check(state, account, d).await?;
@@ -583,6 +607,7 @@ async fn patch_agent(
         is_test: b.is_test.unwrap_or(v.is_test),
         communication_result: b.communication_result.unwrap_or(v.communication_result),
         sms: b.sms.unwrap_or(Some(v.sms)),
+        strategy_sid: b.strategy_sid.unwrap_or(v.strategy_sid),
         status: b.status.unwrap_or(v.status),
     };
     let c = check(&state, &account, d).await?;

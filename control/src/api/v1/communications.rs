@@ -3,9 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use axum::{extract::State, http::StatusCode};
+use axum::{
+    extract::State,
+    http::{HeaderMap, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+};
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -18,7 +22,7 @@ use crate::{
         AccountRecord, CommunicationRecord,
         communications::{CommunicationFilter, CommunicationStatus},
     },
-    usecases::{DispatchInput, is_batch_sid},
+    usecases::{DispatchInput, Idempotent, is_batch_sid, request_hash},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -33,7 +37,7 @@ pub use crate::communication::Communication;
 
 /// Body of POST /v1/communication/-/dispatch. Unknown fields (including `timezone`,
 /// which is never accepted) are 400.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DispatchBody {
     /// The number to call.
@@ -41,7 +45,10 @@ pub struct DispatchBody {
     /// Dial through this agent (exactly one of agent_sid and scenario_sid).
     #[serde(default)]
     pub agent_sid: Option<String>,
-    /// Communication strategy (agent path; recorded, not interpreted).
+    /// Communication strategy of the account (agent path; docs/strategies.md): its
+    /// retry rules, calling hours in the recipient's time and frequency cap. Absent: the
+    /// agent's default `strategy_sid`, if any. No such strategy in the account: 422
+    /// `unknown_strategy`.
     #[serde(default)]
     pub strategy_sid: Option<String>,
     /// Defer dispatch until this time.
@@ -72,22 +79,53 @@ pub struct DispatchBody {
 
 /// Create a communication: an agent call (`agent_sid`) or a scenario test call
 /// (`scenario_sid`), in a new dispatch batch or the `batch_sid` of an earlier dispatch.
+/// A recipient on the account's do-not-call list is refused. With an `Idempotency-Key`,
+/// a repeat of the same request within 24 hours creates nothing and answers the
+/// communication the first one created (as it is now, with `Idempotent-Replayed: true`).
 #[utoipa::path(post, path = "/v1/communication/-/dispatch", tag = "communications", request_body = DispatchBody,
-    params(("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    params(("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys"),
+        ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters chosen by the client, unique per intended communication; kept 24 hours per account")),
     security(("bearer" = [])),
-    responses((status = 201, body = Communication), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    responses((status = 201, body = Communication, description = "Created, or (header `Idempotent-Replayed: true`) the communication an earlier request with the same `Idempotency-Key` and body created"),
+        (status = 400, body = ErrorBody, description = "Malformed body, or `invalid_idempotency_key`"), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
-        (status = 422, body = ErrorBody, description = "Invalid dispatch; among others `no_from_number` (no number to call from) and `no_trunk` (no trunk of the node can place the call: neither the number's trunk nor a tenant trunk is one of its `[[sip.trunks]]`, and it has no `sip.default_trunk`), both refused before anything is stored"),
+        (status = 409, body = ErrorBody, description = "`idempotency_key_in_flight`: the first request with this key is still running"),
+        (status = 422, body = ErrorBody, description = "Invalid dispatch, refused before anything is stored; among others `recipient_suppressed` (the number is on the account's do-not-call list), `unknown_strategy`, `idempotency_key_reused` (an earlier request with this key had another body), `no_from_number` (no number to call from) and `no_trunk` (no trunk of the node can place the call: neither the number's trunk nor a tenant trunk is one of its `[[sip.trunks]]`, and it has no `sip.default_trunk`)"),
         (status = 429, body = ErrorBody, description = "`too_many_test_calls`: a test call while the account has `dialer.max_test_calls_per_account` test and browser calls open (`Retry-After` set)"),
         (status = 500, body = ErrorBody)))]
 async fn dispatch(
     State(state): State<AppState>,
     auth: Authz<cap::ResourcesWrite>,
+    headers: HeaderMap,
     Json(b): Json<DispatchBody>,
-) -> ApiResult<(StatusCode, Json<Communication>)> {
+) -> ApiResult<Response> {
+    let key = crate::api::idempotency::key(&headers)?;
     let account = auth.account_scope(&state).await?;
-    let rec = state.ops().dispatch(&account, &b.into()).await?;
-    Ok((StatusCode::CREATED, Json(Communication::from(&rec))))
+    let ops = state.ops();
+    let Some(key) = key else {
+        let rec = ops.dispatch(&account, &b.into()).await?;
+        return Ok((StatusCode::CREATED, Json(Communication::from(&rec))).into_response());
+    };
+    let body = serde_json::to_value(&b).map_err(ApiError::internal)?;
+    let hash = request_hash("POST /v1/communication/-/dispatch", &body);
+    match ops.idempotency_start(&account.sid, &key, &hash).await? {
+        Idempotent::Replay(sid) => {
+            let rec = visible_communication(&state, &account, &sid).await?;
+            let mut r = (StatusCode::CREATED, Json(Communication::from(&rec))).into_response();
+            r.headers_mut().insert(
+                crate::api::idempotency::REPLAYED_HEADER,
+                HeaderValue::from_static("true"),
+            );
+            Ok(r)
+        }
+        Idempotent::Run => {
+            let res = ops.dispatch(&account, &b.into()).await;
+            let created = res.as_ref().ok().map(|r| r.sid.as_str());
+            ops.idempotency_finish(&account.sid, &key, created).await?;
+            let rec = res?;
+            Ok((StatusCode::CREATED, Json(Communication::from(&rec))).into_response())
+        }
+    }
 }
 
 impl From<DispatchBody> for DispatchInput {

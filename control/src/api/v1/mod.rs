@@ -11,6 +11,7 @@ mod classifiers;
 mod communication_stats;
 pub mod communications;
 mod dictionaries;
+mod do_not_call;
 mod flags;
 mod llm;
 mod numbers;
@@ -20,6 +21,7 @@ mod profile;
 mod results;
 pub(crate) mod scenarios;
 mod sms;
+mod strategies;
 mod stt;
 mod tenants;
 mod trunks;
@@ -70,6 +72,8 @@ pub(super) fn groups() -> Vec<OpenApiRouter<AppState>> {
         sms::routes(),
         scenarios::routes(),
         agents::routes(),
+        strategies::routes(),
+        do_not_call::routes(),
         audio::routes(),
         dictionaries::routes(),
         stt::routes(),
