@@ -6,7 +6,7 @@
 //!   carrier messages ("the number you have dialed is not in service"), half of them
 //!   after the three special-information tones;
 //! - **human**: 10 short answers ("hello?", "yes, speaking", "hi, this is Sam", ...) after
-//!   0–2.5 s of silence, in quiet lines, line hiss or room noise up to 12 dB under the
+//!   0–2.5 s of silence, in quiet lines, line hiss or room noise up to 5 dB under the
 //!   voice, some saying "hello?" again after two seconds, then waiting (6 s of noise).
 //!
 //! Voices: flite (kal, slt, rms, awb), espeak-ng (en-us, en-us+f3, en-gb+m3), Piper (joe)
@@ -25,7 +25,7 @@ use callsmith_media::g711::Codec;
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever the generator's output changes (a new cache folder).
-pub const SET_VERSION: &str = "v1";
+pub const SET_VERSION: &str = "v2";
 
 /// The truth of a clip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,7 +159,7 @@ fn noise_dbfs(noise: &str) -> Option<f32> {
     match noise {
         "hiss" => Some(-55.0),
         "room" => Some(-45.0),
-        "loud_room" => Some(-40.0),
+        "loud_room" => Some(-35.0),
         _ => None,
     }
 }

@@ -118,16 +118,15 @@ impl Default for AmdConfig {
 const PAUSE_BRIDGE_MS: u32 = 300;
 /// A frame is speech when its level is at least this many times the noise floor (~8 dB).
 const SPEECH_OVER_FLOOR: f32 = 2.5;
-/// The noise floor falls to any quieter frame at once and rises by these factors a frame:
-/// about 6 dB a second on frames near it (noise), 1.5 dB a second on louder frames (speech,
-/// or noise that started far above the first frame).
-const FLOOR_RISE: f32 = 1.014;
-const FLOOR_RISE_LOUD: f32 = 1.0035;
+/// The noise floor is the 5th percentile of the frame levels of the last 1.5 s (minimum
+/// statistics): it follows quieter frames at once and forgets a quiet spell 1.5 s later, and
+/// speech, whose pauses and stops are quieter than its vowels, does not raise it. Stationary
+/// noise, even swelling slowly, stays within a few dB of its own low levels. A percentile
+/// rather than the minimum, and frames of digital silence left out, so one gap the jitter
+/// buffer filled does not drop the floor and turn the noise into "speech" for 1.5 s.
+const FLOOR_FRAMES: usize = 75;
 /// The floor never drops below this level (digital silence).
 const FLOOR_MIN: f32 = 8.0;
-/// The floor starts at the first frame's level, at most this (about -40 dBFS): a callee
-/// who speaks from the first frame does not set the floor at their voice.
-const FLOOR_START_MAX: f32 = 250.0;
 
 #[derive(Debug, Clone)]
 pub struct AmdDetector {
@@ -139,7 +138,8 @@ pub struct AmdDetector {
     /// The current tone run: its length and first frame's frequency.
     tone_ms: u32,
     tone_hz: f32,
-    floor: Option<f32>,
+    /// Levels of the last [`FLOOR_FRAMES`] frames.
+    levels: std::collections::VecDeque<f32>,
     verdict: AmdDecision,
     decided_at_ms: Option<u32>,
     /// Since the machine verdict: time listened for the beep and trailing silence.
@@ -158,7 +158,7 @@ impl AmdDetector {
             silence_after_ms: 0,
             tone_ms: 0,
             tone_hz: 0.0,
-            floor: None,
+            levels: std::collections::VecDeque::with_capacity(FLOOR_FRAMES),
             verdict: AmdDecision::Undecided,
             decided_at_ms: None,
             waited_ms: 0,
@@ -193,21 +193,25 @@ impl AmdDetector {
         self.cfg.after_greeting_silence_ms + self.greeting_ms.saturating_sub(knee) / 2
     }
 
-    /// Whether the frame stands out of the noise floor (and updates the floor).
+    /// Whether the frame stands out of the noise floor (and updates the floor). Levels are
+    /// taken after pre-emphasis (`x[n] - 0.9 x[n-1]`, -20 dB at 100 Hz, +5 dB at 3 kHz):
+    /// rumble below the telephone band swings from frame to frame and is not speech.
     fn loud(&mut self, frame: &[i16]) -> bool {
-        let l = level(frame);
-        let floor = self
-            .floor
-            .get_or_insert(l.clamp(FLOOR_MIN, FLOOR_START_MAX));
-        let loud = l >= *floor * SPEECH_OVER_FLOOR;
-        *floor = if l < *floor {
-            l.max(FLOOR_MIN)
-        } else if loud {
-            *floor * FLOOR_RISE_LOUD
-        } else {
-            *floor * FLOOR_RISE
-        };
-        loud
+        let l = frame
+            .windows(2)
+            .map(|w| (f32::from(w[1]) - 0.9 * f32::from(w[0])).abs())
+            .sum::<f32>()
+            / frame.len().saturating_sub(1).max(1) as f32;
+        if l >= FLOOR_MIN {
+            if self.levels.len() == FLOOR_FRAMES {
+                self.levels.pop_front();
+            }
+            self.levels.push_back(l);
+        }
+        let mut sorted: Vec<f32> = self.levels.iter().copied().collect();
+        sorted.sort_by(f32::total_cmp);
+        let floor = sorted.get(sorted.len() / 20).copied().unwrap_or(FLOOR_MIN);
+        l >= floor.max(FLOOR_MIN) * SPEECH_OVER_FLOOR
     }
 
     /// Feeds one 20 ms frame and its VAD verdict; returns the verdict when it changes.
@@ -369,16 +373,19 @@ mod tests {
         assert_eq!(tone_ratio(&[0; 160], 1000.0), 0.0);
     }
 
-    /// A voice-like frame: five harmonics of 150 Hz (no single tone carries it).
+    /// Voice-like frames: harmonics 2 to 6 of 150 Hz (no single tone carries them), in
+    /// syllables: every 12th frame, the first included, dips to a tenth (a stop, a pause).
     fn voice(frames: usize, amp: f32) -> Vec<i16> {
         (0..frames * 160)
             .map(|i| {
-                (1..=5)
+                let dip = if (i / 160) % 12 == 0 { 0.1 } else { 1.0 };
+                (2..=6)
                     .map(|h| {
                         (i as f32 * 2.0 * std::f32::consts::PI * 150.0 * h as f32 / 8000.0).sin()
                     })
                     .sum::<f32>()
                     * amp
+                    * dip
                     / 3.0
             })
             .map(|v| v as i16)
@@ -420,7 +427,7 @@ mod tests {
             feed(&mut d, &voice(150, 3000.0), true),
             AmdDecision::Machine
         );
-        assert_eq!(d.decided_at_ms(), Some(2020));
+        assert_eq!(d.decided_at_ms(), Some(2040));
         assert!(d.finished(), "no beep wait: done at the machine verdict");
     }
 
@@ -450,14 +457,14 @@ mod tests {
     fn noise_the_vad_calls_voice_does_not_lengthen_a_greeting() {
         // Room noise (the VAD says voiced) around a 600 ms "hello": still a person.
         let mut d = AmdDetector::new(AmdConfig::default());
-        feed(&mut d, &noise(25, 300.0, 1), true);
+        feed(&mut d, &noise(25, 150.0, 1), true);
         let mut hello = voice(30, 3000.0);
-        for (s, n) in hello.iter_mut().zip(noise(30, 300.0, 2)) {
+        for (s, n) in hello.iter_mut().zip(noise(30, 150.0, 2)) {
             *s = s.saturating_add(n);
         }
         feed(&mut d, &hello, true);
         assert_eq!(
-            feed(&mut d, &noise(150, 300.0, 3), true),
+            feed(&mut d, &noise(150, 150.0, 3), true),
             AmdDecision::Human
         );
         assert_eq!(d.decided_at_ms(), Some(500 + 600 + 800));
@@ -493,7 +500,7 @@ mod tests {
         assert!(!d.finished());
         assert_eq!(feed(&mut d, &tone(500.0, 20), false), AmdDecision::Beep);
         assert!(d.finished());
-        assert_eq!(d.decided_at_ms(), Some(2020), "the first verdict's time");
+        assert_eq!(d.decided_at_ms(), Some(2040), "the first verdict's time");
         // No beep: the wait ends after twice the settling silence.
         let mut d = AmdDetector::new(cfg);
         feed(&mut d, &voice(150, 6000.0), true);

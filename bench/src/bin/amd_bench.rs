@@ -65,6 +65,11 @@ struct Args {
     /// Write the report here (markdown).
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Offline runs, one per value: the detector starts this many ms into each clip (in a
+    /// call it starts when the outbound_call brick is entered, a moment after the answer,
+    /// while the callee already plays).
+    #[arg(long, value_delimiter = ',', default_value = "0,200,400")]
+    offsets_ms: Vec<u32>,
     /// Print every clip's outcome.
     #[arg(long)]
     verbose: bool,
@@ -254,12 +259,14 @@ fn misses(outcomes: &[Outcome], clips: &BTreeMap<String, Clip>) -> Vec<String> {
         .collect()
 }
 
-fn offline(clips: &[Clip]) -> Vec<Outcome> {
+fn offline(clips: &[Clip], offset_ms: u32) -> Vec<Outcome> {
     let cfg = live_config();
     clips
         .iter()
         .map(|c| {
-            let d = detect_recorded(&c.pcm(), cfg);
+            let pcm = c.pcm();
+            let skip = (offset_ms as usize * 8).min(pcm.len());
+            let d = detect_recorded(&pcm[skip..], cfg);
             let machine = match d.verdict {
                 AmdDecision::Machine | AmdDecision::Beep => Some(true),
                 AmdDecision::Human => Some(false),
@@ -542,10 +549,19 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
+/// The name of an offline run.
+fn offline_way(offset_ms: u32) -> String {
+    if offset_ms == 0 {
+        "offline (detector)".into()
+    } else {
+        format!("offline (detector), from {offset_ms} ms")
+    }
+}
+
 fn report(
     args: &Args,
     clips: &[Clip],
-    offline: Option<&[Outcome]>,
+    offline: &[(u32, Vec<Outcome>)],
     calls: Option<&(Vec<Outcome>, Vec<String>)>,
 ) -> String {
     let by_id: BTreeMap<String, Clip> = clips
@@ -578,9 +594,9 @@ fn report(
     ));
     s.push_str(TABLE_HEAD);
     s.push('\n');
-    if let Some(o) = offline {
+    for (ms, o) in offline {
         s.push_str(&table_row(
-            "offline (detector)",
+            &offline_way(*ms),
             &figures(o),
             Timing::FirstVerdict,
         ));
@@ -600,7 +616,7 @@ fn report(
          machine's verdict event comes after the beep (or 1.6 s without speech), by design; \
          a person's verdict event is their wait for the bot.\n",
     );
-    if let (Some(off), Some((on, _))) = (offline, calls) {
+    if let (Some((_, off)), Some((on, _))) = (offline.first(), calls) {
         let off: BTreeMap<&str, &Outcome> = off.iter().map(|o| (o.id.as_str(), o)).collect();
         let same = on
             .iter()
@@ -610,17 +626,21 @@ fn report(
             })
             .count();
         s.push_str(&format!(
-            "\nThe real calls and the offline run agree on {same} of {} clips.\n",
+            "\nThe real calls and the first offline run agree on {same} of {} clips.\n",
             on.len()
         ));
     }
-    for (way, outcomes) in [
-        ("offline", offline),
-        ("real calls", calls.map(|c| c.0.as_slice())),
-    ] {
-        if let Some(o) = outcomes {
+    let ways = offline
+        .iter()
+        .map(|(ms, o)| (offline_way(*ms), o.as_slice()))
+        .chain(calls.map(|c| ("real calls".to_string(), c.0.as_slice())));
+    for (way, o) in ways {
+        {
             let m = misses(o, &by_id);
-            s.push_str(&format!("\nMisses ({way}): {}\n\n", m.len()));
+            s.push_str(&format!("\nMisses ({way}): {}\n", m.len()));
+            if !m.is_empty() {
+                s.push('\n');
+            }
             for line in m {
                 s.push_str(&line);
                 s.push('\n');
@@ -654,16 +674,27 @@ async fn run(args: &Args) -> Result<String> {
         clips.len(),
         amd_set::cache_dir().display()
     );
-    let off = matches!(args.mode, Mode::Offline | Mode::Both).then(|| offline(&clips));
-    if let Some(o) = &off {
+    let off: Vec<(u32, Vec<Outcome>)> = if matches!(args.mode, Mode::Offline | Mode::Both) {
+        args.offsets_ms
+            .iter()
+            .map(|&ms| (ms, offline(&clips, ms)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    println!("{TABLE_HEAD}");
+    for (ms, o) in &off {
         if args.verbose {
             for o in o {
-                println!("{} {:?} {} {:?}", o.id, o.label, o.verdict, o.decision_ms);
+                println!(
+                    "{ms} {} {:?} {} {:?}",
+                    o.id, o.label, o.verdict, o.decision_ms
+                );
             }
         }
         println!(
-            "{TABLE_HEAD}\n{}",
-            table_row("offline (detector)", &figures(o), Timing::FirstVerdict)
+            "{}",
+            table_row(&offline_way(*ms), &figures(o), Timing::FirstVerdict)
         );
     }
     let on = if matches!(args.mode, Mode::Calls | Mode::Both) {
@@ -676,7 +707,7 @@ async fn run(args: &Args) -> Result<String> {
     } else {
         None
     };
-    Ok(report(args, &clips, off.as_deref(), on.as_ref()))
+    Ok(report(args, &clips, &off, on.as_ref()))
 }
 
 fn main() -> Result<()> {
