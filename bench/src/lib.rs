@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+pub mod amd_set;
 pub mod calls;
 pub mod voice;
 
