@@ -185,17 +185,22 @@ pub async fn loopback_api(
 
 /// `callsmith serve`: the node and its control API on `http.listen` until SIGINT/SIGTERM;
 /// then the calls drain and the speech node stops.
+///
+/// The API's socket is bound before the node starts, and `http.listen` becomes the bound
+/// address: with port 0 the system picks a free port, and the public URL derived from
+/// `http.listen` and the `control API listening` line name the port it picked.
 pub async fn serve(mut cfg: Config, control_api: ControlApiFactory) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(cfg.http.listen)
+        .await
+        .with_context(|| format!("binding {}", cfg.http.listen))?;
+    let listen = listener.local_addr()?;
+    cfg.http.listen = listen;
     let Node {
         store,
         running,
         api,
         ..
     } = start(&mut cfg, control_api).await?;
-    let listener = tokio::net::TcpListener::bind(cfg.http.listen)
-        .await
-        .with_context(|| format!("binding {}", cfg.http.listen))?;
-    let listen = listener.local_addr()?;
     tracing::info!(%listen, backend = ?store.backend(), "control API listening");
     let console = cfg.console_url(listen);
     tracing::info!(url = %console, "web console: open {console} in a browser");

@@ -755,7 +755,8 @@ async def deepgram_ws(request):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=2700)
+    p.add_argument("--port", type=int, default=2700,
+                   help="0: a port the system picks, named by the 'listening on' log line")
     p.add_argument("--stt-model", choices=["base", "tiny"], default="base",
                    help="Whisper base (default; falls back to tiny.en when absent) or tiny.en")
     p.add_argument("--model", default=None, help="a CTranslate2 Whisper model directory (overrides --stt-model)")
@@ -812,7 +813,9 @@ async def amain(args):
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port)
     await site.start()
-    log.info("listening on %s:%d", args.host, args.port)
+    # The bound address: with --port 0 the system picks the port, and this line tells it.
+    host, port = runner.addresses[0][:2]
+    log.info("listening on %s:%d", host, port)
     await asyncio.Event().wait()
 
 

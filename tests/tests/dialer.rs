@@ -431,16 +431,15 @@ async fn two_engines_on_one_postgres_dial_each_call_once_within_shared_limits() 
         None,
         &["-m", &(by_cps_n + by_cpl_n).to_string()],
     );
-    let (lo, hi) = rtp_range();
-    let mid = lo + (hi - lo) / 2;
+    let parts = rtp_ranges(2);
     let opts = |ports| EngineOptions {
         database_url: Some(db.clone()),
         trunks: vec![("carrier".into(), callee.addr)],
         rtp_ports: Some(ports),
         ..Default::default()
     };
-    let a = Engine::start(opts((lo, mid - 1))).await;
-    let b = Engine::start(opts((mid + 1, hi))).await;
+    let a = Engine::start(opts(parts[0])).await;
+    let b = Engine::start(opts(parts[1])).await;
     let t = provision(&a, "fleet", "carrier", "+4930100800").await;
     let store = store_of(&a, Some(&db)).await;
     let scn = create_scenario(&store, &t, &greeting_scenario("Hello there."), true).await;

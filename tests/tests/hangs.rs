@@ -260,11 +260,11 @@ async fn a_gateway_that_never_answers_fails_within_the_ring_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recognition_node_that_is_down_is_an_error_not_a_silent_caller() {
     let mut callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "1", "-rtp_echo"]);
-    // The only whisper node listens nowhere.
-    let dead = free_tcp_port();
+    // The only whisper node listens nowhere (the port is held, bound but not listening).
+    let (_held, dead) = refused_tcp_addr();
     let e = Engine::start(EngineOptions {
         trunks: vec![("carrier".into(), callee.addr)],
-        stt_url: Some(format!("ws://127.0.0.1:{dead}")),
+        stt_url: Some(format!("ws://{dead}")),
         ..Default::default()
     })
     .await;

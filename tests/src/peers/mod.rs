@@ -1,0 +1,7 @@
+//! The engine's peers on loopback: SIPp callers and callees, the speech node, HTTP peers
+//! and RTP endpoints.
+
+pub mod http;
+pub mod rtp;
+pub mod sipp;
+pub mod stt;
