@@ -11,11 +11,15 @@
 //! * [`Ops::test_version`], [`Ops::admit_test_call`], [`Ops::check_snapshot`] and
 //!   [`Ops::check_placeable`] are the rules test calls, publishing and dispatch share.
 
+mod agents;
 mod browser_call;
 mod dispatch;
 mod error;
 mod rows;
+mod scenarios;
+mod statistics;
 
+pub use agents::{AgentDraft, NewAgent};
 pub use browser_call::{BROWSER_PARTY, BrowserCallInput, MAX_OFFER_BYTES};
 pub use dispatch::{AgentDispatch, DispatchInput, is_batch_sid};
 pub use error::{UseCaseError, UseCaseResult};
@@ -23,6 +27,7 @@ pub use rows::{
     Direction, Parties, ScenarioRun, check_recipient, flat_data, inbound_communication,
     new_communication,
 };
+pub use scenarios::{NewScenario, check_description, snapshot_of};
 
 use crate::{services::Services, settings::Settings, test_calls::TestCallGate};
 
