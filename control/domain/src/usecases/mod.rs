@@ -10,6 +10,12 @@
 //! * [`new_communication`] is the one place a communication row is written.
 //! * [`Ops::test_version`], [`Ops::admit_test_call`], [`Ops::check_snapshot`] and
 //!   [`Ops::check_placeable`] are the rules test calls, publishing and dispatch share.
+//! * [`Ops::create_agent`], [`Ops::update_agent`] and [`Ops::check_agent`]: an agent (a
+//!   legacy campaign) checked whole by the rules of docs/agents.md.
+//! * [`Ops::create_scenario`], [`Ops::validate_draft`] and [`Ops::publish_draft`]: a
+//!   scenario and its draft (the legacy create is a create and a publish).
+//! * [`Ops::communication_set`], [`Ops::attempt_calls`] and [`Ops::report_page`]: the
+//!   statistics and report page of a set of calls (v1) or of a legacy attempt.
 
 mod agents;
 mod browser_call;
