@@ -99,21 +99,15 @@ impl AgentDraft {
             scenario_sid: a.scenario_sid.clone(),
             voicemail_enabled: a.voicemail_enabled,
             call_recording: a.call_recording,
-            calling_schedule: serde_json::from_str(&a.calling_schedule)
-                .unwrap_or_else(|_| Schedule::always()),
+            calling_schedule: a.schedule(),
             timezone: a.timezone.clone(),
             limits: Limits {
                 cps: a.cps,
                 cpl: a.cpl,
             },
             is_test: a.is_test,
-            communication_result: serde_json::from_str(&a.communication_result).unwrap_or_default(),
-            sms: Some(
-                a.sms
-                    .as_deref()
-                    .and_then(|s| serde_json::from_str(s).ok())
-                    .unwrap_or_default(),
-            ),
+            communication_result: a.result_targets(),
+            sms: Some(a.sms_settings().unwrap_or_default()),
             status: Status::parse(&a.status),
         }
     }
