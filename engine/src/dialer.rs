@@ -26,6 +26,7 @@
 
 use std::time::{Duration, Instant};
 
+use callsmith_domain::agent_settings::Schedule;
 use callsmith_domain::schedule::{CallingSchedule, next_allowed};
 use callsmith_domain::store::AgentRecord;
 use callsmith_domain::store::communications::{AgentLimits, CallWrite, Claim, ClaimScope};
@@ -37,7 +38,10 @@ use crate::runtime::Runtime;
 /// The checked schedule of an agent ([`AgentRecord::schedule`]); none when it does not
 /// check (the agent then calls at any time).
 fn schedule_of(agent: &AgentRecord) -> Option<CallingSchedule> {
-    let s = agent.schedule();
+    checked(&agent.schedule())
+}
+
+fn checked(s: &Schedule) -> Option<CallingSchedule> {
     CallingSchedule::parse(&s.strategy, &s.args).ok()
 }
 
@@ -288,7 +292,11 @@ mod tests {
 
     #[test]
     fn schedule_defaults_to_always() {
-        assert!(schedule_of(r#"{"strategy":"always","args":{}}"#).is_some());
-        assert!(schedule_of("garbage").is_none());
+        assert!(checked(&Schedule::always()).is_some());
+        let garbage = Schedule {
+            strategy: "garbage".into(),
+            args: serde_json::json!({}),
+        };
+        assert!(checked(&garbage).is_none());
     }
 }
