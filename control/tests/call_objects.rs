@@ -12,7 +12,7 @@ use callsmith_control::{
 use callsmith_domain::{
     communication::{
         CommunicationStatus,
-        history::{CallHistory, TurnLog},
+        history::{CallHistory, Direction, Heard, TurnLog},
     },
     objects::{CallObjects, bucket_reference},
     store::communications::{CallFinish, CallWrite, Claim, ClaimScope},
@@ -41,7 +41,7 @@ fn history(id: &str) -> CallHistory {
     let now = Utc::now();
     CallHistory {
         communication_id: id.into(),
-        direction: "outbound".into(),
+        direction: Direction::Outbound,
         recipient: "+15550001".into(),
         from_number: "+4911".into(),
         call_id: "abc@127.0.0.1".into(),
@@ -60,7 +60,7 @@ fn history(id: &str) -> CallHistory {
         prompts: Vec::new(),
         turns: vec![TurnLog {
             index: 1,
-            heard: "dtmf".into(),
+            heard: Heard::Dtmf,
             dtmf: Some("12".into()),
             ..Default::default()
         }],

@@ -9,7 +9,7 @@ use callsmith_control::{
     testing::{Fixture, TestDb, TestResponse, TestServer, minimal_snapshot},
 };
 use callsmith_domain::{
-    communication::history::{CallHistory, TurnLog},
+    communication::history::{CallHistory, Direction, TurnLog},
     objects::CallObjects,
     store::{Pool, sqlx},
 };
@@ -247,7 +247,7 @@ async fn answered_with_history(
     let ended = answered + Duration::seconds(5);
     let history = CallHistory {
         communication_id: sid.into(),
-        direction: "outbound".into(),
+        direction: Direction::Outbound,
         recipient: "+4920".into(),
         from_number: "+4911".into(),
         call_id: format!("{sid}@test"),

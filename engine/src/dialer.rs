@@ -26,22 +26,23 @@
 
 use std::time::{Duration, Instant};
 
+use callsmith_domain::agent_settings::Schedule;
 use callsmith_domain::schedule::{CallingSchedule, next_allowed};
+use callsmith_domain::store::AgentRecord;
 use callsmith_domain::store::communications::{AgentLimits, CallWrite, Claim, ClaimScope};
 use chrono::Utc;
-use serde_json::Value;
 use tracing::{info, warn};
 
 use crate::runtime::Runtime;
 
-/// The schedule of an agent's `calling_schedule` JSON (`always` when absent or unreadable).
-fn schedule_of(json: &str) -> Option<CallingSchedule> {
-    let v: Value = serde_json::from_str(json).ok()?;
-    let strategy = v
-        .get("strategy")
-        .and_then(|s| s.as_str())
-        .unwrap_or("always");
-    CallingSchedule::parse(strategy, v.get("args").unwrap_or(&Value::Null)).ok()
+/// The checked schedule of an agent ([`AgentRecord::schedule`]); none when it does not
+/// check (the agent then calls at any time).
+fn schedule_of(agent: &AgentRecord) -> Option<CallingSchedule> {
+    checked(&agent.schedule())
+}
+
+fn checked(s: &Schedule) -> Option<CallingSchedule> {
+    CallingSchedule::parse(&s.strategy, &s.args).ok()
 }
 
 /// Runs until `rt.draining` is cancelled; then stops claiming and returns.
@@ -167,7 +168,7 @@ async fn tick(
         }
         let tz = callsmith_domain::schedule::parse_timezone(&agent.timezone)
             .unwrap_or(chrono_tz::Tz::UTC);
-        if let Some(s) = schedule_of(&agent.calling_schedule) {
+        if let Some(s) = schedule_of(&agent) {
             let t = Utc::now();
             match next_allowed(&s, tz, t) {
                 Some(at) if at > t => {
@@ -291,7 +292,11 @@ mod tests {
 
     #[test]
     fn schedule_defaults_to_always() {
-        assert!(schedule_of(r#"{"strategy":"always","args":{}}"#).is_some());
-        assert!(schedule_of("garbage").is_none());
+        assert!(checked(&Schedule::always()).is_some());
+        let garbage = Schedule {
+            strategy: "garbage".into(),
+            args: serde_json::json!({}),
+        };
+        assert!(checked(&garbage).is_none());
     }
 }

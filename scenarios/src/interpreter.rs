@@ -63,6 +63,16 @@ pub enum CallDirection {
     Inbound,
 }
 
+impl CallDirection {
+    /// The text the call's records keep (`outbound`, `inbound`; its serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallDirection::Outbound => "outbound",
+            CallDirection::Inbound => "inbound",
+        }
+    }
+}
+
 /// Facts about the call the scenario runs in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallInfo {

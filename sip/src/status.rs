@@ -1,7 +1,7 @@
 //! The call_status vocabulary and how SIP outcomes map onto it. Pure, documented in the
 //! crate README: the engine stores these strings in a communication's `call_status`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How a call leg ended, from the caller's point of view.
 ///
@@ -13,7 +13,7 @@ use serde::Serialize;
 /// | `rejected` | the far end refused the call | 403, 404, 410, 484, 488, 603, 604, 606, 401/407 after one answered challenge |
 /// | `failed` | the call could not be set up: server errors, no response, transport error | 5xx, other 4xx, local errors |
 /// | `canceled` | canceled before answer by our side (hangup) or, inbound, by the caller's CANCEL | 487 |
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallStatus {
     Answered,

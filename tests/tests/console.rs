@@ -363,7 +363,7 @@ async fn draft_and_version_calls() -> Value {
     );
     let history = engine.history_from_api(&t.account, id).await;
     let turn = history.turns.first().expect("a listen turn");
-    assert_eq!(turn.heard, "speech", "{turn:?}");
+    assert_eq!(turn.heard.as_str(), "speech", "{turn:?}");
     screenshots(&out, &["10-call", "11-communication", "12-version-call"]);
     let log = engine.log();
     assert!(!log.contains("panicked"), "the engine panicked:\n{log}");

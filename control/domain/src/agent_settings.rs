@@ -1,8 +1,64 @@
-//! An agent's typed settings (calling schedule, limits, result targets, SMS), shared by
-//! the HTTP layer (which validates and documents them) and the engine (which reads them
-//! from the stored agent).
+//! An agent's typed settings (gateway type, calling schedule, limits, result targets, SMS,
+//! status), shared by the agent use cases (which check them), the HTTP layer (which
+//! documents them) and the engine (which reads them from the stored agent). [`Status`]
+//! is also the status of users, accounts, numbers, pools and SMS providers.
 
 use serde::{Deserialize, Serialize};
+
+/// `number` or `number_pool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum GatewayType {
+    Number,
+    NumberPool,
+}
+
+impl GatewayType {
+    /// The stored text (`number`, `number_pool`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GatewayType::Number => "number",
+            GatewayType::NumberPool => "number_pool",
+        }
+    }
+
+    /// The type of a stored agent: `number_pool`, else `number`.
+    pub fn parse(s: &str) -> GatewayType {
+        if s == "number_pool" {
+            GatewayType::NumberPool
+        } else {
+            GatewayType::Number
+        }
+    }
+}
+
+/// `active` or `inactive`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Active,
+    Inactive,
+}
+
+impl Status {
+    /// The stored text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Active => "active",
+            Status::Inactive => "inactive",
+        }
+    }
+    /// A stored status: `active`, anything else reads as inactive.
+    pub fn parse(s: &str) -> Status {
+        if s == "active" {
+            Status::Active
+        } else {
+            Status::Inactive
+        }
+    }
+}
 
 /// When the agent may start calls (docs/agents.md): `always` or `weekly`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -16,6 +72,16 @@ pub struct Schedule {
     #[serde(default = "no_args", deserialize_with = "args_object")]
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub args: serde_json::Value,
+}
+
+impl Schedule {
+    /// Calls at any time (the schedule of an agent that names none).
+    pub fn always() -> Schedule {
+        Schedule {
+            strategy: "always".into(),
+            args: no_args(),
+        }
+    }
 }
 
 fn no_args() -> serde_json::Value {

@@ -12,9 +12,11 @@
 //! - line and paragraph separators (U+2028, U+2029) break a single line into several.
 //!
 //! A single-line field refuses all of them. Free text ([`TextKind::Multiline`]) keeps tab,
-//! line feed and carriage return and the two separators, and refuses the rest. Every v1 and
-//! legacy route checks such fields through [`refusal`] (the v1 name rule,
-//! `api::v1::NameRule`, calls it), so the rule lives here alone.
+//! line feed and carriage return and the two separators, and refuses the rest. Every use
+//! case and every v1 and legacy route checks such fields through [`refusal`] ([`NameRule`]
+//! and [`check_text`] call it), so the rule lives here alone.
+
+use crate::usecases::{UseCaseError, UseCaseResult};
 
 /// What a field holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +46,70 @@ pub fn refusal(field: &str, value: &str, kind: TextKind) -> Option<String> {
             u32::from(c)
         )
     })
+}
+
+/// `reason` naming `field` when `v` holds a character [`refusal`] refuses in a field of
+/// `kind` (the APIs answer 422).
+pub fn check_text(field: &str, v: &str, kind: TextKind, reason: &'static str) -> UseCaseResult<()> {
+    match refusal(field, v, kind) {
+        Some(message) => Err(UseCaseError::invalid(reason, message)),
+        None => Ok(()),
+    }
+}
+
+/// How a name or label is checked. Every name field of the APIs goes through
+/// [`NameRule::check`]: the value is trimmed, bounded and checked by the single-line rule
+/// (no control character, NUL, tab, line break or escape, no bidirectional override, no
+/// line separator), which keeps logs, exports and the headers and messages built from
+/// names intact.
+#[derive(Debug, Clone, Copy)]
+pub struct NameRule {
+    /// `Some(max)`: 1 to `max` characters after trimming; `None`: any length, empty included.
+    pub max_chars: Option<usize>,
+    /// The use-case code of a refusal (the convention of the resource's module).
+    pub error: &'static str,
+}
+
+impl NameRule {
+    /// Names of number pools, scenarios and SMS providers: 1 to 200 characters,
+    /// `invalid_name`.
+    pub const NAME: NameRule = NameRule {
+        max_chars: Some(200),
+        error: "invalid_name",
+    };
+
+    /// Tenant and account names: 1 to 200 characters, `invalid_field`.
+    pub const ADMIN_NAME: NameRule = NameRule {
+        max_chars: Some(200),
+        error: "invalid_field",
+    };
+
+    /// User names and number names (free labels): optional, any length, `invalid_name`.
+    pub const FREE_NAME: NameRule = NameRule {
+        max_chars: None,
+        error: "invalid_name",
+    };
+
+    /// API key labels: optional, any length, `invalid_field`.
+    pub const KEY_LABEL: NameRule = NameRule {
+        max_chars: None,
+        error: "invalid_field",
+    };
+
+    /// The trimmed value, or `self.error` naming `field`.
+    pub fn check(self, field: &str, v: &str) -> UseCaseResult<String> {
+        let v = v.trim();
+        if let Some(max) = self.max_chars
+            && (v.is_empty() || v.chars().count() > max)
+        {
+            return Err(UseCaseError::invalid(
+                self.error,
+                format!("{field}: 1 to {max} characters"),
+            ));
+        }
+        check_text(field, v, TextKind::Line, self.error)?;
+        Ok(v.to_string())
+    }
 }
 
 #[cfg(test)]

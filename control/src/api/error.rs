@@ -269,7 +269,8 @@ impl From<StoreError> for ApiError {
 
 /// A use case's refusal in the v1 envelope: a broken rule is 422 (`data.topic` is
 /// `validation`, with the error's own `data` after it), an exhausted share 429 with
-/// `Retry-After`, a conflict with a running request 409, an unavailable operation 503; store failures answer as everywhere.
+/// `Retry-After`, a conflict with a running request 409, an unavailable operation 503, a
+/// vanished entity 404; store failures answer as everywhere.
 impl From<UseCaseError> for ApiError {
     fn from(e: UseCaseError) -> Self {
         match e {
@@ -298,6 +299,7 @@ impl From<UseCaseError> for ApiError {
             UseCaseError::Unavailable { reason, message } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, reason, message)
             }
+            UseCaseError::NotFound { entity } => ApiError::not_found(entity),
             UseCaseError::Store(e) => e.into(),
             UseCaseError::Internal(cause) => ApiError::internal(cause),
         }

@@ -6,13 +6,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use callsmith_domain::objects::CallObjects;
-use callsmith_domain::store::communications::{
-    CONSENT_VARIABLE, CallFinish, CommunicationStatus, consent_granted,
-};
+use callsmith_domain::store::communications::{CONSENT_VARIABLE, CallFinish, consent_granted};
 use callsmith_domain::store::{AgentRecord, CommunicationRecord};
 use callsmith_media::{MediaSession, recording::RecordingTarget};
 use callsmith_scenarios::interpreter::{CallDirection, CallInfo, CallRun, Program};
-use callsmith_sip::{CallStatus, NegotiatedMedia};
+use callsmith_sip::NegotiatedMedia;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -167,6 +165,7 @@ impl AnsweredCall {
             objects,
             recording_path,
             call_id,
+            info,
             ..
         } = *self;
         // Hang up if the scenario ended without the caller leaving, and wait for the end
@@ -192,7 +191,7 @@ impl AnsweredCall {
             }
         };
         // The engine's own reason wins over what the scenario saw (a hang-up).
-        let end_reason = forced.map(|f| f.reason().to_string()).or_else(|| {
+        let end_reason = forced.map(|f| f.as_str().to_string()).or_else(|| {
             serde_json::to_value(&run.end)
                 .ok()
                 .and_then(|v| v.get("reason").and_then(|r| r.as_str()).map(String::from))
@@ -206,7 +205,7 @@ impl AnsweredCall {
         } = ctx;
         let facts = CallFacts {
             communication_id: comm.sid.clone(),
-            direction: comm.direction.clone(),
+            direction: info.direction,
             recipient: comm.recipient.clone(),
             from_number,
             call_id,
@@ -231,20 +230,16 @@ impl AnsweredCall {
             warn!(error = %e, "saving the call history failed");
         }
         let f = CallFinish {
-            communication_status: CommunicationStatus::Completed,
-            call_status: Some(CallStatus::Answered.as_str().into()),
-            sip_code: Some(200),
             duration: (duration + 500) / 1000,
             goals: run.goals.clone(),
             variables: serde_json::to_string(&run.variables).unwrap_or_else(|_| "{}".into()),
             history_path: saved.ok().map(|_| history_path),
             recording_path: rec_info.map(|_| recording_path),
             end_reason,
-            error: None,
-            answered_at: Some(answered_at),
             consent_granted: consent_granted(
                 run.variables.get(CONSENT_VARIABLE).map(String::as_str),
             ),
+            ..CallFinish::answered(answered_at)
         };
         Ended {
             rt,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use callsmith_scenarios::port::TransferOutcome;
 use callsmith_sip::{CallStatus, EndInfo, LegEvent, NegotiatedMedia};
 
-use super::history::TransferLog;
+use super::history::{BridgeSide, TransferLog};
 use super::ring::{RingAction, RingEnd, RingEvent, Ringing};
 
 /// Longest a caller or target may take to acknowledge our hang-up.
@@ -114,7 +114,7 @@ trait TransferRecord {
 
 impl TransferRecord for TransferLog {
     fn target_ended(&mut self, end: &EndInfo) {
-        self.call_status = Some(end.call_status.as_str().to_string());
+        self.call_status = Some(end.call_status);
         if end.sip_code.is_some() {
             self.sip_code = end.sip_code;
         }
@@ -221,7 +221,7 @@ impl BridgeTurn {
                 }
                 BridgeEvent::Target(LegEvent::Ended(end)) => {
                     self.log.target_ended(&end);
-                    self.log.ended_by = Some("target".into());
+                    self.log.ended_by = Some(BridgeSide::Target);
                     self.actions.push_back(BridgeAction::StopCallerPlayout);
                     self.done(
                         TransferOutcome::Failure(
@@ -238,7 +238,7 @@ impl BridgeTurn {
                     );
                 }
                 BridgeEvent::CallerGone(why) => {
-                    self.log.ended_by = Some("caller".into());
+                    self.log.ended_by = Some(BridgeSide::Caller);
                     self.actions.push_back(BridgeAction::StopCallerPlayout);
                     self.hang_up_target(
                         now,
@@ -267,7 +267,7 @@ impl BridgeTurn {
                 }
                 BridgeEvent::TargetClosed => self.target_left(),
                 BridgeEvent::CallerGone(_) => {
-                    self.log.ended_by = Some("caller".into());
+                    self.log.ended_by = Some(BridgeSide::Caller);
                     self.actions.push_back(BridgeAction::StopBridge);
                     self.hang_up_target(
                         now,
@@ -338,7 +338,7 @@ impl BridgeTurn {
         match end {
             RingEnd::Answered(media) => {
                 self.log.answered_ms = Some(self.ms(now));
-                self.log.call_status = Some(CallStatus::Answered.as_str().into());
+                self.log.call_status = Some(CallStatus::Answered);
                 self.log.sip_code = Some(200);
                 self.actions.push_back(BridgeAction::Answered(media));
                 self.phase = Phase::Messages {
@@ -380,7 +380,7 @@ impl BridgeTurn {
 
     /// The target left the bridge: the caller is hung up.
     fn target_left(&mut self) {
-        self.log.ended_by = Some("target".into());
+        self.log.ended_by = Some(BridgeSide::Target);
         self.actions.push_back(BridgeAction::StopBridge);
         self.actions.push_back(BridgeAction::HangUpCaller);
         self.done(TransferOutcome::Success, TargetMedia::CloseWithStats);
@@ -414,7 +414,7 @@ impl BridgeTurn {
         // A bridge that ran leaves the call status `answered`, whatever the target's leg
         // said when it ended (its reason and code are kept).
         if outcome == TransferOutcome::Success {
-            self.log.call_status = Some(CallStatus::Answered.as_str().into());
+            self.log.call_status = Some(CallStatus::Answered);
         }
         self.phase = Phase::Done;
         self.actions.push_back(BridgeAction::Done(outcome, media));

@@ -3,5 +3,6 @@
 //! and the tests with the same types.
 
 pub(super) use callsmith_domain::communication::history::{
-    CallHistory, HangupLog, PromptLog, TransferLog, TurnLog,
+    BridgeSide, CallHistory, Direction, HangupLog, Heard, PromptLog, PromptOutcome, TransferLog,
+    TransferMode, TransferResult, TurnLog,
 };

@@ -50,40 +50,9 @@ impl CallEnd {
     }
 }
 
-/// Why the engine ended a call itself; the communication's `end_reason` then says so.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForcedEnd {
-    /// `dialer.max_call_secs` passed.
-    MaxDuration,
-    /// The drain time of a shutdown ran out.
-    Shutdown,
-    /// No RTP from the peer for `media.rtp_timeout_ms`.
-    RtpTimeout,
-    /// `POST /v1/communication/{id}/hangup`.
-    HangupRequested,
-}
-
-impl ForcedEnd {
-    /// The `end_reason` written for the communication.
-    pub fn reason(self) -> &'static str {
-        match self {
-            ForcedEnd::MaxDuration => "max_duration",
-            ForcedEnd::Shutdown => "shutdown",
-            ForcedEnd::RtpTimeout => "rtp_timeout",
-            ForcedEnd::HangupRequested => "hangup_requested",
-        }
-    }
-
-    /// The line in the history's `errors`.
-    pub fn message(self) -> &'static str {
-        match self {
-            ForcedEnd::MaxDuration => "maximum call duration reached",
-            ForcedEnd::Shutdown => "engine shutting down",
-            ForcedEnd::RtpTimeout => "no RTP from the peer within media.rtp_timeout_ms",
-            ForcedEnd::HangupRequested => "hang-up requested through the API",
-        }
-    }
-}
+/// Why the engine ended a call itself: the saved history's vocabulary (its `reason` is the
+/// communication's `end_reason`).
+pub use callsmith_domain::communication::history::ForcedEnd;
 
 /// The leg events an answered call acts on.
 enum Signal {

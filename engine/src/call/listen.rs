@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::history::TurnLog;
+use super::history::{self, TurnLog};
 use super::io::CallEvent;
 use super::port::LivePort;
 
@@ -203,15 +203,15 @@ impl LivePort {
         turn.ended_ms = self.ms();
         match &heard {
             Heard::Speech { transcript, .. } => {
-                turn.heard = "speech".into();
+                turn.heard = history::Heard::Speech;
                 turn.transcript = Some(transcript.clone());
             }
             Heard::Dtmf { digits } => {
-                turn.heard = "dtmf".into();
+                turn.heard = history::Heard::Dtmf;
                 turn.dtmf = Some(digits.clone());
             }
-            Heard::NoInput => turn.heard = "no_input".into(),
-            Heard::HungUp => turn.heard = "hung_up".into(),
+            Heard::NoInput => turn.heard = history::Heard::NoInput,
+            Heard::HungUp => turn.heard = history::Heard::HungUp,
         }
         let upload = if spec.speech.is_some() {
             self.save_turn_audio(turn.index, pcm)

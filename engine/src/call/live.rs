@@ -11,7 +11,7 @@ use serde_json::json;
 use callsmith_domain::store::communications::CallFinish;
 use callsmith_scenarios::port::PromptSpec;
 
-use super::history::{PromptLog, TurnLog};
+use super::history::{PromptLog, PromptOutcome, TurnLog};
 
 /// A call's feed and the brick it is in (prompts and turns are told with their brick).
 pub struct Live {
@@ -64,7 +64,7 @@ impl Live {
                 "text": text,
                 "file": file,
                 "played_ms": log.played_ms,
-                "interrupted": log.outcome == "interrupted",
+                "interrupted": log.outcome == PromptOutcome::Interrupted,
                 "outcome": log.outcome,
                 "at_ms": log.at_ms,
             }),

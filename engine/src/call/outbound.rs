@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use callsmith_domain::store::communications::{CallFinish, CallWrite, CommunicationStatus};
+use callsmith_domain::store::communications::{CallFinish, CallWrite, NOT_ANSWERED};
 use callsmith_domain::store::{AgentRecord, CommunicationRecord};
 use callsmith_media::MediaSession;
 use callsmith_scenarios::interpreter::CallDirection;
-use callsmith_sip::{CallLeg, LocalMedia, NegotiatedMedia};
+use callsmith_sip::{CallLeg, CallStatus, LocalMedia, NegotiatedMedia};
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -209,13 +209,7 @@ async fn place(
     let mut leg = match placed {
         Ok(l) => l,
         Err(e) => {
-            let f = CallFinish {
-                communication_status: CommunicationStatus::Failed,
-                call_status: Some(callsmith_sip::CallStatus::Failed.as_str().into()),
-                error: Some(format!("placing the call: {e}")),
-                variables: "{}".into(),
-                ..CallFinish::new(CommunicationStatus::Completed)
-            };
+            let f = CallFinish::not_placed(format!("placing the call: {e}"));
             finish(rt, comm, prep.agent.as_deref(), &f).await;
             return None;
         }
@@ -258,15 +252,10 @@ async fn place(
         RingEnd::Answered(media) => Ok(media),
         RingEnd::Ended(end) => {
             // A call that could not be set up says why (no response, a 5xx...).
-            let failed = end.call_status == callsmith_sip::CallStatus::Failed;
+            let failed = end.call_status == CallStatus::Failed;
             let f = CallFinish {
-                communication_status: CommunicationStatus::Completed,
-                call_status: Some(end.call_status.as_str().into()),
-                sip_code: end.sip_code.map(i64::from),
-                variables: "{}".into(),
-                end_reason: Some("not_answered".into()),
                 error: failed.then(|| end.reason.clone()),
-                ..CallFinish::new(CommunicationStatus::Completed)
+                ..CallFinish::not_answered(end.call_status, end.sip_code, NOT_ANSWERED)
             };
             finish(rt, comm, prep.agent.as_deref(), &f).await;
             return None;
@@ -277,25 +266,16 @@ async fn place(
     let media = match end {
         Ok(media) => media,
         Err(end) => {
-            let f = CallFinish {
-                communication_status: CommunicationStatus::Completed,
-                call_status: Some(
-                    end.as_ref()
-                        .map_or("canceled", |e| e.call_status.as_str())
-                        .into(),
-                ),
-                sip_code: end.and_then(|e| e.sip_code.map(i64::from)),
-                variables: "{}".into(),
-                end_reason: Some(
-                    if hangup.is_cancelled() {
-                        ForcedEnd::HangupRequested.reason()
-                    } else {
-                        "not_answered"
-                    }
-                    .into(),
-                ),
-                ..CallFinish::new(CommunicationStatus::Completed)
+            let reason = if hangup.is_cancelled() {
+                ForcedEnd::HangupRequested.as_str()
+            } else {
+                NOT_ANSWERED
             };
+            let f = CallFinish::not_answered(
+                end.as_ref().map_or(CallStatus::Canceled, |e| e.call_status),
+                end.and_then(|e| e.sip_code),
+                reason,
+            );
             finish(rt, comm, prep.agent.as_deref(), &f).await;
             return None;
         }

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use callsmith_domain::audio_ref::Located;
 use callsmith_media::prompt::PromptError;
 
-use super::history::PromptLog;
+use super::history::{PromptLog, PromptOutcome};
 use super::io::{CallEnd, CallEvent};
 use super::port::LivePort;
 use super::record::ReplyTimes;
@@ -149,7 +149,7 @@ impl LivePort {
                     at_ms,
                     prompt: prompt.clone(),
                     interruptible,
-                    outcome: "failed".into(),
+                    outcome: PromptOutcome::Failed,
                     played_ms: 0,
                     elapsed_ms: t0.elapsed().as_millis() as u64,
                     error: Some(e.clone()),
@@ -203,7 +203,7 @@ impl LivePort {
             at_ms,
             prompt: prompt.clone(),
             interruptible,
-            outcome: outcome_name(&outcome).into(),
+            outcome: outcome_name(&outcome),
             played_ms,
             elapsed_ms: t0.elapsed().as_millis() as u64,
             error,
@@ -274,11 +274,11 @@ pub(super) fn playout_end(end: PlayEnd) -> PlayoutEnd {
 }
 
 /// A prompt's outcome as the history names it.
-pub(super) fn outcome_name(o: &PlayOutcome) -> &'static str {
+pub(super) fn outcome_name(o: &PlayOutcome) -> PromptOutcome {
     match o {
-        PlayOutcome::Completed => "completed",
-        PlayOutcome::Interrupted => "interrupted",
-        PlayOutcome::HungUp => "hung_up",
-        PlayOutcome::Failed(_) => "failed",
+        PlayOutcome::Completed => PromptOutcome::Completed,
+        PlayOutcome::Interrupted => PromptOutcome::Interrupted,
+        PlayOutcome::HungUp => PromptOutcome::HungUp,
+        PlayOutcome::Failed(_) => PromptOutcome::Failed,
     }
 }

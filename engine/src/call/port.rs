@@ -51,7 +51,7 @@ impl LivePort {
 
     fn forced_end(&mut self, why: ForcedEnd) {
         self.record.error(why.message().to_string());
-        info!(communication = %self.ctx.comm.sid, reason = why.reason(), "ending the call");
+        info!(communication = %self.ctx.comm.sid, reason = why.as_str(), "ending the call");
     }
 
     /// Takes in what happened while the call waits on something else (a model's answer,

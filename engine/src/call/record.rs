@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::history::{CallHistory, HangupLog, PromptLog, TransferLog, TurnLog};
+use super::history::{CallHistory, Direction, HangupLog, PromptLog, TransferLog, TurnLog};
 use super::io::ForcedEnd;
 use super::live::Live;
 use crate::runtime::TurnMetrics;
@@ -49,7 +49,7 @@ pub(super) struct CallRecord {
 /// What the history says of the call besides its record.
 pub(super) struct CallFacts<'a> {
     pub communication_id: String,
-    pub direction: String,
+    pub direction: Direction,
     pub recipient: String,
     pub from_number: String,
     pub call_id: String,
@@ -220,12 +220,12 @@ impl CallRecord {
             ended_at: facts.ended_at,
             duration_ms: duration,
             end: run.end.clone(),
-            forced_end: facts.forced.map(|f| f.reason().to_string()),
+            forced_end: facts.forced,
             hangup: facts.hangup.map(|e| HangupLog {
-                call_status: e.call_status.as_str().into(),
+                call_status: e.call_status,
                 sip_code: e.sip_code,
                 reason: e.reason.clone(),
-                by: format!("{:?}", e.by).to_lowercase(),
+                by: e.by,
             }),
             goals: run.goals.clone(),
             variables: run.variables.clone(),

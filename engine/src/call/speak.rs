@@ -191,7 +191,7 @@ impl LivePort {
             at_ms,
             prompt,
             interruptible,
-            outcome: outcome_name(&outcome).into(),
+            outcome: outcome_name(&outcome),
             played_ms: p.played_ms,
             elapsed_ms: t0.elapsed().as_millis() as u64,
             error: prompt_error,

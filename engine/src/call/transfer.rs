@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::bridge::{BridgeAction, BridgeEvent, BridgeTurn, END_WAIT, TargetMedia};
-use super::history::{PromptLog, TransferLog};
+use super::history::{PromptLog, PromptOutcome, TransferLog, TransferMode, TransferResult};
 use super::io::{CallEnd, CallEvent};
 use super::media_codec;
 use super::port::LivePort;
@@ -66,16 +66,16 @@ impl LivePort {
     fn keep_transfer(&mut self, mut log: TransferLog, outcome: &TransferOutcome) {
         log.ended_ms = self.ms();
         (log.outcome, log.detail) = match outcome {
-            TransferOutcome::Success => ("success".into(), log.detail.take()),
-            TransferOutcome::Failure(why) => ("failure".into(), Some(why.clone())),
-            TransferOutcome::Timeout => ("timeout".into(), log.detail.take()),
+            TransferOutcome::Success => (TransferResult::Success, log.detail.take()),
+            TransferOutcome::Failure(why) => (TransferResult::Failure, Some(why.clone())),
+            TransferOutcome::Timeout => (TransferResult::Timeout, log.detail.take()),
         };
         info!(communication = %self.ctx.comm.sid, mode = %log.mode, outcome = %log.outcome, detail = ?log.detail, "call transfer");
         self.record.keep_transfer(log);
     }
 
     pub(super) async fn blind_transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
-        let mut log = TransferLog::new("blind", &spec.number, self.ms());
+        let mut log = TransferLog::new(TransferMode::Blind, &spec.number, self.ms());
         if let Some(m) = &spec.message_to_client {
             let _ = self.play_prompt(m, false).await;
         }
@@ -110,7 +110,7 @@ impl LivePort {
     }
 
     pub(super) async fn bridged_transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
-        let log = TransferLog::new("bridged", &spec.number, self.ms());
+        let log = TransferLog::new(TransferMode::Bridged, &spec.number, self.ms());
         let (outcome, log) = self.bridge_to_target(spec, log).await;
         self.keep_transfer(log, &outcome);
         outcome
@@ -237,10 +237,10 @@ impl LivePort {
                             prompt: p.clone(),
                             interruptible: false,
                             outcome: match o.end {
-                                PlayEnd::Completed => "completed",
-                                PlayEnd::Interrupted => "interrupted",
-                                PlayEnd::Stopped => "hung_up",
-                            }.into(),
+                                PlayEnd::Completed => PromptOutcome::Completed,
+                                PlayEnd::Interrupted => PromptOutcome::Interrupted,
+                                PlayEnd::Stopped => PromptOutcome::HungUp,
+                            },
                             played_ms: o.played_ms,
                             elapsed_ms: messages.started.elapsed().as_millis() as u64,
                             error: None,

@@ -36,8 +36,10 @@ pub enum LegDirection {
     Outbound,
 }
 
-/// Who ended the call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who ended the call; `local` or `remote` as text (the saved call history's
+/// `hangup.by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Party {
     /// This engine (hangup, ring timeout, session timer).
     Local,

@@ -11,8 +11,95 @@ use callsmith_scenarios::{
     history::{EndReason, TraceEvent},
     port::PromptSpec,
 };
+pub use callsmith_sip::{CallStatus, Party};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+use crate::text_enum::text_enum;
+pub use crate::usecases::Direction;
+
+text_enum!(
+    "forced end",
+    /// Why the engine ended a call itself; the communication's `end_reason` then says so.
+    pub enum ForcedEnd {
+        /// `dialer.max_call_secs` passed.
+        MaxDuration = "max_duration",
+        /// The drain time of a shutdown ran out.
+        Shutdown = "shutdown",
+        /// No RTP from the peer for `media.rtp_timeout_ms`.
+        RtpTimeout = "rtp_timeout",
+        /// `POST /v1/communication/{id}/hangup`.
+        HangupRequested = "hangup_requested",
+    }
+);
+
+impl ForcedEnd {
+    /// The line in the history's `errors`.
+    pub fn message(self) -> &'static str {
+        match self {
+            ForcedEnd::MaxDuration => "maximum call duration reached",
+            ForcedEnd::Shutdown => "engine shutting down",
+            ForcedEnd::RtpTimeout => "no RTP from the peer within media.rtp_timeout_ms",
+            ForcedEnd::HangupRequested => "hang-up requested through the API",
+        }
+    }
+}
+
+text_enum!(
+    "prompt outcome",
+    /// How a prompt's playout ended.
+    pub enum PromptOutcome {
+        Completed = "completed",
+        /// The caller barged in.
+        Interrupted = "interrupted",
+        HungUp = "hung_up",
+        /// The audio could not be had, or its synthesis stopped part way.
+        Failed = "failed",
+    }
+);
+
+text_enum!(
+    "heard",
+    /// What a listen turn heard.
+    #[derive(Default)]
+    pub enum Heard {
+        Speech = "speech",
+        Dtmf = "dtmf",
+        #[default]
+        NoInput = "no_input",
+        HungUp = "hung_up",
+    }
+);
+
+text_enum!(
+    "transfer mode",
+    /// How a call_transfer hands the caller over.
+    pub enum TransferMode {
+        /// A REFER: the caller's side calls the target.
+        Blind = "blind",
+        /// The engine calls the target and relays audio between the two legs.
+        Bridged = "bridged",
+    }
+);
+
+text_enum!(
+    "transfer result",
+    /// The output a call_transfer brick took.
+    pub enum TransferResult {
+        Success = "success",
+        Failure = "failure",
+        Timeout = "timeout",
+    }
+);
+
+text_enum!(
+    "bridge side",
+    /// Who ended a bridged transfer.
+    pub enum BridgeSide {
+        Caller = "caller",
+        Target = "target",
+    }
+);
 
 /// What one answered call did, end to end.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -21,7 +108,8 @@ use serde::{Deserialize, Serialize};
 pub struct CallHistory {
     pub communication_id: String,
     /// `outbound` or `inbound`.
-    pub direction: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub direction: Direction,
     pub recipient: String,
     pub from_number: String,
     /// SIP Call-ID of the caller's leg.
@@ -34,7 +122,8 @@ pub struct CallHistory {
     pub end: EndReason,
     /// Set when the engine ended the call itself: `max_duration`, `shutdown`,
     /// `rtp_timeout` or `hangup_requested`.
-    pub forced_end: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub forced_end: Option<ForcedEnd>,
     /// How the caller's leg ended; null when it had not ended when the history was saved.
     pub hangup: Option<HangupLog>,
     /// Goals reached, in order.
@@ -64,11 +153,13 @@ pub struct CallHistory {
 #[serde(deny_unknown_fields)]
 pub struct HangupLog {
     /// The call_status vocabulary (answered, busy, no_answer, rejected, failed, canceled).
-    pub call_status: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub call_status: CallStatus,
     pub sip_code: Option<u16>,
     pub reason: String,
     /// `local` (the engine hung up) or `remote` (the caller did).
-    pub by: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub by: Party,
 }
 
 /// One prompt as played.
@@ -82,7 +173,8 @@ pub struct PromptLog {
     pub prompt: PromptSpec,
     pub interruptible: bool,
     /// `completed`, `interrupted`, `hung_up` or `failed`.
-    pub outcome: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub outcome: PromptOutcome,
     /// Milliseconds of audio that went out.
     pub played_ms: u64,
     /// Time from the play request to the end of playout.
@@ -122,7 +214,8 @@ pub struct TurnLog {
     pub transcript: Option<String>,
     pub dtmf: Option<String>,
     /// `speech`, `dtmf`, `no_input` or `hung_up`.
-    pub heard: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub heard: Heard,
     /// Interim results: (call ms, text).
     pub interim: Vec<(u64, String)>,
     /// The recognition node that served the turn.
@@ -164,7 +257,7 @@ impl TurnLog {
     /// None for a turn with no reply.
     pub fn caller_wait_ms(&self) -> Option<u64> {
         self.response_ms.or_else(|| {
-            (self.heard == "dtmf")
+            (self.heard == Heard::Dtmf)
                 .then_some(self.turn_latency_us?)
                 .map(|us| us / 1000)
         })
@@ -177,27 +270,31 @@ impl TurnLog {
 #[serde(deny_unknown_fields)]
 pub struct TransferLog {
     /// `blind` or `bridged`.
-    pub mode: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub mode: TransferMode,
     /// The brick's rendered `number`.
     pub target: String,
     pub started_ms: u64,
     pub ended_ms: u64,
     /// `success`, `failure` or `timeout` (the output the brick took).
-    pub outcome: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub outcome: TransferResult,
     pub detail: Option<String>,
     /// Blind: the sipfrag / REFER response code. Bridged: the target leg's final SIP code.
     pub sip_code: Option<u16>,
     /// Bridged: the target leg's Call-ID.
     pub call_id: Option<String>,
     /// Bridged: how the target leg ended (call_status vocabulary).
-    pub call_status: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub call_status: Option<CallStatus>,
     pub ringing_ms: Option<u64>,
     pub answered_ms: Option<u64>,
     /// How much of `message_to_manager` the target heard.
     pub manager_prompt_played_ms: Option<u64>,
     pub bridged_ms: Option<u64>,
     /// Who ended the bridge: `caller` or `target`.
-    pub ended_by: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub ended_by: Option<BridgeSide>,
     /// Media counters of the target leg (what the bridge relayed to and from the target).
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub target_media: Option<SessionStats>,
@@ -205,13 +302,13 @@ pub struct TransferLog {
 
 impl TransferLog {
     /// An attempt just started: `failure` until it says otherwise.
-    pub fn new(mode: &str, target: &str, started_ms: u64) -> TransferLog {
+    pub fn new(mode: TransferMode, target: &str, started_ms: u64) -> TransferLog {
         TransferLog {
-            mode: mode.into(),
+            mode,
             target: target.into(),
             started_ms,
             ended_ms: started_ms,
-            outcome: "failure".into(),
+            outcome: TransferResult::Failure,
             detail: None,
             sip_code: None,
             call_id: None,
@@ -223,5 +320,94 @@ impl TransferLog {
             ended_by: None,
             target_media: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A history as the engine wrote it when these vocabularies were kept as text: every
+    /// closed vocabulary reads into its type and writes back to the same JSON.
+    #[test]
+    fn saved_vocabularies_round_trip_as_the_same_text() {
+        let mut old = serde_json::json!({
+            "communication_id": "com_1", "direction": "inbound", "recipient": "+1",
+            "from_number": "+2", "call_id": "c@h",
+            "answered_at": "2025-01-01T00:00:00Z", "ended_at": "2025-01-01T00:00:05Z",
+            "duration_ms": 5000, "end": {"reason": "hung_up"},
+            "forced_end": "rtp_timeout",
+            "hangup": {"call_status": "no_answer", "sip_code": 408, "reason": "r", "by": "remote"},
+            "goals": [], "variables": {}, "steps": 1, "trace": [],
+            "prompts": [{"at_ms": 1, "prompt": {"mode": "file", "url": "aud_1"}, "interruptible": true,
+                "outcome": "hung_up", "played_ms": 2, "elapsed_ms": 3}],
+            "turns": [], "errors": [], "transfers": [],
+            "media": null,
+        });
+        old["turns"] = serde_json::json!([{"index": 1, "started_ms": 0, "ended_ms": 9, "speech_started_ms": null,
+                "speech_ended_ms": null, "first_partial_ms": null, "end_of_turn_ms": null,
+                "final_ms": null, "final_latency_ms": null, "transcript": null, "dtmf": "1",
+                "heard": "dtmf", "interim": [], "stt_node": null, "stt_error": null,
+                "speech_recognition_recording": null, "reply_ready_ms": null,
+                "reply_requested_ms": null, "first_synthesis_ms": null,
+                "reply_first_rtp_ms": 20, "response_ms": null, "turn_latency_us": 11000,
+                "turn_engine_us": null}]);
+        old["transfers"] = serde_json::json!([{"mode": "bridged", "target": "+3", "started_ms": 1, "ended_ms": 2,
+                "outcome": "timeout", "detail": null, "sip_code": 486, "call_id": null,
+                "call_status": "busy", "ringing_ms": null, "answered_ms": null,
+                "manager_prompt_played_ms": null, "bridged_ms": null, "ended_by": "target",
+                "target_media": null}]);
+        let h: CallHistory = serde_json::from_value(old.clone()).expect("the old history reads");
+        assert_eq!(h.direction, Direction::Inbound);
+        assert_eq!(h.forced_end, Some(ForcedEnd::RtpTimeout));
+        let hangup = h.hangup.as_ref().unwrap();
+        assert_eq!(hangup.call_status, CallStatus::NoAnswer);
+        assert_eq!(hangup.by, Party::Remote);
+        assert_eq!(h.prompts[0].outcome, PromptOutcome::HungUp);
+        assert_eq!(h.turns[0].heard, Heard::Dtmf);
+        assert_eq!(h.turns[0].caller_wait_ms(), Some(11));
+        let t = &h.transfers[0];
+        assert_eq!(t.mode, TransferMode::Bridged);
+        assert_eq!(t.outcome, TransferResult::Timeout);
+        assert_eq!(t.call_status, Some(CallStatus::Busy));
+        assert_eq!(t.ended_by, Some(BridgeSide::Target));
+        assert_eq!(serde_json::to_value(&h).unwrap(), old);
+        // The other names of each vocabulary, as they were written.
+        let text = |v: serde_json::Value| v.as_str().unwrap().to_string();
+        assert_eq!(text(serde_json::to_value(Party::Local).unwrap()), "local");
+        assert_eq!(
+            text(serde_json::to_value(Direction::Outbound).unwrap()),
+            "outbound"
+        );
+        for (s, name) in [
+            (CallStatus::Answered, "answered"),
+            (CallStatus::Rejected, "rejected"),
+            (CallStatus::Failed, "failed"),
+            (CallStatus::Canceled, "canceled"),
+        ] {
+            assert_eq!(text(serde_json::to_value(s).unwrap()), name);
+            assert_eq!(
+                serde_json::from_value::<CallStatus>(name.into()).unwrap(),
+                s
+            );
+        }
+        let names = |all: &[&str]| all.join(",");
+        assert_eq!(
+            names(
+                &ForcedEnd::ALL
+                    .iter()
+                    .map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+            ),
+            "max_duration,shutdown,rtp_timeout,hangup_requested"
+        );
+        assert_eq!(
+            PromptOutcome::names(),
+            "completed, interrupted, hung_up, failed"
+        );
+        assert_eq!(Heard::names(), "speech, dtmf, no_input, hung_up");
+        assert_eq!(TransferMode::names(), "blind, bridged");
+        assert_eq!(TransferResult::names(), "success, failure, timeout");
+        assert_eq!(BridgeSide::names(), "caller, target");
     }
 }

@@ -13,7 +13,7 @@ pub mod report;
 pub mod service;
 pub mod statistics;
 mod status;
-pub use status::CommunicationStatus;
+pub use status::{CommunicationStatus, SqlList};
 
 /// A communication (one call, outbound or inbound).
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -279,6 +279,7 @@ pub fn setup_time_ms(c: &CommunicationRecord) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::communication::history::{Direction, Heard};
 
     fn history(
         lost: i64,
@@ -290,7 +291,7 @@ mod tests {
         let now = chrono::Utc::now();
         CallHistory {
             communication_id: "com_1".into(),
-            direction: "outbound".into(),
+            direction: Direction::Outbound,
             recipient: "+15550001".into(),
             from_number: "+4911".into(),
             call_id: "abc@127.0.0.1".into(),
@@ -339,20 +340,20 @@ mod tests {
         h.turns = vec![
             // Speech: the caller waited 520 ms, of which the engine's share was 6 ms.
             TurnLog {
-                heard: "speech".into(),
+                heard: Heard::Speech,
                 response_ms: Some(520),
                 turn_latency_us: Some(6_000),
                 ..Default::default()
             },
             // Keys: the answer is there at the key, so the wait is the turn latency.
             TurnLog {
-                heard: "dtmf".into(),
+                heard: Heard::Dtmf,
                 turn_latency_us: Some(300_000),
                 ..Default::default()
             },
             // No reply: no wait measured.
             TurnLog {
-                heard: "no_input".into(),
+                heard: Heard::NoInput,
                 ..Default::default()
             },
         ];

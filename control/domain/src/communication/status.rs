@@ -32,12 +32,40 @@ text_enum!(
 );
 
 impl CommunicationStatus {
+    /// Waiting to be dialled: `new`, `queued`.
+    pub const WAITING: &'static [Self] = &[Self::New, Self::Queued];
+    /// Claimed by a dialer and not ended: `dialing`, `in_progress`.
+    pub const LIVE: &'static [Self] = &[Self::Dialing, Self::InProgress];
+    /// Not ended: waiting or live.
+    pub const OPEN: &'static [Self] = &[Self::New, Self::Queued, Self::Dialing, Self::InProgress];
+    /// Ended one way or another: no further change.
+    pub const FINAL: &'static [Self] = &[
+        Self::Completed,
+        Self::Failed,
+        Self::Canceled,
+        Self::Interrupted,
+    ];
+
     /// No further change: the communication has ended one way or another.
     pub fn is_final(self) -> bool {
-        matches!(
-            self,
-            Self::Completed | Self::Failed | Self::Canceled | Self::Interrupted
-        )
+        Self::FINAL.contains(&self)
+    }
+}
+
+/// A group of statuses written as the items of an SQL `IN (…)` list (`'new', 'queued'`),
+/// so the store's statements name the groups above instead of restating them.
+#[derive(Debug, Clone, Copy)]
+pub struct SqlList(pub &'static [CommunicationStatus]);
+
+impl std::fmt::Display for SqlList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, s) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "'{}'", s.as_str())?;
+        }
+        Ok(())
     }
 }
 
@@ -56,6 +84,30 @@ mod tests {
             err.to_string(),
             "unknown communication status \"done\": one of new, queued, dialing, in_progress, completed, failed, canceled, interrupted"
         );
+    }
+
+    #[test]
+    fn groups_are_written_as_sql_lists() {
+        assert_eq!(
+            SqlList(CommunicationStatus::WAITING).to_string(),
+            "'new', 'queued'"
+        );
+        assert_eq!(
+            SqlList(CommunicationStatus::LIVE).to_string(),
+            "'dialing', 'in_progress'"
+        );
+        assert_eq!(
+            SqlList(CommunicationStatus::OPEN).to_string(),
+            "'new', 'queued', 'dialing', 'in_progress'"
+        );
+        assert_eq!(
+            SqlList(CommunicationStatus::FINAL).to_string(),
+            "'completed', 'failed', 'canceled', 'interrupted'"
+        );
+        // Every status is open or final, never both.
+        for s in CommunicationStatus::ALL {
+            assert_ne!(CommunicationStatus::OPEN.contains(s), s.is_final(), "{s}");
+        }
     }
 
     #[test]

@@ -5,6 +5,8 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::agent_settings::{AgentSms, CommunicationResult, Schedule};
+
 use super::{Store, StoreError, StoreResult, filter::Where, now, on_db, store_row};
 
 store_row! {
@@ -40,6 +42,26 @@ impl AgentRecord {
     /// Whether the agent may dial now: active and not archived.
     pub fn is_dialable(&self) -> bool {
         self.status == "active" && self.archive_time.is_none()
+    }
+
+    /// The calling schedule; `always` when the stored text does not read as one. The one
+    /// place the stored `calling_schedule` is decoded (the API, the dialer).
+    pub fn schedule(&self) -> Schedule {
+        serde_json::from_str(&self.calling_schedule).unwrap_or_else(|_| Schedule::always())
+    }
+
+    /// Where results go; none when the stored text does not read.
+    pub fn result_targets(&self) -> CommunicationResult {
+        serde_json::from_str(&self.communication_result).unwrap_or_default()
+    }
+
+    /// The SMS settings; `None` when the agent sends no SMS (or the stored text does not
+    /// read). The one place the stored `sms` is decoded (the API, the sms brick).
+    pub fn sms_settings(&self) -> Option<AgentSms> {
+        self.sms
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<AgentSms>(s).ok())
+            .filter(|s| !s.is_unset())
     }
 }
 

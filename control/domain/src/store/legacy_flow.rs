@@ -5,6 +5,8 @@
 //! contact in `legacy_attempt_calls` (migration 0350). A contact's calls are numbered by
 //! `dial` (1, 2, … as later attempts redial it; unique per contact, migration 0360).
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 
 use super::{
@@ -13,6 +15,7 @@ use super::{
     filter::Where,
     now, on_db, prefixed_columns, store_row,
 };
+use crate::communication::{CommunicationStatus, SqlList};
 
 store_row! {
     /// A contact of a campaign, with the attempt that dialled it last (if one did).
@@ -105,13 +108,19 @@ pub struct NewAttempt {
     pub batch_sid: String,
 }
 
-const ATTEMPT_SELECT: &str = "SELECT a.sid, a.account_sid, a.campaign_sid, a.scheduled_at, a.delayed, a.canceled_at, \
+/// The select of attempts with their contact and open call counts.
+static ATTEMPT_SELECT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT a.sid, a.account_sid, a.campaign_sid, a.scheduled_at, a.delayed, a.canceled_at, \
     a.creation_time, a.update_time, \
     (SELECT COUNT(*) FROM legacy_attempt_calls l WHERE l.attempt_sid = a.sid) AS contact_count, \
     (SELECT COUNT(*) FROM legacy_attempt_calls l JOIN communications m ON m.sid = l.communication_sid \
-     WHERE l.attempt_sid = a.sid AND m.communication_status IN ('new', 'queued', 'dialing', 'in_progress')) AS open_count, \
+     WHERE l.attempt_sid = a.sid AND m.communication_status IN ({OPEN})) AS open_count, \
     COALESCE(a.batch_sid, '') AS batch_sid \
-    FROM legacy_attempts a";
+    FROM legacy_attempts a",
+        OPEN = SqlList(CommunicationStatus::OPEN)
+    )
+});
 
 /// One call of an attempt: the contact it dialled and its communication.
 #[derive(Debug, Clone)]
@@ -216,12 +225,14 @@ impl Store {
         campaign_sid: &str,
         redial: Redial,
     ) -> StoreResult<Vec<LegacyContactRecord>> {
-        const ENDED: &str =
-            "m.communication_status IN ('completed', 'failed', 'canceled', 'interrupted')";
+        let ended = format!(
+            "m.communication_status IN ({})",
+            SqlList(CommunicationStatus::FINAL)
+        );
         let again = match redial {
             Redial::None => "1 = 0".to_string(),
-            Redial::Failed => format!("{ENDED} AND m.answered_at IS NULL"),
-            Redial::All => ENDED.to_string(),
+            Redial::Failed => format!("{ended} AND m.answered_at IS NULL"),
+            Redial::All => ended,
         };
         let sql = format!(
             "{CONTACT_SELECT} LEFT JOIN communications m ON m.sid = l.communication_sid \
@@ -290,7 +301,8 @@ impl Store {
         sid: &str,
     ) -> StoreResult<Option<LegacyAttemptRecord>> {
         let sql = format!(
-            "{ATTEMPT_SELECT} WHERE a.sid = $1 AND a.campaign_sid = $2 AND a.account_sid = $3"
+            "{} WHERE a.sid = $1 AND a.campaign_sid = $2 AND a.account_sid = $3",
+            *ATTEMPT_SELECT
         );
         Ok(
             on_db!(self, p => sqlx::query_as::<_, LegacyAttemptRecord>(sqlx::AssertSqlSafe(sql)).bind(sid).bind(campaign_sid).bind(account_sid).fetch_optional(p).await)?,
@@ -309,7 +321,7 @@ impl Store {
         w.eq("a.campaign_sid", Some(&campaign_sid.to_string()));
         w.page(
             self,
-            ATTEMPT_SELECT,
+            &ATTEMPT_SELECT,
             "a.creation_time DESC, a.sid DESC",
             limit,
             offset,
@@ -339,9 +351,9 @@ impl Store {
             if n == 0 {
                 return Err(StoreError::Conflict("attempt already canceled".into()));
             }
-            let canceled = sqlx::query("UPDATE communications SET communication_status = 'canceled', ended_at = $2, updated_at = $2 \
-                WHERE communication_status IN ('new', 'queued') \
-                AND sid IN (SELECT communication_sid FROM legacy_attempt_calls WHERE attempt_sid = $1)")
+            let canceled = sqlx::query(sqlx::AssertSqlSafe(format!("UPDATE communications SET communication_status = 'canceled', ended_at = $2, updated_at = $2 \
+                WHERE communication_status IN ({}) \
+                AND sid IN (SELECT communication_sid FROM legacy_attempt_calls WHERE attempt_sid = $1)", SqlList(CommunicationStatus::WAITING))))
                 .bind(sid).bind(t).execute(&mut *tx).await?.rows_affected();
             tx.commit().await?;
             Ok(canceled)

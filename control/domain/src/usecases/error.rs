@@ -40,6 +40,9 @@ pub enum UseCaseError {
         reason: Cow<'static, str>,
         message: String,
     },
+    /// The `entity` the operation works on is gone (v1: 404 `<entity>_not_found`).
+    #[error("{entity} not found")]
+    NotFound { entity: &'static str },
     /// The store failed or refused (the front ends map it as they map store errors).
     #[error(transparent)]
     Store(#[from] StoreError),

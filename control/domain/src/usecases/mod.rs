@@ -12,13 +12,23 @@
 //!   and [`Ops::idempotency_start`] are the strategy, do-not-call and idempotency rules.
 //! * [`Ops::test_version`], [`Ops::admit_test_call`], [`Ops::check_snapshot`] and
 //!   [`Ops::check_placeable`] are the rules test calls, publishing and dispatch share.
+//! * [`Ops::create_agent`], [`Ops::update_agent`] and [`Ops::check_agent`]: an agent (a
+//!   legacy campaign) checked whole by the rules of docs/agents.md.
+//! * [`Ops::create_scenario`], [`Ops::validate_draft`] and [`Ops::publish_draft`]: a
+//!   scenario and its draft (the legacy create is a create and a publish).
+//! * [`Ops::communication_set`], [`Ops::attempt_calls`] and [`Ops::report_page`]: the
+//!   statistics and report page of a set of calls (v1) or of a legacy attempt.
 
+mod agents;
 mod browser_call;
 mod dispatch;
 mod error;
 mod rows;
+mod scenarios;
+mod statistics;
 mod strategies;
 
+pub use agents::{AgentDraft, NewAgent};
 pub use browser_call::{BROWSER_PARTY, BrowserCallInput, MAX_OFFER_BYTES};
 pub use dispatch::{AgentDispatch, DispatchInput, is_batch_sid};
 pub use error::{UseCaseError, UseCaseResult};
@@ -26,6 +36,7 @@ pub use rows::{
     Direction, Parties, ScenarioRun, check_recipient, flat_data, inbound_communication,
     new_communication,
 };
+pub use scenarios::{NewScenario, check_description, snapshot_of};
 pub use strategies::{
     IDEMPOTENCY_WINDOW_HOURS, Idempotent, MAX_IDEMPOTENCY_KEY_LEN, check_strategy_definition,
     do_not_call_key, is_idempotency_key, normalize_e164, parse_do_not_call_csv, request_hash,

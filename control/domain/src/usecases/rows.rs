@@ -14,21 +14,9 @@ use crate::{
     },
 };
 
-/// Which way a call goes (the communication's `direction` and the scenario's entry brick).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    Outbound,
-    Inbound,
-}
-
-impl Direction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Outbound => "outbound",
-            Direction::Inbound => "inbound",
-        }
-    }
-}
+/// Which way a call goes (the communication's `direction`, the saved history's and the
+/// scenario's entry brick): the scenario language's vocabulary, stored as its text.
+pub use callsmith_scenarios::CallDirection as Direction;
 
 /// The scenario version a call runs: a published `version`, or a frozen `draft_version`.
 #[derive(Debug, Clone, PartialEq, Eq)]

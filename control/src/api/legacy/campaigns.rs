@@ -123,27 +123,16 @@ async fn create_campaign(
             ));
         }
     };
-    let agent = create_in_account(
-        &state,
-        &account,
-        CreateAgent {
-            gateway_type,
-            number_sid,
-            number_pool_sid,
-            scenario_sid: b.scenario_sid,
-            voicemail_enabled: None,
-            call_recording: None,
-            calling_schedule: None,
-            timezone: None,
-            limits: None,
-            is_test: None,
-            communication_result: None,
-            sms: None,
-            strategy_sid: None,
-            status: b.status,
-        },
-    )
-    .await?;
+    let agent = state
+        .ops()
+        .create_agent(
+            &account,
+            NewAgent {
+                status: b.status,
+                ..NewAgent::new(gateway_type, number_sid, number_pool_sid, b.scenario_sid)
+            },
+        )
+        .await?;
     if !description.is_empty()
         && let Err(e) = state
             .store

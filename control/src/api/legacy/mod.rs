@@ -22,21 +22,16 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::{
-    ApiError, ApiResult, AppState, ErrorBody, Json, Path,
-    v1::{
-        agents::{CreateAgent, GatewayType, create_in_account},
-        views::Status,
-    },
-};
+use super::{ApiError, ApiResult, AppState, ErrorBody, Json, Path};
 use crate::api::caller::Authz;
 use crate::{
+    agent_settings::{GatewayType, Status},
     auth::{cap, tokens},
     store::{
         AccountRecord, CampaignField, CampaignFilter, CampaignOrder, LegacyCampaignRecord,
         LegacyProfileRecord, StoreError,
     },
-    usecases::UseCaseError,
+    usecases::{NewAgent, UseCaseError},
 };
 
 mod accounts;

@@ -12,9 +12,7 @@ use super::*;
 use crate::{
     communication::{
         CommunicationStatus,
-        report::{CplLine, Plots, turn_points},
-        service::SelectError,
-        statistics::{CallStatistics, Quality, read_histories, setup_time_ms},
+        statistics::{CallStatistics, Quality, setup_time_ms},
     },
     store::{AttemptCall, CommunicationRecord, LegacyAttemptRecord},
 };
@@ -61,7 +59,7 @@ async fn statistics(
     let mut stats = statistics_of(attempt, calls);
     // References, not copies: an attempt may hold many calls.
     let records: Vec<&CommunicationRecord> = calls.iter().map(|c| &c.communication).collect();
-    stats.calls.quality = Some(Quality::read(&state.objects, &who.account_sid, &records).await);
+    stats.calls.quality = Some(state.ops().quality(&who.account_sid, &records).await);
     stats
 }
 
@@ -193,18 +191,7 @@ async fn attempt_calls(
     attempt_id: &str,
 ) -> Result<(LegacyAttemptRecord, Vec<AttemptCall>), LegacyError> {
     let a = attempt_of(state, who, campaign_id, attempt_id).await?;
-    let calls = state
-        .statistics
-        .attempt_calls(&state.store, &who.account_sid, &a.sid)
-        .await
-        .map_err(|e| match e {
-            SelectError::TooMany { total, max } => ApiError::unprocessable(
-                "too_many_communications",
-                format!("the attempt has {total} calls; one request reads at most {max}"),
-            )
-            .into(),
-            SelectError::Store(e) => LegacyError::from(e),
-        })?;
+    let calls = state.ops().attempt_calls(&who.account_sid, &a.sid).await?;
     Ok((a, calls))
 }
 
@@ -226,19 +213,19 @@ async fn attempt_report_page(
 ) -> Result<Response, LegacyError> {
     let (a, calls) = attempt_calls(&state, &who, &campaign_id, &attempt_id).await?;
     let records: Vec<&CommunicationRecord> = calls.iter().map(|c| &c.communication).collect();
-    let histories = read_histories(&state.objects, &who.account_sid, &records).await;
+    let ops = state.ops();
+    let histories = ops.histories(&who.account_sid, &records).await;
     let mut stats = statistics_of(&a, &calls);
     stats.calls.quality = Some(Quality::of(&histories));
-    let plots = Plots {
-        cpl: CplLine::of(&state.store, &who.account_sid, records.iter().copied()).await?,
-        turns: turn_points(&histories),
-    };
-    let page = crate::communication::report::page(
-        &format!("Attempt {} of campaign {}", a.sid, a.campaign_sid),
-        records.iter().copied(),
-        &stats,
-        &plots,
-    );
+    let page = ops
+        .report_page(
+            &who.account_sid,
+            &format!("Attempt {} of campaign {}", a.sid, a.campaign_sid),
+            records.iter().copied(),
+            &stats,
+            &histories,
+        )
+        .await?;
     Ok(crate::api::report_page::response(page))
 }
 

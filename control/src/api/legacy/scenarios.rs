@@ -3,10 +3,7 @@
 //! scenario a campaign is created with is ready to dial.
 
 use super::*;
-use crate::{
-    api::v1::scenarios::{CreateScenario, create_in_account, publish_draft},
-    store::ScenarioRecord,
-};
+use crate::{store::ScenarioRecord, usecases::NewScenario};
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -75,17 +72,18 @@ async fn create_scenario(
         .account_get(&who.account_sid)
         .await?
         .ok_or_else(LegacyError::unauthenticated)?;
-    let s = create_in_account(
-        &state,
-        &account,
-        CreateScenario {
-            name: b.name,
-            description: Some(b.description),
-            constructor: Some(b.constructor),
-        },
-    )
-    .await?;
-    if let Err(e) = publish_draft(&state, &s).await {
+    let ops = state.ops();
+    let s = ops
+        .create_scenario(
+            &account,
+            NewScenario {
+                name: b.name,
+                description: Some(b.description),
+                constructor: Some(b.constructor),
+            },
+        )
+        .await?;
+    if let Err(e) = ops.publish_draft(&s).await {
         // Nothing half-made stays behind.
         let _ = state.store.scenario_delete(&s.sid).await;
         return Err(e.into());

@@ -12,14 +12,10 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::communications::{check_batch, check_direction};
 use crate::api::caller::Authz;
 use crate::{
-    api::{ApiError, ApiResult, AppState, ErrorBody, Json, Query},
+    api::{ApiResult, AppState, ErrorBody, Json, Query},
     auth::cap,
-    communication::{
-        report::{self, CplLine, Plots},
-        service::{CallSet, SelectError},
-        statistics::CallStatistics,
-    },
-    store::{AccountRecord, communications::CommunicationFilter},
+    communication::{report, statistics::CallStatistics},
+    store::communications::CommunicationFilter,
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -78,7 +74,13 @@ async fn communication_statistics(
 ) -> ApiResult<Json<CallStatistics>> {
     let filter = filter(&q)?;
     let account = auth.account_scope(&state).await?;
-    Ok(Json(call_set(&state, &account, &filter).await?.statistics))
+    Ok(Json(
+        state
+            .ops()
+            .communication_set(&account.sid, &filter)
+            .await?
+            .statistics,
+    ))
 }
 
 /// The same set as the statistics as one HTML page: the figures, live calls over time
@@ -98,17 +100,17 @@ async fn communication_report(
 ) -> ApiResult<axum::response::Response> {
     let filter = filter(&q)?;
     let account = auth.account_scope(&state).await?;
-    let set = call_set(&state, &account, &filter).await?;
-    let plots = Plots {
-        cpl: CplLine::of(&state.store, &account.sid, &set.communications).await?,
-        turns: report::turn_points(&set.histories),
-    };
-    let page = report::page(
-        &format!("callsmith report: {}", account.name),
-        set.communications.iter().rev(),
-        &set.statistics,
-        &plots,
-    );
+    let ops = state.ops();
+    let set = ops.communication_set(&account.sid, &filter).await?;
+    let page = ops
+        .report_page(
+            &account.sid,
+            &format!("callsmith report: {}", account.name),
+            set.communications.iter().rev(),
+            &set.statistics,
+            &set.histories,
+        )
+        .await?;
     Ok(crate::api::report_page::response(page))
 }
 
@@ -123,26 +125,4 @@ fn filter(q: &StatisticsQuery) -> ApiResult<CommunicationFilter> {
         created_to: q.created_to,
         batch_sid: check_batch(q.batch.as_deref())?,
     })
-}
-
-/// The set `filter` selects, through the statistics service; 422
-/// `too_many_communications` above its limit.
-async fn call_set(
-    state: &AppState,
-    account: &AccountRecord,
-    filter: &CommunicationFilter,
-) -> ApiResult<CallSet> {
-    state
-        .statistics
-        .read(&state.store, &state.objects, &account.sid, filter)
-        .await
-        .map_err(|e| match e {
-            SelectError::TooMany { total, max } => ApiError::unprocessable(
-                "too_many_communications",
-                format!(
-                    "{total} communications match; one request reads at most {max}: narrow the set (agent_sid, batch, created_from/created_to)"
-                ),
-            ),
-            SelectError::Store(e) => e.into(),
-        })
 }

@@ -106,11 +106,11 @@ pub struct UpdateDictionary {
 const MAX_TOKENS: usize = 5000;
 
 fn check_name(n: &str) -> ApiResult<String> {
-    NameRule {
+    Ok(NameRule {
         max_chars: Some(128),
         error: "invalid_name",
     }
-    .check("name", n)
+    .check("name", n)?)
 }
 
 fn check_tokens(t: &[String]) -> ApiResult<Vec<String>> {

@@ -2,7 +2,7 @@
 
 mod accounts;
 mod adapter_error;
-pub(crate) mod agents;
+mod agents;
 mod audio;
 mod auth;
 pub mod browser_call;
@@ -19,7 +19,7 @@ mod owned;
 mod pools;
 mod profile;
 mod results;
-pub(crate) mod scenarios;
+mod scenarios;
 mod sms;
 mod strategies;
 mod stt;
@@ -37,7 +37,6 @@ use super::{ApiError, ApiResult, AppState};
 use crate::{
     auth::{password, tokens},
     store::UserRecord,
-    text_field::{self, TextKind},
 };
 
 /// Enums that query parameters name by `value_type`: utoipa registers the schemas a
@@ -151,79 +150,12 @@ pub(crate) fn check_expiry(expires_at: Option<DateTime<Utc>>) -> ApiResult<()> {
     }
 }
 
-/// 422 `error` naming `field` when `v` holds a character [`crate::text_field`] refuses in
-/// a field of `kind` (control characters, bidirectional overrides; line separators in a
-/// single-line field).
-pub(crate) fn check_text(
-    field: &str,
-    v: &str,
-    kind: TextKind,
-    error: &'static str,
-) -> ApiResult<()> {
-    match text_field::refusal(field, v, kind) {
-        Some(message) => Err(ApiError::unprocessable(error, message)),
-        None => Ok(()),
-    }
-}
-
-/// How a name or label is checked. Every name field of the v1 family goes through
-/// [`NameRule::check`]: the value is trimmed, bounded and checked by the single-line rule
-/// of [`crate::text_field`] (no control character, NUL, tab, line break or escape, no
-/// bidirectional override, no line separator), which keeps logs, exports and the headers
-/// and messages built from names intact.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct NameRule {
-    /// `Some(max)`: 1 to `max` characters after trimming; `None`: any length, empty included.
-    pub max_chars: Option<usize>,
-    /// The use-case code of a refusal (the convention of the resource's module).
-    pub error: &'static str,
-}
-
-impl NameRule {
-    /// Names of number pools, scenarios and SMS providers: 1 to 200 characters,
-    /// `invalid_name`.
-    pub(crate) const NAME: NameRule = NameRule {
-        max_chars: Some(200),
-        error: "invalid_name",
-    };
-
-    /// Tenant and account names: 1 to 200 characters, `invalid_field`.
-    pub(crate) const ADMIN_NAME: NameRule = NameRule {
-        max_chars: Some(200),
-        error: "invalid_field",
-    };
-
-    /// User names and number names (free labels): optional, any length, `invalid_name`.
-    pub(crate) const FREE_NAME: NameRule = NameRule {
-        max_chars: None,
-        error: "invalid_name",
-    };
-
-    /// API key labels: optional, any length, `invalid_field`.
-    pub(crate) const KEY_LABEL: NameRule = NameRule {
-        max_chars: None,
-        error: "invalid_field",
-    };
-
-    /// The trimmed value, or 422 `self.error` naming `field`.
-    pub(crate) fn check(self, field: &str, v: &str) -> ApiResult<String> {
-        let v = v.trim();
-        if let Some(max) = self.max_chars
-            && (v.is_empty() || v.chars().count() > max)
-        {
-            return Err(ApiError::unprocessable(
-                self.error,
-                format!("{field}: 1 to {max} characters"),
-            ));
-        }
-        check_text(field, v, TextKind::Line, self.error)?;
-        Ok(v.to_string())
-    }
-}
+pub(crate) use crate::text_field::{NameRule, check_text};
 
 #[cfg(test)]
 mod tests {
     use super::NameRule;
+    use crate::api::ApiError;
 
     #[test]
     fn names_refuse_control_characters() {
@@ -247,7 +179,7 @@ mod tests {
             "c1\u{85}x\u{9f}",
         ] {
             for rule in [NameRule::NAME, free] {
-                let e = rule.check("name", bad).unwrap_err();
+                let e = ApiError::from(rule.check("name", bad).unwrap_err());
                 assert_eq!(e.status.as_u16(), 422, "{bad:?}");
                 assert_eq!(e.error, "invalid_name");
                 assert!(
@@ -259,7 +191,7 @@ mod tests {
             }
         }
         assert_eq!(
-            NameRule::NAME.check("name", "a\0").unwrap_err().message,
+            ApiError::from(NameRule::NAME.check("name", "a\0").unwrap_err()).message,
             "name: must not contain control characters (found U+0000)"
         );
         assert!(NameRule::NAME.check("name", "").is_err());

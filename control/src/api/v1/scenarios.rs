@@ -19,14 +19,11 @@ use super::{
     users::SortOrder,
 };
 use crate::api::caller::{Authz, Caller};
-use crate::text_field::TextKind;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::cap,
-    ids::{new_sid, prefix},
-    store::{
-        AccountRecord, AgentRef, ScenarioRecord, ScenarioVersionRecord, StoreError, VersionAxis,
-    },
+    store::{AgentRef, ScenarioRecord, ScenarioVersionRecord, StoreError, VersionAxis},
+    usecases::{NewScenario, check_description, snapshot_of},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -114,6 +111,16 @@ pub struct CreateScenario {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub constructor: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl From<CreateScenario> for NewScenario {
+    fn from(b: CreateScenario) -> Self {
+        NewScenario {
+            name: b.name,
+            description: b.description,
+            constructor: b.constructor,
+        }
+    }
 }
 
 /// Body of PATCH /v1/scenario/{id}.
@@ -218,21 +225,6 @@ pub struct ByScenarioQuery {
     pub draft: Option<bool>,
 }
 
-fn snapshot_of(
-    name: &str,
-    constructor: serde_json::Map<String, serde_json::Value>,
-) -> (serde_json::Value, String, String) {
-    let v = serde_json::json!({"name": name, "constructor": constructor});
-    let text = v.to_string();
-    let hash = callsmith_scenarios::canonical::content_hash_value(&v);
-    (v, text, hash)
-}
-
-/// 422 `scenario_invalid` carrying the SCN1xx entries in `data.errors.scenario`.
-pub(crate) fn invalid_scenario(errors: Vec<callsmith_scenarios::ScenarioError>) -> ApiError {
-    crate::usecases::UseCaseError::invalid_scenario(errors).into()
-}
-
 /// The scenario addressed by a path id, or 404 when absent or outside the caller's scope.
 pub(crate) async fn visible_scenario(
     state: &AppState,
@@ -256,48 +248,8 @@ async fn create_scenario(
     Json(b): Json<CreateScenario>,
 ) -> ApiResult<(StatusCode, Json<Scenario>)> {
     let account = auth.account_scope(&state).await?;
-    let s = create_in_account(&state, &account, b).await?;
+    let s = state.ops().create_scenario(&account, b.into()).await?;
     Ok((StatusCode::CREATED, Json(Scenario::from(&s))))
-}
-
-/// A scenario description, trimmed: free text over several lines (422
-/// `invalid_description` for a character [`crate::text_field`] refuses there).
-fn check_description(d: &str) -> ApiResult<String> {
-    let d = d.trim();
-    super::check_text("description", d, TextKind::Multiline, "invalid_description")?;
-    Ok(d.to_string())
-}
-
-/// Creates a scenario with `b`'s content as its draft in `account` (the name and
-/// description checked).
-/// Shared by POST /v1/scenario and the legacy POST /v1/scenarios.
-pub(crate) async fn create_in_account(
-    state: &AppState,
-    account: &AccountRecord,
-    b: CreateScenario,
-) -> ApiResult<ScenarioRecord> {
-    let name = NameRule::NAME.check("name", &b.name)?;
-    let description = check_description(b.description.as_deref().unwrap_or(""))?;
-    let constructor = b.constructor.unwrap_or_else(|| {
-        let mut m = serde_json::Map::new();
-        m.insert("bricks".into(), serde_json::json!({}));
-        m
-    });
-    let (_, text, hash) = snapshot_of(&name, constructor);
-    let sid = new_sid(prefix::SCENARIO);
-    Ok(state
-        .store
-        .scenario_create(
-            &sid,
-            &account.tenant_sid,
-            &account.sid,
-            &name,
-            &description,
-            &new_sid(prefix::SCENARIO_VERSION),
-            &text,
-            &hash,
-        )
-        .await?)
 }
 
 /// List the scenarios of the account in scope.
@@ -417,7 +369,7 @@ async fn save_draft(
     Json(b): Json<DraftBody>,
 ) -> ApiResult<Json<ScenarioVersion>> {
     let s = visible_scenario(&state, &auth, &id).await?;
-    let (_, text, hash) = snapshot_of(&b.name, b.constructor);
+    let (text, hash) = snapshot_of(&b.name, b.constructor);
     let v = state
         .store
         .scenario_draft_save(&s.sid, &text, &hash)
@@ -441,38 +393,13 @@ async fn publish_scenario(
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<ScenarioVersion>)> {
     let s = visible_scenario(&state, &auth, &id).await?;
-    let (v, created) = publish_draft(&state, &s).await?;
+    let (v, created) = state.ops().publish_draft(&s).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
     Ok((status, Json(ScenarioVersion::from(&v))))
-}
-
-/// Validates the draft of `s` and records it as the next published version; `true` when
-/// a version was recorded, `false` when the draft equals the newest one (returned). 422
-/// `scenario_invalid` with the SCN1xx entries when the draft is invalid. Shared by
-/// POST /v1/scenario/{id}/publish and the legacy POST /v1/scenarios.
-pub(crate) async fn publish_draft(
-    state: &AppState,
-    s: &ScenarioRecord,
-) -> ApiResult<(ScenarioVersionRecord, bool)> {
-    let draft = state
-        .store
-        .scenario_version_by_axis(&s.sid, 0, true)
-        .await?
-        .ok_or_else(|| ApiError::not_found("scenario"))?;
-    let errors = check_snapshot(state, &s.account_sid, &draft.snapshot_value())
-        .await?
-        .errors;
-    if !errors.is_empty() {
-        return Err(invalid_scenario(errors));
-    }
-    Ok(state
-        .store
-        .scenario_publish(&s.sid, &s.account_sid, &draft.snapshot, &draft.content_hash)
-        .await?)
 }
 
 /// Validate the draft without publishing.
@@ -486,12 +413,7 @@ async fn validate_scenario(
     Path(id): Path<String>,
 ) -> ApiResult<Json<ValidationReport>> {
     let s = visible_scenario(&state, &auth, &id).await?;
-    let draft = state
-        .store
-        .scenario_version_by_axis(&s.sid, 0, true)
-        .await?
-        .ok_or_else(|| ApiError::not_found("scenario"))?;
-    let report = check_snapshot(&state, &s.account_sid, &draft.snapshot_value()).await?;
+    let report = state.ops().validate_draft(&s).await?;
     Ok(Json(ValidationReport {
         valid: report.errors.is_empty(),
         errors: report.errors,
@@ -566,14 +488,4 @@ async fn get_version(
         Ok(_) => Ok(Json(ScenarioVersion::from(&v))),
         Err(_) => Err(ApiError::not_found("scenario_version")),
     }
-}
-
-/// Validates a snapshot for an account with the references answered as a call would
-/// resolve them ([`crate::usecases::Ops::check_snapshot`]).
-pub(crate) async fn check_snapshot(
-    state: &AppState,
-    account_sid: &str,
-    snapshot: &serde_json::Value,
-) -> ApiResult<callsmith_scenarios::Validation> {
-    Ok(state.ops().check_snapshot(account_sid, snapshot).await?)
 }

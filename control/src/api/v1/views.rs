@@ -8,29 +8,7 @@ use crate::store::{
     AccountRecord, ApiKeyRecord, FlagRuleRecord, TenantRecord, TrunkRecord, UserRecord,
 };
 
-/// `active` or `inactive`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Active,
-    Inactive,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Active => "active",
-            Status::Inactive => "inactive",
-        }
-    }
-    pub fn parse(s: &str) -> Status {
-        if s == "active" {
-            Status::Active
-        } else {
-            Status::Inactive
-        }
-    }
-}
+pub use crate::agent_settings::Status;
 
 /// A user of an account.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -96,8 +96,8 @@ async fn run(
     _auth: Authz<cap::ResourcesWrite>,
     Json(body): Json<WebhookRunRequest>,
 ) -> ApiResult<axum::Json<WebhookOutcome>> {
-    let props =
-        webhook::parse_properties(&body.properties).map_err(super::scenarios::invalid_scenario)?;
+    let props = webhook::parse_properties(&body.properties)
+        .map_err(crate::usecases::UseCaseError::invalid_scenario)?;
     let mapping = webhook::mapping(&props);
     let outcome = match webhook::compile(&props, &body.storage, None) {
         Err(e) => WebhookOutcome::finish(String::new(), None, Err(e), mapping),

@@ -8,7 +8,7 @@ use callsmith_sip::{
 };
 
 use super::{BridgeAction as A, BridgeEvent as E, BridgeTurn, END_WAIT, RING_GUARD};
-use crate::call::history::TransferLog;
+use crate::call::history::{BridgeSide, TransferLog, TransferMode};
 
 const S: Duration = Duration::from_secs(1);
 
@@ -38,7 +38,7 @@ fn placed(t0: Instant) -> BridgeTurn {
         t0 + S,
         20 * S,
         t0,
-        TransferLog::new("bridged", "+15550001111", 1000),
+        TransferLog::new(TransferMode::Bridged, "+15550001111", 1000),
     )
 }
 
@@ -111,7 +111,7 @@ fn a_hang_up_while_the_target_rings_hangs_the_target_up_and_records_its_end() {
         [r#"done Failure("the caller hung up") Drop"#]
     );
     let log = b.into_log();
-    assert_eq!(log.call_status.as_deref(), Some("canceled"));
+    assert_eq!(log.call_status, Some(CallStatus::Canceled));
     assert_eq!(log.sip_code, Some(487));
     assert_eq!(log.answered_ms, None);
 }
@@ -172,7 +172,7 @@ fn a_hang_up_during_the_messages_stops_them_and_hangs_the_target_up() {
         [r#"done Failure("maximum call duration reached") Close"#]
     );
     let log = b.into_log();
-    assert_eq!(log.ended_by.as_deref(), Some("caller"));
+    assert_eq!(log.ended_by, Some(BridgeSide::Caller));
     assert_eq!(log.bridged_ms, None);
 }
 
@@ -189,7 +189,7 @@ fn the_target_hanging_up_during_the_messages_fails_the_transfer() {
             r#"done Failure("the transfer target hung up before the bridge") Close"#
         ]
     );
-    assert_eq!(b.log().ended_by.as_deref(), Some("target"));
+    assert_eq!(b.log().ended_by, Some(BridgeSide::Target));
 }
 
 #[test]
@@ -215,8 +215,8 @@ fn a_caller_hanging_up_while_bridged_hangs_up_the_target_and_succeeds() {
         ["done Success CloseWithStats"]
     );
     let log = b.into_log();
-    assert_eq!(log.ended_by.as_deref(), Some("caller"));
-    assert_eq!(log.call_status.as_deref(), Some("answered"));
+    assert_eq!(log.ended_by, Some(BridgeSide::Caller));
+    assert_eq!(log.call_status, Some(CallStatus::Answered));
 }
 
 #[test]
@@ -229,8 +229,8 @@ fn the_target_hanging_up_while_bridged_hangs_up_the_caller() {
     );
     assert!(!b.hears_target() && !b.hears_caller());
     let log = b.into_log();
-    assert_eq!(log.ended_by.as_deref(), Some("target"));
-    assert_eq!(log.call_status.as_deref(), Some("answered"));
+    assert_eq!(log.ended_by, Some(BridgeSide::Target));
+    assert_eq!(log.call_status, Some(CallStatus::Answered));
 }
 
 #[test]

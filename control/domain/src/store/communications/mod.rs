@@ -16,9 +16,16 @@
 //! interrupted with an error that says the call may not have been placed; a row goes back
 //! to `new` only when its owner releases it before the INVITE ([`CallWrite::Release`]).
 
+use callsmith_sip::CallStatus;
 use chrono::{DateTime, Utc};
 
 pub use crate::communication::CommunicationStatus;
+use crate::communication::SqlList;
+
+/// The status groups the statements below select by ([`CommunicationStatus::WAITING`]…).
+const WAITING: SqlList = SqlList(CommunicationStatus::WAITING);
+const LIVE: SqlList = SqlList(CommunicationStatus::LIVE);
+const OPEN: SqlList = SqlList(CommunicationStatus::OPEN);
 
 use super::{Backend, Store, StoreError, StoreResult, now, on_db, store_row};
 
@@ -267,7 +274,48 @@ impl CallFinish {
             consent_granted: false,
         }
     }
+
+    /// A call that could not be placed (the INVITE could not go out): `failed`, call
+    /// status `failed`, `error` says why.
+    pub fn not_placed(error: String) -> CallFinish {
+        CallFinish {
+            call_status: Some(CallStatus::Failed.as_str().into()),
+            error: Some(error),
+            ..CallFinish::new(CommunicationStatus::Failed)
+        }
+    }
+
+    /// A call whose leg ended before an answer: `completed` with how the leg ended
+    /// (`call_status`, `sip_code`) and `end_reason` (`not_answered`, or why the engine
+    /// gave up on it).
+    pub fn not_answered(
+        call_status: CallStatus,
+        sip_code: Option<u16>,
+        end_reason: &str,
+    ) -> CallFinish {
+        CallFinish {
+            call_status: Some(call_status.as_str().into()),
+            sip_code: sip_code.map(i64::from),
+            end_reason: Some(end_reason.into()),
+            ..CallFinish::new(CommunicationStatus::Completed)
+        }
+    }
+
+    /// An answered call at its end: `completed`, call status `answered`, SIP 200, answered
+    /// at `answered_at`; the caller adds what the call did (duration, goals, variables,
+    /// the saved objects, the end reason).
+    pub fn answered(answered_at: DateTime<Utc>) -> CallFinish {
+        CallFinish {
+            call_status: Some(CallStatus::Answered.as_str().into()),
+            sip_code: Some(200),
+            answered_at: Some(answered_at),
+            ..CallFinish::new(CommunicationStatus::Completed)
+        }
+    }
 }
+
+/// The end reason of a call whose leg ended before an answer.
+pub const NOT_ANSWERED: &str = "not_answered";
 
 /// What [`Store::communications_reconcile`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -444,8 +492,8 @@ impl Store {
     pub async fn communications_due_agents(&self) -> StoreResult<Vec<String>> {
         let t = now();
         Ok(
-            on_db!(self, p => sqlx::query_scalar::<_, String>("SELECT DISTINCT agent_sid FROM communications WHERE communication_status IN ('new', 'queued') \
-            AND due_at <= $1 AND agent_sid IS NOT NULL AND direction = 'outbound'")
+            on_db!(self, p => sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(format!("SELECT DISTINCT agent_sid FROM communications WHERE communication_status IN ({WAITING}) \
+            AND due_at <= $1 AND agent_sid IS NOT NULL AND direction = 'outbound'")))
             .bind(t).fetch_all(p).await)?,
         )
     }
@@ -453,8 +501,8 @@ impl Store {
     /// Whether scenario test calls are due.
     pub async fn communications_test_due(&self) -> StoreResult<bool> {
         let t = now();
-        let n: i64 = on_db!(self, p => sqlx::query_scalar("SELECT COUNT(*) FROM communications WHERE communication_status IN ('new', 'queued') \
-            AND due_at <= $1 AND agent_sid IS NULL AND direction = 'outbound'")
+        let n: i64 = on_db!(self, p => sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM communications WHERE communication_status IN ({WAITING}) \
+            AND due_at <= $1 AND agent_sid IS NULL AND direction = 'outbound'")))
             .bind(t).fetch_one(p).await)?;
         Ok(n > 0)
     }
@@ -464,8 +512,8 @@ impl Store {
     /// the share `dialer.max_test_calls_per_account` bounds.
     pub async fn communication_open_test_calls(&self, account_sid: &str) -> StoreResult<i64> {
         Ok(
-            on_db!(self, p => sqlx::query_scalar("SELECT COUNT(*) FROM communications WHERE agent_sid IS NULL AND account_sid = $1 \
-            AND is_test AND communication_status IN ('new', 'queued', 'dialing', 'in_progress')")
+            on_db!(self, p => sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM communications WHERE agent_sid IS NULL AND account_sid = $1 \
+            AND is_test AND communication_status IN ({OPEN})")))
             .bind(account_sid).fetch_one(p).await)?,
         )
     }
@@ -473,8 +521,8 @@ impl Store {
     /// Live calls (`dialing` or `in_progress`) of an agent, across every engine.
     pub async fn communication_live_count(&self, agent_sid: &str) -> StoreResult<i64> {
         Ok(
-            on_db!(self, p => sqlx::query_scalar("SELECT COUNT(*) FROM communications WHERE agent_sid = $1 \
-            AND communication_status IN ('dialing', 'in_progress')")
+            on_db!(self, p => sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM communications WHERE agent_sid = $1 \
+            AND communication_status IN ({LIVE})")))
             .bind(agent_sid).fetch_one(p).await)?,
         )
     }
@@ -491,7 +539,7 @@ impl Store {
         };
         format!(
             "UPDATE communications SET communication_status = 'dialing', claim_token = $1, claimed_by = $2, claimed_until = $3, updated_at = $4 \
-             WHERE communication_status IN ('new', 'queued') AND sid IN (SELECT sid FROM communications WHERE communication_status IN ('new', 'queued') \
+             WHERE communication_status IN ({WAITING}) AND sid IN (SELECT sid FROM communications WHERE communication_status IN ({WAITING}) \
              AND direction = 'outbound' AND due_at <= $4 AND {agent_cond} ORDER BY due_at ASC, sid ASC LIMIT $5{lock}) RETURNING {COLS}"
         )
     }
@@ -554,8 +602,8 @@ impl Store {
                 .bind(agent_sid).fetch_one(&mut *tx).await?;
             let mut n = want;
             if limits.cpl > 0 {
-                let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM communications WHERE agent_sid = $1 \
-                    AND communication_status IN ('dialing', 'in_progress')")
+                let live: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM communications WHERE agent_sid = $1 \
+                    AND communication_status IN ({LIVE})")))
                     .bind(agent_sid).fetch_one(&mut *tx).await?;
                 n = n.min(limits.cpl - live);
             }
@@ -601,8 +649,8 @@ impl Store {
     ) -> StoreResult<u64> {
         let t = now();
         Ok(
-            on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'queued', due_at = $2, updated_at = $3 \
-            WHERE agent_sid = $1 AND communication_status IN ('new', 'queued') AND due_at <= $3 AND direction = 'outbound'")
+            on_db!(self, p => sqlx::query(sqlx::AssertSqlSafe(format!("UPDATE communications SET communication_status = 'queued', due_at = $2, updated_at = $3 \
+            WHERE agent_sid = $1 AND communication_status IN ({WAITING}) AND due_at <= $3 AND direction = 'outbound'")))
             .bind(agent_sid).bind(until).bind(t).execute(p).await.map(|r| r.rows_affected()))?,
         )
     }
@@ -610,8 +658,8 @@ impl Store {
     /// Extends the lease of every row `token` holds. Returns the rows renewed.
     pub async fn communication_renew(&self, token: &str, until: DateTime<Utc>) -> StoreResult<u64> {
         Ok(
-            on_db!(self, p => sqlx::query("UPDATE communications SET claimed_until = $2 WHERE claim_token = $1 \
-            AND communication_status IN ('dialing', 'in_progress')")
+            on_db!(self, p => sqlx::query(sqlx::AssertSqlSafe(format!("UPDATE communications SET claimed_until = $2 WHERE claim_token = $1 \
+            AND communication_status IN ({LIVE})")))
             .bind(token).bind(until).execute(p).await.map(|r| r.rows_affected()))?,
         )
     }
@@ -624,9 +672,9 @@ impl Store {
             updated_at = $1, claim_token = NULL, claimed_by = NULL, claimed_until = NULL \
             WHERE communication_status = 'dialing' AND started_at IS NULL AND claimed_until < $1")
             .bind(t).execute(p).await.map(|r| r.rows_affected()))?;
-        let interrupted = on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'interrupted', \
+        let interrupted = on_db!(self, p => sqlx::query(sqlx::AssertSqlSafe(format!("UPDATE communications SET communication_status = 'interrupted', \
             error = 'the engine running the call stopped', ended_at = $1, updated_at = $1, claim_token = NULL, claimed_by = NULL, claimed_until = NULL \
-            WHERE communication_status IN ('dialing', 'in_progress') AND claimed_until < $1")
+            WHERE communication_status IN ({LIVE}) AND claimed_until < $1")))
             .bind(t).execute(p).await.map(|r| r.rows_affected()))?;
         Ok(Reconciled {
             interrupted,
