@@ -8,9 +8,9 @@
 // The domain's modules under the names the handlers use (`crate::store::…`); they are
 // callsmith-domain's, not re-exported: other crates name `callsmith_domain` themselves.
 pub(crate) use callsmith_domain::{
-    adapters, agent_settings, audio_ref, auth, catalog, communication, flags, ids, live, metrics,
-    objects, outbound, readiness, scenario_check, services, settings, sms_template, store,
-    test_calls, text_enum, text_field, usecases,
+    adapters, agent_settings, audio_ref, auth, catalog, communication, flags, guarded_http, ids,
+    live_feed, metrics, objects, readiness, scenario_check, services, settings, sms_template,
+    store, test_calls, text_enum, text_field, usecases,
 };
 
 pub mod api;

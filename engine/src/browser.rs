@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use callsmith_domain::browser_calls::{BrowserCallError, BrowserCallRunner, BrowserCallStarted};
-use callsmith_domain::live::LiveFeed;
+use callsmith_domain::live_feed::LiveFeed;
 use callsmith_domain::reach::ice_candidate_allowed;
 use callsmith_domain::store::{
     CommunicationRecord, NewCommunication,
@@ -130,7 +130,7 @@ impl BrowserCallRunner for Runner {
                 ));
             }
         }
-        let feed = rt.services.live.open(&comm.sid);
+        let feed = rt.services.live_feeds.open(&comm.sid);
         info!(communication = %comm.sid, "browser call started");
         tokio::spawn(lifecycle::run(
             rt.clone(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use callsmith_domain::agent_settings::CommunicationResult;
 use callsmith_domain::communication::Communication;
-use callsmith_domain::outbound::OutboundRequest;
+use callsmith_domain::guarded_http::OutboundRequest;
 use callsmith_domain::store::communications::Deliveries;
 use callsmith_domain::store::{
     AgentRecord, CommunicationRecord, ResultDeliveryRecord, results::AttemptOutcome,

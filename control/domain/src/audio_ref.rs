@@ -9,7 +9,7 @@
 //!   storage URI (`file:///…/objects/…` or `s3://bucket/…`, as an audio file's `url`) or by
 //!   a signed link of this service;
 //! * a public http(s) URL, fetched through the guarded client
-//!   ([`crate::outbound::GuardedClient`]) within [`FETCH_TIMEOUT`] and [`MAX_AUDIO_BYTES`].
+//!   ([`crate::guarded_http::GuardedClient`]) within [`FETCH_TIMEOUT`] and [`MAX_AUDIO_BYTES`].
 //!
 //! Nothing else: no local file paths, no bare object paths, no other scheme (`file://`
 //! outside the storage root, another bucket, `ftp://`, `data:`…), no object of another
@@ -21,9 +21,9 @@ use bytes::Bytes;
 use thiserror::Error;
 
 use crate::{
+    guarded_http::{GuardedClient, OutboundError},
     ids::{has_prefix, prefix},
     objects::{ObjectError, Objects, owner_of},
-    outbound::{GuardedClient, OutboundError},
     store::{Store, StoreError},
 };
 

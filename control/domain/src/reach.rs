@@ -1,5 +1,5 @@
 //! Network reach: which addresses are private, and which addresses a browser leg's ICE may
-//! talk to. The guarded outbound client ([`crate::outbound`]) refuses what
+//! talk to. The guarded outbound client ([`crate::guarded_http`]) refuses what
 //! [`is_private`] calls private; browser calls pair only with candidates
 //! [`ice_candidate_allowed`] lets through.
 

@@ -1,7 +1,7 @@
 //! Scenario validation against the world outside the snapshot: the SCN1xx checks of the
 //! scenarios crate, with every reference answered here — classifiers from the store, audio
 //! references by the one resolver a call plays through ([`crate::audio_ref`]), webhook and
-//! proxy urls by the guarded client's policy ([`crate::outbound`]), synthesizers by the
+//! proxy urls by the guarded client's policy ([`crate::guarded_http`]), synthesizers by the
 //! node's configured names (`Settings::tts_engines`) and recognizers by the catalog engines
 //! the account's feature flags let it use ([`crate::catalog::Catalog::visible_to_account`]).
 //! Publishing and a draft test call both validate through [`validate_scenario`], so what
@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use callsmith_scenarios::{RefProblem, Validation, ValidationContext};
 
 use crate::{
-    audio_ref::AudioRefError, outbound::GuardedClient, services::Services, store::StoreError,
+    audio_ref::AudioRefError, guarded_http::GuardedClient, services::Services, store::StoreError,
 };
 
 /// Why a snapshot could not be validated (not a problem of the snapshot).

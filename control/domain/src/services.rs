@@ -13,11 +13,11 @@ use crate::{
     browser_calls::BrowserCalls,
     catalog::SttEngines,
     communication::service::StatisticsService,
+    guarded_http::GuardedClient,
     hangups::Hangups,
-    live::LiveCalls,
+    live_feed::LiveFeeds,
     metrics::Metrics,
     objects::{Objects, ObjectsPurger},
-    outbound::GuardedClient,
     readiness::Readiness,
     settings::Settings,
     store::Store,
@@ -36,7 +36,7 @@ pub struct Services {
     pub tts_engines: Arc<[String]>,
     /// Intent classifiers and LLM chat streams (see [`crate::adapters`]).
     pub adapters: Arc<Adapters>,
-    /// The guarded client for every URL a tenant names (see [`crate::outbound`]).
+    /// The guarded client for every URL a tenant names (see [`crate::guarded_http`]).
     pub outbound: GuardedClient,
     /// The shared webhook executor (see [`crate::webhook`]).
     pub webhook: WebhookExecutor,
@@ -44,8 +44,8 @@ pub struct Services {
     pub audio: AudioResolver,
     /// Hang-up requests for the calls this process runs (see [`crate::hangups`]).
     pub hangups: Arc<Hangups>,
-    /// Live event feeds of the test calls this process runs (see [`crate::live`]).
-    pub live: Arc<LiveCalls>,
+    /// Live event feeds of the test calls this process runs (see [`crate::live_feed`]).
+    pub live_feeds: Arc<LiveFeeds>,
     /// The engine's browser-call runner, once installed (see [`crate::browser_calls`]).
     pub browser: Arc<BrowserCalls>,
     /// The Prometheus registry (see [`crate::metrics`]).
@@ -83,7 +83,7 @@ impl Services {
             webhook,
             audio,
             hangups: Arc::default(),
-            live: Arc::default(),
+            live_feeds: Arc::default(),
             browser: Arc::default(),
             metrics: Arc::new(Metrics::new()),
             readiness: Arc::default(),

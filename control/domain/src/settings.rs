@@ -34,7 +34,7 @@ pub struct Settings {
     /// Lets every request to a URL a tenant names (webhooks, result deliveries, SMS
     /// gateways, audio prompt URLs) reach loopback, link-local and private addresses
     /// (refused by default so tenants cannot probe the platform's network; engine key
-    /// `webhook.allow_private`). See [`crate::outbound`].
+    /// `webhook.allow_private`). See [`crate::guarded_http`].
     pub webhook_allow_private: bool,
     /// Hosts (names or addresses as written in URLs) tenant-named URLs may reach whatever
     /// they resolve to (engine key `webhook.allow_hosts`).

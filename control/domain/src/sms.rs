@@ -1,6 +1,6 @@
 //! Sending one SMS through an account's `http` provider. The request is built from the
 //! provider's templates with [`crate::sms_template::render`] (the language the API checks
-//! a provider with) and sent through the guarded client ([`crate::outbound`]), since a
+//! a provider with) and sent through the guarded client ([`crate::guarded_http`]), since a
 //! provider's URL is tenant-named.
 //!
 //! Each substituted value is encoded for where it lands: percent-encoded in the url,
@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use crate::{
-    outbound::{GuardedClient, OutboundRequest},
+    guarded_http::{GuardedClient, OutboundRequest},
     sms_template::{self, url_escape},
     store::SmsProviderRecord,
 };

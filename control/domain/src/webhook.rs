@@ -4,7 +4,7 @@
 //! live call behave the same.
 //!
 //! Webhook URLs come from scenario designers, so every request goes through the guarded
-//! client ([`crate::outbound`]): a target, a redirect hop or a `request.proxy` that is or
+//! client ([`crate::guarded_http`]): a target, a redirect hop or a `request.proxy` that is or
 //! resolves to a non-public address is refused unless the operator sets
 //! `webhook.allow_private`. Redirects are followed by hand there, so the outcome records
 //! every hop (`redirects`).
@@ -17,9 +17,9 @@ use callsmith_scenarios::{
     webhook::{self, CompiledRequest, Redirect, WebhookOutcome, WebhookResponse},
 };
 
-use crate::outbound::{GuardedClient, OutboundRequest};
+use crate::guarded_http::{GuardedClient, OutboundRequest};
 
-pub use crate::outbound::MAX_REDIRECTS;
+pub use crate::guarded_http::MAX_REDIRECTS;
 
 /// Most bytes of a webhook response body read before the run fails.
 pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;

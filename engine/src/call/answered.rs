@@ -19,7 +19,7 @@ use super::LivePort;
 use super::context::CallContext;
 use super::io::{CallIo, ForcedEnd};
 use super::leg::Leg;
-use super::live::Live;
+use super::live_feed::Live;
 use super::media::CallMedia;
 use super::prepare::Prepared;
 use super::record::{CallFacts, CallRecord};

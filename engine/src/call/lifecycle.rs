@@ -9,7 +9,7 @@
 
 use async_trait::async_trait;
 use callsmith_domain::hangups::HangupHandle;
-use callsmith_domain::live::LiveFeed;
+use callsmith_domain::live_feed::LiveFeed;
 use callsmith_domain::store::CommunicationRecord;
 use callsmith_media::MediaSession;
 use callsmith_scenarios::interpreter::CallDirection;
@@ -74,7 +74,7 @@ async fn answer<S: Setup>(rt: Runtime, mut setup: S) -> Option<(Box<AnsweredCall
     let (comm, prep) = setup.prepare(&rt).await?;
     let feed = setup
         .live_feed()
-        .or_else(|| comm.is_test.then(|| rt.services.live.open(&comm.sid)));
+        .or_else(|| comm.is_test.then(|| rt.services.live_feeds.open(&comm.sid)));
     let hangup = rt.services.hangups.register(&comm.sid);
     let prep = Prepared {
         hangup: hangup.token(),

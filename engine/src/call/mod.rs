@@ -40,7 +40,7 @@ mod io;
 mod leg;
 pub mod lifecycle;
 mod listen;
-mod live;
+mod live_feed;
 mod media;
 mod outbound;
 mod play;

@@ -26,8 +26,8 @@ pub struct Prepared {
     /// Cancelled when `POST /v1/communication/{id}/hangup` asks the call to end (the
     /// token of its [`callsmith_domain::hangups`] registration).
     pub hangup: CancellationToken,
-    /// A test call's live feed (set by the lifecycle; see [`super::live`]).
-    pub live: Option<callsmith_domain::live::LiveFeed>,
+    /// A test call's live feed (set by the lifecycle; see [`super::live_feed`]).
+    pub live: Option<callsmith_domain::live_feed::LiveFeed>,
     /// Whether the call is recorded: the agent's `call_recording`, or a browser test call
     /// that asks for it (`record` of `POST /v1/communication/-/browser-call`).
     pub record: bool,

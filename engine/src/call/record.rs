@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::history::{CallHistory, Direction, HangupLog, PromptLog, TransferLog, TurnLog};
 use super::io::ForcedEnd;
-use super::live::Live;
+use super::live_feed::Live;
 use crate::runtime::TurnMetrics;
 
 /// The moments of a turn's reply ([`callsmith_media::clock::now_ns`]).
@@ -42,7 +42,7 @@ pub(super) struct CallRecord {
     /// When the last turn's answer became available ([`callsmith_media::clock::now_ns`]),
     /// until the reply's first RTP packet is measured.
     answer_ns: Option<u64>,
-    /// The live feed of a test call (see [`super::live`]).
+    /// The live feed of a test call (see [`super::live_feed`]).
     live: Option<Live>,
 }
 

@@ -2,7 +2,7 @@
 //! `POST /v1/communication/-/browser-call` answers a browser's WebRTC offer and runs a
 //! scenario's draft or published version with the browser as the call's leg;
 //! `GET /v1/communication/{id}/live` streams what a running test call does as
-//! Server-Sent Events (see [`crate::live`]).
+//! Server-Sent Events (see [`crate::live_feed`]).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -22,7 +22,7 @@ use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Path},
     auth::cap,
-    live::LiveEvent,
+    live_feed::LiveEvent,
     usecases::{BrowserCallInput, Direction},
 };
 
@@ -150,7 +150,7 @@ async fn live(
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let account = auth.account_scope(&state).await?;
     let c = visible_communication(&state, &account, &id).await?;
-    let (replay, rx) = match state.live.subscribe(&c.sid) {
+    let (replay, rx) = match state.live_feeds.subscribe(&c.sid) {
         Some(sub) => (sub.replay, Some(sub.rx)),
         None if c.communication_status.is_final() => {
             let goals: serde_json::Value =

@@ -16,8 +16,8 @@ use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::cap,
+    guarded_http::GuardedClient,
     ids::{new_sid, prefix},
-    outbound::GuardedClient,
     sms_template,
     store::{AgentRef, SmsProviderConfig, SmsProviderRecord, StoreError},
 };

@@ -43,7 +43,7 @@ struct Feed {
 
 /// The live feeds of this process, by communication sid.
 #[derive(Debug, Default)]
-pub struct LiveCalls {
+pub struct LiveFeeds {
     feeds: Mutex<HashMap<String, Feed>>,
     next: std::sync::atomic::AtomicU64,
 }
@@ -55,7 +55,7 @@ pub struct Subscription {
     pub rx: broadcast::Receiver<LiveEvent>,
 }
 
-impl LiveCalls {
+impl LiveFeeds {
     /// Opens the feed of a call; it closes when the returned publisher is dropped.
     pub fn open(self: &Arc<Self>, communication_sid: &str) -> LiveFeed {
         let number = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -98,7 +98,7 @@ impl LiveCalls {
 /// The publishing side of one call's feed.
 #[derive(Debug)]
 pub struct LiveFeed {
-    registry: Arc<LiveCalls>,
+    registry: Arc<LiveFeeds>,
     sid: String,
     number: u64,
 }
@@ -142,7 +142,7 @@ mod tests {
 
     #[tokio::test]
     async fn late_subscribers_get_the_replay_then_the_rest_and_the_end_closes() {
-        let live = Arc::new(LiveCalls::default());
+        let live = Arc::new(LiveFeeds::default());
         assert!(live.subscribe("com_1").is_none());
         let feed = live.open("com_1");
         feed.publish("brick", json!({"brick_id": "s"}));
@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn the_replay_is_bounded_and_a_new_feed_replaces_an_old_one() {
-        let live = Arc::new(LiveCalls::default());
+        let live = Arc::new(LiveFeeds::default());
         let old = live.open("com_1");
         for i in 0..REPLAY + 10 {
             old.publish("trace", json!(i));

@@ -1,10 +1,10 @@
-//! A test call's live feed ([`callsmith_domain::live`]): what the interpreter traces, the
+//! A test call's live feed ([`callsmith_domain::live_feed`]): what the interpreter traces, the
 //! prompts with how much of them was heard, the transcripts as they come, each listen turn
 //! with its latency breakdown, and the end.
 
 use std::cell::RefCell;
 
-use callsmith_domain::live::LiveFeed;
+use callsmith_domain::live_feed::LiveFeed;
 use callsmith_scenarios::history::{Event, TraceEvent};
 use serde_json::json;
 
