@@ -199,4 +199,29 @@ async fn a_retry_is_stored_with_its_attempt_and_the_result_follows_the_last(s: T
     );
 }
 
+/// The route and the attempt's fields are in /openapi.json.
+async fn the_attempt_list_is_documented(s: TestServer) {
+    let doc = s.get("/openapi.json").send().await;
+    doc.expect(200);
+    let op = &doc.body["paths"]["/v1/communication/{id}/attempt"]["get"];
+    assert!(op["responses"]["200"].is_object(), "{op}");
+    assert!(op["responses"]["404"].is_object(), "{op}");
+    let props = &doc.body["components"]["schemas"]["CommunicationAttempt"]["properties"];
+    for field in [
+        "n",
+        "started_at",
+        "ended_at",
+        "from_number",
+        "trunk",
+        "sip_code",
+        "call_status",
+        "end_reason",
+        "amd",
+        "outcome",
+    ] {
+        assert!(props[field].is_object(), "{field}: {props}");
+    }
+}
+
+both_backends!(the_attempt_list_is_documented);
 both_backends!(a_retry_is_stored_with_its_attempt_and_the_result_follows_the_last);
