@@ -172,3 +172,129 @@ async fn a_decline_is_never_redialled() {
     );
     assert_eq!(callee.invites().len(), 1, "dialled once");
 }
+
+/// Waits until the communication is released by the pre-dial check (`queued`, due later
+/// than `after`); returns it.
+async fn wait_deferred(
+    e: &Engine,
+    t: &Tenancy,
+    id: &str,
+    after: chrono::DateTime<chrono::Utc>,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, c) = e
+            .get(&format!("/v1/communication/{id}"), Some(&t.account))
+            .await;
+        let due = c["due_at"]
+            .as_str()
+            .and_then(|d| chrono::DateTime::parse_from_rfc3339(d).ok());
+        if c["communication_status"] == "new" && due.is_some_and(|d| d > after) {
+            return c;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not deferred: {c}\n{}",
+            e.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_hours_and_a_full_cap_defer_the_dial() {
+    let mut callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "1"]);
+    let e = Engine::start(EngineOptions {
+        trunks: vec![("carrier".into(), callee.addr)],
+        ..Default::default()
+    })
+    .await;
+    let t = provision(&e, "defer", "carrier", "+4930101000").await;
+    let store = store_of(&e, None).await;
+    let scn = create_scenario(&store, &t, &greeting_scenario("Hi."), true).await;
+    let first = create_agent(
+        &store,
+        &t,
+        &AgentSpec::new(scn.clone(), t.number_id.clone()),
+    )
+    .await;
+    let second = create_agent(&store, &t, &AgentSpec::new(scn, t.number_id.clone())).await;
+
+    // Calling hours every day but today and the next two days (in any zone): not dialled,
+    // released to a later day.
+    let today = chrono::Utc::now().date_naive();
+    let day = |d: i64| (today + chrono::Duration::days(d)).to_string();
+    let all_day = json!([["00:00", "24:00"]]);
+    let closed = strategy(
+        &e,
+        &t,
+        "closed now",
+        json!({"calling_hours": {"strategy": "weekly", "args": {
+            "mon": all_day, "tue": all_day, "wed": all_day, "thu": all_day, "fri": all_day,
+            "sat": all_day, "sun": all_day,
+            "excluded_dates": [day(-1), day(0), day(1), day(2)]}}}),
+    )
+    .await;
+    let c = e
+        .dispatch(
+            &t,
+            json!({"recipient": "+4930555100", "agent_sid": first, "strategy_sid": closed}),
+        )
+        .await;
+    let id = c["id"].as_str().expect("id").to_string();
+    let deferred = wait_deferred(
+        &e,
+        &t,
+        &id,
+        chrono::Utc::now() + chrono::Duration::hours(12),
+    )
+    .await;
+    assert!(deferred["started_at"].is_null(), "{deferred}");
+    let list = attempts(&e, &t, &id).await;
+    assert_eq!(list["total"], 0, "no dial: {list}");
+
+    // A cap of one call an hour to a number, across the account's agents: the first
+    // agent's call is placed, the second agent's waits an hour.
+    let capped = strategy(
+        &e,
+        &t,
+        "one an hour",
+        json!({"frequency_cap": {"calls": 1, "period_s": 3600}}),
+    )
+    .await;
+    let a = e
+        .dispatch(
+            &t,
+            json!({"recipient": "+15550210", "agent_sid": first, "strategy_sid": capped}),
+        )
+        .await;
+    let a = e
+        .wait_communication(
+            &t.account,
+            a["id"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(a["call_status"], "answered", "{a}\n{}", e.log());
+    let b = e
+        .dispatch(
+            &t,
+            json!({"recipient": "+15550210", "agent_sid": second, "strategy_sid": capped}),
+        )
+        .await;
+    let b_id = b["id"].as_str().expect("id").to_string();
+    wait_deferred(
+        &e,
+        &t,
+        &b_id,
+        chrono::Utc::now() + chrono::Duration::minutes(55),
+    )
+    .await;
+    assert!(
+        callee.success(Duration::from_secs(20)).await,
+        "{}",
+        callee.dump()
+    );
+    let dialled: Vec<String> = callee.invites().into_iter().map(|(u, _)| u).collect();
+    assert_eq!(dialled, ["+15550210"], "one dial in all");
+}
