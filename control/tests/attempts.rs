@@ -106,6 +106,33 @@ async fn a_retry_is_stored_with_its_attempt_and_the_result_follows_the_last(s: T
         .await
         .unwrap();
     assert!(queued.is_empty(), "no result before the last attempt");
+    // A process that lost its claim writes nothing: no second attempt, no change.
+    let stale = CallFinish {
+        call_status: Some("busy".into()),
+        outcome: Some("busy".into()),
+        retry_at: Some(Utc::now()),
+        ..CallFinish::new(CommunicationStatus::Completed)
+    };
+    assert_eq!(
+        s.store
+            .communications_apply(&dial(&sid, "one", "+4911", stale, &d))
+            .await
+            .unwrap(),
+        vec![false, false]
+    );
+    // The reconcile of expired claims leaves a row waiting for its retry alone.
+    s.store.communications_reconcile().await.unwrap();
+    let again = s.store.communication_get(&sid).await.unwrap().unwrap();
+    assert_eq!(again.communication_status, CommunicationStatus::Queued);
+    assert_eq!(ms(again.due_at), ms(retry_at));
+    assert_eq!(
+        s.store
+            .communication_attempts_all(&sid)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     // Not due yet: no claim takes it.
     assert!(
         s.store
