@@ -212,6 +212,7 @@ async fn a_claim_whose_owner_died_is_never_redialled(s: TestServer) {
     let release = CallWrite::Release {
         sid: released.clone(),
         token: "dead".into(),
+        due_at: None,
         at: Utc::now(),
     };
     assert_eq!(
@@ -300,6 +301,7 @@ fn mixed_batch(
         CallWrite::Release {
             sid: rows[2].clone(),
             token: "tok".into(),
+            due_at: None,
             at: at(4),
         },
         CallWrite::Answered {

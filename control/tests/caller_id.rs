@@ -160,6 +160,60 @@ async fn caller_rules(s: TestServer) {
     }
     assert_eq!(picked, ["+4911", "+4912", "+4911"]);
 
+    // Sticky caller ID: once the account dialled +15550002 from +4912, every later call to
+    // it from the pool is from +4912, whatever the rotation says; another recipient
+    // rotates.
+    use callsmith_domain::store::communications::{
+        CallFinish, CallWrite, Claim, ClaimScope, CommunicationStatus,
+    };
+    let claim = Claim {
+        token: "tok".into(),
+        by: "test".into(),
+        until: chrono::Utc::now() + chrono::Duration::seconds(60),
+    };
+    let rows = s
+        .store
+        .communication_claim_due(&claim, &ClaimScope::Agent(pooled.clone()), 10)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let sid = c["id"].as_str().unwrap().to_string();
+    let first_dial = [
+        CallWrite::Started {
+            sid: sid.clone(),
+            token: "tok".into(),
+            from_number: "+4912".into(),
+            trunk: None,
+            at: chrono::Utc::now(),
+        },
+        CallWrite::Finish {
+            sid: sid.clone(),
+            token: "tok".into(),
+            finish: Box::new(CallFinish {
+                call_status: Some("busy".into()),
+                sip_code: Some(486),
+                ..CallFinish::new(CommunicationStatus::Completed)
+            }),
+            deliveries: None,
+            at: chrono::Utc::now(),
+        },
+    ];
+    s.store.communications_apply(&first_dial).await.unwrap();
+    for rotation in 0..3 {
+        let c =
+            caller::recipient_call_caller(&s.store, &agent, &f.account_sid, "+15550002", |_, _| {
+                rotation
+            })
+            .await
+            .unwrap();
+        assert_eq!(c.number, "+4912", "attempt {rotation}");
+    }
+    let other =
+        caller::recipient_call_caller(&s.store, &agent, &f.account_sid, "+15550009", |_, _| 0)
+            .await
+            .unwrap();
+    assert_eq!(other.number, "+4911");
+
     // The trunk: the number's when this engine has it, else the tenant's oldest usable.
     let usable_b = |t: &str| t == "edge-b";
     assert_eq!(

@@ -9,7 +9,7 @@ use std::time::Duration;
 use callsmith_domain::agent_settings::CommunicationResult;
 use callsmith_domain::communication::Communication;
 use callsmith_domain::guarded_http::OutboundRequest;
-use callsmith_domain::store::communications::Deliveries;
+use callsmith_domain::store::communications::{CommunicationAttempt, Deliveries};
 use callsmith_domain::store::{
     AgentRecord, CommunicationRecord, ResultDeliveryRecord, results::AttemptOutcome,
 };
@@ -44,14 +44,20 @@ pub fn backoff(base: Duration, attempts: i64) -> Duration {
         .min(Duration::from_secs(3600))
 }
 
-/// The JSON body POSTed to a target.
-pub fn payload(rec: &ResultDeliveryRecord, comm: &Communication) -> Value {
+/// The JSON body POSTed to a target: the communication and its attempts (every dial,
+/// oldest first; `attempt` is this delivery's own try).
+pub fn payload(
+    rec: &ResultDeliveryRecord,
+    comm: &Communication,
+    attempts: &[CommunicationAttempt],
+) -> Value {
     json!({
         "event": "communication.result",
         "delivery_id": rec.sid,
         "attempt": rec.attempts + 1,
         "agent_sid": rec.agent_sid,
         "communication": comm,
+        "attempts": attempts,
     })
 }
 
@@ -100,7 +106,14 @@ async fn attempt(rt: &Runtime, rec: ResultDeliveryRecord, base: Duration) {
         Ok(Some(c)) => c,
         _ => return,
     };
-    let body = payload(&rec, &Communication::from(&comm));
+    let attempts = match rt.store.communication_attempts_all(&comm.sid).await {
+        Ok(a) => a,
+        Err(e) => {
+            warn!(communication = %comm.sid, error = %e, "reading the attempts failed");
+            return;
+        }
+    };
+    let body = payload(&rec, &Communication::from(&comm), &attempts);
     let req = OutboundRequest::new("POST", rec.url.clone())
         .header("content-type", "application/json")
         .body(serde_json::to_vec(&body).unwrap_or_default())

@@ -268,6 +268,7 @@ mod tests {
         CallWrite::Release {
             sid: format!("com_{i}"),
             token: "t".into(),
+            due_at: None,
             at: Utc::now(),
         }
     }

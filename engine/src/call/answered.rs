@@ -215,6 +215,7 @@ impl AnsweredCall {
             hangup: hangup.as_ref(),
             media: stats,
         };
+        let amd = record.amd;
         let (history, live) = record.into_history(facts, &run).await;
         let duration = history.duration_ms;
         let history_path = objects.history();
@@ -239,6 +240,7 @@ impl AnsweredCall {
             consent_granted: consent_granted(
                 run.variables.get(CONSENT_VARIABLE).map(String::as_str),
             ),
+            amd: amd.map(String::from),
             ..CallFinish::answered(answered_at)
         };
         Ended {

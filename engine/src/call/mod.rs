@@ -51,6 +51,7 @@ mod reply;
 mod ring;
 mod sms;
 mod speak;
+mod strategy;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod transfer;
@@ -94,11 +95,20 @@ async fn finish(
     agent: Option<&AgentRecord>,
     f: &CallFinish,
 ) {
+    let mut f = f.clone();
+    if comm.direction == "outbound" {
+        strategy::after_attempt(rt, comm, &mut f).await;
+    }
+    // A retry delivers nothing yet: the result follows the last attempt.
+    let deliveries = match f.retry_at {
+        Some(_) => None,
+        None => crate::delivery::deliveries(comm, agent),
+    };
     let write = CallWrite::Finish {
         sid: comm.sid.clone(),
         token: rt.settings.claim_token.clone(),
-        finish: Box::new(f.clone()),
-        deliveries: crate::delivery::deliveries(comm, agent),
+        finish: Box::new(f),
+        deliveries,
         at: Utc::now(),
     };
     match rt.journal.commit(write).await {

@@ -110,6 +110,34 @@ impl lifecycle::Setup for Dial {
                 return None;
             }
         };
+        // The strategy's calling hours (in the recipient's zones), frequency cap and
+        // maximum age, right before the dial.
+        match super::strategy::before_dial(rt, &comm).await {
+            Ok(super::strategy::BeforeDial::Now) => {}
+            Ok(super::strategy::BeforeDial::Later(due)) => {
+                info!(communication = %comm.sid, due = %due, "outside the strategy's hours or cap; released until then");
+                release_until(rt, &comm, Some(due)).await;
+                return None;
+            }
+            Ok(super::strategy::BeforeDial::Never(why)) => {
+                let write = CallWrite::Fail {
+                    sid: comm.sid.clone(),
+                    token: token.clone(),
+                    error: why,
+                    deliveries: crate::delivery::deliveries(&comm, prep.agent.as_deref()),
+                    at: Utc::now(),
+                };
+                if let Err(e) = rt.journal.commit(write).await {
+                    warn!(communication = %comm.sid, error = %e, "recording a failed communication failed");
+                }
+                return None;
+            }
+            Err(e) => {
+                warn!(communication = %comm.sid, error = %e, "checking the strategy failed; releasing the claim");
+                release(rt, &comm).await;
+                return None;
+            }
+        }
         if let Some(at) = self.start_at
             && !wait_for_slot(&rt.draining, at).await
         {
@@ -164,10 +192,16 @@ async fn not_suppressed(rt: &Runtime, comm: &CommunicationRecord) -> Result<(), 
 
 /// Gives a claimed row back before its INVITE, for a later attempt.
 async fn release(rt: &Runtime, comm: &CommunicationRecord) {
+    release_until(rt, comm, None).await;
+}
+
+/// Gives a claimed row back before its INVITE, not due before `due_at` when given.
+async fn release_until(rt: &Runtime, comm: &CommunicationRecord, due_at: Option<DateTime<Utc>>) {
     rt.journal
         .queue(CallWrite::Release {
             sid: comm.sid.clone(),
             token: rt.settings.claim_token.clone(),
+            due_at,
             at: Utc::now(),
         })
         .await;

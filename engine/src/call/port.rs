@@ -210,7 +210,7 @@ impl CallPort for LivePort {
         let verdict = self
             .while_up(tokio::time::timeout_at(until, &mut task))
             .await;
-        match verdict {
+        let verdict = match verdict {
             Ok(Ok(Ok(Amd::Human))) => AmdVerdict::Human,
             Ok(Ok(Ok(Amd::Machine | Amd::Beep))) => AmdVerdict::Machine,
             Ok(Ok(Ok(Amd::Undecided) | Err(_))) => AmdVerdict::Unknown,
@@ -219,7 +219,13 @@ impl CallPort for LivePort {
                 task.abort();
                 AmdVerdict::Unknown
             }
-        }
+        };
+        self.record.amd = match verdict {
+            AmdVerdict::Human => Some("human"),
+            AmdVerdict::Machine => Some("machine"),
+            AmdVerdict::Unknown => self.record.amd,
+        };
+        verdict
     }
 
     async fn hangup(&mut self, _signal: &str) {

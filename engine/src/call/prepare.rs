@@ -87,12 +87,24 @@ pub async fn prepare(
         }
     };
     // The row carries the agent's own number (or the test call's); a pool number is
-    // picked now, rotating over the pool.
-    let from = if comm.from_number.is_empty() {
+    // picked now: the one the recipient was last dialled from while it is in the pool
+    // (sticky caller ID), else rotating over the pool. A redial of a pool agent's row
+    // picks again, so a number taken out of the pool since is not used.
+    let pooled = agent
+        .as_ref()
+        .is_some_and(|a| a.number_sid.is_none() && a.number_pool_sid.is_some());
+    let from = if comm.from_number.is_empty() || pooled {
         let agent = agent
             .as_ref()
             .ok_or(CallError::permanent("no from-number"))?;
-        caller::agent_call_caller(store, agent, |pool, len| rt.next_in_pool(pool, len)).await?
+        caller::recipient_call_caller(
+            store,
+            agent,
+            &comm.account_sid,
+            &comm.recipient,
+            |pool, len| rt.next_in_pool(pool, len),
+        )
+        .await?
     } else {
         CallerId {
             number: comm.from_number.clone(),

@@ -44,6 +44,8 @@ pub(super) struct CallRecord {
     answer_ns: Option<u64>,
     /// The live feed of a test call (see [`super::live_feed`]).
     live: Option<Live>,
+    /// The answering-machine detector's last verdict (`human`, `machine`).
+    pub(super) amd: Option<&'static str>,
 }
 
 /// What the history says of the call besides its record.
@@ -72,6 +74,7 @@ impl CallRecord {
             transfers: Vec::new(),
             answer_ns: None,
             live,
+            amd: None,
         }
     }
 

@@ -89,6 +89,48 @@ pub async fn pool_caller(
     Ok(CallerId::from(&nums[i]))
 }
 
+/// The pool number a call to a recipient goes out from: the number its account last
+/// dialled that recipient from (`last`) while it is still among the pool's active
+/// `numbers`, so one recipient sees one caller ID (docs/strategies.md, "Sticky caller
+/// ID"); else the one `pick(len)` chooses. None for an empty pool.
+pub fn sticky_pick<'a>(
+    numbers: &'a [NumberRecord],
+    last: Option<&str>,
+    pick: impl FnOnce(usize) -> usize,
+) -> Option<&'a NumberRecord> {
+    if numbers.is_empty() {
+        return None;
+    }
+    if let Some(n) = last.and_then(|l| numbers.iter().find(|n| n.identifier == l)) {
+        return Some(n);
+    }
+    Some(&numbers[pick(numbers.len()).min(numbers.len() - 1)])
+}
+
+/// The from-number of an agent's call to `recipient` of `account_sid` when it is placed:
+/// the agent's number, or, with a pool, the pool number the account last dialled the
+/// recipient from while it is still in the pool ([`sticky_pick`]), else one picked by
+/// `pick` (the dialer rotates).
+pub async fn recipient_call_caller(
+    store: &Store,
+    agent: &AgentRecord,
+    account_sid: &str,
+    recipient: &str,
+    pick: impl FnOnce(&str, usize) -> usize,
+) -> Result<CallerId, CallerIdError> {
+    let pool = match agent_caller(store, agent).await? {
+        AgentCaller::Number(c) => return Ok(c),
+        AgentCaller::Pool(p) => p,
+    };
+    let nums = store.pool_active_numbers(&pool).await?;
+    let last = store
+        .recipient_last_from_number(account_sid, recipient)
+        .await?;
+    sticky_pick(&nums, last.as_deref(), |len| pick(&pool, len))
+        .map(CallerId::from)
+        .ok_or(CallerIdError::PoolEmpty)
+}
+
 /// The from-number of an agent's call when it is placed: the agent's number, or a pool
 /// number picked by `pick`.
 pub async fn agent_call_caller(
@@ -199,5 +241,42 @@ mod tests {
         assert_eq!(zone("Europe/Berlin"), Tz::Europe__Berlin);
         assert_eq!(zone(""), Tz::UTC);
         assert_eq!(zone("Mars/Olympus"), Tz::UTC);
+    }
+
+    fn number(identifier: &str) -> NumberRecord {
+        NumberRecord {
+            sid: format!("num_{identifier}"),
+            tenant_sid: "ten".into(),
+            account_sid: "acc".into(),
+            identifier: identifier.into(),
+            name: String::new(),
+            pool_sid: Some("pool".into()),
+            trunk: None,
+            status: "active".into(),
+            created_at: chrono::Utc::now(),
+            updated_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_recipient_keeps_its_caller_id_while_the_number_is_in_the_pool() {
+        let pool = [number("+100"), number("+200"), number("+300")];
+        // Three attempts to one recipient: the first rotates, the next ones stick to it
+        // whatever the rotation would pick.
+        let first = sticky_pick(&pool, None, |_| 1).unwrap();
+        assert_eq!(first.identifier, "+200");
+        for rotation in [0, 2] {
+            let next = sticky_pick(&pool, Some(&first.identifier), |_| rotation).unwrap();
+            assert_eq!(next.identifier, "+200");
+        }
+        // The number left the pool: the rotation picks again.
+        let shrunk = [number("+100"), number("+300")];
+        assert_eq!(
+            sticky_pick(&shrunk, Some("+200"), |_| 1)
+                .unwrap()
+                .identifier,
+            "+300"
+        );
+        assert!(sticky_pick(&[], Some("+200"), |_| 0).is_none());
     }
 }

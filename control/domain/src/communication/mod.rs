@@ -68,7 +68,8 @@ pub struct Communication {
     /// Why the communication failed or was interrupted; null otherwise.
     pub error: Option<String>,
     pub scheduled_at: Option<DateTime<Utc>>,
-    /// When the dialer looks at it next (scheduled_at, or the agent's next calling window).
+    /// When the dialer looks at it next (scheduled_at, the agent's next calling window, or
+    /// its strategy's next attempt or next allowed time; docs/strategies.md).
     pub due_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub answered_at: Option<DateTime<Utc>>,

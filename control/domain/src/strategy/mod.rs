@@ -32,6 +32,7 @@
 //! times); the delay before the n-th retry of an outcome is `delay_s × backoffⁿ⁻¹`
 //! (backoff defaults to 1, at most 10), capped at `max_delay_s` when given.
 
+pub mod apply;
 pub mod policy;
 
 use serde_json::Value;
@@ -114,6 +115,40 @@ impl Outcome {
             Some("rejected") if matches!(f.sip_code, Some(603 | 607 | 608)) => Outcome::Declined,
             _ => Outcome::Failed,
         }
+    }
+}
+
+impl Outcome {
+    /// The outcome's name in an attempt record (`outcome`) and the retry rules.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Busy => "busy",
+            Outcome::NoAnswer => "no_answer",
+            Outcome::Failed => "failed",
+            Outcome::Voicemail => "voicemail",
+            Outcome::Dropped => "dropped",
+            Outcome::Declined => "declined",
+            Outcome::OptedOut => "opted_out",
+            Outcome::Completed => "completed",
+            Outcome::Canceled => "canceled",
+        }
+    }
+
+    /// The outcome of a stored name (None for an unknown one).
+    pub fn from_name(name: &str) -> Option<Outcome> {
+        [
+            Outcome::Busy,
+            Outcome::NoAnswer,
+            Outcome::Failed,
+            Outcome::Voicemail,
+            Outcome::Dropped,
+            Outcome::Declined,
+            Outcome::OptedOut,
+            Outcome::Completed,
+            Outcome::Canceled,
+        ]
+        .into_iter()
+        .find(|o| o.name() == name)
     }
 }
 

@@ -20,7 +20,7 @@ use crate::{
     auth::cap,
     store::{
         AccountRecord, CommunicationRecord,
-        communications::{CommunicationFilter, CommunicationStatus},
+        communications::{CommunicationAttempt, CommunicationFilter, CommunicationStatus},
     },
     usecases::{DispatchInput, Idempotent, is_batch_sid, request_hash},
 };
@@ -31,6 +31,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list_communications))
         .routes(routes!(get_communication))
         .routes(routes!(hangup_communication))
+        .routes(routes!(list_attempts))
 }
 
 pub use crate::communication::Communication;
@@ -278,6 +279,42 @@ async fn get_communication(
     Ok(Json(Communication::from(
         &visible_communication(&state, &account, &id).await?,
     )))
+}
+
+/// Query of GET /v1/communication/{id}/attempt.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct AttemptListQuery {
+    #[serde(default)]
+    #[param(minimum = 0, maximum = 500)]
+    pub limit: Option<i64>,
+    #[serde(default)]
+    #[param(minimum = 0)]
+    pub offset: Option<i64>,
+}
+
+/// List a communication's attempts (every dial, oldest first; docs/strategies.md). The
+/// communication's own fields show its last attempt.
+#[utoipa::path(get, path = "/v1/communication/{id}/attempt", tag = "communications",
+    params(("id" = String, Path), AttemptListQuery, ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
+    security(("bearer" = [])),
+    responses((status = 200, body = Page<CommunicationAttempt>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
+async fn list_attempts(
+    State(state): State<AppState>,
+    auth: Authz<cap::ResourcesRead>,
+    Path(id): Path<String>,
+    Query(q): Query<AttemptListQuery>,
+) -> ApiResult<Json<Page<CommunicationAttempt>>> {
+    let page = PageParams::new(q.limit, q.offset)?;
+    let account = auth.account_scope(&state).await?;
+    let c = visible_communication(&state, &account, &id).await?;
+    let (rows, total) = state
+        .store
+        .communication_attempts(&c.sid, page.limit, page.offset)
+        .await?;
+    Ok(Json(Page::new(rows, total, page)))
 }
 
 /// End a live call: a ringing call is canceled, an answered one hung up. The call writes

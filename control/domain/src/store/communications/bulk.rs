@@ -323,6 +323,16 @@ async fn finish(
     .bind(c.consent);
     let updated = returned_sids(tx, q).await?;
     mark(writes, idx, &updated, changed);
+    // Each changed end stores its attempt (and a retry puts its row back), as one by one.
+    for &i in idx {
+        if let CallWrite::Finish {
+            sid, finish: f, at, ..
+        } = &writes[i]
+            && changed[i]
+        {
+            super::writes::record_attempt!(tx, sid, f, at);
+        }
+    }
     Ok(())
 }
 
@@ -394,27 +404,31 @@ async fn release(
     if idx.is_empty() {
         return Ok(());
     }
-    let (mut sid, mut token, mut at) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut sid, mut token, mut at, mut due) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for &i in idx {
         if let CallWrite::Release {
             sid: s,
             token: t,
+            due_at: d,
             at: a,
         } = &writes[i]
         {
             sid.push(s.clone());
             token.push(t.clone());
             at.push(*a);
+            due.push(*d);
         }
     }
     let q = sqlx::query(
         "UPDATE communications c SET communication_status = 'new', claim_token = NULL, claimed_by = NULL, \
-         claimed_until = NULL, updated_at = v.at FROM UNNEST($1::text[], $2::text[], $3::timestamptz[]) AS v(sid, token, at) \
+         claimed_until = NULL, updated_at = v.at, due_at = COALESCE(v.due, c.due_at) \
+         FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS v(sid, token, at, due) \
          WHERE c.sid = v.sid AND c.claim_token = v.token AND c.started_at IS NULL RETURNING c.sid",
     )
     .bind(sid)
     .bind(token)
-    .bind(at);
+    .bind(at)
+    .bind(due);
     let updated = returned_sids(tx, q).await?;
     mark(writes, idx, &updated, changed);
     Ok(())
@@ -438,6 +452,8 @@ async fn deliveries(
     );
     for (w, _) in writes.iter().zip(changed).filter(|(_, c)| **c) {
         let (s, d, a) = match w {
+            // A retry queues no delivery: it comes after the last attempt.
+            CallWrite::Finish { finish, .. } if finish.retry_at.is_some() => continue,
             CallWrite::Finish {
                 sid,
                 deliveries: Some(d),
@@ -504,6 +520,7 @@ mod tests {
         CallWrite::Release {
             sid: sid.into(),
             token: "t".into(),
+            due_at: None,
             at: Utc::now(),
         }
     }

@@ -253,6 +253,14 @@ pub struct CallFinish {
     pub answered_at: Option<DateTime<Utc>>,
     /// The callee granted personal-data recording consent ([`CONSENT_VARIABLE`]).
     pub consent_granted: bool,
+    /// The answering-machine detector's verdict (`human`, `machine`), when it ran.
+    pub amd: Option<String>,
+    /// The attempt's outcome as the communication's strategy sees it
+    /// ([`crate::strategy::Outcome::name`]).
+    pub outcome: Option<String>,
+    /// The strategy dials again at this time: the same write that stores the attempt
+    /// puts the row back to `queued`, due then, unclaimed, and queues no result delivery.
+    pub retry_at: Option<DateTime<Utc>>,
 }
 
 impl CallFinish {
@@ -272,6 +280,9 @@ impl CallFinish {
             error: None,
             answered_at: None,
             consent_granted: false,
+            amd: None,
+            outcome: None,
+            retry_at: None,
         }
     }
 
@@ -683,8 +694,11 @@ impl Store {
     }
 }
 
+mod attempts;
 mod bulk;
 mod writes;
+
+pub use attempts::CommunicationAttempt;
 
 pub use writes::{CallWrite, Deliveries, claimed_record};
 

@@ -37,8 +37,9 @@ pub enum CallWrite {
         call_id: String,
         at: DateTime<Utc>,
     },
-    /// How the call ended; clears the claim and queues its result deliveries in the same
-    /// transaction.
+    /// How the call ended; clears the claim, stores the dial as an attempt of an outbound
+    /// communication and, unless the strategy dials again (`finish.retry_at`), queues its
+    /// result deliveries, all in the same transaction.
     Finish {
         sid: String,
         token: String,
@@ -56,9 +57,11 @@ pub enum CallWrite {
         at: DateTime<Utc>,
     },
     /// The row goes back to `new`, unclaimed, for a later attempt: only before its INVITE.
+    /// With `due_at` it is not due before then (outside the recipient's calling hours).
     Release {
         sid: String,
         token: String,
+        due_at: Option<DateTime<Utc>>,
         at: DateTime<Utc>,
     },
 }
@@ -154,6 +157,35 @@ macro_rules! insert_deliveries {
     };
 }
 
+/// After a [`CallWrite::Finish`] changed its outbound row (on an open transaction): stores
+/// the dial as the communication's next attempt (its start, from-number and trunk as the
+/// row has them, its end as the finish wrote it) and, when the strategy dials again, puts
+/// the row back to `queued`, due at `retry_at`, with the previous dial's start, answer and
+/// call id cleared (the row is unclaimed already). A row without a start (the call failed
+/// before its INVITE was recorded) still counts as an attempt.
+macro_rules! record_attempt {
+    ($tx:ident, $sid:expr, $f:expr, $at:expr) => {{
+        sqlx::query(
+            "INSERT INTO communication_attempts (communication_sid, n, account_sid, recipient, started_at, ended_at, \
+             from_number, trunk, sip_code, call_status, end_reason, amd, outcome) \
+             SELECT c.sid, (SELECT COALESCE(MAX(a.n), 0) + 1 FROM communication_attempts a WHERE a.communication_sid = c.sid), \
+             c.account_sid, c.recipient, c.started_at, $2, c.from_number, c.trunk, c.sip_code, c.call_status, c.end_reason, $3, $4 \
+             FROM communications c WHERE c.sid = $1 AND c.direction = 'outbound'",
+        )
+        .bind($sid).bind(*$at).bind(&$f.amd).bind(&$f.outcome)
+        .execute(&mut *$tx).await?;
+        if let Some(due) = $f.retry_at {
+            sqlx::query(
+                "UPDATE communications SET communication_status = 'queued', due_at = $2, started_at = NULL, \
+                 answered_at = NULL, call_id = NULL WHERE sid = $1",
+            )
+            .bind($sid).bind(due)
+            .execute(&mut *$tx).await?;
+        }
+    }};
+}
+pub(super) use record_attempt;
+
 /// Applies one write on an open transaction; true when it changed its row (false: the
 /// claim was lost, or a release came after the INVITE).
 macro_rules! apply_write {
@@ -197,7 +229,10 @@ macro_rules! apply_write {
             .bind(&f.history_path).bind(f.recording_path.is_some()).bind(&f.recording_path).bind(&f.end_reason)
             .bind(&f.error).bind(f.answered_at).bind(*at).bind(f.consent_granted)
             .execute(&mut *$tx).await?.rows_affected() == 1;
-                if changed && let Some(d) = deliveries {
+                if changed {
+                    record_attempt!($tx, sid, f, at);
+                }
+                if changed && f.retry_at.is_none() && let Some(d) = deliveries {
                     insert_deliveries!($tx, sid, d, at);
                 }
                 changed
@@ -214,11 +249,12 @@ macro_rules! apply_write {
                 }
                 changed
             }
-            CallWrite::Release { sid, token, at } => sqlx::query(
+            CallWrite::Release { sid, token, due_at, at } => sqlx::query(
                 "UPDATE communications SET communication_status = 'new', claim_token = NULL, claimed_by = NULL, \
-                 claimed_until = NULL, updated_at = $3 WHERE sid = $1 AND claim_token = $2 AND started_at IS NULL",
+                 claimed_until = NULL, updated_at = $3, due_at = COALESCE($4, due_at) \
+                 WHERE sid = $1 AND claim_token = $2 AND started_at IS NULL",
             )
-            .bind(sid).bind(token).bind(*at)
+            .bind(sid).bind(token).bind(*at).bind(*due_at)
             .execute(&mut *$tx).await?.rows_affected() == 1,
         }
     }};

@@ -1,0 +1,300 @@
+//! A communication strategy applied by the dialer, against the real binary and SIPp: a
+//! busy recipient (486) is dialled again after the rule's delay and answers; the API lists
+//! both attempts and the one result delivery, after the last attempt, carries them. A
+//! decline (603) is never dialled again, whatever the rules.
+
+use std::time::Duration;
+
+use callsmith_e2e::*;
+use serde_json::{Value, json};
+
+/// A strategy of the tenancy's account; returns its id.
+async fn strategy(e: &Engine, t: &Tenancy, name: &str, definition: Value) -> String {
+    let (status, body) = e
+        .post(
+            "/v1/strategy",
+            Some(&t.account),
+            json!({"name": name, "definition": definition}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    body["id"].as_str().expect("id").to_string()
+}
+
+async fn attempts(e: &Engine, t: &Tenancy, id: &str) -> Value {
+    let (status, body) = e
+        .get(&format!("/v1/communication/{id}/attempt"), Some(&t.account))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_recipient_is_redialled_and_answers() {
+    let sink = Sink::start(0).await;
+    // The callee is busy once; then, on the same address, it answers.
+    let mut busy = Sipp::spawn("uas_reject_486.xml", None, None, &["-m", "1"]);
+    let addr = busy.addr;
+    let e = Engine::start(EngineOptions {
+        trunks: vec![("carrier".into(), addr)],
+        ..Default::default()
+    })
+    .await;
+    let t = provision(&e, "retry", "carrier", "+4930100800").await;
+    let store = store_of(&e, None).await;
+    let scn = create_scenario(&store, &t, &greeting_scenario("Hi."), true).await;
+    let agent = create_agent(
+        &store,
+        &t,
+        &AgentSpec {
+            targets: vec![sink.url.clone()],
+            ..AgentSpec::new(scn, t.number_id.clone())
+        },
+    )
+    .await;
+    let stg = strategy(
+        &e,
+        &t,
+        "busy once",
+        json!({"retry": {"busy": {"attempts": 1, "delay_s": 4}}}),
+    )
+    .await;
+    let c = e
+        .dispatch(
+            &t,
+            json!({"recipient": "+15550180", "agent_sid": agent, "strategy_sid": stg}),
+        )
+        .await;
+    let id = c["id"].as_str().expect("id").to_string();
+    assert!(
+        busy.success(Duration::from_secs(30)).await,
+        "{}",
+        busy.dump()
+    );
+    let mut answers = Sipp::spawn("dialer_uas_echo.xml", Some(addr.port()), None, &["-m", "1"]);
+    let done = e
+        .wait_communication(&t.account, &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(
+        done["communication_status"],
+        "completed",
+        "{done}\n{}",
+        e.log()
+    );
+    assert_eq!(
+        done["call_status"], "answered",
+        "the row shows its last attempt: {done}"
+    );
+    assert!(
+        answers.success(Duration::from_secs(20)).await,
+        "{}",
+        answers.dump()
+    );
+    let list = attempts(&e, &t, &id).await;
+    assert_eq!(list["total"], 2, "{list}");
+    let (first, second) = (&list["items"][0], &list["items"][1]);
+    assert_eq!(first["sip_code"], 486, "{list}");
+    assert_eq!(first["outcome"], "busy", "{list}");
+    assert_eq!(second["call_status"], "answered", "{list}");
+    assert_eq!(second["outcome"], "completed", "{list}");
+    assert_eq!(first["from_number"], "+4930100800");
+    // The second dial waited for the rule's delay after the first ended.
+    let ended = chrono::DateTime::parse_from_rfc3339(first["ended_at"].as_str().unwrap()).unwrap();
+    let started =
+        chrono::DateTime::parse_from_rfc3339(second["started_at"].as_str().unwrap()).unwrap();
+    assert!(
+        started - ended >= chrono::Duration::seconds(4),
+        "{ended} → {started}"
+    );
+    // One result delivery, after the last attempt, carrying both.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while sink.bodies().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let bodies = sink.bodies();
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    assert_eq!(bodies[0]["communication"]["id"], id.as_str());
+    let carried = bodies[0]["attempts"].as_array().expect("attempts");
+    assert_eq!(carried.len(), 2, "{}", bodies[0]);
+    assert_eq!(carried[0]["sip_code"], 486);
+    assert_eq!(carried[1]["outcome"], "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decline_is_never_redialled() {
+    let mut callee = Sipp::spawn("uas_reject_603.xml", None, None, &["-m", "1"]);
+    let e = Engine::start(EngineOptions {
+        trunks: vec![("carrier".into(), callee.addr)],
+        ..Default::default()
+    })
+    .await;
+    let t = provision(&e, "decline", "carrier", "+4930100900").await;
+    let store = store_of(&e, None).await;
+    let scn = create_scenario(&store, &t, &greeting_scenario("Hi."), true).await;
+    let agent = create_agent(&store, &t, &AgentSpec::new(scn, t.number_id.clone())).await;
+    let every = json!({"attempts": 3, "delay_s": 1});
+    let stg = strategy(
+        &e,
+        &t,
+        "retry everything",
+        json!({"retry": {"busy": every, "no_answer": every, "failed": every,
+                         "voicemail": every, "dropped": every}}),
+    )
+    .await;
+    let c = e
+        .dispatch(
+            &t,
+            json!({"recipient": "+15550190", "agent_sid": agent, "strategy_sid": stg}),
+        )
+        .await;
+    let id = c["id"].as_str().expect("id").to_string();
+    let done = e
+        .wait_communication(&t.account, &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(done["sip_code"], 603, "{done}\n{}", e.log());
+    assert!(
+        callee.success(Duration::from_secs(20)).await,
+        "{}",
+        callee.dump()
+    );
+    // Longer than the rules' delay: still one attempt, the row final.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let list = attempts(&e, &t, &id).await;
+    assert_eq!(list["total"], 1, "{list}");
+    assert_eq!(list["items"][0]["outcome"], "declined", "{list}");
+    let (_, now) = e
+        .get(&format!("/v1/communication/{id}"), Some(&t.account))
+        .await;
+    assert_eq!(
+        now["communication_status"], done["communication_status"],
+        "{now}"
+    );
+    assert_eq!(callee.invites().len(), 1, "dialled once");
+}
+
+/// Waits until the communication is released by the pre-dial check (`queued`, due later
+/// than `after`); returns it.
+async fn wait_deferred(
+    e: &Engine,
+    t: &Tenancy,
+    id: &str,
+    after: chrono::DateTime<chrono::Utc>,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, c) = e
+            .get(&format!("/v1/communication/{id}"), Some(&t.account))
+            .await;
+        let due = c["due_at"]
+            .as_str()
+            .and_then(|d| chrono::DateTime::parse_from_rfc3339(d).ok());
+        if c["communication_status"] == "new" && due.is_some_and(|d| d > after) {
+            return c;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not deferred: {c}\n{}",
+            e.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_hours_and_a_full_cap_defer_the_dial() {
+    let mut callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "1"]);
+    let e = Engine::start(EngineOptions {
+        trunks: vec![("carrier".into(), callee.addr)],
+        ..Default::default()
+    })
+    .await;
+    let t = provision(&e, "defer", "carrier", "+4930101000").await;
+    let store = store_of(&e, None).await;
+    let scn = create_scenario(&store, &t, &greeting_scenario("Hi."), true).await;
+    let first = create_agent(
+        &store,
+        &t,
+        &AgentSpec::new(scn.clone(), t.number_id.clone()),
+    )
+    .await;
+    let second = create_agent(&store, &t, &AgentSpec::new(scn, t.number_id.clone())).await;
+
+    // Calling hours every day but today and the next two days (in any zone): not dialled,
+    // released to a later day.
+    let today = chrono::Utc::now().date_naive();
+    let day = |d: i64| (today + chrono::Duration::days(d)).to_string();
+    let all_day = json!([["00:00", "24:00"]]);
+    let closed = strategy(
+        &e,
+        &t,
+        "closed now",
+        json!({"calling_hours": {"strategy": "weekly", "args": {
+            "mon": all_day, "tue": all_day, "wed": all_day, "thu": all_day, "fri": all_day,
+            "sat": all_day, "sun": all_day,
+            "excluded_dates": [day(-1), day(0), day(1), day(2)]}}}),
+    )
+    .await;
+    let c = e
+        .dispatch(
+            &t,
+            json!({"recipient": "+4930555100", "agent_sid": first, "strategy_sid": closed}),
+        )
+        .await;
+    let id = c["id"].as_str().expect("id").to_string();
+    let deferred = wait_deferred(
+        &e,
+        &t,
+        &id,
+        chrono::Utc::now() + chrono::Duration::hours(12),
+    )
+    .await;
+    assert!(deferred["started_at"].is_null(), "{deferred}");
+    let list = attempts(&e, &t, &id).await;
+    assert_eq!(list["total"], 0, "no dial: {list}");
+
+    // A cap of one call an hour to a number, across the account's agents: the first
+    // agent's call is placed, the second agent's waits an hour.
+    let capped = strategy(
+        &e,
+        &t,
+        "one an hour",
+        json!({"frequency_cap": {"calls": 1, "period_s": 3600}}),
+    )
+    .await;
+    let a = e
+        .dispatch(
+            &t,
+            json!({"recipient": "+15550210", "agent_sid": first, "strategy_sid": capped}),
+        )
+        .await;
+    let a = e
+        .wait_communication(
+            &t.account,
+            a["id"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(a["call_status"], "answered", "{a}\n{}", e.log());
+    let b = e
+        .dispatch(
+            &t,
+            json!({"recipient": "+15550210", "agent_sid": second, "strategy_sid": capped}),
+        )
+        .await;
+    let b_id = b["id"].as_str().expect("id").to_string();
+    wait_deferred(
+        &e,
+        &t,
+        &b_id,
+        chrono::Utc::now() + chrono::Duration::minutes(55),
+    )
+    .await;
+    assert!(
+        callee.success(Duration::from_secs(20)).await,
+        "{}",
+        callee.dump()
+    );
+    let dialled: Vec<String> = callee.invites().into_iter().map(|(u, _)| u).collect();
+    assert_eq!(dialled, ["+15550210"], "one dial in all");
+}
