@@ -225,24 +225,23 @@ impl AudioResolver {
             AudioRef::Audio(id) => {
                 let rec = self.store.audio_get(&id).await.map_err(unavailable)?;
                 return match rec {
-                    Some(a) if a.account_sid == account_sid => {
-                        if a.size_bytes as u64 > MAX_AUDIO_BYTES {
-                            return Err(AudioRefError::Unavailable(format!(
-                                "object {} is larger than {MAX_AUDIO_BYTES} bytes",
-                                a.object_path
-                            )));
-                        }
-                        Ok(Located::Stored(StoredAudio {
-                            version: format!("{}@{}", a.sid, a.created_at.timestamp_micros()),
-                            path: a.object_path,
-                        }))
-                    }
+                    Some(a) if a.account_sid == account_sid => stored_audio_file(a),
                     _ => Err(AudioRefError::NotFound(format!(
                         "audio file {id} not found"
                     ))),
                 };
             }
-            AudioRef::Object(_) => {}
+            // An audio file's object named by its storage URI or a signed link is the same
+            // audio as the file's id: one identity.
+            AudioRef::Object(ref path) => {
+                if let Some(sid) = audio_file_sid(path)
+                    && let Some(a) = self.store.audio_get(sid).await.map_err(unavailable)?
+                    && a.account_sid == account_sid
+                    && a.object_path == *path
+                {
+                    return stored_audio_file(a);
+                }
+            }
         }
         let Some(path) = self.owned_path(account_sid, r).await? else {
             return Err(AudioRefError::NotFound("nothing to play".into()));
@@ -305,6 +304,29 @@ impl StoredAudio {
     pub fn identity(&self) -> String {
         format!("{}#{}", self.path, self.version)
     }
+}
+
+/// An audio file located by its row: its object is written once, before the row, under a
+/// path named by its id, and deleted only after the row, so the row is proof enough and its
+/// id and creation time are the version.
+fn stored_audio_file(a: crate::store::AudioRecord) -> Result<Located, AudioRefError> {
+    if a.size_bytes as u64 > MAX_AUDIO_BYTES {
+        return Err(AudioRefError::Unavailable(format!(
+            "object {} is larger than {MAX_AUDIO_BYTES} bytes",
+            a.object_path
+        )));
+    }
+    Ok(Located::Stored(StoredAudio {
+        version: format!("{}@{}", a.sid, a.created_at.timestamp_micros()),
+        path: a.object_path,
+    }))
+}
+
+/// The audio file id an object path names (`audio/<account>/<aud_…>.<ext>`), if any.
+fn audio_file_sid(path: &str) -> Option<&str> {
+    let name = path.strip_prefix("audio/")?.split('/').nth(1)?;
+    let sid = name.split('.').next()?;
+    has_prefix(sid, prefix::AUDIO).then_some(sid)
 }
 
 fn unavailable(e: StoreError) -> AudioRefError {

@@ -142,7 +142,7 @@ pub(super) async fn attempt_of(
 /// With an `Idempotency-Key`, a repeat of the same request within 24 hours creates
 /// nothing and answers the attempt the first one created (`Idempotent-Replayed: true`).
 #[utoipa::path(post, path = "/v1/campaign/{campaign_id}/attempt", tag = "legacy", params(("campaign_id" = String, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters chosen by the client; kept 24 hours per account")),
+        ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$", description = "1 to 255 visible ASCII characters chosen by the client; kept 24 hours per account")),
     request_body = CreateAttempt, security(("basic" = [])),
     responses((status = 200, body = Attempt),
         (status = 400, body = RpcStatus, description = "INVALID_ARGUMENT (3): malformed body, scheduled_at not in the future, the campaign's scenario unpublished or no number to call from, a malformed `Idempotency-Key` (reason `invalid_idempotency_key`) or one an earlier request with another body used (reason `idempotency_key_reused`); FAILED_PRECONDITION (9): no contact left to dial (none new, none to redial), or the campaign is archived"),

@@ -85,7 +85,7 @@ pub struct DispatchBody {
 /// communication the first one created (as it is now, with `Idempotent-Replayed: true`).
 #[utoipa::path(post, path = "/v1/communication/-/dispatch", tag = "communications", request_body = DispatchBody,
     params(("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys"),
-        ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters chosen by the client, unique per intended communication; kept 24 hours per account")),
+        ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$", description = "1 to 255 visible ASCII characters chosen by the client, unique per intended communication; kept 24 hours per account")),
     security(("bearer" = [])),
     responses((status = 201, body = Communication, description = "Created, or (header `Idempotent-Replayed: true`) the communication an earlier request with the same `Idempotency-Key` and body created"),
         (status = 400, body = ErrorBody, description = "Malformed body, or `invalid_idempotency_key`"), (status = 401, body = ErrorBody),
