@@ -296,13 +296,15 @@ enum Phase {
     Done,
 }
 
-/// One call: answer, wait for the question's end, speak, time the reply, until BYE.
-async fn run_call(
+/// Answers `call` with PCMU on a fresh loopback RTP socket and waits (5 s at most) for the
+/// leg's `Answered`: the socket, the leg and the negotiated media.
+pub async fn answer_pcmu(
     call: callsmith_sip::IncomingCall,
-    phrases: &[Phrase],
-    live: &AtomicUsize,
-    rec: &mut CallRecord,
-) -> Result<()> {
+) -> Result<(
+    tokio::net::UdpSocket,
+    callsmith_sip::CallLeg,
+    callsmith_sip::NegotiatedMedia,
+)> {
     let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
     let port = sock.local_addr()?.port();
     let mut leg = call
@@ -320,6 +322,17 @@ async fn run_call(
             Err(_) => bail!("no Answered event"),
         }
     };
+    Ok((sock, leg, media))
+}
+
+/// One call: answer, wait for the question's end, speak, time the reply, until BYE.
+async fn run_call(
+    call: callsmith_sip::IncomingCall,
+    phrases: &[Phrase],
+    live: &AtomicUsize,
+    rec: &mut CallRecord,
+) -> Result<()> {
+    let (sock, mut leg, media) = answer_pcmu(call).await?;
     rec.answered_at = Some(Instant::now());
     let codec = Codec::from_payload_type(media.payload_type).unwrap_or(Codec::Pcmu);
     let phrase = &phrases[rec.phrase];

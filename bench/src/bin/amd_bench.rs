@@ -40,7 +40,7 @@ use callsmith_domain::store::communications::CommunicationFilter;
 use callsmith_e2e::scenario::{brick, next, outs, snapshot};
 use callsmith_e2e::{Engine, EngineOptions, create_scenario, provision, store_of};
 use callsmith_media::amd::{AmdConfig, AmdDecision, detect_recorded};
-use callsmith_sip::{LegEvent, LocalMedia, SdpCodec, SipConfig, SipStack, TrunkConfig};
+use callsmith_sip::{LegEvent, SdpCodec, SipConfig, SipStack, TrunkConfig};
 use clap::{Parser, ValueEnum};
 use serde_json::{Value, json};
 
@@ -372,23 +372,7 @@ impl Callee {
 
 /// Answers, plays the clip as 20 ms µ-law packets, then silence, until the BYE.
 async fn play(call: callsmith_sip::IncomingCall, ulaw: &[u8]) -> Result<()> {
-    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
-    let port = sock.local_addr()?.port();
-    let mut leg = call
-        .answer(LocalMedia {
-            codecs: vec![SdpCodec::Pcmu],
-            ..LocalMedia::g711([127, 0, 0, 1].into(), port)
-        })
-        .await
-        .map_err(|e| anyhow::anyhow!("answer: {e}"))?;
-    let media = loop {
-        match tokio::time::timeout(Duration::from_secs(5), leg.next_event()).await {
-            Ok(Some(LegEvent::Answered(m))) => break m,
-            Ok(Some(LegEvent::Ended(_))) | Ok(None) => bail!("ended before answer"),
-            Ok(Some(_)) => continue,
-            Err(_) => bail!("no Answered event"),
-        }
-    };
+    let (sock, mut leg, media) = callsmith_bench::voice::answer_pcmu(call).await?;
     let mut tick = tokio::time::interval(Duration::from_millis(20));
     let (mut seq, mut ts) = (0u16, 0u32);
     let mut frames = ulaw.chunks(160);
