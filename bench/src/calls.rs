@@ -239,6 +239,72 @@ impl Sipp {
     }
 }
 
+/// Several SIPp callers side by side, sharing one job: one SIPp process tops out near
+/// 1,000–1,250 calls/s on its own, so higher rates are split between `n` of them, each
+/// placing its share of the calls at its share of the rate (the first ones take the
+/// remainders). Counted together as one caller.
+pub struct Callers(Vec<Sipp>);
+
+impl Callers {
+    pub fn spawn(job: &SippJob<'_>, n: usize, hold_ms_audio: u64) -> Result<Callers> {
+        let n = n.max(1);
+        let mut callers = Vec::with_capacity(n);
+        for i in 0..n {
+            let share = |total: u64| total / n as u64 + u64::from((i as u64) < total % n as u64);
+            let part = SippJob {
+                port: if i == 0 { job.port } else { free_udp_port() },
+                calls: share(job.calls),
+                rate: job.rate.map(|r| share(u64::from(r)) as u32),
+                ..*job
+            };
+            if part.calls > 0 {
+                callers.push(Sipp::spawn(&part, hold_ms_audio)?);
+            }
+        }
+        Ok(Callers(callers))
+    }
+
+    /// Waits for every caller to exit; Some(true) when every call of every one succeeded,
+    /// None when one of them did not exit in time.
+    pub async fn wait(&mut self, within: Duration) -> Option<bool> {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut all = true;
+        for c in &mut self.0 {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            all &= c.wait(left).await?;
+        }
+        Some(all)
+    }
+
+    pub async fn kill(&mut self) {
+        for c in &mut self.0 {
+            c.kill().await;
+        }
+    }
+
+    pub fn stat(&self) -> SippStat {
+        SippStat::combine(&self.0.iter().map(Sipp::stat).collect::<Vec<_>>())
+    }
+
+    /// Response times of timer 1 of every caller, sorted.
+    pub fn rtts(&self) -> Vec<f64> {
+        let mut all: Vec<f64> = self.0.iter().flat_map(Sipp::rtts).collect();
+        all.sort_by(f64::total_cmp);
+        all
+    }
+
+    /// The kinds of error the callers logged, with their counts added, most frequent first.
+    pub fn errors(&self) -> Vec<(String, usize)> {
+        let mut counts = std::collections::BTreeMap::<String, usize>::new();
+        for (kind, n) in self.0.iter().flat_map(Sipp::errors) {
+            *counts.entry(kind).or_default() += n;
+        }
+        let mut all: Vec<(String, usize)> = counts.into_iter().collect();
+        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        all
+    }
+}
+
 /// The engine's scenario: `reply_scenario("dtmf")` (question "Press one to confirm." by
 /// TTS, listening 12 s for DTMF) with an inbound entry as well.
 pub fn rate_scenario() -> Value {

@@ -276,6 +276,30 @@ pub struct SippStat {
     pub retransmissions: u64,
     /// The largest `CurrentCall` of any row.
     pub peak_current: u64,
+    /// `CurrentCall` of every row, in file order (one row per second with `-fd 1`).
+    pub current: Vec<u64>,
+}
+
+impl SippStat {
+    /// The counts of several SIPp processes that ran side by side (started together, one
+    /// row per second each): counters added, and the most calls open at once as the
+    /// largest sum of the processes' `CurrentCall` row by row.
+    pub fn combine(stats: &[SippStat]) -> SippStat {
+        let rows = stats.iter().map(|s| s.current.len()).max().unwrap_or(0);
+        let current: Vec<u64> = (0..rows)
+            .map(|i| stats.iter().filter_map(|s| s.current.get(i)).sum())
+            .collect();
+        SippStat {
+            rows: stats.iter().map(|s| s.rows).max().unwrap_or(0),
+            outgoing: stats.iter().map(|s| s.outgoing).sum(),
+            incoming: stats.iter().map(|s| s.incoming).sum(),
+            successful: stats.iter().map(|s| s.successful).sum(),
+            failed: stats.iter().map(|s| s.failed).sum(),
+            retransmissions: stats.iter().map(|s| s.retransmissions).sum(),
+            peak_current: current.iter().copied().max().unwrap_or(0),
+            current,
+        }
+    }
 }
 
 /// Parses a SIPp `-trace_stat` CSV (`;`-separated, header row first).
@@ -312,6 +336,7 @@ pub fn parse_sipp_stat(text: &str) -> Option<SippStat> {
         stat.failed = x;
         stat.retransmissions = r;
         stat.peak_current = stat.peak_current.max(c);
+        stat.current.push(c);
     }
     (stat.rows > 0).then_some(stat)
 }
@@ -559,10 +584,40 @@ mod tests {
                 successful: 97,
                 failed: 3,
                 retransmissions: 5,
-                peak_current: 40
+                peak_current: 40,
+                current: vec![0, 40, 0],
             }
         );
         assert_eq!(parse_sipp_stat("StartTime;CurrentCall\n"), None);
+    }
+
+    #[test]
+    fn side_by_side_sipps_add_up_and_peak_together() {
+        let a = SippStat {
+            rows: 3,
+            outgoing: 100,
+            successful: 99,
+            failed: 1,
+            retransmissions: 2,
+            peak_current: 40,
+            current: vec![10, 40, 0],
+            ..SippStat::default()
+        };
+        let b = SippStat {
+            rows: 4,
+            outgoing: 100,
+            successful: 100,
+            peak_current: 35,
+            current: vec![35, 30, 5, 1],
+            ..SippStat::default()
+        };
+        let c = SippStat::combine(&[a, b]);
+        assert_eq!((c.outgoing, c.successful, c.failed), (200, 199, 1));
+        assert_eq!(c.retransmissions, 2);
+        // Row by row: 45, 70, 5, 1; the separate peaks would add up to 75.
+        assert_eq!(c.peak_current, 70);
+        assert_eq!(c.current, vec![45, 70, 5, 1]);
+        assert_eq!(SippStat::combine(&[]), SippStat::default());
     }
 
     #[test]

@@ -22,6 +22,11 @@
 //!   runs both, side by side at every rate, as targets `callsmith/<db>` and
 //!   `callsmith/<db>/recorded`). Reference `sipp`: SIPp's own
 //!   UAS (`sipp/rate_uas_prompt.xml`) answers, streams a prompt file and answers the BYE.
+//!   One SIPp caller tops out near 1,000–1,250 calls/s: a rate above `--rate-per-caller`
+//!   (default 1000) is split between ⌈RATE / rate-per-caller⌉ callers started side by
+//!   side, each with its share of the calls and the rate, for both targets; their counts
+//!   are added, their set-up times pooled, and the calls open at once summed second by
+//!   second.
 //! - **outbound**: the engine's dialer places RATE×seconds communications (dispatched
 //!   through `POST /v1/communication/-/dispatch` for one moment ahead, agent cps = RATE)
 //!   to a SIPp UAS (`sipp/rate_uas_callee.xml`) that answers, streams a tone and hangs up
@@ -104,7 +109,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use callsmith_bench::calls::{
-    Sampler, Sipp, SippJob, all_rows, history_totals, rate_scenario, wait_all_ended,
+    Callers, Sampler, Sipp, SippJob, all_rows, history_totals, rate_scenario, wait_all_ended,
 };
 use callsmith_bench::{
     CLK_TCK, Limit, ProcStat, Series, cpu_ticks_of_command, fmt_setup, percentile, proc_stat,
@@ -243,6 +248,11 @@ struct Args {
     /// Skip SIPp's own UAS/UAC (the reference).
     #[arg(long)]
     no_reference: bool,
+    /// Inbound: the most calls per second one SIPp caller places. A higher rate is split
+    /// between ⌈rate / this⌉ SIPp callers started side by side (one SIPp tops out near
+    /// 1,000–1,250 calls/s), against the engine and the reference alike.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    rate_per_caller: u32,
     /// Warm-up calls before each measured callsmith step (fills the TTS cache, opens the
     /// database connections).
     #[arg(long, default_value_t = 2)]
@@ -699,7 +709,7 @@ async fn inbound_load(
         budget_secs: budget,
     };
     if args.warmup > 0 {
-        let mut warm = Sipp::spawn(&caller(args.warmup, 10), args.hold_ms)?;
+        let mut warm = Callers::spawn(&caller(args.warmup, 10), 1, args.hold_ms)?;
         if warm.wait(Duration::from_secs(60)).await != Some(true) {
             bail!("warm-up calls failed\n{}", e.log());
         }
@@ -714,13 +724,14 @@ async fn inbound_load(
     let before = proc_stat(pid).context("engine /proc")?;
     let db_before = cpu_ticks_of_command("postgres");
     let t0 = Instant::now();
-    let mut uac = Sipp::spawn(&caller(total, rate), args.hold_ms)?;
+    let mut uac = Callers::spawn(&caller(total, rate), callers(args, rate), args.hold_ms)?;
     let exited = uac.wait(Duration::from_secs(budget + 30)).await;
     if exited.is_none() {
         uac.kill().await;
         step.notes
             .push("the caller SIPp did not finish in time".into());
     }
+    note_callers(args, rate, step);
     step.plateau = Plateau::measure(args, rate, &sampler, t0);
     let ended = wait_all_ended(store, &t.account, &inbound, Duration::from_secs(60)).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -738,7 +749,7 @@ async fn inbound_load(
     step.setup = uac.rtts();
     step.engine_usage(&before, &after, idle, wall);
     step.database_cpu(db_ticks, wall);
-    note_sipp_errors(step, "caller", &uac);
+    note_sipp_errors(step, "caller", uac.errors());
     if st.outgoing < total {
         step.failed += total - st.outgoing;
         step.notes.push(format!(
@@ -946,7 +957,7 @@ async fn outbound_load(
             step.notes.push(format!("unanswered: {n} × {k}"));
         }
     }
-    note_sipp_errors(step, "callee", &uas);
+    note_sipp_errors(step, "callee", uas.errors());
     let mut starts: Vec<DateTime<Utc>> = rows.iter().filter_map(|r| r.started_at).collect();
     starts.sort();
     if let (Some(first), Some(last)) = (starts.first(), starts.last())
@@ -1022,7 +1033,7 @@ async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
             tokio::time::sleep(Duration::from_millis(500)).await;
             let before = sampler.last().or(sampler.first()).context("sipp /proc")?;
             let t0 = Instant::now();
-            let mut uac = Sipp::spawn(
+            let mut uac = Callers::spawn(
                 &SippJob {
                     scenario: "rate_uac_caller",
                     port: free_udp_port(),
@@ -1033,6 +1044,7 @@ async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
                     service: Some(NUMBER),
                     budget_secs: budget,
                 },
+                callers(args, rate),
                 args.hold_ms,
             )?;
             if uac.wait(Duration::from_secs(budget + 30)).await.is_none() {
@@ -1040,6 +1052,7 @@ async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
                 step.notes
                     .push("the caller SIPp did not finish in time".into());
             }
+            note_callers(args, rate, &mut step);
             step.plateau = Plateau::measure(args, rate, &sampler, t0);
             if !sampler.wait_exit(Duration::from_secs(10)).await {
                 step.notes
@@ -1052,8 +1065,8 @@ async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
             uas.kill().await;
             let _ = uas.wait(Duration::from_secs(5)).await;
             let (c, s) = (uac.stat(), uas.stat());
-            note_sipp_errors(&mut step, "caller", &uac);
-            note_sipp_errors(&mut step, "callee", &uas);
+            note_sipp_errors(&mut step, "caller", uac.errors());
+            note_sipp_errors(&mut step, "callee", uas.errors());
             step.attempted = c.outgoing.max(total);
             step.failed = c.failed.max(s.failed) + total.saturating_sub(c.outgoing);
             step.retrans = c.retransmissions;
@@ -1110,8 +1123,8 @@ async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
                 uas.kill().await;
             }
             let (c, s) = (uac.stat(), uas.stat());
-            note_sipp_errors(&mut step, "caller", &uac);
-            note_sipp_errors(&mut step, "callee", &uas);
+            note_sipp_errors(&mut step, "caller", uac.errors());
+            note_sipp_errors(&mut step, "callee", uas.errors());
             step.attempted = c.outgoing.max(total);
             step.failed = c.failed.max(s.failed) + total.saturating_sub(c.outgoing);
             step.retrans = s.retransmissions;
@@ -1510,8 +1523,23 @@ impl AbortOnDrop {
 }
 
 /// What a SIPp of the step logged as errors (`-trace_err`), the most frequent kinds first.
-fn note_sipp_errors(step: &mut Step, role: &str, sipp: &Sipp) {
-    for (kind, n) in sipp.errors().iter().take(4) {
+/// SIPp callers an inbound step at `rate` runs side by side (`--rate-per-caller`).
+fn callers(args: &Args, rate: u32) -> usize {
+    rate.div_ceil(args.rate_per_caller).max(1) as usize
+}
+
+fn note_callers(args: &Args, rate: u32, step: &mut Step) {
+    let n = callers(args, rate);
+    if n > 1 {
+        step.notes.push(format!(
+            "{n} SIPp callers side by side, {} calls/s or less each",
+            rate.div_ceil(n as u32)
+        ));
+    }
+}
+
+fn note_sipp_errors(step: &mut Step, role: &str, errors: Vec<(String, usize)>) {
+    for (kind, n) in errors.iter().take(4) {
         let kind: String = kind.chars().take(200).collect();
         step.notes.push(format!("{role} SIPp error: {n} × {kind}"));
     }
