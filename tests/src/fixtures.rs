@@ -106,11 +106,14 @@ pub struct AgentSpec {
     pub calling_schedule: Value,
     pub timezone: String,
     pub call_recording: bool,
+    /// Answering-machine detection in the scenario's outbound_call bricks.
+    pub voicemail_enabled: bool,
 }
 
 impl AgentSpec {
     /// An agent on `number_sid` running `scenario_sid` with the defaults most tests want:
-    /// no cps or cpl limit, no result targets, always open, UTC, no recording. Change a
+    /// no cps or cpl limit, no result targets, always open, UTC, no recording, no
+    /// answering-machine detection. Change a
     /// field with struct update syntax.
     pub fn new(scenario_sid: impl Into<String>, number_sid: impl Into<String>) -> AgentSpec {
         AgentSpec {
@@ -122,6 +125,7 @@ impl AgentSpec {
             calling_schedule: always(),
             timezone: "UTC".into(),
             call_recording: false,
+            voicemail_enabled: false,
         }
     }
 }
@@ -140,7 +144,7 @@ pub async fn create_agent(store: &callsmith_domain::Store, t: &Tenancy, a: &Agen
         number_sid: Some(a.number_sid.clone()),
         number_pool_sid: None,
         scenario_sid: a.scenario_sid.clone(),
-        voicemail_enabled: false,
+        voicemail_enabled: a.voicemail_enabled,
         call_recording: a.call_recording,
         calling_schedule: a.calling_schedule.to_string(),
         timezone: a.timezone.clone(),
@@ -160,6 +164,30 @@ pub async fn create_agent(store: &callsmith_domain::Store, t: &Tenancy, a: &Agen
     sid
 }
 
+/// Creates a communication strategy of the tenancy's account through `POST /v1/strategy`
+/// (docs/strategies.md); returns its id.
+pub async fn create_strategy(e: &Engine, t: &Tenancy, name: &str, definition: Value) -> String {
+    let body = e
+        .post_ok(
+            "/v1/strategy",
+            Some(&t.account),
+            json!({"name": name, "definition": definition}),
+            201,
+        )
+        .await;
+    body["id"].as_str().expect("strategy id").to_string()
+}
+
+/// A communication's attempts as `GET /v1/communication/{id}/attempt` lists them (the first
+/// page, oldest first: `total` and `items`).
+pub async fn attempts_of(e: &Engine, t: &Tenancy, id: &str) -> Value {
+    let (status, body) = e
+        .get(&format!("/v1/communication/{id}/attempt"), Some(&t.account))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
 /// A scenario: greet with a TTS prompt, record goal `greeted`, end the call.
 pub fn greeting_scenario(text: &str) -> Value {
     json!({"name": "greeting", "constructor": {"bricks": {
@@ -174,6 +202,39 @@ pub fn greeting_scenario(text: &str) -> Value {
             "outputs": [{"type": "next", "description": "", "next": "bye"}]}]},
         "end_call": {"v1": [{"id": "bye", "description": "", "properties": {"signal": ""}, "outputs": []}]}
     }}})
+}
+
+/// A scenario that listens for an answering machine first: its outbound_call brick
+/// (`is_voicemail`, detection as the agent's `voicemail_enabled` allows) takes `voicemail`
+/// on a machine (the message "Please call us back." after the beep, goal `voicemail_left`,
+/// end_call with signal `voicemail`) and `human` otherwise ("Hi, this is callsmith
+/// calling.", goal `human`, an `end` brick).
+pub fn voicemail_scenario() -> Value {
+    use crate::scenario::{brick, next, outs, snapshot};
+    let tts = |id: &str, text: &str, to: &str| {
+        brick(
+            id,
+            json!({"text": text, "language": "", "voice": "", "engine": "", "model": ""}),
+            next(to),
+        )
+    };
+    let goal = |id: &str, g: &str, to: &str| brick(id, json!({"goal": g}), next(to));
+    snapshot(
+        "voicemail",
+        json!({
+            "start_call": {"v1": [brick("s", json!({
+                "tts_general": {"engine": "espeak-ng", "voice": "", "language": "en-US", "speed": 1, "model": ""},
+                "stt_general": {"language": "en-US", "engine": "whisper", "model": "", "primary_language": "", "fallback_languages": []}
+            }), next("oc"))]},
+            "outbound_call": {"v1": [brick("oc", json!({"is_voicemail": true}),
+                outs(&[("human", "hi"), ("voicemail", "vm")]))]},
+            "audio_tts": {"v1": [tts("hi", "Hi, this is callsmith calling.", "g_human"),
+                                 tts("vm", "Please call us back.", "g_vm")]},
+            "goal": {"v1": [goal("g_human", "human", "fin"), goal("g_vm", "voicemail_left", "bye")]},
+            "end_call": {"v1": [brick("bye", json!({"signal": "voicemail"}), json!([]))]},
+            "end": {"v1": [brick("fin", json!({}), json!([]))]}
+        }),
+    )
 }
 
 /// A scenario: ask a yes/no question by speech; `yes` → goal `agreed`, `no` → goal

@@ -798,20 +798,6 @@ async fn llm_reprompt_on_silence_honours_global_llm() {
     );
 }
 
-/// outbound_call with is_voicemail: machine → a message after the beep, human → greeting.
-fn voicemail_scenario() -> Value {
-    snapshot(json!({
-        "start_call": start_call("oc"),
-        "outbound_call": {"v1": [brick("oc", json!({"is_voicemail": true}),
-            outs(&[("human", "hi"), ("voicemail", "vm")]))]},
-        "audio_tts": {"v1": [tts("hi", "Hi, this is callsmith calling.", "g_human"),
-                             tts("vm", "Please call us back.", "g_vm")]},
-        "goal": {"v1": [goal("g_human", "human", "fin"), goal("g_vm", "voicemail_left", "bye")]},
-        "end_call": {"v1": [end_call("bye", "voicemail")]},
-        "end": {"v1": [brick("fin", json!({}), json!([]))]}
-    }))
-}
-
 /// (f) A long greeting ending in a beep is a machine: the voicemail output is taken and
 /// its message starts after the beep.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

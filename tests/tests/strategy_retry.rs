@@ -8,27 +8,6 @@ use std::time::Duration;
 use callsmith_e2e::*;
 use serde_json::{Value, json};
 
-/// A strategy of the tenancy's account; returns its id.
-async fn strategy(e: &Engine, t: &Tenancy, name: &str, definition: Value) -> String {
-    let (status, body) = e
-        .post(
-            "/v1/strategy",
-            Some(&t.account),
-            json!({"name": name, "definition": definition}),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    body["id"].as_str().expect("id").to_string()
-}
-
-async fn attempts(e: &Engine, t: &Tenancy, id: &str) -> Value {
-    let (status, body) = e
-        .get(&format!("/v1/communication/{id}/attempt"), Some(&t.account))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    body
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_recipient_is_redialled_and_answers() {
     let sink = Sink::start(0).await;
@@ -52,7 +31,7 @@ async fn a_busy_recipient_is_redialled_and_answers() {
         },
     )
     .await;
-    let stg = strategy(
+    let stg = create_strategy(
         &e,
         &t,
         "busy once",
@@ -90,7 +69,7 @@ async fn a_busy_recipient_is_redialled_and_answers() {
         "{}",
         answers.dump()
     );
-    let list = attempts(&e, &t, &id).await;
+    let list = attempts_of(&e, &t, &id).await;
     assert_eq!(list["total"], 2, "{list}");
     let (first, second) = (&list["items"][0], &list["items"][1]);
     assert_eq!(first["sip_code"], 486, "{list}");
@@ -134,7 +113,7 @@ async fn a_decline_is_never_redialled() {
     let scn = create_scenario(&store, &t, &greeting_scenario("Hi."), true).await;
     let agent = create_agent(&store, &t, &AgentSpec::new(scn, t.number_id.clone())).await;
     let every = json!({"attempts": 3, "delay_s": 1});
-    let stg = strategy(
+    let stg = create_strategy(
         &e,
         &t,
         "retry everything",
@@ -160,7 +139,7 @@ async fn a_decline_is_never_redialled() {
     );
     // Longer than the rules' delay: still one attempt, the row final.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let list = attempts(&e, &t, &id).await;
+    let list = attempts_of(&e, &t, &id).await;
     assert_eq!(list["total"], 1, "{list}");
     assert_eq!(list["items"][0]["outcome"], "declined", "{list}");
     let (_, now) = e
@@ -225,7 +204,7 @@ async fn closed_hours_and_a_full_cap_defer_the_dial() {
     let today = chrono::Utc::now().date_naive();
     let day = |d: i64| (today + chrono::Duration::days(d)).to_string();
     let all_day = json!([["00:00", "24:00"]]);
-    let closed = strategy(
+    let closed = create_strategy(
         &e,
         &t,
         "closed now",
@@ -250,12 +229,12 @@ async fn closed_hours_and_a_full_cap_defer_the_dial() {
     )
     .await;
     assert!(deferred["started_at"].is_null(), "{deferred}");
-    let list = attempts(&e, &t, &id).await;
+    let list = attempts_of(&e, &t, &id).await;
     assert_eq!(list["total"], 0, "no dial: {list}");
 
     // A cap of one call an hour to a number, across the account's agents: the first
     // agent's call is placed, the second agent's waits an hour.
-    let capped = strategy(
+    let capped = create_strategy(
         &e,
         &t,
         "one an hour",

@@ -267,4 +267,17 @@ impl Sink {
             .map(Recorded::json)
             .collect()
     }
+
+    /// The bodies answered 200 once at least `n` arrived, or all of them when `within`
+    /// passed first.
+    pub async fn wait_for(&self, n: usize, within: Duration) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let bodies = self.bodies();
+            if bodies.len() >= n || tokio::time::Instant::now() >= deadline {
+                return bodies;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
