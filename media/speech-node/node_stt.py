@@ -18,6 +18,48 @@ SR = 16000
 VAD_CHUNK = 512  # 32 ms at 16 kHz (what Silero v5 takes)
 
 
+def whisper_language(tag):
+    """A language tag as Whisper names languages ("de-DE" -> "de", "EN" -> "en"); None for
+    none or Deepgram's "multi" (identify the language)."""
+    code = str(tag or "").strip().lower().replace("_", "-").split("-")[0]
+    return None if code in ("", "multi") else code
+
+
+def pick_language(probs, candidates):
+    """The most probable of `candidates` (Whisper codes) by the model's language
+    probabilities `probs` ((code, p) pairs); the first candidate when the model gives
+    none of them."""
+    if not candidates:
+        return None
+    p = dict(probs)
+    return max(candidates, key=lambda c: (p.get(c, -1.0), -candidates.index(c)))
+
+
+@dataclass
+class RecOptions:
+    """A stream's recognition options: the languages the caller may speak (Whisper codes,
+    primary first: the spoken one is identified among them when there are several) and
+    the words and phrases to favour (Whisper's `hotwords`)."""
+
+    languages: list = None
+    hints: list = None
+    detected: str = None  # the language of the stream's last final
+
+    @classmethod
+    def from_request(cls, language=None, candidates=(), hints=()):
+        langs = []
+        for tag in list(candidates or ()) or [language]:
+            code = whisper_language(tag)
+            if code and code not in langs:
+                langs.append(code)
+        words = [h.strip() for h in hints or () if isinstance(h, str) and h.strip()]
+        return cls(languages=langs, hints=words)
+
+    def current(self):
+        """The language partials are decoded in: the last final's, else the primary."""
+        return self.detected or (self.languages[0] if self.languages else None)
+
+
 class Recognizer:
     """One Whisper model; `transcribe` is called from a single worker thread."""
 
@@ -44,22 +86,39 @@ class Recognizer:
         self.transcribe(np.zeros(SR, dtype=np.float32), 0.0, True)
         self.transcribe(np.zeros(SR, dtype=np.float32), 0.0, False, trim=True)
 
-    def transcribe(self, audio: np.ndarray, offset_s: float, words: bool, trim: bool = False):
-        """Returns (text, words, end_s): `words` with their timings when asked for (an
-        extra alignment pass, ~25 % of a short final), `end_s` where the recognised speech
-        ends in stream seconds (the last word's end, else the last segment's end; None
-        without speech). Called from one worker thread only.
+    def language_for(self, audio: np.ndarray, opts, identify: bool):
+        """The language to decode `audio` in: English for an English-only model; with
+        several candidates and `identify`, the most probable of them (one encoder pass);
+        else the options' current language (English when none is named)."""
+        if not self.model.model.is_multilingual:
+            return "en"
+        langs = (opts.languages if opts else None) or []
+        if identify and len(langs) > 1:
+            _lang, _p, probs = self.model.detect_language(audio)
+            return pick_language(probs, langs)
+        return (opts.current() if opts else None) or "en"
+
+    def transcribe(self, audio: np.ndarray, offset_s: float, words: bool, trim: bool = False, opts=None,
+                   identify: bool = False):
+        """Returns (text, words, end_s, language): `words` with their timings when asked
+        for (an extra alignment pass, ~25 % of a short final), `end_s` where the recognised
+        speech ends in stream seconds (the last word's end, else the last segment's end;
+        None without speech), `language` the language decoded in (`language_for`; the
+        options' `hints` are Whisper's hotwords). Called from one worker thread only.
 
         Decoding always predicts timestamps: without them a shortened encoder window makes
         Whisper repeat short phrases ("Not today. Not today. Not today.") until the token
         cap, while the segment's end timestamp stops it."""
         if audio.size < SR // 10:
-            return "", [], None
+            return "", [], None, None
         frames = audio.size // 160
         self._frames = min(3000, (frames + 300 + 99) // 100 * 100) if trim else 3000
+        language = self.language_for(audio, opts, identify)
+        hints = (opts.hints if opts else None) or []
         segments, _info = self.model.transcribe(
             audio,
-            language="en",
+            language=language,
+            hotwords=", ".join(hints) if hints else None,
             beam_size=1,
             condition_on_previous_text=False,
             temperature=0.0,
@@ -86,7 +145,7 @@ class Recognizer:
                 )
         if result:
             end = result[-1]["end"]
-        return " ".join(t for t in texts if t).strip(), result, end
+        return " ".join(t for t in texts if t).strip(), result, end, language
 
 
 def _ort_session(path, threads=1):

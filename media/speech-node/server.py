@@ -2,14 +2,20 @@
 """callsmith speech node: recognition and synthesis on one loopback port.
 
 Recognition (websocket):
-  /             Vosk-server protocol: optional text frame {"config": {"sample_rate": 8000}},
+  /             Vosk-server protocol: optional text frame {"config": {"sample_rate": 8000}}
+                (extensions: "endpointing", "languages": [TAG...], "hints": [PHRASE...]),
                 binary 16-bit LE mono PCM; each binary frame gets one answer,
-                {"partial": ".."} or {"result": [{"word","start","end","conf"}..], "text": ".."}
+                {"partial": ".."} or {"result": [{"word","start","end","conf"}..], "text": "..",
+                "language": ".."}
                 when an utterance ends; {"eof": 1} flushes the last utterance and closes.
   /v1/listen    Deepgram-style protocol: query encoding=linear16&sample_rate=8000
-                &interim_results=true[&endpointing=MS|false][&vad_events=true]; binary audio in,
-                {"type":"Results","is_final","speech_final","start","duration",
-                 "channel":{"alternatives":[{"transcript","confidence","words"}]}} out;
+                &interim_results=true[&endpointing=MS|false][&vad_events=true]
+                [&language=TAG|multi][&detect_language=TAG...][&keyterm=PHRASE...]; binary
+                audio in, {"type":"Results","is_final","speech_final","start","duration",
+                 "channel":{"alternatives":[{"transcript","confidence","words","languages"}]}}
+                out. `language=multi` with `detect_language` tags: each final is decoded in
+                the most probable of those languages (Whisper's language identification;
+                "languages" names it); `keyterm`/`keywords` are Whisper hotwords.
                 {"type":"Finalize"} finalizes now, {"type":"CloseStream"} flushes, answers
                 {"type":"Metadata"} and closes.
   End of utterance: Silero VAD, then after --turn-check-ms of silence the Smart Turn v3
@@ -51,7 +57,7 @@ import numpy as np  # noqa: E402
 from aiohttp import WSMsgType, web  # noqa: E402
 
 import node_models  # noqa: E402
-from node_stt import SR, EndpointConfig, Recognizer, SileroVad, SmartTurn, Stream  # noqa: E402
+from node_stt import SR, EndpointConfig, Recognizer, RecOptions, SileroVad, SmartTurn, Stream  # noqa: E402
 from node_tts import OPENAI_VOICES, PicoEngine, PiperEngine, pico_languages, wav_header  # noqa: E402
 
 log = logging.getLogger("speech-node")
@@ -388,8 +394,9 @@ async def speech(request):
 class RecSession:
     """What both websocket protocols share: the stream, its transcription tasks."""
 
-    def __init__(self, ws, cfg: EndpointConfig, rate: int, words: bool = True):
+    def __init__(self, ws, cfg: EndpointConfig, rate: int, words: bool = True, opts: RecOptions = None):
         self.ws = ws
+        self.opts = opts or RecOptions.from_request()  # languages and hints of the stream
         self.words = words  # finals carry word timings (an extra alignment pass)
         self.stream = Stream(cfg, E.vad, rate)
         self.cfg = cfg
@@ -401,14 +408,15 @@ class RecSession:
     async def send(self, obj):
         await self.ws.send_str(json.dumps(obj))
 
-    def _job(self, audio, offset, words, stale, trim=False):
+    def _job(self, audio, offset, words, stale, trim=False, identify=False):
         """Runs in the STT worker; `stale()` is asked when the job's turn comes, so
-        work queued for an utterance that is already over is skipped."""
+        work queued for an utterance that is already over is skipped. `identify`: pick
+        the language among the stream's candidates (finals; partials keep the last)."""
         if stale is not None and stale():
             log.debug("transcription skipped (stale)")
             return None
         t0 = time.monotonic()
-        res = E.rec.transcribe(audio, offset, words, trim)
+        res = E.rec.transcribe(audio, offset, words, trim, self.opts, identify)
         log.debug("transcribed %.2fs of audio (words=%s trim=%s) in %.0f ms", audio.size / SR, words, trim,
                   (time.monotonic() - t0) * 1000)
         return res
@@ -447,7 +455,7 @@ class RecSession:
             st.spec[3]["cancel"] = True
         token = {"cancel": False}
         fut = stt_submit(self.loop, self._job, audio, start, self.words, lambda: st.closed or token["cancel"],
-                         FINAL_TRIM)
+                         FINAL_TRIM, True)
         st.spec = (fut, uid, seq, token)
 
     def spec_valid(self):
@@ -489,7 +497,7 @@ class RecSession:
         return complete
 
     async def final(self, endpoint=True):
-        """Ends the utterance; returns (text, words, start_s, end_s)."""
+        """Ends the utterance; returns (text, words, start_s, end_s, language)."""
         st = self.stream
         t0 = time.monotonic()
         spec = st.spec
@@ -504,13 +512,15 @@ class RecSession:
             except Exception:
                 res = None
         if res is None:
-            res = await stt_submit(self.loop, self._job, audio, start, self.words, None, FINAL_TRIM)
-        text, words, end = res
+            res = await stt_submit(self.loop, self._job, audio, start, self.words, None, FINAL_TRIM, True)
+        text, words, end, language = res
         if end is None:
             end = start + audio.size / SR
+        if text and language:
+            self.opts.detected = language
         self.proc_ms.append((time.monotonic() - t0) * 1000)
         self.decided_at = t0
-        return text, words, start, end
+        return text, words, start, end, language
 
     def decision_to_final_ms(self):
         """Milliseconds from the last end-of-turn decision (the start of `final`) to now:
@@ -601,13 +611,17 @@ async def vosk_ws(request):
                         continue
                     if "endpointing" in cfg or "endpoint" in cfg:  # extensions, as in endpoint_cfg
                         sess.cfg = st.cfg = endpoint_cfg(args, cfg.get("endpointing"), cfg.get("endpoint"))
+                    if "languages" in cfg or "hints" in cfg:  # extensions: languages to identify, hints
+                        langs = cfg.get("languages") if isinstance(cfg.get("languages"), list) else []
+                        hints = cfg.get("hints") if isinstance(cfg.get("hints"), list) else []
+                        sess.opts = RecOptions.from_request(None, langs, hints)
                     st.set_rate(rate)
                     continue
                 if isinstance(obj, dict) and obj.get("eof"):
                     st.flush_input()
                     if st.speech:
-                        text, words, _s, _e = await sess.final(False)
-                        await sess.send({"result": words, "text": text,
+                        text, words, _s, _e, lang = await sess.final(False)
+                        await sess.send({"result": words, "text": text, "language": lang,
                                          "decision_to_final_ms": sess.decision_to_final_ms()})
                     else:
                         await sess.send({"text": ""})
@@ -625,8 +639,8 @@ async def vosk_ws(request):
                     if await sess.turn_check():
                         ev = "end"
                 if ev in ("end", "max"):
-                    text, words, _s, _e = await sess.final()
-                    await sess.send({"result": words, "text": text,
+                    text, words, _s, _e, lang = await sess.final()
+                    await sess.send({"result": words, "text": text, "language": lang,
                                      "decision_to_final_ms": sess.decision_to_final_ms()})
                     sent_final = True
                 ev = st.feed(b"")
@@ -643,8 +657,10 @@ async def vosk_ws(request):
     return ws
 
 
-def dg_results(text, is_final, speech_final, start_s, end_s, words=None, from_finalize=False):
+def dg_results(text, is_final, speech_final, start_s, end_s, words=None, from_finalize=False, language=None):
     alt = {"transcript": text, "confidence": 1.0 if text else 0.0}
+    if language:  # as Deepgram's multilingual results name the language spoken
+        alt["languages"] = [language]
     if words is not None:
         alt["words"] = [
             {"word": w["word"], "start": w["start"], "end": w["end"], "confidence": w["conf"]} for w in words
@@ -680,7 +696,11 @@ async def deepgram_ws(request):
         return ws
     # extension: `words=false` skips the word timing pass (finals keep start and duration)
     words = q.get("words", "true").lower() != "false"
-    sess = RecSession(ws, endpoint_cfg(args, q.get("endpointing"), q.get("endpoint")), rate, words)
+    # Deepgram's `language` (`multi`: identify), `detect_language` (the candidates) and
+    # `keyterm`/`keywords` (hints) choose the languages and hotwords of the stream.
+    opts = RecOptions.from_request(q.get("language"), q.getall("detect_language", []),
+                                   q.getall("keyterm", []) + q.getall("keywords", []))
+    sess = RecSession(ws, endpoint_cfg(args, q.get("endpointing"), q.get("endpoint")), rate, words, opts)
     st = sess.stream
     last_sent = {"text": ""}
 
@@ -692,9 +712,10 @@ async def deepgram_ws(request):
     sess.on_partial = on_partial
 
     async def final(speech_final, from_finalize=False):
-        text, words, start, end = await sess.final(speech_final)
+        text, words, start, end, language = await sess.final(speech_final)
         last_sent["text"] = ""
-        msg = dg_results(text, True, speech_final, start, end, words if sess.words else None, from_finalize)
+        msg = dg_results(text, True, speech_final, start, end, words if sess.words else None, from_finalize,
+                         language)
         msg["decision_to_final_ms"] = sess.decision_to_final_ms()
         await sess.send(msg)
 

@@ -174,6 +174,23 @@ pub struct SttParams {
     /// the node decides (the local node: Smart Turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpointing_ms: Option<u32>,
+    /// Whether the node ends the caller's turn on silence (its voice activity detection).
+    /// `false` (a question's `enable_voice_activity_detection: false`): the node never
+    /// ends the turn by itself (`endpointing=false`), the client's finish does.
+    #[serde(default = "yes")]
+    pub vad_endpointing: bool,
+    /// Further languages the caller may speak besides `language` (a question's
+    /// `fallback_languages`): the node identifies the spoken one among `language` and
+    /// these. Empty: `language` alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternative_languages: Vec<String>,
+    /// Words and phrases to favour (a question's `tokens` and `class_token.tokens`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for SttParams {
@@ -183,7 +200,32 @@ impl Default for SttParams {
             model: String::new(),
             interim_results: true,
             endpointing_ms: None,
+            vad_endpointing: true,
+            alternative_languages: Vec::new(),
+            hints: Vec::new(),
         }
+    }
+}
+
+impl SttParams {
+    /// The languages to identify among, `language` first; empty when there is only one.
+    pub fn candidate_languages(&self) -> Vec<&str> {
+        if self.alternative_languages.is_empty() {
+            return Vec::new();
+        }
+        let mut out = vec![self.language.as_str()];
+        for l in &self.alternative_languages {
+            if !out.contains(&l.as_str()) {
+                out.push(l);
+            }
+        }
+        out
+    }
+
+    /// Whether a Deepgram-style node takes the hints as `keyterm` (Nova-3 models, and the
+    /// provider's default model) rather than `keywords` (older models).
+    fn keyterms(&self) -> bool {
+        self.model.is_empty() || self.model.starts_with("nova-3")
     }
 }
 
@@ -213,6 +255,9 @@ pub struct Transcript {
     /// this result (its decoding), when the node reports it (`decision_to_final_ms`, the
     /// local speech node's extension of both protocols).
     pub decision_to_final_ms: Option<u64>,
+    /// The language the node recognised (`channel.alternatives[0].languages[0]` of a
+    /// Deepgram-style result, `language` of a Vosk one), when it reports one.
+    pub language: Option<String>,
 }
 
 /// What a stream reports.
@@ -408,8 +453,17 @@ pub fn start_stream(
 /// The Vosk protocol's first text frame.
 fn vosk_config(params: &SttParams) -> String {
     let mut config = serde_json::json!({"sample_rate": 8000});
-    if let Some(ms) = params.endpointing_ms {
+    if !params.vad_endpointing {
+        config["endpointing"] = false.into();
+    } else if let Some(ms) = params.endpointing_ms {
         config["endpointing"] = ms.into();
+    }
+    let languages = params.candidate_languages();
+    if !languages.is_empty() {
+        config["languages"] = languages.into();
+    }
+    if !params.hints.is_empty() {
+        config["hints"] = params.hints.clone().into();
     }
     serde_json::json!({ "config": config }).to_string()
 }
@@ -421,10 +475,18 @@ fn stream_url(node: &SttNodeConfig, params: &SttParams) -> Result<String, String
             let mut u = url::Url::parse(&node.url).map_err(|e| e.to_string())?;
             {
                 let mut q = u.query_pairs_mut();
+                let languages = params.candidate_languages();
+                // Several languages: Deepgram's multilingual stream (`language=multi`),
+                // the candidates as `detect_language` (the local node picks among them).
+                let language = if languages.is_empty() {
+                    params.language.as_str()
+                } else {
+                    "multi"
+                };
                 q.append_pair("encoding", "linear16")
                     .append_pair("sample_rate", "8000")
                     .append_pair("channels", "1")
-                    .append_pair("language", &params.language)
+                    .append_pair("language", language)
                     .append_pair(
                         "interim_results",
                         if params.interim_results {
@@ -436,8 +498,21 @@ fn stream_url(node: &SttNodeConfig, params: &SttParams) -> Result<String, String
                 if !params.model.is_empty() {
                     q.append_pair("model", &params.model);
                 }
-                if let Some(ms) = params.endpointing_ms {
+                for l in languages {
+                    q.append_pair("detect_language", l);
+                }
+                if !params.vad_endpointing {
+                    q.append_pair("endpointing", "false");
+                } else if let Some(ms) = params.endpointing_ms {
                     q.append_pair("endpointing", &ms.to_string());
+                }
+                let hint_key = if params.keyterms() {
+                    "keyterm"
+                } else {
+                    "keywords"
+                };
+                for h in &params.hints {
+                    q.append_pair(hint_key, h);
                 }
             }
             Ok(u.to_string())
@@ -454,13 +529,29 @@ fn decision_lag(text: &str) -> Option<u64> {
     (ms.is_finite() && (0.0..60_000.0).contains(&ms)).then_some(ms.round() as u64)
 }
 
-/// Parses one node message into (text, is_final, speech end in seconds if known).
-fn parse_result(protocol: SttProtocol, text: &str) -> Option<(String, bool, Option<f64>)> {
+/// One node message's result.
+#[derive(Debug, PartialEq)]
+struct Parsed {
+    text: String,
+    is_final: bool,
+    /// Where the speech ends, in seconds of the stream, if known.
+    end_s: Option<f64>,
+    /// The language the node recognised, if it says.
+    language: Option<String>,
+}
+
+/// Parses one node message into its result (text, finality, speech end, language).
+fn parse_result(protocol: SttProtocol, text: &str) -> Option<Parsed> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    match protocol {
+    let (text, is_final, end_s, language) = match protocol {
         SttProtocol::Vosk => {
             if let Some(p) = v.get("partial").and_then(|p| p.as_str()) {
-                return Some((p.to_string(), false, None));
+                return Some(Parsed {
+                    text: p.to_string(),
+                    is_final: false,
+                    end_s: None,
+                    language: None,
+                });
             }
             let t = v.get("text").and_then(|t| t.as_str())?;
             let end = v
@@ -469,7 +560,8 @@ fn parse_result(protocol: SttProtocol, text: &str) -> Option<(String, bool, Opti
                 .and_then(|a| a.last())
                 .and_then(|w| w.get("end"))
                 .and_then(|e| e.as_f64());
-            Some((t.to_string(), true, end))
+            let language = v.get("language").and_then(|l| l.as_str());
+            (t.to_string(), true, end, language)
         }
         SttProtocol::Deepgram => {
             if v.get("type").and_then(|t| t.as_str()) != Some("Results") {
@@ -486,9 +578,18 @@ fn parse_result(protocol: SttProtocol, text: &str) -> Option<(String, bool, Opti
                 (Some(s), Some(d)) => Some(s + d),
                 _ => None,
             };
-            Some((t.to_string(), is_final, end))
+            let language = v
+                .pointer("/channel/alternatives/0/languages/0")
+                .and_then(|l| l.as_str());
+            (t.to_string(), is_final, end, language)
         }
-    }
+    };
+    Some(Parsed {
+        text,
+        is_final,
+        end_s,
+        language: language.filter(|l| !l.is_empty()).map(str::to_string),
+    })
 }
 
 /// The byte stream under a node's websocket: TCP, or TLS over TCP.
@@ -609,7 +710,7 @@ async fn run_stream(
             msg = rx.next() => {
                 match msg {
                     Some(Ok(Message::Text(t))) => {
-                        if let Some((text, is_final, end_s)) = parse_result(node.protocol, t.as_str()) {
+                        if let Some(Parsed { text, is_final, end_s, language }) = parse_result(node.protocol, t.as_str()) {
                             // Nodes repeat the current partial for every audio frame: report changes only.
                             if !is_final && (!params.interim_results || text.is_empty() || text == last_partial) {
                                 continue;
@@ -618,7 +719,7 @@ async fn run_stream(
                             let base = first_ms.unwrap_or(0);
                             let end_ms = end_s.map(|e| base + (e * 1000.0) as u64).unwrap_or(sent_ms).min(sent_ms.max(base));
                             let decision_to_final_ms = if is_final { decision_lag(t.as_str()) } else { None };
-                            let tr = Transcript { text, is_final, at_ms: sent_ms, end_ms, node: node.name.clone(), decision_to_final_ms };
+                            let tr = Transcript { text, is_final, at_ms: sent_ms, end_ms, node: node.name.clone(), decision_to_final_ms, language };
                             let _ = events.send(SttEvent::Transcript(tr)).await;
                         }
                     }
@@ -787,18 +888,31 @@ pub fn normalize_transcript(s: &str) -> String {
 mod tests {
     use super::*;
 
+    fn parsed(text: &str, is_final: bool, end_s: Option<f64>, language: Option<&str>) -> Parsed {
+        Parsed {
+            text: text.into(),
+            is_final,
+            end_s,
+            language: language.map(str::to_string),
+        }
+    }
+
     #[test]
     fn parses_both_protocols() {
         assert_eq!(
             parse_result(SttProtocol::Vosk, r#"{"partial": "hel"}"#),
-            Some(("hel".into(), false, None))
+            Some(parsed("hel", false, None, None))
         );
         assert_eq!(
             parse_result(
                 SttProtocol::Vosk,
                 r#"{"result": [{"word":"hi","start":0.1,"end":0.5,"conf":1}], "text": "hi"}"#
             ),
-            Some(("hi".into(), true, Some(0.5)))
+            Some(parsed("hi", true, Some(0.5), None))
+        );
+        assert_eq!(
+            parse_result(SttProtocol::Vosk, r#"{"text": "ja", "language": "de"}"#),
+            Some(parsed("ja", true, None, Some("de")))
         );
         assert_eq!(parse_result(SttProtocol::Vosk, "not json"), None);
         assert_eq!(
@@ -811,7 +925,13 @@ mod tests {
         let dg = r#"{"type":"Results","is_final":true,"start":1.0,"duration":0.5,"channel":{"alternatives":[{"transcript":"yes"}]}}"#;
         assert_eq!(
             parse_result(SttProtocol::Deepgram, dg),
-            Some(("yes".into(), true, Some(1.5)))
+            Some(parsed("yes", true, Some(1.5), None))
+        );
+        // The language a multilingual stream recognised (Deepgram's `languages`).
+        let multi = r#"{"type":"Results","is_final":true,"channel":{"alternatives":[{"transcript":"oui","languages":["fr"]}]}}"#;
+        assert_eq!(
+            parse_result(SttProtocol::Deepgram, multi),
+            Some(parsed("oui", true, None, Some("fr")))
         );
         assert_eq!(
             parse_result(SttProtocol::Deepgram, r#"{"type":"Metadata"}"#),
@@ -826,7 +946,7 @@ mod tests {
             language: "en-US".into(),
             model: "nova".into(),
             interim_results: true,
-            endpointing_ms: None,
+            ..SttParams::default()
         };
         let u = stream_url(&n, &p).unwrap();
         assert!(
@@ -851,6 +971,72 @@ mod tests {
         assert!(
             u.contains("?words=false&") && u.contains("endpointing=1500"),
             "{u}"
+        );
+    }
+
+    /// The listening settings of a question as the Deepgram-style stream carries them:
+    /// languages, hints, and no endpointing without voice activity detection.
+    #[test]
+    fn deepgram_url_carries_languages_hints_and_vad() {
+        let n = SttNodeConfig::new("d", "ws://127.0.0.1:1/v1/listen", SttProtocol::Deepgram);
+        let query = |p: &SttParams| -> Vec<(String, String)> {
+            let u = url::Url::parse(&stream_url(&n, p).unwrap()).unwrap();
+            u.query_pairs().map(|(k, v)| (k.into(), v.into())).collect()
+        };
+        let values = |q: &[(String, String)], key: &str| -> Vec<String> {
+            q.iter()
+                .filter(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        // One language: as given, nothing to identify.
+        let q = query(&SttParams::default());
+        assert_eq!(values(&q, "language"), ["en-US"]);
+        assert!(values(&q, "detect_language").is_empty());
+        // Fallback languages: a multilingual stream, the candidates primary first.
+        let p = SttParams {
+            language: "de-DE".into(),
+            alternative_languages: vec!["en-US".into(), "de-DE".into(), "fr-FR".into()],
+            hints: vec!["Callsmith".into(), "order number".into()],
+            endpointing_ms: Some(900),
+            ..SttParams::default()
+        };
+        let q = query(&p);
+        assert_eq!(values(&q, "language"), ["multi"]);
+        assert_eq!(values(&q, "detect_language"), ["de-DE", "en-US", "fr-FR"]);
+        // Hints: `keyterm` on Nova-3 (and the default model), `keywords` on older models.
+        assert_eq!(values(&q, "keyterm"), ["Callsmith", "order number"]);
+        assert!(values(&q, "keywords").is_empty());
+        let old = query(&SttParams {
+            model: "nova-2".into(),
+            ..p.clone()
+        });
+        assert_eq!(values(&old, "keywords"), ["Callsmith", "order number"]);
+        assert!(values(&old, "keyterm").is_empty());
+        assert_eq!(values(&q, "endpointing"), ["900"]);
+        // No voice activity detection: the node never ends the turn by itself.
+        let q = query(&SttParams {
+            vad_endpointing: false,
+            ..p
+        });
+        assert_eq!(values(&q, "endpointing"), ["false"]);
+    }
+
+    #[test]
+    fn vosk_config_carries_languages_hints_and_vad() {
+        let p = SttParams {
+            language: "en-US".into(),
+            alternative_languages: vec!["es-ES".into()],
+            hints: vec!["Callsmith".into()],
+            vad_endpointing: false,
+            endpointing_ms: Some(900),
+            ..SttParams::default()
+        };
+        let v: serde_json::Value = serde_json::from_str(&vosk_config(&p)).unwrap();
+        assert_eq!(
+            v["config"],
+            serde_json::json!({"sample_rate": 8000, "endpointing": false,
+                "languages": ["en-US", "es-ES"], "hints": ["Callsmith"]})
         );
     }
 

@@ -74,6 +74,10 @@ pub enum Code {
     /// group, a brick entry or an output that is a near miss of a known key (`propreties`,
     /// `nxt`). Other keys there are designer metadata, kept and not reported.
     MisspeltKey,
+    /// SCN129 (warning): a question's listening setting that no live call applies
+    /// (`grammar_parameter`, `recognition_mode`, `recognition_shift`, `interruption_shift`,
+    /// `filter`, `timezone`, `interruptible_dialog`): kept, and the call goes on without it.
+    IgnoredSetting,
 }
 
 impl Code {
@@ -107,6 +111,7 @@ impl Code {
         Code::UnknownRecognizer,
         Code::UnknownVariable,
         Code::MisspeltKey,
+        Code::IgnoredSetting,
     ];
 
     /// The registered code string.
@@ -140,6 +145,7 @@ impl Code {
             Code::UnknownRecognizer => "SCN126",
             Code::UnknownVariable => "SCN127",
             Code::MisspeltKey => "SCN128",
+            Code::IgnoredSetting => "SCN129",
         }
     }
 
@@ -174,13 +180,17 @@ impl Code {
             Code::UnknownRecognizer => "unknown recognizer",
             Code::UnknownVariable => "unknown variable",
             Code::MisspeltKey => "misspelt key",
+            Code::IgnoredSetting => "setting not applied in a call",
         }
     }
 
     /// Whether entries of this code are warnings: reported beside the errors (the
     /// `warnings` of a validation), never refusing a publish or a test call.
     pub fn is_warning(self) -> bool {
-        matches!(self, Code::UnknownVariable | Code::MisspeltKey)
+        matches!(
+            self,
+            Code::UnknownVariable | Code::MisspeltKey | Code::IgnoredSetting
+        )
     }
 }
 

@@ -1095,12 +1095,8 @@ impl<'p> Run<'p> {
             speech_timeout_secs: stt
                 .and_then(|s| s.speech_timeout.f64())
                 .filter(|t| *t > 0.0),
-            tokens: stt
-                .and_then(|s| s.tokens.get())
-                .map(phrases)
-                .unwrap_or_default(),
-            enable_voice_activity_detection: stt
-                .is_some_and(|s| s.enable_voice_activity_detection.flag()),
+            tokens: crate::listening::hints(stt),
+            enable_voice_activity_detection: crate::listening::vad_on(stt),
             recognition_shift_ms: stt
                 .and_then(|s| s.recognition_shift.get())
                 .and_then(|s| s.duration.f64()),

@@ -22,6 +22,7 @@ pub mod codes;
 pub mod condition;
 pub mod history;
 pub mod interpreter;
+pub mod listening;
 pub mod model;
 pub mod opt;
 pub mod port;

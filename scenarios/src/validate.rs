@@ -1121,6 +1121,7 @@ fn check_question(p: &QuestionProps, ctx: &dyn ValidationContext, out: &mut Vec<
     if let Some(s) = p.stt_properties.get() {
         let sp = "properties.stt_properties";
         recognizer(&s.engine, &format!("{sp}.engine"), ctx, out);
+        crate::listening::unapplied(s, sp, out);
         range(
             &s.speech_timeout,
             &format!("{sp}.speech_timeout"),

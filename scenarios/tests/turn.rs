@@ -146,6 +146,18 @@ fn speech_and_keys(d: DtmfSpec, no_input: f64) -> ListenSpec {
     }
 }
 
+/// Speech without voice activity detection (`enable_voice_activity_detection: false`).
+fn speech_without_vad(no_input: f64) -> ListenSpec {
+    ListenSpec {
+        speech: Some(SpeechSpec {
+            enable_voice_activity_detection: false,
+            ..SpeechSpec::default()
+        }),
+        dtmf: None,
+        no_input_timeout_secs: no_input,
+    }
+}
+
 fn digits(s: &str) -> Heard {
     Heard::Dtmf { digits: s.into() }
 }
@@ -613,4 +625,57 @@ fn waits_out_of_range_never_overflow() {
         let deadline = turn.poll_timeout().expect("a deadline");
         assert!(deadline > t0 && deadline <= t0 + MAX_WAIT, "{secs}");
     }
+}
+
+/// Without voice activity detection the turn is the no-input window: speech and interim
+/// transcripts do not stretch it, an early final does not end it, and what was said in
+/// the window (every final, joined) is the answer once recognition is finished.
+#[test]
+fn without_vad_the_turn_is_the_whole_no_input_window() {
+    let mut sim = Sim::new(&speech_without_vad(6.0));
+    sim.event(1000, ListenEvent::SpeechStarted);
+    sim.interim(1500, "my number is");
+    assert_eq!(sim.next_deadline_ms(), Some(6000));
+    // A pause the recogniser took as the end of a segment: the caller goes on.
+    sim.final_transcript(2500, "my number is");
+    assert_eq!(sim.done(), None);
+    sim.event(3500, ListenEvent::SpeechStarted);
+    sim.interim(5800, "five five five");
+    assert_eq!(sim.next_deadline_ms(), Some(6000));
+    sim.advance(6000);
+    assert_eq!(sim.count(|a| *a == ListenAction::FinishRecognition), 1);
+    assert_eq!(sim.next_deadline_ms(), Some(6000 + FINAL_GRACE_MS));
+    sim.final_transcript(6300, "five five five");
+    assert_eq!(
+        sim.done(),
+        Some((
+            6300,
+            Heard::Speech {
+                transcript: "my number is five five five".into(),
+                confidence: None
+            }
+        ))
+    );
+
+    // Silence all along: recognition is still finished, then no input.
+    let mut quiet = Sim::new(&speech_without_vad(3.0));
+    quiet.advance(3000);
+    assert_eq!(quiet.count(|a| *a == ListenAction::FinishRecognition), 1);
+    quiet.event(3100, ListenEvent::RecognitionEnded);
+    assert_eq!(quiet.done(), Some((3100, Heard::NoInput)));
+
+    // The same speech with detection on: the first final is the answer.
+    let mut vad = Sim::new(&speech_only(6.0));
+    vad.event(1000, ListenEvent::SpeechStarted);
+    vad.final_transcript(2500, "my number is");
+    assert_eq!(
+        vad.done(),
+        Some((
+            2500,
+            Heard::Speech {
+                transcript: "my number is".into(),
+                confidence: None
+            }
+        ))
+    );
 }

@@ -4,8 +4,8 @@
 use bytes::Bytes;
 use callsmith_domain::objects::CallObjects;
 use callsmith_media::MediaEvent;
-use callsmith_media::stt::{SttEvent, SttParams};
-use callsmith_scenarios::port::{Heard, ListenSpec};
+use callsmith_media::stt::{SttEvent, SttNodeConfig, SttParams, SttProtocol};
+use callsmith_scenarios::port::{Heard, ListenSpec, SpeechSpec};
 use callsmith_scenarios::turn::{ListenAction, ListenEvent, ListenTurn};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -56,18 +56,10 @@ impl LivePort {
         if let Some(speech) = &spec.speech {
             match self.ctx.rt.stt_pool(&speech.engine) {
                 Some(pool) => {
-                    let params = SttParams {
-                        language: if speech.language.is_empty() {
-                            "en-US".into()
-                        } else {
-                            speech.language.clone()
-                        },
-                        model: speech.model.clone(),
-                        interim_results: true,
-                        endpointing_ms: speech.speech_timeout_secs.map(endpointing_ms),
-                    };
-                    match self.io.session.start_stt(&pool, params).await {
+                    let params = stt_params(speech);
+                    match self.io.session.start_stt(&pool, params.clone()).await {
                         Ok(s) => {
+                            turn.notes = stream_notes(&params, &s.node);
                             turn.stt_node = Some(s.node.name.clone());
                             stt = Some(s);
                         }
@@ -161,6 +153,9 @@ impl LivePort {
                         if t.is_final {
                             final_latency_ms = Some(t.at_ms.saturating_sub(t.end_ms));
                             decision_lag_ms = t.decision_to_final_ms;
+                            if !t.text.trim().is_empty() && t.language.is_some() {
+                                turn.language = t.language.clone();
+                            }
                         }
                         let ev = ListenEvent::Transcript { text: t.text, is_final: t.is_final };
                         listen.handle_event(now(), ev);
@@ -253,6 +248,67 @@ impl LivePort {
     }
 }
 
+/// What a question's listening settings ask of the recognition stream: the recognition
+/// language and the others to identify among, the hints, the endpointing (none without
+/// voice activity detection).
+fn stt_params(speech: &SpeechSpec) -> SttParams {
+    let language = speech.recognition_language();
+    SttParams {
+        language: if language.is_empty() {
+            "en-US".into()
+        } else {
+            language.to_string()
+        },
+        model: speech.model.clone(),
+        interim_results: true,
+        endpointing_ms: speech.speech_timeout_secs.map(endpointing_ms),
+        vad_endpointing: speech.enable_voice_activity_detection,
+        alternative_languages: speech.other_languages(),
+        hints: speech.tokens.clone(),
+    }
+}
+
+/// The listening settings a recognition node's protocol cannot carry, for the turn's
+/// `notes`. The local speech node (registered by `serve`) takes them all, through both
+/// protocols; a hosted Deepgram-style service identifies the language itself; a Vosk
+/// server takes only the sample rate.
+fn stream_notes(params: &SttParams, node: &SttNodeConfig) -> Vec<String> {
+    if node.name == crate::speech::STT_NODE_NAME {
+        return Vec::new();
+    }
+    let languages = params.candidate_languages().join(", ");
+    let mut notes = Vec::new();
+    match node.protocol {
+        SttProtocol::Deepgram => {
+            if !languages.is_empty() {
+                notes.push(format!(
+                    "languages: a Deepgram-style stream identifies the language itself                      (language=multi); {languages} were sent as detect_language, which                      the streaming API does not hold it to"
+                ));
+            }
+        }
+        SttProtocol::Vosk => {
+            if !languages.is_empty() {
+                notes.push(format!(
+                    "languages: the Vosk protocol names no language; {languages} were sent                      as the local speech node's extension, a Vosk server uses its model's"
+                ));
+            }
+            if !params.hints.is_empty() {
+                notes.push(
+                    "hints: the Vosk protocol carries no hints; sent as the local speech                      node's extension, a Vosk server ignores them"
+                        .into(),
+                );
+            }
+            if !params.vad_endpointing || params.endpointing_ms.is_some() {
+                notes.push(
+                    "endpointing: the Vosk protocol carries no endpointing; sent as the                      local speech node's extension, a Vosk server ends turns its own way"
+                        .into(),
+                );
+            }
+        }
+    }
+    notes
+}
+
 /// A question's `speech_timeout` (seconds of silence that end the caller's turn) as the
 /// recognition stream's endpointing, within 50 ms and 30 s.
 fn endpointing_ms(secs: f64) -> u32 {
@@ -266,7 +322,9 @@ fn now() -> std::time::Instant {
 
 #[cfg(test)]
 mod tests {
-    use super::endpointing_ms;
+    use super::{
+        SpeechSpec, SttNodeConfig, SttParams, SttProtocol, endpointing_ms, stream_notes, stt_params,
+    };
 
     #[test]
     fn speech_timeout_becomes_the_streams_endpointing() {
@@ -274,5 +332,54 @@ mod tests {
         assert_eq!(endpointing_ms(0.7), 700);
         assert_eq!(endpointing_ms(0.001), 50);
         assert_eq!(endpointing_ms(600.0), 30_000);
+    }
+
+    #[test]
+    fn listening_settings_reach_the_recognition_stream() {
+        let speech = SpeechSpec {
+            language: "en-US".into(),
+            primary_language: "de-DE".into(),
+            fallback_languages: vec!["en-US".into(), "de-DE".into(), " ".into()],
+            tokens: vec!["Callsmith".into()],
+            enable_voice_activity_detection: false,
+            speech_timeout_secs: Some(1.2),
+            ..SpeechSpec::default()
+        };
+        let p = stt_params(&speech);
+        assert_eq!(p.language, "de-DE");
+        assert_eq!(p.alternative_languages, ["en-US"]);
+        assert_eq!(p.hints, ["Callsmith"]);
+        assert!(!p.vad_endpointing);
+        assert_eq!(p.endpointing_ms, Some(1200));
+        // Nothing named: English, voice activity detection on.
+        let p = stt_params(&SpeechSpec {
+            enable_voice_activity_detection: true,
+            ..SpeechSpec::default()
+        });
+        assert_eq!(p.language, "en-US");
+        assert!(p.alternative_languages.is_empty() && p.vad_endpointing);
+    }
+
+    #[test]
+    fn what_a_nodes_protocol_cannot_carry_is_noted() {
+        let params = SttParams {
+            alternative_languages: vec!["es-ES".into()],
+            hints: vec!["Callsmith".into()],
+            ..SttParams::default()
+        };
+        let node = |name: &str, protocol| SttNodeConfig::new(name, "ws://127.0.0.1:1/", protocol);
+        // The local node takes everything, whichever protocol.
+        let local = node(crate::speech::STT_NODE_NAME, SttProtocol::Vosk);
+        assert!(stream_notes(&params, &local).is_empty());
+        // Hosted Deepgram: the language list is not a limit; hints are carried.
+        let dg = stream_notes(&params, &node("deepgram", SttProtocol::Deepgram));
+        assert_eq!(dg.len(), 1, "{dg:?}");
+        assert!(dg[0].starts_with("languages:") && dg[0].contains("en-US, es-ES"));
+        // A Vosk server: neither languages nor hints.
+        let vosk = stream_notes(&params, &node("vosk", SttProtocol::Vosk));
+        assert!(vosk[0].starts_with("languages:") && vosk[1].starts_with("hints:"));
+        assert_eq!(vosk.len(), 2, "{vosk:?}");
+        // Nothing asked, nothing noted.
+        assert!(stream_notes(&SttParams::default(), &node("vosk", SttProtocol::Vosk)).is_empty());
     }
 }

@@ -41,7 +41,7 @@ pub enum PlayOutcome {
 }
 
 /// Speech recognition settings after merging `stt_properties` over `stt_general`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpeechSpec {
     pub engine: String,
     pub language: String,
@@ -51,8 +51,12 @@ pub struct SpeechSpec {
     pub recognition_mode: String,
     /// Seconds of silence that end an utterance; `None` = engine default.
     pub speech_timeout_secs: Option<f64>,
-    /// Dictionary phrases to bias recognition.
+    /// Recognition hints: the question's `tokens` and `class_token.tokens`, in that order,
+    /// without repeats ([`crate::listening::hints`]).
     pub tokens: Vec<String>,
+    /// Voice activity detection shapes the turn: caller speech interrupts an interruptible
+    /// prompt and the recogniser ends the turn on silence. `false` only when the question
+    /// sets `enable_voice_activity_detection: false` (docs/bricks.md).
     pub enable_voice_activity_detection: bool,
     /// Milliseconds to shift the start of recognition (positive = later).
     pub recognition_shift_ms: Option<f64>,
@@ -61,6 +65,51 @@ pub struct SpeechSpec {
     /// The brick's whole `stt_properties` object as stored (grammar parameters, class tokens,
     /// filters, timezone...), for engines that use more than the fields above; `Null` when absent.
     pub stt_properties: serde_json::Value,
+}
+
+impl Default for SpeechSpec {
+    /// Nothing named, voice activity detection on.
+    fn default() -> Self {
+        SpeechSpec {
+            engine: String::new(),
+            language: String::new(),
+            model: String::new(),
+            primary_language: String::new(),
+            fallback_languages: Vec::new(),
+            recognition_mode: String::new(),
+            speech_timeout_secs: None,
+            tokens: Vec::new(),
+            enable_voice_activity_detection: true,
+            recognition_shift_ms: None,
+            interruption_shift_ms: None,
+            stt_properties: serde_json::Value::Null,
+        }
+    }
+}
+
+impl SpeechSpec {
+    /// The language recognition starts in: `primary_language`, else `language`.
+    pub fn recognition_language(&self) -> &str {
+        if self.primary_language.trim().is_empty() {
+            self.language.trim()
+        } else {
+            self.primary_language.trim()
+        }
+    }
+
+    /// The other languages the caller may speak (`fallback_languages`, blanks and the
+    /// recognition language left out): the recogniser identifies the spoken one among
+    /// these and [`SpeechSpec::recognition_language`].
+    pub fn other_languages(&self) -> Vec<String> {
+        let first = self.recognition_language();
+        let mut out: Vec<String> = Vec::new();
+        for l in self.fallback_languages.iter().map(|l| l.trim()) {
+            if !l.is_empty() && l != first && !out.iter().any(|o| o == l) {
+                out.push(l.to_string());
+            }
+        }
+        out
+    }
 }
 
 /// DTMF collection settings.

@@ -55,9 +55,19 @@ pub enum ListenAction {
 /// When it passes: enough keys make the entry the answer; else, when speech was heard and
 /// recognition still runs, recognition is finished and its final transcript awaited for
 /// [`FINAL_GRACE`]; else the caller said nothing.
+///
+/// Without voice activity detection (the speech spec's `enable_voice_activity_detection`
+/// false) the turn is the no-input window and nothing else: speech onsets and interim
+/// transcripts do not extend it, final transcripts before it ends are kept and do not end
+/// it, and when it passes recognition is finished; the answer is every final transcript
+/// of the window, joined (none: no input).
 #[derive(Debug)]
 pub struct ListenTurn {
     dtmf: Option<DtmfSpec>,
+    /// Voice activity detection shapes the turn (see above).
+    vad: bool,
+    /// Final transcripts kept so far (without voice activity detection).
+    said: Vec<String>,
     recognizing: bool,
     digits: String,
     deadline: Instant,
@@ -89,6 +99,11 @@ impl ListenTurn {
         );
         ListenTurn {
             dtmf: spec.dtmf.clone(),
+            vad: spec
+                .speech
+                .as_ref()
+                .is_none_or(|s| s.enable_voice_activity_detection),
+            said: Vec::new(),
             recognizing: spec.speech.is_some(),
             digits: String::new(),
             deadline: now + no_input,
@@ -137,12 +152,12 @@ impl ListenTurn {
                 let text = text.trim();
                 if !text.is_empty() {
                     self.actions.push_back(ListenAction::Final);
-                    self.finish(Heard::Speech {
-                        transcript: text.to_string(),
-                        confidence: None,
-                    });
+                    self.said.push(text.to_string());
+                    if self.vad || self.finishing {
+                        self.finish_with_speech();
+                    }
                 } else if self.finishing {
-                    self.finish(Heard::NoInput);
+                    self.finish_with_speech();
                 }
             }
             ListenEvent::Transcript {
@@ -154,14 +169,16 @@ impl ListenTurn {
                     self.interim_seen = true;
                     self.actions
                         .push_back(ListenAction::Interim { text, first });
-                    self.deadline = self.deadline.max(now + INTERIM_EXTENSION);
+                    if self.vad {
+                        self.deadline = self.deadline.max(now + INTERIM_EXTENSION);
+                    }
                 }
             }
             ListenEvent::RecognitionFailed => self.recognizing = false,
             ListenEvent::RecognitionEnded => {
                 self.recognizing = false;
                 if self.finishing {
-                    self.finish(Heard::NoInput);
+                    self.finish_with_speech();
                 }
             }
             ListenEvent::SpeechStarted => {
@@ -169,7 +186,7 @@ impl ListenTurn {
                     self.speech_started = true;
                     self.actions.push_back(ListenAction::SpeechStarted);
                 }
-                if self.recognizing {
+                if self.recognizing && self.vad {
                     self.deadline = self.deadline.max(now + MAX_UTTERANCE);
                 }
             }
@@ -196,14 +213,30 @@ impl ListenTurn {
         if !self.digits.is_empty() && self.digits.len() >= min {
             let digits = std::mem::take(&mut self.digits);
             self.finish(Heard::Dtmf { digits });
-        } else if !self.finishing && self.recognizing && (self.speech_started || self.interim_seen)
+        } else if !self.finishing
+            && self.recognizing
+            && (self.speech_started || self.interim_seen || !self.vad)
         {
-            // Speech is under way: end the audio and wait for the final result.
+            // Speech is under way (or, without voice activity detection, the window is
+            // over): end the audio and wait for the final result.
             self.finishing = true;
             self.actions.push_back(ListenAction::FinishRecognition);
             self.deadline = now + FINAL_GRACE;
         } else {
+            self.finish_with_speech();
+        }
+    }
+
+    /// Ends the turn with the final transcripts kept (joined), or no input without any.
+    fn finish_with_speech(&mut self) {
+        if self.said.is_empty() {
             self.finish(Heard::NoInput);
+        } else {
+            let transcript = self.said.join(" ");
+            self.finish(Heard::Speech {
+                transcript,
+                confidence: None,
+            });
         }
     }
 

@@ -222,6 +222,14 @@ pub struct TurnLog {
     pub stt_node: Option<String>,
     /// Why recognition failed in this turn (the question then follows its no-input path).
     pub stt_error: Option<String>,
+    /// The language the recogniser decoded the final transcript in, when it says (the
+    /// one it identified among the question's `primary_language` and `fallback_languages`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// Listening settings of the question the recognition stream could not carry, one line
+    /// each (docs/voice.md, "Listening settings per engine").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Bucket-qualified storage path of the caller audio of this turn
     /// (`callsmith/calls/…/speech/<n>.wav`), for `GET …/speech-recording`.
     pub speech_recognition_recording: Option<String>,

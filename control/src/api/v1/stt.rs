@@ -460,7 +460,7 @@ async fn run_engine(
                     language: item.option.language.clone(),
                     model: item.option.model.clone(),
                     interim_results: item.realtime,
-                    endpointing_ms: None,
+                    ..SttParams::default()
                 };
                 match recognize(pool, &prompt, &params, item.realtime).await {
                     Ok(out) => {

@@ -278,6 +278,7 @@ impl Peer {
                 end_ms: at_ms,
                 node: NODE.into(),
                 decision_to_final_ms: None,
+                language: None,
             };
             let _ = tx.send(SttEvent::Transcript(t)).await;
         }
