@@ -31,5 +31,7 @@ pub(super) async fn send_sms(
     } else {
         sms.number.as_str()
     };
-    callsmith_domain::sms::send(&rt.services.outbound, &p, from, to, text).await
+    callsmith_domain::sms::send(&rt.services.outbound, &p, from, to, text)
+        .await
+        .map_err(|e| e.to_string())
 }
