@@ -6,6 +6,7 @@ use callsmith_control::{
     both_backends,
     testing::{Fixture, TestServer},
 };
+use callsmith_domain::store;
 use serde_json::{Value, json};
 
 struct Setup {
@@ -698,7 +699,58 @@ async fn agent_sms_and_schedule_args_are_objects(s: TestServer) {
     );
 }
 
+/// The stored settings are decoded once, when the agent is read: a stored value that does
+/// not decode is a store error naming the column and the agent (the API answers 500, no
+/// panic), never read as a default.
+async fn a_stored_setting_that_does_not_decode_is_a_store_error(s: TestServer) {
+    let f = s.fixture().await;
+    let tok = &f.admin_session;
+    let x = setup(&s, &f).await;
+    let id = made(&s, tok, "/v1/agent", agent(&x)).await;
+    let a = s.store.agent_get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        a.sms.as_ref().map(|s| s.provider_sid.as_str()),
+        Some(x.provider.as_str())
+    );
+    assert_eq!(a.schedule.strategy, "weekly");
+    for (column, bad) in [
+        ("calling_schedule", "'{\"strategy\": 3}'"),
+        ("communication_result", "'not json'"),
+        ("sms", "'[]'"),
+    ] {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "UPDATE agents SET {column} = {bad} WHERE sid = '{id}'"
+        ));
+        match s.store.pool() {
+            store::Pool::Sqlite(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+            store::Pool::Postgres(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+        }
+        .unwrap();
+        let e = s.store.agent_get(&id).await.unwrap_err();
+        assert!(matches!(e, store::StoreError::Db(_)), "{e:?}");
+        let says = e.to_string();
+        assert!(says.contains(column) && says.contains(&id), "{says}");
+        s.get(&format!("/v1/agent/{id}"))
+            .bearer(tok)
+            .send()
+            .await
+            .expect(500);
+        // Put it back for the next column.
+        let good = made(&s, tok, "/v1/agent", agent(&x)).await;
+        let sql = sqlx::AssertSqlSafe(format!(
+            "UPDATE agents SET {column} = (SELECT {column} FROM agents WHERE sid = '{good}') WHERE sid = '{id}'"
+        ));
+        match s.store.pool() {
+            store::Pool::Sqlite(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+            store::Pool::Postgres(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+        }
+        .unwrap();
+        assert!(s.store.agent_get(&id).await.is_ok(), "{column} restored");
+    }
+}
+
 both_backends!(
+    a_stored_setting_that_does_not_decode_is_a_store_error,
     agent_sms_and_schedule_args_are_objects,
     agent_crud_every_field,
     agent_gateway_rules,

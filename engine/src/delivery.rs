@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use callsmith_domain::agent_settings::CommunicationResult;
 use callsmith_domain::communication::Communication;
 use callsmith_domain::guarded_http::OutboundRequest;
 use callsmith_domain::store::communications::{CommunicationAttempt, Deliveries};
@@ -26,7 +25,7 @@ pub fn deliveries(
     agent: Option<&AgentRecord>,
 ) -> Option<Box<Deliveries>> {
     let agent = agent?;
-    let urls = CommunicationResult::urls_of(&agent.communication_result);
+    let urls = agent.result.urls();
     (!urls.is_empty()).then(|| {
         Box::new(Deliveries {
             tenant_sid: comm.tenant_sid.clone(),

@@ -38,7 +38,7 @@ use crate::runtime::Runtime;
 /// The checked schedule of an agent ([`AgentRecord::schedule`]); none when it does not
 /// check (the agent then calls at any time).
 fn schedule_of(agent: &AgentRecord) -> Option<CallingSchedule> {
-    checked(&agent.schedule())
+    checked(&agent.schedule)
 }
 
 fn checked(s: &Schedule) -> Option<CallingSchedule> {

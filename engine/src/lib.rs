@@ -20,4 +20,4 @@ pub mod process;
 pub mod runtime;
 pub mod speech;
 
-pub use process::{ControlApi, ControlApiFactory, Node, loopback_api, open_store, serve, start};
+pub use process::{ControlApi, ControlApiFactory, Node, open_store, serve, start};

@@ -1,6 +1,6 @@
 //! The callsmith process: open the store (migrations and the superuser bootstrap), build
 //! the services, start the call engine ([`crate::node`]) and serve the control API until
-//! shutdown. The API itself is HTTP, which this library does not know: the binary hands
+//! shutdown (`serve`; `load` runs the use cases on the node instead). The API itself is HTTP, which this library does not know: the binary hands
 //! in a [`ControlApiFactory`] that builds it over the node's services.
 
 use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
@@ -80,16 +80,17 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-/// A running node: the store, the services the call engine and the HTTP layer share, the
-/// call engine, and the control API over those services.
+/// A running node: the store, the services the call engine and the control API share, the
+/// control plane's settings and the call engine.
 pub struct Node {
     pub store: Store,
     /// The services the call engine and the HTTP layer share (the speech node reports its
     /// state and figures into them).
     pub services: Services,
+    /// The control plane's settings (what the use cases and the control API run with).
+    pub settings: Settings,
     /// The call engine and the local speech node, stopped in that order.
     pub running: Running,
-    api: Arc<dyn ControlApi>,
 }
 
 /// What a node stops when it ends: the call engine (its calls drained) and then the local
@@ -112,10 +113,10 @@ impl Running {
 }
 
 /// Opens the store, starts the call engine and the local speech node (when `[speech]` has
-/// it on and it is installed); `serve` and `load` both run on it. The node's recognition
-/// node and synthesizer are registered into `cfg` before the services are built (see
-/// `speech`). `control_api` builds the node's control API over its services.
-pub async fn start(cfg: &mut Config, control_api: ControlApiFactory) -> anyhow::Result<Node> {
+/// it on and it is installed); `serve` (with the control API over the node's services) and
+/// `load` (with the use cases on them) both run on it. The node's recognition node and
+/// synthesizer are registered into `cfg` before the services are built (see `speech`).
+pub async fn start(cfg: &mut Config) -> anyhow::Result<Node> {
     let speech = speech::prepare(cfg)?;
     let local_tts_engine = speech.tts_engine();
     let cfg = &*cfg;
@@ -161,26 +162,13 @@ pub async fn start(cfg: &mut Config, control_api: ControlApiFactory) -> anyhow::
     let engine = node::start(cfg, services.clone(), local_tts_engine)
         .await
         .context("starting the call engine")?;
-    let api = control_api(services.clone(), settings);
     let speech = speech::launch(speech, &services);
     Ok(Node {
         store,
         services,
+        settings,
         running: Running { engine, speech },
-        api,
     })
-}
-
-/// The control API of `node` on a loopback port of its own until `shutdown` completes:
-/// its base URL and the server task.
-pub async fn loopback_api(
-    node: &Node,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<(String, tokio::task::JoinHandle<anyhow::Result<()>>)> {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let server = tokio::spawn(node.api.serve(listener, Box::pin(shutdown)));
-    Ok((base, server))
 }
 
 /// `callsmith serve`: the node and its control API on `http.listen` until SIGINT/SIGTERM;
@@ -197,10 +185,11 @@ pub async fn serve(mut cfg: Config, control_api: ControlApiFactory) -> anyhow::R
     cfg.http.listen = listen;
     let Node {
         store,
+        services,
+        settings,
         running,
-        api,
-        ..
-    } = start(&mut cfg, control_api).await?;
+    } = start(&mut cfg).await?;
+    let api = control_api(services, settings);
     tracing::info!(%listen, backend = ?store.backend(), "control API listening");
     let console = cfg.console_url(listen);
     tracing::info!(url = %console, "web console: open {console} in a browser");

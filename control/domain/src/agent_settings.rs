@@ -127,14 +127,12 @@ pub struct CommunicationResult {
 }
 
 impl CommunicationResult {
-    /// The distinct http(s) target URLs of an agent's stored `communication_result`
-    /// (sorted); none when the text does not parse.
-    pub fn urls_of(stored: &str) -> Vec<String> {
-        let parsed: CommunicationResult = serde_json::from_str(stored).unwrap_or_default();
-        let mut urls: Vec<String> = parsed
+    /// The distinct http(s) target URLs (sorted).
+    pub fn urls(&self) -> Vec<String> {
+        let mut urls: Vec<String> = self
             .targets
-            .into_iter()
-            .map(|t| t.url)
+            .iter()
+            .map(|t| t.url.clone())
             .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
             .collect();
         urls.sort();
@@ -177,11 +175,14 @@ mod tests {
 
     #[test]
     fn result_urls_are_http_distinct_and_sorted() {
-        let t = CommunicationResult::urls_of(
+        let t: CommunicationResult = serde_json::from_str(
             r#"{"targets":[{"url":"http://b/x"},{"url":"ftp://b"},{"url":"http://a/x"},{"url":"http://b/x"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            t.urls(),
+            vec!["http://a/x".to_string(), "http://b/x".to_string()]
         );
-        assert_eq!(t, vec!["http://a/x".to_string(), "http://b/x".to_string()]);
-        assert!(CommunicationResult::urls_of("not json").is_empty());
-        assert!(CommunicationResult::urls_of(r#"{"targets":[{"nourl":1}]}"#).is_empty());
+        assert!(CommunicationResult::default().urls().is_empty());
     }
 }

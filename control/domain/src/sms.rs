@@ -10,10 +10,27 @@
 use std::time::Duration;
 
 use crate::{
-    guarded_http::{GuardedClient, OutboundRequest},
-    sms_template::{self, url_escape},
+    guarded_http::{GuardedClient, OutboundError, OutboundRequest},
+    sms_template::{self, TemplateError, url_escape},
     store::SmsProviderRecord,
 };
+
+/// Why a message was not sent (the sms brick shows the message in `sms_error`).
+#[derive(Debug, thiserror::Error)]
+pub enum SmsError {
+    /// The provider is not active.
+    #[error("the SMS provider is inactive")]
+    Inactive,
+    /// A template of the provider does not render.
+    #[error("provider template: {} ({:?})", .0.reason, .0.fragment)]
+    Template(TemplateError),
+    /// The request could not be sent (refused target, network, timeout).
+    #[error(transparent)]
+    Send(#[from] OutboundError),
+    /// The provider answered with this non-2xx status.
+    #[error("provider answered {0}")]
+    Rejected(u16),
+}
 
 /// Time allowed for one provider request.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(15);
@@ -39,10 +56,9 @@ pub fn request(
     from: &str,
     to: &str,
     text: &str,
-) -> Result<OutboundRequest, String> {
+) -> Result<OutboundRequest, SmsError> {
     let render = |t: &str, esc: fn(&str) -> String| {
-        sms_template::render(t, from, to, text, esc)
-            .map_err(|e| format!("provider template: {} ({:?})", e.reason, e.fragment))
+        sms_template::render(t, from, to, text, esc).map_err(SmsError::Template)
     };
     let method = if p.method.trim().is_empty() {
         "POST".to_string()
@@ -83,16 +99,16 @@ pub async fn send(
     from: &str,
     to: &str,
     text: &str,
-) -> Result<(), String> {
+) -> Result<(), SmsError> {
     if p.status != "active" {
-        return Err("the SMS provider is inactive".into());
+        return Err(SmsError::Inactive);
     }
     let req = request(p, from, to, text)?;
-    let resp = outbound.send(&req).await.map_err(|e| e.to_string())?;
+    let resp = outbound.send(&req).await?;
     if resp.is_success() {
         Ok(())
     } else {
-        Err(format!("provider answered {}", resp.status))
+        Err(SmsError::Rejected(resp.status))
     }
 }
 
@@ -147,14 +163,16 @@ mod tests {
         let c = GuardedClient::new(false).unwrap();
         let p = provider("http://127.0.0.1:9/send?to={{to}}", "[]", "");
         let e = send(&c, &p, "a", "b", "c").await.unwrap_err();
-        assert!(e.contains("non-public"), "{e}");
+        assert!(matches!(e, SmsError::Send(_)), "{e:?}");
+        assert!(e.to_string().contains("non-public"), "{e}");
         let mut off = provider("https://sms.test/x", "[]", "");
         off.status = "inactive".into();
-        assert!(
-            send(&c, &off, "a", "b", "c")
-                .await
-                .unwrap_err()
-                .contains("inactive")
-        );
+        let e = send(&c, &off, "a", "b", "c").await.unwrap_err();
+        assert!(matches!(e, SmsError::Inactive), "{e:?}");
+        assert_eq!(e.to_string(), "the SMS provider is inactive");
+        let bad = provider("https://sms.test/{{nope}}", "[]", "");
+        let e = request(&bad, "a", "b", "c").unwrap_err();
+        assert!(matches!(e, SmsError::Template(_)), "{e:?}");
+        assert!(e.to_string().starts_with("provider template: "), "{e}");
     }
 }

@@ -295,6 +295,7 @@ impl From<UseCaseError> for ApiError {
                 message,
                 retry_after_secs,
             } => ApiError::too_many_requests(reason, message, retry_after_secs),
+            UseCaseError::Malformed { reason, message } => ApiError::bad_request(reason, message),
             UseCaseError::Conflict { reason, message } => ApiError::conflict(reason, message),
             UseCaseError::Unavailable { reason, message } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, reason, message)

@@ -8,8 +8,8 @@
 //!   calls and stop the speech node.
 //! * `callsmith migrate`: apply database migrations (and the superuser bootstrap) and exit.
 //! * `callsmith load`: call a SIP target with a scenario from a throwaway node (embedded
-//!   database, loopback API, the local speech node as `serve` starts it), write a report,
-//!   print a summary, and exit 1 when a threshold is not kept (`load`).
+//!   database, the use cases run on it directly, the local speech node as `serve` starts
+//!   it), write a report, print a summary, and exit 1 when a threshold is not kept (`load`).
 
 #[cfg(feature = "mimalloc")]
 mod alloc;
@@ -92,7 +92,7 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         match cli.command.unwrap_or(Command::Serve) {
             Command::Serve => callsmith_engine::serve(cfg, http_api).await,
-            Command::Load(args) => load::run(cfg, args, http_api).await.map(|_| ()),
+            Command::Load(args) => load::run(cfg, args).await.map(|_| ()),
             Command::Migrate => {
                 let store = open_store(&cfg).await?;
                 store.close().await;

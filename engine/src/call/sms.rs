@@ -13,9 +13,7 @@ pub(super) async fn send_sms(
     text: &str,
 ) -> Result<(), String> {
     let agent = agent.ok_or("a test call has no agent SMS settings")?;
-    let sms = agent
-        .sms_settings()
-        .ok_or("the agent has no SMS settings")?;
+    let sms = agent.sms.as_ref().ok_or("the agent has no SMS settings")?;
     if sms.provider_sid.is_empty() {
         return Err("sms.provider_sid missing".into());
     }
@@ -33,5 +31,7 @@ pub(super) async fn send_sms(
     } else {
         sms.number.as_str()
     };
-    callsmith_domain::sms::send(&rt.services.outbound, &p, from, to, text).await
+    callsmith_domain::sms::send(&rt.services.outbound, &p, from, to, text)
+        .await
+        .map_err(|e| e.to_string())
 }

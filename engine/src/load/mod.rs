@@ -1,17 +1,17 @@
 //! `callsmith load`: a speech-aware SIPp. It runs a throwaway node (an embedded SQLite
-//! database in a temporary directory, the control API on a loopback port of its own, the
-//! local speech node as `serve` starts it), provisions a tenant, an account, a trunk to
-//! `--target`, a number, the scenario of `--scenario` (validated and published through the
-//! API, so a bad file gets the same SCN1xx errors) and an agent with `--cps` and `--cpl`,
-//! checks that every question that listens for speech has a recognition node
-//! ([`recognition`]), dispatches `--calls` calls to the target's user in one dispatch batch,
-//! shows their progress, writes `report.json` and `report.html` (the figures of
-//! `GET /v1/communication/-/statistics?batch=…`, the calls, the turns of their saved
-//! histories over time, and the run's [`outcome`]), prints a summary, and fails when a
-//! threshold is not kept.
+//! database in a temporary directory, the local speech node as `serve` starts it, no
+//! control API: the run calls the use cases every front end calls, [`provision`]),
+//! provisions a tenant, an account, a trunk to `--target`, a number, the scenario of
+//! `--scenario` (validated and published, so a bad file gets the same SCN1xx errors as the
+//! API gives) and an agent with `--cps` and `--cpl`, checks that every question that
+//! listens for speech has a recognition node ([`recognition`]), dispatches `--calls` calls
+//! to the target's user in one dispatch batch, shows their progress, writes `report.json`
+//! and `report.html` (the figures of `GET /v1/communication/-/statistics?batch=…`, the
+//! calls, the turns of their saved histories over time, and the run's [`outcome`]), prints
+//! a summary, and fails when a threshold is not kept.
 
-mod api;
 mod outcome;
+mod provision;
 mod recognition;
 
 use std::{
@@ -22,10 +22,10 @@ use std::{
 };
 
 use anyhow::{Context, bail};
+use callsmith_domain::test_calls::TestCallGate;
 use serde_json::{Value, json};
 
 use crate::config::Config;
-use api::{Api, all_communications};
 use outcome::{Outcome, Retransmissions, Thresholds};
 
 /// Arguments of `callsmith load`.
@@ -92,7 +92,8 @@ pub fn parse_target(target: &str) -> anyhow::Result<(String, SocketAddr)> {
     Ok((user.to_string(), addr))
 }
 
-/// The throwaway node's configuration: `cfg` with its data, database and trunk replaced,
+/// The throwaway node's configuration: `cfg` with its data, database and trunk replaced
+/// (and a superuser token of its own, so the empty database gets no generated token file),
 /// and its SIP UDP port picked by the system on the configured `sip.udp` address (loopback
 /// when the configuration has none), so it runs beside a `serve` on the same machine and
 /// reaches a target off the host when `sip.udp` is an address that can.
@@ -113,14 +114,10 @@ fn node_config(mut cfg: Config, data_dir: &Path, gateway: SocketAddr) -> Config 
     cfg
 }
 
-/// Runs the load with the control API `control_api` builds: prints the summary and the
-/// report's paths, and returns the report folder; an error when the run could not be made
-/// or a threshold was not kept (the report is written then too).
-pub async fn run(
-    cfg: Config,
-    args: LoadArgs,
-    control_api: crate::ControlApiFactory,
-) -> anyhow::Result<PathBuf> {
+/// Runs the load: prints the summary and the report's paths, and returns the report folder;
+/// an error when the run could not be made or a threshold was not kept (the report is
+/// written then too).
+pub async fn run(cfg: Config, args: LoadArgs) -> anyhow::Result<PathBuf> {
     if args.calls == 0 || args.cps == 0 || args.cpl == 0 {
         bail!("--calls, --cps and --cpl must be at least 1");
     }
@@ -140,26 +137,9 @@ pub async fn run(
 
     let data = tempfile::tempdir().context("a temporary data directory")?;
     let mut cfg = node_config(cfg, data.path(), gateway);
-    let token = cfg.bootstrap_superuser_token.clone().unwrap_or_default();
-    let node = crate::start(&mut cfg, control_api).await?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (base, server) = crate::loopback_api(&node, async move {
-        let _ = stopped.await;
-    })
-    .await?;
-    let api = Api {
-        base,
-        token,
-        tenant: None,
-        account: None,
-        client: reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()?,
-    };
-    let ran = load(&node, &cfg, api, &args, &user, constructor, &out).await;
+    let node = crate::start(&mut cfg).await?;
+    let ran = load(&node, &cfg, &args, &user, constructor, &out).await;
     // The node stops whatever the run came to: its calls drained, then the speech node.
-    let _ = stop.send(());
-    let _ = server.await;
     let crate::Node { store, running, .. } = node;
     running.stop().await;
     store.close().await;
@@ -183,83 +163,38 @@ pub async fn run(
 async fn load(
     node: &crate::Node,
     cfg: &Config,
-    mut api: Api,
     args: &LoadArgs,
     user: &str,
     constructor: Value,
     out: &Path,
 ) -> anyhow::Result<bool> {
-    let t = api
-        .post("/v1/internal/tenant", json!({"name": "load"}))
-        .await?;
-    api.tenant = t["sid"].as_str().map(String::from);
-    api.post("/v1/internal/trunk", json!({"name": "load"}))
-        .await?;
-    let a = api
-        .post(
-            "/v1/internal/account",
-            json!({"name": "load", "email": "load@callsmith.invalid", "timezone": "UTC"}),
-        )
-        .await?;
-    api.account = a["sid"].as_str().map(String::from);
-    let number = api
-        .post(
-            "/v1/number",
-            json!({"identifier": "+10000000000", "name": "load caller id", "trunk": "load"}),
-        )
-        .await?;
+    let gate = TestCallGate::default();
+    let ops = provision::ops(node, &gate);
     let stem = args
         .scenario
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_else(|| "scenario".into());
-    let scenario = api
-        .post(
-            "/v1/scenario",
-            json!({"name": stem, "constructor": constructor}),
-        )
-        .await?;
-    let scenario_sid = scenario["id"].as_str().context("scenario id")?.to_string();
-    api.post(&format!("/v1/scenario/{scenario_sid}/publish"), json!({}))
-        .await
-        .context("publishing the scenario")?;
+    let run = provision::provision(&ops, &stem, &constructor, args.cps, args.cpl).await?;
     // Every question that listens for speech can be heard, before any call.
     recognition::ensure(node, cfg, &constructor).await?;
-    let agent = api
-        .post(
-            "/v1/agent",
-            json!({
-                "gateway_type": "number",
-                "number_sid": number["id"],
-                "scenario_sid": scenario_sid,
-                "limits": {"cps": args.cps, "cpl": args.cpl},
-            }),
-        )
-        .await?;
-    let agent_sid = agent["id"].as_str().context("agent id")?.to_string();
+    let account_sid = run.account.sid.as_str();
 
     let started = chrono::Utc::now();
     let t0 = Instant::now();
     // The first dispatch starts the batch; every other one joins it.
     let mut batch: Option<String> = None;
     for _ in 0..args.calls {
-        let mut body = json!({"agent_sid": agent_sid, "recipient": user});
-        if let Some(b) = &batch {
-            body["batch_sid"] = json!(b);
-        }
-        let c = api.post("/v1/communication/-/dispatch", body).await?;
-        if batch.is_none() {
-            batch = Some(c["batch_sid"].as_str().context("batch_sid")?.to_string());
-        }
+        let b = provision::dispatch(&ops, &run, user, batch.as_deref()).await?;
+        batch.get_or_insert(b);
     }
     let batch = batch.unwrap_or_default();
     // Poll the statistics until every call is final (or the deadline).
     let deadline = Duration::from_secs(args.calls / u64::from(args.cps) + args.timeout_secs);
-    let statistics_path = format!("/v1/communication/-/statistics?batch={batch}");
     let mut stats;
     let mut timed_out = false;
     loop {
-        stats = api.get(&statistics_path).await?;
+        stats = provision::statistics(&ops, account_sid, &batch).await?;
         let open = ["new", "queued", "dialing", "in_progress"]
             .iter()
             .map(|s| stats["communication_status"][*s].as_i64().unwrap_or(0))
@@ -277,8 +212,7 @@ async fn load(
     eprintln!();
     let elapsed = t0.elapsed().as_secs_f64();
     let finished = chrono::Utc::now();
-    let rows = all_communications(&api, &batch).await?;
-    let turns = turns(node, api.account.as_deref().unwrap_or_default(), &batch).await?;
+    let (rows, turns) = provision::calls_and_turns(&ops, account_sid, &batch).await?;
     let retransmissions = node.running.engine.as_ref().map(|e| {
         let c = e.rt.sip.retransmissions();
         Retransmissions {
@@ -360,35 +294,6 @@ fn progress(stats: &Value, open: i64, calls: u64, elapsed: Duration) {
         elapsed.as_secs_f64()
     );
     let _ = std::io::stderr().flush();
-}
-
-/// The turns of the saved histories of the batch's calls (the first 2,000 histories, as the
-/// statistics read them), for the turn latency plot.
-async fn turns(
-    node: &crate::Node,
-    account_sid: &str,
-    batch: &str,
-) -> anyhow::Result<Vec<callsmith_domain::communication::report::TurnPoint>> {
-    let filter = callsmith_domain::store::communications::CommunicationFilter {
-        batch_sid: Some(batch.to_string()),
-        ..Default::default()
-    };
-    let rows = node
-        .services
-        .statistics
-        .select(&node.store, account_sid, &filter)
-        .await
-        .map_err(|e| anyhow::anyhow!("reading the calls: {e:?}"))?;
-    let refs: Vec<_> = rows.iter().collect();
-    let histories = callsmith_domain::communication::statistics::read_histories(
-        &node.services.objects,
-        account_sid,
-        &refs,
-    )
-    .await;
-    Ok(callsmith_domain::communication::report::turn_points(
-        &histories,
-    ))
 }
 
 #[cfg(test)]

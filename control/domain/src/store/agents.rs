@@ -4,37 +4,132 @@
 //! SMS provider sid is duplicated into its own column so delete conflicts can find it.
 
 use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
 
 use crate::agent_settings::{AgentSms, CommunicationResult, Schedule};
 
 use super::{Store, StoreError, StoreResult, filter::Where, now, on_db, store_row};
 
 store_row! {
+    /// An agent's row as stored: its structured settings as JSON text.
     #[derive(Debug, Clone)]
-    pub struct AgentRecord {
-        pub sid: String,
-        pub tenant_sid: String,
-        pub account_sid: String,
-        pub gateway_type: String,
-        pub number_sid: Option<String>,
-        pub number_pool_sid: Option<String>,
-        pub scenario_sid: String,
-        pub voicemail_enabled: bool,
-        pub call_recording: bool,
-        pub calling_schedule: String,
-        pub timezone: String,
-        pub cps: i64,
-        pub cpl: i64,
-        pub is_test: bool,
-        pub communication_result: String,
-        pub sms: Option<String>,
-        pub sms_provider_sid: Option<String>,
-        /// The strategy a dispatch through this agent follows when it names none.
-        pub strategy_sid: Option<String>,
-        pub status: String,
-        pub archive_time: Option<DateTime<Utc>>,
-        pub created_at: DateTime<Utc>,
-        pub updated_at: DateTime<Utc>,
+    struct AgentRow {
+        sid: String,
+        tenant_sid: String,
+        account_sid: String,
+        gateway_type: String,
+        number_sid: Option<String>,
+        number_pool_sid: Option<String>,
+        scenario_sid: String,
+        voicemail_enabled: bool,
+        call_recording: bool,
+        calling_schedule: String,
+        timezone: String,
+        cps: i64,
+        cpl: i64,
+        is_test: bool,
+        communication_result: String,
+        sms: Option<String>,
+        sms_provider_sid: Option<String>,
+        strategy_sid: Option<String>,
+        status: String,
+        archive_time: Option<DateTime<Utc>>,
+        created_at: DateTime<Utc>,
+        updated_at: DateTime<Utc>,
+    }
+}
+
+/// An agent, its structured settings decoded once, when it is read from the store (the
+/// one place the stored JSON of `calling_schedule`, `communication_result` and `sms` is
+/// read): a stored value that does not decode is a store error naming the column and the
+/// agent.
+#[derive(Debug, Clone)]
+pub struct AgentRecord {
+    pub sid: String,
+    pub tenant_sid: String,
+    pub account_sid: String,
+    pub gateway_type: String,
+    pub number_sid: Option<String>,
+    pub number_pool_sid: Option<String>,
+    pub scenario_sid: String,
+    pub voicemail_enabled: bool,
+    pub call_recording: bool,
+    /// The calling schedule (column `calling_schedule`).
+    pub schedule: Schedule,
+    pub timezone: String,
+    pub cps: i64,
+    pub cpl: i64,
+    pub is_test: bool,
+    /// Where results go (column `communication_result`).
+    pub result: CommunicationResult,
+    /// The SMS settings; `None` when the agent sends no SMS (no stored settings, or the
+    /// empty ones).
+    pub sms: Option<AgentSms>,
+    pub sms_provider_sid: Option<String>,
+    /// The strategy a dispatch through this agent follows when it names none.
+    pub strategy_sid: Option<String>,
+    pub status: String,
+    pub archive_time: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The JSON text of column `column` of agent `sid`, decoded; a column decode error
+/// otherwise.
+fn decode<T: DeserializeOwned>(sid: &str, column: &str, text: &str) -> Result<T, sqlx::Error> {
+    serde_json::from_str(text).map_err(|e| sqlx::Error::ColumnDecode {
+        index: format!("{column:?} of agent {sid}"),
+        source: Box::new(e),
+    })
+}
+
+impl TryFrom<AgentRow> for AgentRecord {
+    type Error = sqlx::Error;
+
+    fn try_from(r: AgentRow) -> Result<Self, sqlx::Error> {
+        let schedule = decode(&r.sid, "calling_schedule", &r.calling_schedule)?;
+        let result = decode(&r.sid, "communication_result", &r.communication_result)?;
+        let sms = match r.sms.as_deref() {
+            None => None,
+            Some(text) => Some(decode::<AgentSms>(&r.sid, "sms", text)?),
+        }
+        .filter(|s| !s.is_unset());
+        Ok(AgentRecord {
+            sid: r.sid,
+            tenant_sid: r.tenant_sid,
+            account_sid: r.account_sid,
+            gateway_type: r.gateway_type,
+            number_sid: r.number_sid,
+            number_pool_sid: r.number_pool_sid,
+            scenario_sid: r.scenario_sid,
+            voicemail_enabled: r.voicemail_enabled,
+            call_recording: r.call_recording,
+            schedule,
+            timezone: r.timezone,
+            cps: r.cps,
+            cpl: r.cpl,
+            is_test: r.is_test,
+            result,
+            sms,
+            sms_provider_sid: r.sms_provider_sid,
+            strategy_sid: r.strategy_sid,
+            status: r.status,
+            archive_time: r.archive_time,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+impl<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> for AgentRecord {
+    fn from_row(row: &'r sqlx::sqlite::SqliteRow) -> Result<Self, sqlx::Error> {
+        AgentRow::from_row(row)?.try_into()
+    }
+}
+
+impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for AgentRecord {
+    fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
+        AgentRow::from_row(row)?.try_into()
     }
 }
 
@@ -42,26 +137,6 @@ impl AgentRecord {
     /// Whether the agent may dial now: active and not archived.
     pub fn is_dialable(&self) -> bool {
         self.status == "active" && self.archive_time.is_none()
-    }
-
-    /// The calling schedule; `always` when the stored text does not read as one. The one
-    /// place the stored `calling_schedule` is decoded (the API, the dialer).
-    pub fn schedule(&self) -> Schedule {
-        serde_json::from_str(&self.calling_schedule).unwrap_or_else(|_| Schedule::always())
-    }
-
-    /// Where results go; none when the stored text does not read.
-    pub fn result_targets(&self) -> CommunicationResult {
-        serde_json::from_str(&self.communication_result).unwrap_or_default()
-    }
-
-    /// The SMS settings; `None` when the agent sends no SMS (or the stored text does not
-    /// read). The one place the stored `sms` is decoded (the API, the sms brick).
-    pub fn sms_settings(&self) -> Option<AgentSms> {
-        self.sms
-            .as_deref()
-            .and_then(|s| serde_json::from_str::<AgentSms>(s).ok())
-            .filter(|s| !s.is_unset())
     }
 }
 

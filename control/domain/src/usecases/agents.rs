@@ -104,15 +104,15 @@ impl AgentDraft {
             scenario_sid: a.scenario_sid.clone(),
             voicemail_enabled: a.voicemail_enabled,
             call_recording: a.call_recording,
-            calling_schedule: a.schedule(),
+            calling_schedule: a.schedule.clone(),
             timezone: a.timezone.clone(),
             limits: Limits {
                 cps: a.cps,
                 cpl: a.cpl,
             },
             is_test: a.is_test,
-            communication_result: a.result_targets(),
-            sms: Some(a.sms_settings().unwrap_or_default()),
+            communication_result: a.result.clone(),
+            sms: Some(a.sms.clone().unwrap_or_default()),
             strategy_sid: a.strategy_sid.clone(),
             status: Status::parse(&a.status),
         }

@@ -20,6 +20,12 @@ pub enum UseCaseError {
         message: String,
         data: Option<serde_json::Value>,
     },
+    /// The request is malformed beyond a broken rule (v1: 400 `reason`).
+    #[error("{reason}: {message}")]
+    Malformed {
+        reason: Cow<'static, str>,
+        message: String,
+    },
     /// The account already uses its share; try again after `retry_after_secs` (v1: 429
     /// with `Retry-After`).
     #[error("{reason}: {message}")]
@@ -60,6 +66,14 @@ impl UseCaseError {
             reason: reason.into(),
             message: message.into(),
             data: None,
+        }
+    }
+
+    /// A malformed request: `reason` and a message naming the field.
+    pub fn malformed(reason: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
+        UseCaseError::Malformed {
+            reason: reason.into(),
+            message: message.into(),
         }
     }
 

@@ -1,5 +1,5 @@
 //! The use cases: what a caller of callsmith can do, written once beneath every front end.
-//! The v1 API, the legacy API, browser calls, the load generator (through the v1 API) and
+//! The v1 API, the legacy API, browser calls, the load generator (`callsmith load`) and
 //! the call runtime's inbound calls decode their own inputs into the types here, call the
 //! same operation and turn its one error, [`UseCaseError`], into their own answers.
 //!
@@ -16,6 +16,8 @@
 //!   legacy campaign) checked whole by the rules of docs/agents.md.
 //! * [`Ops::create_scenario`], [`Ops::validate_draft`] and [`Ops::publish_draft`]: a
 //!   scenario and its draft (the legacy create is a create and a publish).
+//! * [`Ops::create_tenant`], [`Ops::create_trunk`], [`Ops::create_account`] and
+//!   [`Ops::create_number`]: provisioning, with the field rules their changes share.
 //! * [`Ops::communication_set`], [`Ops::attempt_calls`] and [`Ops::report_page`]: the
 //!   statistics and report page of a set of calls (v1) or of a legacy attempt.
 
@@ -23,6 +25,7 @@ mod agents;
 mod browser_call;
 mod dispatch;
 mod error;
+mod provision;
 mod rows;
 mod scenarios;
 mod statistics;
@@ -32,6 +35,10 @@ pub use agents::{AgentDraft, NewAgent};
 pub use browser_call::{BROWSER_PARTY, BrowserCallInput, MAX_OFFER_BYTES};
 pub use dispatch::{AgentDispatch, DispatchInput, is_batch_sid};
 pub use error::{UseCaseError, UseCaseResult};
+pub use provision::{
+    NewAccountInput, NewNumberInput, check_country, check_email, check_identifier, check_line,
+    check_phone, check_region, check_timezone, check_trunk_name, non_blank, number_write_error,
+};
 pub use rows::{
     Direction, Parties, ScenarioRun, check_recipient, flat_data, inbound_communication,
     new_communication,

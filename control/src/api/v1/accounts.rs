@@ -13,10 +13,11 @@ use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::{cap, tokens},
-    flags,
     ids::{new_sid, prefix},
-    store::{AccountPatch, NewAccount},
-    text_field::TextKind,
+    store::AccountPatch,
+    usecases::{
+        NewAccountInput, check_country, check_email, check_line, check_region, check_timezone,
+    },
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -68,50 +69,6 @@ pub struct PatchAccount {
     pub status: Option<Status>,
 }
 
-/// Normalises and checks a country: empty or a known ISO 3166-1 alpha-2 code (400).
-pub(crate) fn country(v: &str) -> ApiResult<String> {
-    let c = v.trim().to_ascii_lowercase();
-    if c.is_empty() || flags::is_country(&c) {
-        Ok(c)
-    } else {
-        Err(ApiError::bad_request(
-            "unknown_country",
-            format!("country: unknown code {v:?}"),
-        ))
-    }
-}
-
-/// Checks a region: empty or a declared region code (400).
-pub(crate) fn region(v: &str) -> ApiResult<String> {
-    let r = v.trim().to_ascii_lowercase();
-    if r.is_empty() || flags::is_region(&r) {
-        Ok(r)
-    } else {
-        Err(ApiError::bad_request(
-            "unknown_region",
-            format!("region: unknown code {v:?}"),
-        ))
-    }
-}
-
-fn timezone(v: &str) -> ApiResult<String> {
-    v.trim()
-        .parse::<chrono_tz::Tz>()
-        .map(|tz| tz.name().to_string())
-        .map_err(|_| {
-            ApiError::unprocessable(
-                "invalid_timezone",
-                format!("timezone: unknown IANA time zone {v:?}"),
-            )
-        })
-}
-
-/// `v` unless it holds a character a single-line field refuses (422 `invalid_field`).
-fn line(field: &str, v: String) -> ApiResult<String> {
-    super::check_text(field, &v, TextKind::Line, "invalid_field")?;
-    Ok(v)
-}
-
 /// Create an account under the tenant in scope (X-Tenant-Sid).
 #[utoipa::path(post, path = "/v1/internal/account", tag = "accounts", request_body = CreateAccount,
     params(("X-Tenant-Sid" = Option<String>, Header, description = "Tenant; required for the superuser")), security(("bearer" = [])),
@@ -123,20 +80,23 @@ async fn create_account(
     Json(b): Json<CreateAccount>,
 ) -> ApiResult<(StatusCode, Json<AccountAdmin>)> {
     let tenant = auth.tenant_scope(&state).await?;
-    let new = NewAccount {
-        sid: new_sid(prefix::ACCOUNT),
-        tenant_sid: tenant.sid,
-        name: NameRule::ADMIN_NAME.check("name", &b.name)?,
-        email: line("email", b.email.trim().to_ascii_lowercase())?,
-        external_id: line("external_id", b.external_id.unwrap_or_default())?,
-        country: country(b.country.as_deref().unwrap_or(""))?,
-        region: region(b.region.as_deref().unwrap_or(""))?,
-        timezone: timezone(b.timezone.as_deref().unwrap_or("UTC"))?,
-        phone: line("phone", b.phone.unwrap_or_default())?,
-        status: b.status.unwrap_or(Status::Active).as_str().to_string(),
-    };
-    let a = state.store.account_create(&new).await?;
+    let a = state.ops().create_account(&tenant.sid, b.into()).await?;
     Ok((StatusCode::CREATED, Json(AccountAdmin::from(&a))))
+}
+
+impl From<CreateAccount> for NewAccountInput {
+    fn from(b: CreateAccount) -> Self {
+        NewAccountInput {
+            name: b.name,
+            email: b.email,
+            external_id: b.external_id,
+            country: b.country,
+            region: b.region,
+            timezone: b.timezone,
+            phone: b.phone,
+            status: b.status,
+        }
+    }
 }
 
 /// List the accounts of the tenant in scope, oldest first.
@@ -197,15 +157,15 @@ async fn patch_account(
             .as_deref()
             .map(|n| NameRule::ADMIN_NAME.check("name", n))
             .transpose()?,
-        email: b
-            .email
-            .map(|e| line("email", e.trim().to_ascii_lowercase()))
+        email: b.email.as_deref().map(check_email).transpose()?,
+        external_id: b
+            .external_id
+            .map(|v| check_line("external_id", v))
             .transpose()?,
-        external_id: b.external_id.map(|v| line("external_id", v)).transpose()?,
-        country: b.country.as_deref().map(country).transpose()?,
-        region: b.region.as_deref().map(region).transpose()?,
-        timezone: b.timezone.as_deref().map(timezone).transpose()?,
-        phone: b.phone.map(|v| line("phone", v)).transpose()?,
+        country: b.country.as_deref().map(check_country).transpose()?,
+        region: b.region.as_deref().map(check_region).transpose()?,
+        timezone: b.timezone.as_deref().map(check_timezone).transpose()?,
+        phone: b.phone.map(|v| check_line("phone", v)).transpose()?,
         status: b.status.map(|s| s.as_str().to_string()),
     };
     let a = state.store.account_update(&a.sid, &patch).await?;

@@ -22,10 +22,8 @@ use crate::{
         ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query, comma_list,
     },
     auth::cap,
-    ids::{new_sid, prefix},
-    store::{
-        AccountRecord, AgentRef, NewNumber, NumberFilter, NumberPatch, NumberRecord, StoreError,
-    },
+    store::{AccountRecord, AgentRef, NumberFilter, NumberPatch, NumberRecord, StoreError},
+    usecases::{NewNumberInput, check_identifier, non_blank, number_write_error},
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {
@@ -169,95 +167,6 @@ const INCLUDES: &[(&str, &str)] = &[("pool", "pool")];
 /// Fields `filter_or` searches (name, column).
 const SEARCH_FIELDS: &[(&str, &str)] = &[("identifier", "identifier"), ("name", "name")];
 
-const IDENTIFIER_MAX_DIGITS: usize = 32;
-
-fn check_identifier(v: &str) -> ApiResult<String> {
-    check_phone("identifier", "invalid_identifier", v)
-}
-
-/// A phone number as identifiers and SMS sender numbers are written: an optional `+`
-/// and 1–32 digits (trimmed); 422 `error` naming `field` otherwise.
-pub(super) fn check_phone(field: &str, error: &'static str, v: &str) -> ApiResult<String> {
-    let t = v.trim();
-    let digits = t.strip_prefix('+').unwrap_or(t);
-    if digits.is_empty()
-        || digits.len() > IDENTIFIER_MAX_DIGITS
-        || !digits.bytes().all(|b| b.is_ascii_digit())
-    {
-        return Err(ApiError::unprocessable(
-            error,
-            format!("{field}: an optional '+' and 1 to {IDENTIFIER_MAX_DIGITS} digits, got {v:?}"),
-        ));
-    }
-    Ok(t.to_string())
-}
-
-fn identifier_taken() -> ApiError {
-    ApiError::unprocessable(
-        "identifier_taken",
-        "identifier: the account already has this number",
-    )
-}
-
-/// 409: the number would be active while another number with the same routing key
-/// (`store::routing_key`) is active, in this or another account. The message names no
-/// account or tenant: whose the number is stays private.
-fn identifier_active() -> ApiError {
-    ApiError::conflict(
-        "identifier_active",
-        "identifier: this number is already active in the service (identifiers are compared \
-         without a leading '+' or '00'); a number is active in one account at a time",
-    )
-}
-
-/// The API error of a failed number write.
-fn write_error(e: StoreError) -> ApiError {
-    match e {
-        StoreError::Unique => identifier_taken(),
-        StoreError::Conflict(_) => identifier_active(),
-        StoreError::NotFound => ApiError::not_found("number"),
-        e => e.into(),
-    }
-}
-
-/// An empty string means "none".
-fn non_empty(v: Option<String>) -> Option<String> {
-    v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
-}
-
-/// 422 unless `pool_sid` names a pool of `account`.
-async fn check_pool(state: &AppState, account: &str, pool_sid: &str) -> ApiResult<()> {
-    match state.store.pool_get(pool_sid).await? {
-        Some(p) if p.account_sid == account => Ok(()),
-        _ => Err(ApiError::unprocessable(
-            "unknown_pool",
-            format!("pool_sid: no number pool {pool_sid:?} in this account"),
-        )),
-    }
-}
-
-/// 422 `unknown_trunk` unless `trunk` names a live trunk of `tenant`, and
-/// `trunk_not_configured` unless this node has a `[[sip.trunks]]` of that name (calls from
-/// the number leave through it; see docs/trunks.md).
-async fn check_trunk(state: &AppState, tenant: &str, trunk: &str) -> ApiResult<()> {
-    if state.store.trunk_by_name(tenant, trunk).await?.is_none() {
-        return Err(ApiError::unprocessable(
-            "unknown_trunk",
-            format!("trunk: the tenant has no live trunk named {trunk:?}"),
-        ));
-    }
-    match &state.settings.sip_trunks {
-        Some(node) if !node.has(trunk) => Err(ApiError::unprocessable(
-            "trunk_not_configured",
-            format!(
-                "trunk: no SIP trunk of this node is named {trunk:?} ([[sip.trunks]] in the \
-                 engine's configuration): calls from the number could not leave through it"
-            ),
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// The number addressed by a path id, or 404 when absent or outside the caller's scope.
 async fn visible_number(state: &AppState, caller: &Caller, id: &str) -> ApiResult<NumberRecord> {
     match state.store.number_get(id).await? {
@@ -280,28 +189,19 @@ async fn create_number(
     Json(b): Json<CreateNumber>,
 ) -> ApiResult<(StatusCode, Json<Number>)> {
     let account = auth.account_scope(&state).await?;
-    let identifier = check_identifier(&b.identifier)?;
-    let pool_sid = non_empty(b.pool_sid);
-    if let Some(p) = &pool_sid {
-        check_pool(&state, &account.sid, p).await?;
-    }
-    let trunk = non_empty(b.trunk);
-    if let Some(t) = &trunk {
-        check_trunk(&state, &account.tenant_sid, t).await?;
-    }
-    let new = NewNumber {
-        sid: new_sid(prefix::NUMBER),
-        tenant_sid: account.tenant_sid.clone(),
-        account_sid: account.sid.clone(),
-        identifier,
-        name: NameRule::FREE_NAME.check("name", b.name.as_deref().unwrap_or(""))?,
-        pool_sid,
-        trunk,
-        status: b.status.unwrap_or(Status::Active).as_str().to_string(),
-    };
-    match state.store.number_create(&new).await {
-        Ok(n) => Ok((StatusCode::CREATED, Json(Number::from(&n)))),
-        Err(e) => Err(write_error(e)),
+    let n = state.ops().create_number(&account, b.into()).await?;
+    Ok((StatusCode::CREATED, Json(Number::from(&n))))
+}
+
+impl From<CreateNumber> for NewNumberInput {
+    fn from(b: CreateNumber) -> Self {
+        NewNumberInput {
+            identifier: b.identifier,
+            name: b.name,
+            pool_sid: b.pool_sid,
+            trunk: b.trunk,
+            status: b.status,
+        }
     }
 }
 
@@ -422,14 +322,15 @@ async fn patch_number(
     Json(b): Json<PatchNumber>,
 ) -> ApiResult<Json<Number>> {
     let n = visible_number(&state, &auth, &id).await?;
+    let ops = state.ops();
     let identifier = b.identifier.as_deref().map(check_identifier).transpose()?;
-    let pool_sid = b.pool_sid.map(non_empty);
+    let pool_sid = b.pool_sid.map(non_blank);
     if let Some(Some(p)) = &pool_sid {
-        check_pool(&state, &n.account_sid, p).await?;
+        ops.check_number_pool(&n.account_sid, p).await?;
     }
-    let trunk = b.trunk.map(non_empty);
+    let trunk = b.trunk.map(non_blank);
     if let Some(Some(t)) = &trunk {
-        check_trunk(&state, &n.tenant_sid, t).await?;
+        ops.check_number_trunk(&n.tenant_sid, t).await?;
     }
     let patch = NumberPatch {
         identifier,
@@ -447,7 +348,7 @@ async fn patch_number(
         .number_update(&n.sid, &patch)
         .await
         .map(|n| Json(Number::from(&n)))
-        .map_err(write_error)
+        .map_err(|e| number_write_error(e).into())
 }
 
 /// Delete a number. 409 while agents dial through it (`data.agents` lists the first 20,

@@ -8,7 +8,6 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
     NameRule,
-    numbers::check_phone,
     owned::{CONFLICT_AGENTS_LISTED, in_use, sees_row},
     views::Status,
 };
@@ -20,6 +19,7 @@ use crate::{
     ids::{new_sid, prefix},
     sms_template,
     store::{AgentRef, SmsProviderConfig, SmsProviderRecord, StoreError},
+    usecases::check_phone,
 };
 
 pub(super) fn routes() -> OpenApiRouter<AppState> {

@@ -68,11 +68,7 @@ async fn create_tenant(
     _auth: Authz<cap::TenantsManage>,
     Json(body): Json<CreateTenant>,
 ) -> ApiResult<(StatusCode, Json<Tenant>)> {
-    let name = NameRule::ADMIN_NAME.check("name", &body.name)?;
-    let t = state
-        .store
-        .tenant_create(&new_sid(prefix::TENANT), &name)
-        .await?;
+    let t = state.ops().create_tenant(&body.name).await?;
     Ok((StatusCode::CREATED, Json(Tenant::from(&t))))
 }
 

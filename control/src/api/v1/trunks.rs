@@ -10,7 +10,6 @@ use crate::api::caller::{Authz, Caller};
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
     auth::cap,
-    ids::{new_sid, prefix},
     store::{StoreError, TrunkRecord},
 };
 
@@ -27,21 +26,6 @@ pub struct CreateTrunk {
     /// Edge routing key: 1–128 characters of letters, digits, '.', '-', '_'; unique
     /// among the tenant's live trunks.
     pub name: String,
-}
-
-fn check_name(n: &str) -> ApiResult<String> {
-    let ok = !n.is_empty()
-        && n.len() <= 128
-        && n.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
-    if ok {
-        Ok(n.to_string())
-    } else {
-        Err(ApiError::unprocessable(
-            "invalid_name",
-            "name: 1 to 128 of letters, digits, '.', '-', '_'",
-        ))
-    }
 }
 
 async fn visible_trunk(state: &AppState, caller: &Caller, sid: &str) -> ApiResult<TrunkRecord> {
@@ -70,19 +54,8 @@ async fn create_trunk(
     Json(b): Json<CreateTrunk>,
 ) -> ApiResult<(StatusCode, Json<Trunk>)> {
     let tenant = auth.tenant_scope(&state).await?;
-    let name = check_name(&b.name)?;
-    match state
-        .store
-        .trunk_create(&new_sid(prefix::TRUNK), &tenant.sid, &name)
-        .await
-    {
-        Ok(t) => Ok((StatusCode::CREATED, Json(Trunk::from(&t)))),
-        Err(StoreError::Unique) => Err(ApiError::unprocessable(
-            "name_taken",
-            "name: a live trunk of this tenant already has it",
-        )),
-        Err(e) => Err(e.into()),
-    }
+    let t = state.ops().create_trunk(&tenant.sid, &b.name).await?;
+    Ok((StatusCode::CREATED, Json(Trunk::from(&t))))
 }
 
 /// List the trunks of the tenant in scope, oldest first.
