@@ -3,7 +3,8 @@
 # Debian machine: SIP peers, speech engines, PostgreSQL, the speech node's venv, an
 # S3-compatible server (moto) for the object-storage tests, schemathesis for the OpenAPI
 # conformance test, openssl for test certificates, Debian's chromium and playwright-core
-# (npm) for the console's real-browser test, typescript (npm) for the console's type check.
+# (npm) for the console's real-browser test, typescript (npm) for the console's type check,
+# Kamailio for the SIP edge's test (tests/tests/edge.rs runs deploy/kamailio/kamailio.cfg).
 # Prints `export` lines for the environment the tests read; `eval` them:
 #   eval "$(scripts/test-deps.sh)"
 # Everything it says goes to stderr except those export lines.
@@ -14,7 +15,7 @@ CACHE="${CALLSMITH_CACHE:-$HOME/.cache/callsmith}"
 mkdir -p "$CACHE"
 
 # --- Debian packages -------------------------------------------------------
-APT_PKGS=(sip-tester espeak-ng flite sox baresip postgresql-15 iproute2 openssl chromium)
+APT_PKGS=(sip-tester espeak-ng flite sox baresip postgresql-15 iproute2 openssl chromium kamailio)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -115,3 +116,4 @@ echo "export CALLSMITH_SCHEMATHESIS=$ST_VENV/bin/st"
 echo "export CALLSMITH_CHROMIUM=/usr/bin/chromium"
 echo "export CALLSMITH_PLAYWRIGHT_DIR=$PW_DIR/node_modules"
 echo "export CALLSMITH_TSC=$PW_DIR/node_modules/typescript/bin/tsc"
+echo "export CALLSMITH_KAMAILIO=/usr/sbin/kamailio"

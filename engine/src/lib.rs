@@ -15,6 +15,7 @@ pub mod journal;
 pub mod load;
 pub mod logging;
 pub mod node;
+pub mod pacing;
 pub mod persist;
 pub mod process;
 pub mod runtime;

@@ -58,7 +58,49 @@ pub enum Admission {
 /// are answered 404 without bothering the engine) and its capacity (503 while full).
 pub trait CallRouter: Send + Sync + 'static {
     fn admit(&self, trunk: &str, called: &str) -> Admission;
+
+    /// Why the node takes no calls at all now (it drains before it stops), None while it
+    /// serves. OPTIONS is answered 503 with this reason meanwhile, so an edge proxy that
+    /// probes its nodes takes this one out of rotation (see [`options_answer`]). A node
+    /// that is only full keeps answering OPTIONS 200: its INVITEs get 503 and the edge
+    /// tries the next node.
+    fn out_of_service(&self) -> Option<String> {
+        None
+    }
 }
+
+/// The answer to an out-of-dialog OPTIONS from a trunk: 200 with what the node supports
+/// while it serves, 503 with the reason in a Warning header (and `Retry-After`) while it
+/// is out of service. Sans-IO: the stack sends what this returns.
+pub fn options_answer(out_of_service: Option<&str>) -> (StatusCode, Vec<Header>) {
+    match out_of_service {
+        None => (
+            StatusCode::OK,
+            vec![
+                Header::Other(
+                    "Allow".into(),
+                    "INVITE, ACK, CANCEL, BYE, OPTIONS, INFO, UPDATE, NOTIFY, REFER".into(),
+                ),
+                Header::Other("Accept".into(), "application/sdp".into()),
+                Header::Other("Supported".into(), "timer".into()),
+            ],
+        ),
+        Some(reason) => (
+            StatusCode::ServiceUnavailable,
+            vec![
+                Header::Other(
+                    "Retry-After".into(),
+                    OUT_OF_SERVICE_RETRY_AFTER_SECS.to_string(),
+                ),
+                Header::Other("Warning".into(), format!("399 callsmith \"{reason}\"")),
+            ],
+        ),
+    }
+}
+
+/// `Retry-After` on a 503 to OPTIONS while the node is out of service, seconds: a drain
+/// lasts up to `dialer.drain_timeout_secs`, and the process then stops.
+const OUT_OF_SERVICE_RETRY_AFTER_SECS: u32 = 30;
 
 /// A number filter alone: known numbers are admitted, others are 404.
 impl<F> CallRouter for F
@@ -682,15 +724,9 @@ async fn handle_request(
     match tx.original.method {
         Method::Invite => handle_invite(inner, tx, calls, trunk, source).await,
         Method::Options => {
-            let headers = vec![
-                Header::Other(
-                    "Allow".into(),
-                    "INVITE, ACK, CANCEL, BYE, OPTIONS, INFO, UPDATE, NOTIFY, REFER".into(),
-                ),
-                Header::Other("Accept".into(), "application/sdp".into()),
-                Header::Other("Supported".into(), "timer".into()),
-            ];
-            tx.reply_with(StatusCode::OK, headers, None).await?;
+            let out_of_service = inner.router.out_of_service();
+            let (status, headers) = options_answer(out_of_service.as_deref());
+            tx.reply_with(status, headers, None).await?;
             Ok(())
         }
         Method::Ack => Ok(()),
@@ -966,6 +1002,79 @@ mod tests {
             let answer = String::from_utf8_lossy(&buf[..n]);
             assert!(answer.starts_with("SIP/2.0 "), "{answer}");
         }
+    }
+
+    /// A router that admits every call and is out of service while `draining` is set.
+    struct Drainable(Arc<std::sync::atomic::AtomicBool>);
+
+    impl CallRouter for Drainable {
+        fn admit(&self, _trunk: &str, _called: &str) -> Admission {
+            Admission::Admit
+        }
+
+        fn out_of_service(&self) -> Option<String> {
+            self.0
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .then(|| "shutting down".to_string())
+        }
+    }
+
+    #[test]
+    fn options_is_200_while_serving_and_503_with_the_reason_while_out_of_service() {
+        let (status, headers) = options_answer(None);
+        assert_eq!(status, StatusCode::OK);
+        assert!(headers.iter().any(|h| h.to_string().starts_with("Allow:")));
+        let (status, headers) = options_answer(Some("shutting down"));
+        assert_eq!(status, StatusCode::ServiceUnavailable);
+        let text: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+        assert!(
+            text.contains(&"Warning: 399 callsmith \"shutting down\"".to_string()),
+            "{text:?}"
+        );
+        assert!(
+            text.iter().any(|h| h.starts_with("Retry-After:")),
+            "{text:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_trunk_probing_a_draining_node_with_options_gets_503() {
+        let probe = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let me = probe.local_addr().unwrap();
+        let config = SipConfig {
+            udp: Some("127.0.0.1:0".parse().unwrap()),
+            tcp: None,
+            trunks: vec![TrunkConfig::new("edge", me)],
+            ..SipConfig::default()
+        };
+        let draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stack = SipStack::start(config, Drainable(draining.clone()))
+            .await
+            .expect("start");
+        let addr = stack.udp_addr().expect("udp address");
+        let ask = |n: u32| {
+            format!(
+                "OPTIONS sip:{addr} SIP/2.0\r\nVia: SIP/2.0/UDP {me};branch=z9hG4bKdrain{n}\r\n\
+                 From: <sip:probe@{me}>;tag=1\r\nTo: <sip:{addr}>\r\nCall-ID: drain-{n}\r\n\
+                 CSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+            )
+        };
+        let mut answers = Vec::new();
+        for n in 0..2 {
+            if n == 1 {
+                draining.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            probe.send_to(ask(n).as_bytes(), addr).await.unwrap();
+            let mut buf = [0u8; 2048];
+            let (len, _) = tokio::time::timeout(Duration::from_secs(5), probe.recv_from(&mut buf))
+                .await
+                .expect("an answer to OPTIONS")
+                .unwrap();
+            answers.push(String::from_utf8_lossy(&buf[..len]).to_string());
+        }
+        assert!(answers[0].starts_with("SIP/2.0 200"), "{}", answers[0]);
+        assert!(answers[1].starts_with("SIP/2.0 503"), "{}", answers[1]);
+        assert!(answers[1].contains("shutting down"), "{}", answers[1]);
     }
 
     #[tokio::test]

@@ -30,6 +30,7 @@ pub use fixtures::{
     voicemail_scenario,
 };
 pub use peers::http::{HttpPeer, Recorded, Reply, Sink, Timing};
+pub use peers::kamailio::{Kamailio, options_status};
 pub use peers::rtp::{RtpPeer, RtpStep, TonePeer};
 pub use peers::sipp::{Sipp, sipp_scenario};
 pub use peers::stt::SttNode;

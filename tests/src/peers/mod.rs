@@ -1,7 +1,8 @@
-//! The engine's peers on loopback: SIPp callers and callees, the speech node, HTTP peers
-//! and RTP endpoints.
+//! The engine's peers on loopback: SIPp callers and callees, the SIP edge (Kamailio), the
+//! speech node, HTTP peers and RTP endpoints.
 
 pub mod http;
+pub mod kamailio;
 pub mod rtp;
 pub mod sipp;
 pub mod stt;

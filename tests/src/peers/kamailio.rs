@@ -1,0 +1,177 @@
+//! The SIP edge: Kamailio (Debian's package) with the repository's configuration
+//! (`deploy/kamailio/kamailio.cfg`), on a loopback port, in front of the test's nodes.
+//!
+//! The test names the nodes and trunk gateways; the harness writes them into a
+//! dispatcher list of its own and hands the configuration its listen address, list file,
+//! control socket, probe interval and node timeout as `-A` defines, so the shipped file
+//! runs unedited. Kamailio runs in the foreground in a process group of its own, logging
+//! to a file; dropping the edge kills that group.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+use crate::engine::workspace;
+use crate::ports::free_udp_port;
+
+/// Seconds between the edge's OPTIONS probes of every node (`PROBE_INTERVAL`).
+pub const PROBE_INTERVAL_SECS: u64 = 1;
+/// How long a node may stay silent before the edge gives up on it (`NODE_TIMEOUT_MS`).
+pub const NODE_TIMEOUT_MS: u64 = 1000;
+
+/// The Kamailio binary: `CALLSMITH_KAMAILIO` (scripts/test-deps.sh exports it), else
+/// Debian's path.
+pub fn kamailio_binary() -> PathBuf {
+    std::env::var("CALLSMITH_KAMAILIO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from("/usr/sbin/kamailio"))
+}
+
+/// A running edge.
+pub struct Kamailio {
+    child: Child,
+    /// Where callers send and where the nodes' trunk points.
+    pub addr: SocketAddr,
+    dir: tempfile::TempDir,
+}
+
+impl Kamailio {
+    /// A free loopback port for the edge, to name as the nodes' trunk gateway before
+    /// the edge starts.
+    pub fn pick_addr() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], free_udp_port()))
+    }
+
+    /// Starts the edge on `addr` with `nodes` (set 1, call load) and `trunk_gateways`
+    /// (set 2); returns once it answers OPTIONS.
+    pub async fn start(
+        addr: SocketAddr,
+        nodes: &[SocketAddr],
+        trunk_gateways: &[SocketAddr],
+    ) -> Kamailio {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut list = String::new();
+        for (i, n) in nodes.iter().enumerate() {
+            list.push_str(&format!("1 sip:{n} 0 0 duid=node{i};maxload=0\n"));
+        }
+        for (i, g) in trunk_gateways.iter().enumerate() {
+            list.push_str(&format!("2 sip:{g} 0 0 duid=trunk{i}\n"));
+        }
+        let list_path = dir.path().join("dispatcher.list");
+        std::fs::write(&list_path, list).expect("dispatcher list");
+        let log = std::fs::File::create(dir.path().join("kamailio.log")).expect("log");
+        let log2 = log.try_clone().expect("log");
+        let cfg = workspace().join("deploy/kamailio/kamailio.cfg");
+        let child = Command::new(kamailio_binary())
+            .arg("-f")
+            .arg(&cfg)
+            // Foreground, log to stderr, two workers, small memory.
+            .args(["-DD", "-E", "-n", "2", "-m", "32", "-M", "4"])
+            .arg("-Y")
+            .arg(dir.path())
+            .arg("-P")
+            .arg(dir.path().join("kamailio.pid"))
+            .arg("-w")
+            .arg(dir.path())
+            .arg("-A")
+            .arg(format!("EDGE_LISTEN=udp:{addr}"))
+            .arg("-A")
+            .arg(format!("DISPATCHER_LIST=\"{}\"", list_path.display()))
+            .arg("-A")
+            .arg(format!(
+                "CTL_SOCKET=\"unix:{}\"",
+                dir.path().join("ctl").display()
+            ))
+            .arg("-A")
+            .arg(format!("PROBE_INTERVAL={PROBE_INTERVAL_SECS}"))
+            .arg("-A")
+            .arg(format!("NODE_TIMEOUT_MS={NODE_TIMEOUT_MS}"))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn kamailio (scripts/test-deps.sh installs it)");
+        let edge = Kamailio { child, addr, dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if options_status(addr, Duration::from_millis(300)).await == Some(200) {
+                return edge;
+            }
+        }
+        panic!(
+            "the edge did not answer OPTIONS within 20 s; log:\n{}",
+            edge.log()
+        );
+    }
+
+    /// Kamailio's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("kamailio.log")).unwrap_or_default()
+    }
+
+    /// Waits until the edge logged `node` going down (a failed probe, or an INVITE it
+    /// left unanswered); the time it took from `since`.
+    pub async fn wait_down(
+        &self,
+        node: SocketAddr,
+        since: Instant,
+        within: Duration,
+    ) -> Option<Duration> {
+        let probed = format!("destination down: sip:{node}");
+        let silent = format!("node sip:{node} did not answer");
+        while since.elapsed() < within {
+            let log = self.log();
+            if log.contains(&probed) || log.contains(&silent) {
+                return Some(since.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+}
+
+impl Drop for Kamailio {
+    fn drop(&mut self) {
+        // The workers are children of the main process: end the whole group.
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
+        }
+    }
+}
+
+/// The status code a SIP peer at `to` answers an OPTIONS with, None without an answer
+/// within `within`.
+pub async fn options_status(to: SocketAddr, within: Duration) -> Option<u16> {
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.ok()?;
+    let me = sock.local_addr().ok()?;
+    let n: u32 = rand_tag();
+    let req = format!(
+        "OPTIONS sip:{to} SIP/2.0\r\nVia: SIP/2.0/UDP {me};branch=z9hG4bKedge{n};rport\r\n\
+         From: <sip:probe@{me}>;tag={n}\r\nTo: <sip:{to}>\r\nCall-ID: edge-probe-{n}\r\n\
+         CSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+    );
+    sock.send_to(req.as_bytes(), to).await.ok()?;
+    let mut buf = [0u8; 4096];
+    let (len, _) = tokio::time::timeout(within, sock.recv_from(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&buf[..len]);
+    text.strip_prefix("SIP/2.0 ")?.get(..3)?.parse().ok()
+}
+
+/// A tag unlikely to repeat within a test run.
+fn rand_tag() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    nanos ^ std::process::id()
+}
