@@ -45,7 +45,9 @@ pub fn backoff(base: Duration, attempts: i64) -> Duration {
 }
 
 /// The JSON body POSTed to a target: the communication and its attempts (every dial,
-/// oldest first; `attempt` is this delivery's own try).
+/// oldest first; `attempt` is this delivery's own try), and `outcome`, the last dial's
+/// outcome as the strategy saw it (`completed`, `opted_out`, `declined`, `busy` …; null
+/// when nothing was dialled).
 pub fn payload(
     rec: &ResultDeliveryRecord,
     comm: &Communication,
@@ -57,6 +59,7 @@ pub fn payload(
         "attempt": rec.attempts + 1,
         "agent_sid": rec.agent_sid,
         "communication": comm,
+        "outcome": attempts.last().and_then(|a| a.outcome.as_deref()),
         "attempts": attempts,
     })
 }

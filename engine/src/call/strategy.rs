@@ -5,16 +5,19 @@
 //! ([`CallFinish::retry_at`]): a crash before that write leaves the claimed row to the
 //! reconcile (`interrupted`, never redialled), a crash after it leaves the row queued for
 //! its next attempt; no attempt is lost or dialled twice.
+//!
+//! An in-call opt-out ([`CallFinish::opted_out`]) lists the recipient on the account's
+//! do-not-call list ([`record_opt_out`]) before the end is written.
 
 use callsmith_domain::communication::caller;
-use callsmith_domain::store::CommunicationRecord;
 use callsmith_domain::store::communications::{CallFinish, CommunicationAttempt};
+use callsmith_domain::store::{CommunicationRecord, SOURCE_OPT_OUT};
 use callsmith_domain::strategy::apply::{self, Communication};
 use callsmith_domain::strategy::policy::{Finish, Next};
 use callsmith_domain::strategy::{Outcome, Strategy};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::runtime::Runtime;
 
@@ -147,4 +150,32 @@ pub(super) async fn after_attempt(rt: &Runtime, comm: &CommunicationRecord, f: &
     let (outcome, retry_at) = apply::after_attempt(&strategy, &c, f, now);
     f.outcome = Some(outcome.name().into());
     f.retry_at = retry_at;
+}
+
+/// Adds the recipient of a call whose scenario recorded an opt-out to its account's
+/// do-not-call list, source `opt_out`, as `POST /v1/do-not-call` adds one (a number listed
+/// already keeps its entry). A party that is no phone number (a browser call) is not
+/// listed; a failed write is logged (the attempt is `opted_out` and never retried
+/// whatever happens here).
+pub(super) async fn record_opt_out(rt: &Runtime, comm: &CommunicationRecord) {
+    let Some(number) = callsmith_domain::usecases::opt_out_number(&comm.recipient) else {
+        return;
+    };
+    match rt
+        .store
+        .do_not_call_add(
+            &comm.tenant_sid,
+            &comm.account_sid,
+            std::slice::from_ref(&number),
+            SOURCE_OPT_OUT,
+        )
+        .await
+    {
+        Ok(added) => {
+            info!(communication = %comm.sid, number = %number, new = added > 0, "the recipient opted out; on the do-not-call list")
+        }
+        Err(e) => {
+            warn!(communication = %comm.sid, error = %e, "adding the opted-out recipient to the do-not-call list failed")
+        }
+    }
 }

@@ -20,8 +20,8 @@ pub fn facts(f: &CallFinish) -> AttemptFacts<'_> {
         machine: f.amd.as_deref() == Some("machine"),
         talk_secs,
         remote_hangup: f.end_reason.as_deref() == Some("hung_up"),
-        opted_out: false,
-        declined: false,
+        opted_out: f.opted_out,
+        declined: f.declined,
     }
 }
 
@@ -179,6 +179,27 @@ mod tests {
         let (o, at) = after_attempt(&st, &comm(&[], &[]), &ended("failed", 503), now);
         assert_eq!(o, Outcome::Failed);
         assert!(at.is_some());
+    }
+
+    #[test]
+    fn an_in_call_opt_out_or_no_is_never_retried_even_when_the_line_is_a_voicemail() {
+        let st = Strategy::parse(&json!({"retry": {
+            "voicemail": {"attempts": 5, "delay_s": 1}, "dropped": {"attempts": 5, "delay_s": 1}}}))
+        .unwrap();
+        let now = utc("2026-11-20T10:00:10Z");
+        let mut f = ended("answered", 200);
+        f.amd = Some("machine".into());
+        let (o, at) = after_attempt(&st, &comm(&[], &[]), &f, now);
+        assert_eq!(o, Outcome::Voicemail);
+        assert!(at.is_some(), "a voicemail is retried by its rule");
+        f.opted_out = true;
+        let (o, at) = after_attempt(&st, &comm(&[], &[]), &f, now);
+        assert_eq!((o, at), (Outcome::OptedOut, None));
+        f.opted_out = false;
+        f.declined = true;
+        let (o, at) = after_attempt(&st, &comm(&[], &[]), &f, now);
+        assert_eq!((o, at), (Outcome::Declined, None));
+        assert_eq!(Outcome::OptedOut.name(), "opted_out");
     }
 
     #[test]

@@ -39,7 +39,8 @@ pub use rows::{
 pub use scenarios::{NewScenario, check_description, snapshot_of};
 pub use strategies::{
     IDEMPOTENCY_WINDOW_HOURS, Idempotent, MAX_IDEMPOTENCY_KEY_LEN, check_strategy_definition,
-    do_not_call_key, is_idempotency_key, normalize_e164, parse_do_not_call_csv, request_hash,
+    do_not_call_key, is_idempotency_key, normalize_e164, opt_out_number, parse_do_not_call_csv,
+    request_hash,
 };
 
 use crate::{services::Services, settings::Settings, test_calls::TestCallGate};

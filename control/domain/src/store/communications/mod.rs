@@ -595,7 +595,9 @@ mod finish;
 mod writes;
 
 pub use attempts::CommunicationAttempt;
-pub use finish::{CONSENT_VARIABLE, CallFinish, NOT_ANSWERED, consent_granted};
+pub use finish::{
+    CONSENT_VARIABLE, CallFinish, DECLINED, NOT_ANSWERED, OPT_OUT, ScenarioVerdict, consent_granted,
+};
 
 pub use writes::{CallWrite, Deliveries, claimed_record};
 
