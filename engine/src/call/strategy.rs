@@ -97,29 +97,42 @@ pub(super) enum BeforeDial {
     Never(String),
 }
 
-/// Whether a claimed communication may be dialled now ([`apply::before_dial`]).
+/// Whether a claimed communication may be dialled now: its dispatch schedule (read in the
+/// communication's zone) and its strategy both open ([`apply::when_to_dial`]).
 pub(super) async fn before_dial(
     rt: &Runtime,
     comm: &CommunicationRecord,
 ) -> Result<BeforeDial, callsmith_domain::store::StoreError> {
-    let Some(strategy) = strategy_of(rt, comm).await else {
+    let schedule = comm.dispatch_schedule();
+    let strategy = strategy_of(rt, comm).await;
+    if schedule.is_none() && strategy.is_none() {
         return Ok(BeforeDial::Now);
-    };
+    }
     let now = Utc::now();
-    let i = inputs(rt, &strategy, comm, now).await?;
-    Ok(
-        match apply::before_dial(&strategy, &communication(comm, &i), now) {
-            // A second's rounding of the hours is not worth a release.
-            Next::DialAt(t) if t <= now + chrono::Duration::seconds(1) => BeforeDial::Now,
-            Next::DialAt(t) => BeforeDial::Later(t),
-            Next::Finish(Finish::TooOld) => BeforeDial::Never(
-                "strategy_expired: the communication is older than its strategy's max_age_s; not dialled".into(),
-            ),
-            Next::Finish(_) => BeforeDial::Never(
-                "strategy_no_calling_hours: the strategy's calling hours do not open again in the recipient's zones; not dialled".into(),
-            ),
-        },
-    )
+    let read = match &strategy {
+        Some(st) => Some((st, inputs(rt, st, comm, now).await?)),
+        None => None,
+    };
+    let c = read.as_ref().map(|(st, i)| (*st, communication(comm, i)));
+    let next = apply::when_to_dial(
+        schedule.as_ref().map(|s| (s, caller::zone(&comm.timezone))),
+        c.as_ref().map(|(st, c)| (*st, c)),
+        now,
+    );
+    Ok(match next {
+        // A second's rounding of the hours is not worth a release.
+        Next::DialAt(t) if t <= now + chrono::Duration::seconds(1) => BeforeDial::Now,
+        Next::DialAt(t) => BeforeDial::Later(t),
+        Next::Finish(Finish::TooOld) => BeforeDial::Never(
+            "strategy_expired: the communication is older than its strategy's max_age_s; not dialled".into(),
+        ),
+        Next::Finish(_) if schedule.is_some() => BeforeDial::Never(
+            "strategy_no_calling_hours: the strategy's calling hours in the recipient's zones and the dispatch's schedule are never open together; not dialled".into(),
+        ),
+        Next::Finish(_) => BeforeDial::Never(
+            "strategy_no_calling_hours: the strategy's calling hours do not open again in the recipient's zones; not dialled".into(),
+        ),
+    })
 }
 
 /// Fills in the attempt's `outcome` and, when the strategy dials again, `retry_at` (an

@@ -28,7 +28,7 @@ mod scenarios;
 mod statistics;
 mod strategies;
 
-pub use agents::{AgentDraft, NewAgent};
+pub use agents::{AgentDraft, NewAgent, check_schedule};
 pub use browser_call::{BROWSER_PARTY, BrowserCallInput, MAX_OFFER_BYTES};
 pub use dispatch::{AgentDispatch, DispatchInput, is_batch_sid};
 pub use error::{UseCaseError, UseCaseResult};

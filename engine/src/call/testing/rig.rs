@@ -308,6 +308,7 @@ async fn store_row(rt: &Runtime, comm: &mut CommunicationRecord, strategy: Optio
         batch_sid: None,
         timezone: comm.timezone.clone(),
         scheduled_at: None,
+        schedule: None,
         due_at: comm.due_at,
     };
     let claim = Claim {
@@ -361,6 +362,7 @@ fn communication() -> CommunicationRecord {
         error: None,
         call_id: None,
         scheduled_at: None,
+        schedule: None,
         due_at: now,
         claim_token: None,
         claimed_by: None,
