@@ -1,7 +1,8 @@
 //! A communication's attempts on SQLite and PostgreSQL: every end of a dial stores an
 //! attempt in the same write; a strategy's retry puts the row back, due later and
 //! unclaimed, with no result delivery; the last attempt's end queues the delivery; the
-//! API lists the attempts, paged.
+//! API lists the attempts, paged; an in-call opt-out lists the number and ends the
+//! communication.
 
 use callsmith_control::{
     both_backends,
@@ -9,7 +10,9 @@ use callsmith_control::{
 };
 use callsmith_domain::{
     communication::CommunicationStatus,
+    store::SOURCE_OPT_OUT,
     store::communications::{CallFinish, CallWrite, Claim, ClaimScope, Deliveries},
+    usecases::opt_out_number,
 };
 use chrono::{Duration, DurationRound, Utc};
 use serde_json::json;
@@ -252,3 +255,119 @@ async fn the_attempt_list_is_documented(s: TestServer) {
 
 both_backends!(the_attempt_list_is_documented);
 both_backends!(a_retry_is_stored_with_its_attempt_and_the_result_follows_the_last);
+
+/// An in-call opt-out as the engine writes it: the recipient is listed with source
+/// `opt_out` through the list's own add (the `POST /v1/do-not-call` one), then the end is
+/// written with the attempt `opted_out` and no retry: the row is done, its result queued,
+/// and a new dispatch to the number is refused. Listing a number twice keeps its entry.
+async fn an_opt_out_lists_the_number_and_ends_the_communication(s: TestServer) {
+    let f = s.fixture().await;
+    let scn = s.published_scenario(&f, &minimal_snapshot("t")).await;
+    s.post("/v1/number")
+        .bearer(&f.admin_session)
+        .json(&json!({"identifier": "+4912"}))
+        .send()
+        .await
+        .expect(201);
+    let dispatch = json!({"recipient": "0049 151 5550002", "scenario_sid": scn});
+    let r = s
+        .post("/v1/communication/-/dispatch")
+        .bearer(&f.account_key)
+        .json(&dispatch)
+        .send()
+        .await;
+    r.expect(201);
+    let sid = r.str("id");
+    let rows = s
+        .store
+        .communication_claim_due(&claim("one"), &ClaimScope::TestCalls, 10)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let number = opt_out_number(&rows[0].recipient).expect("a phone number");
+    assert_eq!(number, "+491515550002");
+    let added = s
+        .store
+        .do_not_call_add(
+            &f.tenant_sid,
+            &f.account_sid,
+            std::slice::from_ref(&number),
+            SOURCE_OPT_OUT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(added, 1);
+    let d = Deliveries {
+        tenant_sid: f.tenant_sid.clone(),
+        account_sid: f.account_sid.clone(),
+        agent_sid: "agt_x".into(),
+        urls: vec!["https://a.example/r".into()],
+    };
+    let opted_out = CallFinish {
+        call_status: Some("answered".into()),
+        sip_code: Some(200),
+        duration: 9,
+        variables: r#"{"opt_out":"true"}"#.into(),
+        opted_out: true,
+        outcome: Some("opted_out".into()),
+        ..CallFinish::new(CommunicationStatus::Completed)
+    };
+    s.store
+        .communications_apply(&dial(&sid, "one", "+4912", opted_out, &d))
+        .await
+        .unwrap();
+    let row = s.store.communication_get(&sid).await.unwrap().unwrap();
+    assert_eq!(row.communication_status, CommunicationStatus::Completed);
+    assert_eq!(row.claim_token, None);
+    let attempts = s.store.communication_attempts_all(&sid).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].outcome.as_deref(), Some("opted_out"));
+    let (queued, total) = s
+        .store
+        .result_delivery_list(&f.account_sid, None, 10, 0)
+        .await
+        .unwrap();
+    assert_eq!(total, 1, "the result is delivered: {queued:?}");
+
+    // The entry as the API shows it, and the number refused at the next dispatch.
+    let entry = s
+        .get("/v1/do-not-call/%2B491515550002")
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    entry.expect(200);
+    assert_eq!(entry.body["source"], "opt_out", "{}", entry.text);
+    s.post("/v1/communication/-/dispatch")
+        .bearer(&f.account_key)
+        .json(&dispatch)
+        .send()
+        .await
+        .expect_error(422, "recipient_suppressed");
+    // A number listed by the API first keeps its entry when its recipient opts out.
+    s.post("/v1/do-not-call")
+        .bearer(&f.account_key)
+        .json(&json!({"number": "+491515550003"}))
+        .send()
+        .await
+        .expect(201);
+    let again = s
+        .store
+        .do_not_call_add(
+            &f.tenant_sid,
+            &f.account_sid,
+            &["+491515550003".to_string()],
+            SOURCE_OPT_OUT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, 0);
+    let kept = s
+        .store
+        .do_not_call_get(&f.account_sid, "+491515550003")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.source, "api");
+}
+
+both_backends!(an_opt_out_lists_the_number_and_ends_the_communication);

@@ -40,6 +40,7 @@ fn inbound(f: &callsmith_control::testing::Fixture, scenario: &str) -> NewCommun
         batch_sid: None,
         timezone: "UTC".into(),
         scheduled_at: None,
+        schedule: None,
         due_at: Utc::now(),
     }
 }

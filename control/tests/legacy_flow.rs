@@ -1313,6 +1313,7 @@ async fn a_contact_is_dialled_once(s: TestServer) {
         batch_sid: None,
         timezone: "UTC".into(),
         scheduled_at: None,
+        schedule: None,
         due_at: now,
     };
     let r = s

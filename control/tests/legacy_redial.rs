@@ -258,6 +258,7 @@ async fn redial(s: TestServer) {
             batch_sid: None,
             timezone: "UTC".into(),
             scheduled_at: None,
+            schedule: None,
             due_at: chrono::Utc::now(),
         };
         NewAttemptCall {

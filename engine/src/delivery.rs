@@ -44,7 +44,9 @@ pub fn backoff(base: Duration, attempts: i64) -> Duration {
 }
 
 /// The JSON body POSTed to a target: the communication and its attempts (every dial,
-/// oldest first; `attempt` is this delivery's own try).
+/// oldest first; `attempt` is this delivery's own try), and `outcome`, the last dial's
+/// outcome as the strategy saw it (`completed`, `opted_out`, `declined`, `busy` …; null
+/// when nothing was dialled).
 pub fn payload(
     rec: &ResultDeliveryRecord,
     comm: &Communication,
@@ -56,6 +58,7 @@ pub fn payload(
         "attempt": rec.attempts + 1,
         "agent_sid": rec.agent_sid,
         "communication": comm,
+        "outcome": attempts.last().and_then(|a| a.outcome.as_deref()),
         "attempts": attempts,
     })
 }
@@ -157,6 +160,74 @@ async fn attempt(rt: &Runtime, rec: ResultDeliveryRecord, base: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use callsmith_domain::store::communications::{Claim, claimed_record};
+    use callsmith_domain::store::results::DeliveryStatus;
+    use callsmith_domain::usecases::{Direction, Parties, ScenarioRun, new_communication};
+
+    fn attempt(n: i64, outcome: &str) -> CommunicationAttempt {
+        CommunicationAttempt {
+            n,
+            started_at: None,
+            ended_at: chrono::Utc::now(),
+            from_number: "+4930100".into(),
+            trunk: None,
+            sip_code: Some(200),
+            call_status: Some("answered".into()),
+            end_reason: None,
+            amd: None,
+            outcome: Some(outcome.into()),
+        }
+    }
+
+    /// The body names the last dial's outcome: an opted-out recipient's result says so.
+    #[test]
+    fn the_payload_carries_the_last_attempts_outcome() {
+        let new = new_communication(
+            Parties {
+                tenant_sid: "ten_1".into(),
+                account_sid: "acc_1".into(),
+                recipient: "+4915550777".into(),
+                from_number: "+4930100".into(),
+                trunk: None,
+                timezone: "UTC".into(),
+            },
+            ScenarioRun {
+                scenario_sid: "scn_1".into(),
+                version: Some(1),
+                draft_version: None,
+            },
+            Direction::Outbound,
+        );
+        let now = chrono::Utc::now();
+        let claim = Claim {
+            token: "t".into(),
+            by: "b".into(),
+            until: now,
+        };
+        let comm = Communication::from(&claimed_record(&new, &claim, now));
+        let rec = ResultDeliveryRecord {
+            sid: "rdl_1".into(),
+            tenant_sid: "ten_1".into(),
+            account_sid: "acc_1".into(),
+            communication_sid: new.sid.clone(),
+            agent_sid: "agt_1".into(),
+            url: "https://a.example/r".into(),
+            status: DeliveryStatus::Delivering,
+            attempts: 0,
+            last_status_code: None,
+            last_error: None,
+            next_attempt_at: now,
+            claim_token: None,
+            claimed_until: None,
+            delivered_at: None,
+            created_at: now,
+            updated_at: now,
+        };
+        let body = payload(&rec, &comm, &[attempt(1, "busy"), attempt(2, "opted_out")]);
+        assert_eq!(body["outcome"], "opted_out");
+        assert_eq!(body["attempts"].as_array().map(Vec::len), Some(2));
+        assert!(payload(&rec, &comm, &[])["outcome"].is_null());
+    }
 
     #[test]
     fn backoff_doubles_and_caps() {

@@ -12,7 +12,9 @@
 //! * the agent must be active (not archived), else its due rows wait (`queued`, retried
 //!   every `inactive_retry_secs`);
 //! * `calling_schedule`: outside a window the agent's due rows are deferred (`queued`) to the
-//!   next window start ([`callsmith_domain::schedule::next_allowed`]).
+//!   next window start ([`callsmith_domain::schedule::next_allowed`]), except rows with a
+//!   dispatch `schedule` of their own: those follow it instead, checked per row right
+//!   before the dial (`call::strategy::before_dial`).
 //!
 //! Scenario test calls have no agent: they start at once, bounded only by
 //! `dialer.max_live_calls` (which bounds every call of this process).
@@ -29,7 +31,7 @@ use std::time::{Duration, Instant};
 use callsmith_domain::agent_settings::Schedule;
 use callsmith_domain::schedule::{CallingSchedule, next_allowed};
 use callsmith_domain::store::AgentRecord;
-use callsmith_domain::store::communications::{AgentLimits, CallWrite, Claim, ClaimScope};
+use callsmith_domain::store::communications::{AgentLimits, CallWrite, Claim, ClaimScope, Defer};
 use chrono::Utc;
 use tracing::{info, warn};
 
@@ -162,7 +164,7 @@ async fn tick(
             let until = Utc::now()
                 + chrono::Duration::seconds(rt.settings.dialer.inactive_retry_secs.max(1) as i64);
             rt.store
-                .communication_defer_agent(&agent.sid, until)
+                .communication_defer_agent(&agent.sid, until, Defer::All)
                 .await?;
             continue;
         }
@@ -170,19 +172,17 @@ async fn tick(
             .unwrap_or(chrono_tz::Tz::UTC);
         if let Some(s) = schedule_of(&agent) {
             let t = Utc::now();
-            match next_allowed(&s, tz, t) {
-                Some(at) if at > t => {
-                    rt.store.communication_defer_agent(&agent.sid, at).await?;
-                    continue;
-                }
-                Some(_) => {}
-                None => {
-                    // No window within years: park for a day and look again.
-                    rt.store
-                        .communication_defer_agent(&agent.sid, t + chrono::Duration::days(1))
-                        .await?;
-                    continue;
-                }
+            // No window within years: park for a day and look again.
+            let closed_until = match next_allowed(&s, tz, t) {
+                Some(at) if at > t => Some(at),
+                Some(_) => None,
+                None => Some(t + chrono::Duration::days(1)),
+            };
+            if let Some(until) = closed_until {
+                rt.store
+                    .communication_defer_agent(&agent.sid, until, Defer::AgentSchedule)
+                    .await?;
+                // The rows still due follow a dispatch schedule of their own.
             }
         }
         let limits = agent_limits(agent.cps, agent.cpl, poll_us);

@@ -277,3 +277,108 @@ async fn closed_hours_and_a_full_cap_defer_the_dial() {
     let dialled: Vec<String> = callee.invites().into_iter().map(|(u, _)| u).collect();
     assert_eq!(dialled, ["+15550210"], "one dial in all");
 }
+
+/// A dispatch's own `schedule` replaces the agent's calling schedule for its
+/// communication: closed while the agent's is open, the communication is not dialled
+/// (released until it opens); open while the agent's is closed, it is dialled, while the
+/// agent's other communications wait for the agent's schedule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatch_schedule_overrides_the_agents_calling_schedule() {
+    let mut callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "1"]);
+    let e = Engine::start(EngineOptions {
+        trunks: vec![("carrier".into(), callee.addr)],
+        ..Default::default()
+    })
+    .await;
+    let t = provision(&e, "dispatch-schedule", "carrier", "+4930101100").await;
+    let store = store_of(&e, None).await;
+    let scn = create_scenario(&store, &t, &greeting_scenario("Hi."), true).await;
+    // Open every day but today and the next two days (in any zone).
+    let today = chrono::Utc::now().date_naive();
+    let day = |d: i64| (today + chrono::Duration::days(d)).to_string();
+    let all_day = json!([["00:00", "24:00"]]);
+    let closed = json!({"strategy": "weekly", "args": {
+        "mon": all_day, "tue": all_day, "wed": all_day, "thu": all_day, "fri": all_day,
+        "sat": all_day, "sun": all_day,
+        "excluded_dates": [day(-1), day(0), day(1), day(2)]}});
+    let open_agent = create_agent(
+        &store,
+        &t,
+        &AgentSpec::new(scn.clone(), t.number_id.clone()),
+    )
+    .await;
+    let closed_agent = create_agent(
+        &store,
+        &t,
+        &AgentSpec {
+            calling_schedule: closed.clone(),
+            ..AgentSpec::new(scn, t.number_id.clone())
+        },
+    )
+    .await;
+
+    // The agent is open, the dispatch's schedule closed: not dialled, due days later.
+    let c = e
+        .dispatch(
+            &t,
+            json!({"recipient": "+4930555200", "agent_sid": open_agent, "schedule": closed}),
+        )
+        .await;
+    assert_eq!(c["schedule"], closed, "{c}");
+    let id = c["id"].as_str().expect("id").to_string();
+    let deferred = wait_deferred(
+        &e,
+        &t,
+        &id,
+        chrono::Utc::now() + chrono::Duration::hours(12),
+    )
+    .await;
+    assert!(deferred["started_at"].is_null(), "{deferred}");
+    assert_eq!(attempts(&e, &t, &id).await["total"], 0);
+
+    // The agent is closed: its plain communication waits for the agent's schedule, the one
+    // with an open dispatch schedule is dialled and answered.
+    let waits = e
+        .dispatch(
+            &t,
+            json!({"recipient": "+4930555201", "agent_sid": closed_agent}),
+        )
+        .await;
+    let dialled = e
+        .dispatch(
+            &t,
+            json!({"recipient": "+4930555202", "agent_sid": closed_agent,
+                "schedule": {"strategy": "always", "args": {}}}),
+        )
+        .await;
+    let done = e
+        .wait_communication(
+            &t.account,
+            dialled["id"].as_str().expect("id"),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(done["call_status"], "answered", "{done}\n{}", e.log());
+    let (_, w) = e
+        .get(
+            &format!("/v1/communication/{}", waits["id"].as_str().unwrap()),
+            Some(&t.account),
+        )
+        .await;
+    assert!(w["started_at"].is_null(), "{w}");
+    let due = w["due_at"]
+        .as_str()
+        .and_then(|d| chrono::DateTime::parse_from_rfc3339(d).ok())
+        .expect("due_at");
+    assert!(
+        due > chrono::Utc::now() + chrono::Duration::hours(12),
+        "deferred to the agent's next window: {w}"
+    );
+    assert!(
+        callee.success(Duration::from_secs(20)).await,
+        "{}",
+        callee.dump()
+    );
+    let numbers: Vec<String> = callee.invites().into_iter().map(|(u, _)| u).collect();
+    assert_eq!(numbers, ["+4930555202"], "one dial in all");
+}

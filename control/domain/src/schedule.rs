@@ -20,7 +20,7 @@ use chrono_tz::Tz;
 use serde_json::Value;
 
 /// How far [`next_allowed`] looks ahead (days); excluded dates are capped well below.
-const HORIZON_DAYS: i64 = 1200;
+pub const HORIZON_DAYS: i64 = 1200;
 const MAX_WINDOWS_PER_DAY: usize = 12;
 const MAX_EXCLUDED_DATES: usize = 1000;
 /// Day keys of `weekly`, Monday first (index = `Weekday::num_days_from_monday`).

@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use callsmith_domain::objects::CallObjects;
-use callsmith_domain::store::communications::{CONSENT_VARIABLE, CallFinish, consent_granted};
+use callsmith_domain::store::communications::{
+    CONSENT_VARIABLE, CallFinish, ScenarioVerdict, consent_granted,
+};
 use callsmith_domain::store::{AgentRecord, CommunicationRecord};
 use callsmith_media::{MediaSession, recording::RecordingTarget};
+use callsmith_scenarios::history::EndReason;
 use callsmith_scenarios::interpreter::{CallDirection, CallInfo, CallRun, Program};
 use callsmith_sip::NegotiatedMedia;
 use chrono::{DateTime, Utc};
@@ -230,6 +233,11 @@ impl AnsweredCall {
         if let Err(e) = &saved {
             warn!(error = %e, "saving the call history failed");
         }
+        let signal = match &run.end {
+            EndReason::EndCall { signal, .. } => Some(signal.as_str()),
+            _ => None,
+        };
+        let verdict = ScenarioVerdict::of(|v| run.variables.get(v).map(String::as_str), signal);
         let f = CallFinish {
             duration: (duration + 500) / 1000,
             goals: run.goals.clone(),
@@ -240,6 +248,8 @@ impl AnsweredCall {
             consent_granted: consent_granted(
                 run.variables.get(CONSENT_VARIABLE).map(String::as_str),
             ),
+            opted_out: verdict.opted_out,
+            declined: verdict.declined,
             amd: amd.map(String::from),
             ..CallFinish::answered(answered_at)
         };

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use callsmith_domain::store::communications::CommunicationStatus;
 use callsmith_sip::ReferOutcome;
 use serde_json::{Value, json};
 
@@ -322,4 +323,123 @@ async fn a_blind_transfer_takes_the_output_of_its_outcome() {
         assert_eq!(h["prompts"][0]["outcome"], "completed");
         assert_eq!(done.heard.referred, ["+15550999"]);
     }
+}
+
+/// A question whose "stop calling me" answer (key 9) sets the reserved variable
+/// `opt_out` with an assignment brick, and whose "not interested" answer (key 2) ends the
+/// call with the `end_call` signal `declined` (docs/strategies.md).
+fn opt_out_question() -> Value {
+    snapshot(json!({
+        "start_call": start_call("ask"),
+        "question": {"v1": [brick("ask", json!({
+            "statement": {"audio": {"mode": "tts", "tts": {"text": "Press 9 to stop our calls."}}, "is_interruptible": false},
+            "type": "standard", "input_mode": "dtmf",
+            "dtmf_properties": {"dtmf_timeout": 3, "no_input_timeout": 8, "min_symbols": 1, "max_symbols": 1, "finish_on_key": "#"},
+            "answer": {"answers": [
+                {"answer_id": "stop", "description": "", "dtmf_input": {"value": "9"}},
+                {"answer_id": "no", "description": "", "dtmf_input": {"value": "2"}}
+            ]}
+        }), outs(&[("stop", "opt_out"), ("no", "declined"), ("empty", "bye")]))]},
+        "assignment": {"v1": [brick("opt_out", json!({"variables": [{"name": "opt_out", "value": "true"}]}), next("bye"))]},
+        "end_call": {"v1": [end_call("bye"), brick("declined", json!({"signal": "declined"}), json!([]))]}
+    }))
+}
+
+/// Retry rules for every retryable outcome: whatever is not retried is so by its nature.
+fn retry_everything() -> Value {
+    let r = json!({"attempts": 5, "delay_s": 60});
+    json!({"retry": {"busy": r, "no_answer": r, "failed": r, "voicemail": r, "dropped": r}})
+}
+
+/// The callee presses 9: the scenario sets `opt_out`, the number lands on the account's
+/// do-not-call list (source `opt_out`), the attempt is `opted_out` and, although the
+/// strategy retries every outcome it can, nothing is scheduled: the row is done.
+#[tokio::test(start_paused = true)]
+async fn an_in_call_opt_out_lists_the_number_and_schedules_no_retry() {
+    let done = CallTest::new(opt_out_question())
+        .caller(Script::new().at(2500, Act::Keys("9".into())))
+        .stored(Some(retry_everything()))
+        .run()
+        .await;
+    assert_eq!(
+        taken(&done.history, "ask"),
+        "stop",
+        "{}",
+        done.history["trace"]
+    );
+    assert!(done.finish.opted_out && !done.finish.declined);
+    let store = &done.store;
+    let entry = store
+        .do_not_call_get("acc_in_process", "+4915550777")
+        .await
+        .unwrap()
+        .expect("the recipient is on the do-not-call list");
+    assert_eq!(entry.source, "opt_out");
+    let row = store
+        .communication_get(&done.communication_sid)
+        .await
+        .unwrap()
+        .expect("the row");
+    assert_eq!(row.communication_status, CommunicationStatus::Completed);
+    assert!(
+        row.claim_token.is_none(),
+        "the row is released, not queued again"
+    );
+    let attempts = store
+        .communication_attempts_all(&done.communication_sid)
+        .await
+        .unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].outcome.as_deref(), Some("opted_out"));
+}
+
+/// The callee presses 2: the `end_call` signal `declined` is the explicit "no": the
+/// attempt is `declined`, nothing is retried, and the number is not listed.
+#[tokio::test(start_paused = true)]
+async fn an_explicit_no_is_declined_and_not_retried_nor_listed() {
+    let done = CallTest::new(opt_out_question())
+        .caller(Script::new().at(2500, Act::Keys("2".into())))
+        .stored(Some(retry_everything()))
+        .run()
+        .await;
+    assert_eq!(taken(&done.history, "ask"), "no");
+    assert!(done.finish.declined && !done.finish.opted_out);
+    let store = &done.store;
+    let listed = store
+        .do_not_call_get("acc_in_process", "+4915550777")
+        .await
+        .unwrap();
+    assert!(listed.is_none(), "a no is not an opt-out");
+    let row = store
+        .communication_get(&done.communication_sid)
+        .await
+        .unwrap()
+        .expect("the row");
+    assert_eq!(row.communication_status, CommunicationStatus::Completed);
+    let attempts = store
+        .communication_attempts_all(&done.communication_sid)
+        .await
+        .unwrap();
+    assert_eq!(attempts[0].outcome.as_deref(), Some("declined"));
+}
+
+/// A callee who answers nothing: the same strategy's `dropped`/`completed` rules decide
+/// (a completed conversation is not retried either), and nothing is listed.
+#[tokio::test(start_paused = true)]
+async fn a_call_without_an_opt_out_lists_nothing() {
+    let done = CallTest::new(opt_out_question()).stored(None).run().await;
+    assert_eq!(taken(&done.history, "ask"), "empty");
+    assert!(!done.finish.opted_out && !done.finish.declined);
+    let (entries, total) = done
+        .store
+        .do_not_call_list("acc_in_process", 10, 0)
+        .await
+        .unwrap();
+    assert_eq!((entries.len(), total), (0, 0));
+    let attempts = done
+        .store
+        .communication_attempts_all(&done.communication_sid)
+        .await
+        .unwrap();
+    assert_eq!(attempts[0].outcome.as_deref(), Some("completed"));
 }

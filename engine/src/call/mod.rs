@@ -96,6 +96,11 @@ async fn finish(
     f: &CallFinish,
 ) {
     let mut f = f.clone();
+    // Listed before the end is written: a crash between the two keeps the opt-out (the
+    // claimed row is then reconciled `interrupted`, never redialled).
+    if f.opted_out {
+        strategy::record_opt_out(rt, comm).await;
+    }
     if comm.direction == "outbound" {
         strategy::after_attempt(rt, comm, &mut f).await;
     }

@@ -5,16 +5,19 @@
 //! ([`CallFinish::retry_at`]): a crash before that write leaves the claimed row to the
 //! reconcile (`interrupted`, never redialled), a crash after it leaves the row queued for
 //! its next attempt; no attempt is lost or dialled twice.
+//!
+//! An in-call opt-out ([`CallFinish::opted_out`]) lists the recipient on the account's
+//! do-not-call list ([`record_opt_out`]) before the end is written.
 
 use callsmith_domain::communication::caller;
-use callsmith_domain::store::CommunicationRecord;
 use callsmith_domain::store::communications::{CallFinish, CommunicationAttempt};
+use callsmith_domain::store::{CommunicationRecord, SOURCE_OPT_OUT};
 use callsmith_domain::strategy::apply::{self, Communication};
 use callsmith_domain::strategy::policy::{Finish, Next};
 use callsmith_domain::strategy::{Outcome, Strategy};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::runtime::Runtime;
 
@@ -94,29 +97,42 @@ pub(super) enum BeforeDial {
     Never(String),
 }
 
-/// Whether a claimed communication may be dialled now ([`apply::before_dial`]).
+/// Whether a claimed communication may be dialled now: its dispatch schedule (read in the
+/// communication's zone) and its strategy both open ([`apply::when_to_dial`]).
 pub(super) async fn before_dial(
     rt: &Runtime,
     comm: &CommunicationRecord,
 ) -> Result<BeforeDial, callsmith_domain::store::StoreError> {
-    let Some(strategy) = strategy_of(rt, comm).await else {
+    let schedule = comm.dispatch_schedule();
+    let strategy = strategy_of(rt, comm).await;
+    if schedule.is_none() && strategy.is_none() {
         return Ok(BeforeDial::Now);
-    };
+    }
     let now = Utc::now();
-    let i = inputs(rt, &strategy, comm, now).await?;
-    Ok(
-        match apply::before_dial(&strategy, &communication(comm, &i), now) {
-            // A second's rounding of the hours is not worth a release.
-            Next::DialAt(t) if t <= now + chrono::Duration::seconds(1) => BeforeDial::Now,
-            Next::DialAt(t) => BeforeDial::Later(t),
-            Next::Finish(Finish::TooOld) => BeforeDial::Never(
-                "strategy_expired: the communication is older than its strategy's max_age_s; not dialled".into(),
-            ),
-            Next::Finish(_) => BeforeDial::Never(
-                "strategy_no_calling_hours: the strategy's calling hours do not open again in the recipient's zones; not dialled".into(),
-            ),
-        },
-    )
+    let read = match &strategy {
+        Some(st) => Some((st, inputs(rt, st, comm, now).await?)),
+        None => None,
+    };
+    let c = read.as_ref().map(|(st, i)| (*st, communication(comm, i)));
+    let next = apply::when_to_dial(
+        schedule.as_ref().map(|s| (s, caller::zone(&comm.timezone))),
+        c.as_ref().map(|(st, c)| (*st, c)),
+        now,
+    );
+    Ok(match next {
+        // A second's rounding of the hours is not worth a release.
+        Next::DialAt(t) if t <= now + chrono::Duration::seconds(1) => BeforeDial::Now,
+        Next::DialAt(t) => BeforeDial::Later(t),
+        Next::Finish(Finish::TooOld) => BeforeDial::Never(
+            "strategy_expired: the communication is older than its strategy's max_age_s; not dialled".into(),
+        ),
+        Next::Finish(_) if schedule.is_some() => BeforeDial::Never(
+            "strategy_no_calling_hours: the strategy's calling hours in the recipient's zones and the dispatch's schedule are never open together; not dialled".into(),
+        ),
+        Next::Finish(_) => BeforeDial::Never(
+            "strategy_no_calling_hours: the strategy's calling hours do not open again in the recipient's zones; not dialled".into(),
+        ),
+    })
 }
 
 /// Fills in the attempt's `outcome` and, when the strategy dials again, `retry_at` (an
@@ -147,4 +163,32 @@ pub(super) async fn after_attempt(rt: &Runtime, comm: &CommunicationRecord, f: &
     let (outcome, retry_at) = apply::after_attempt(&strategy, &c, f, now);
     f.outcome = Some(outcome.name().into());
     f.retry_at = retry_at;
+}
+
+/// Adds the recipient of a call whose scenario recorded an opt-out to its account's
+/// do-not-call list, source `opt_out`, as `POST /v1/do-not-call` adds one (a number listed
+/// already keeps its entry). A party that is no phone number (a browser call) is not
+/// listed; a failed write is logged (the attempt is `opted_out` and never retried
+/// whatever happens here).
+pub(super) async fn record_opt_out(rt: &Runtime, comm: &CommunicationRecord) {
+    let Some(number) = callsmith_domain::usecases::opt_out_number(&comm.recipient) else {
+        return;
+    };
+    match rt
+        .store
+        .do_not_call_add(
+            &comm.tenant_sid,
+            &comm.account_sid,
+            std::slice::from_ref(&number),
+            SOURCE_OPT_OUT,
+        )
+        .await
+    {
+        Ok(added) => {
+            info!(communication = %comm.sid, number = %number, new = added > 0, "the recipient opted out; on the do-not-call list")
+        }
+        Err(e) => {
+            warn!(communication = %comm.sid, error = %e, "adding the opted-out recipient to the do-not-call list failed")
+        }
+    }
 }

@@ -68,7 +68,12 @@ pub struct Communication {
     /// Why the communication failed or was interrupted; null otherwise.
     pub error: Option<String>,
     pub scheduled_at: Option<DateTime<Utc>>,
-    /// When the dialer looks at it next (scheduled_at, the agent's next calling window, or
+    /// The dispatch's own calling schedule (agent path), followed instead of the agent's
+    /// `calling_schedule`, read in `timezone`; null: the agent's applies
+    /// (docs/strategies.md, "The dispatch's schedule").
+    pub schedule: Option<crate::agent_settings::Schedule>,
+    /// When the dialer looks at it next (scheduled_at, the next window of its calling
+    /// schedule (the dispatch's `schedule`, else the agent's), or
     /// its strategy's next attempt or next allowed time; docs/strategies.md).
     pub due_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
@@ -111,6 +116,10 @@ impl From<&CommunicationRecord> for Communication {
             end_reason: c.end_reason.clone(),
             error: c.error.clone(),
             scheduled_at: c.scheduled_at,
+            schedule: c
+                .schedule
+                .as_deref()
+                .and_then(|s| serde_json::from_str(s).ok()),
             due_at: c.due_at,
             started_at: c.started_at,
             answered_at: c.answered_at,

@@ -5,6 +5,9 @@ use chrono::{DateTime, Utc};
 
 use super::{Store, StoreResult, now, on_db, store_row};
 
+/// The `source` of an entry an in-call opt-out added (the API's are `api` and `import`).
+pub const SOURCE_OPT_OUT: &str = "opt_out";
+
 store_row! {
     #[derive(Debug, Clone)]
     pub struct DoNotCallRecord {

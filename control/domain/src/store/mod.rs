@@ -54,7 +54,7 @@ pub use audio::{AudioRecord, NewAudio};
 pub use classifiers::{ClassifierVersionRecord, NewClassifierVersion, TrainingOutcome};
 pub use communications::{CommunicationRecord, NewCommunication};
 pub use dictionaries::{DictionaryPatch, DictionaryRecord};
-pub use do_not_call::DoNotCallRecord;
+pub use do_not_call::{DoNotCallRecord, SOURCE_OPT_OUT};
 pub use idempotency::{IdempotencyRecord, Reservation};
 pub use numbers::{
     NUMBER_ACTIVE_ELSEWHERE, NewNumber, NumberFilter, NumberPatch, NumberRecord, routing_key,

@@ -9,6 +9,7 @@ use chrono_tz::Tz;
 
 use super::policy::{self, Attempt, Next, Situation};
 use super::{AttemptFacts, Outcome, Strategy};
+use crate::schedule::CallingSchedule;
 use crate::store::communications::{CallFinish, CommunicationAttempt};
 
 /// The facts of an attempt as its end is written.
@@ -20,8 +21,8 @@ pub fn facts(f: &CallFinish) -> AttemptFacts<'_> {
         machine: f.amd.as_deref() == Some("machine"),
         talk_secs,
         remote_hangup: f.end_reason.as_deref() == Some("hung_up"),
-        opted_out: false,
-        declined: false,
+        opted_out: f.opted_out,
+        declined: f.declined,
     }
 }
 
@@ -109,10 +110,57 @@ pub fn before_dial(strategy: &Strategy, c: &Communication<'_>, now: DateTime<Utc
     policy::next_attempt(strategy, &s)
 }
 
+/// When a communication's dispatch `schedule` (read in `tz`, the communication's zone)
+/// next lets a dial start, at or after `now`; a schedule with no window within its
+/// horizon is looked at again a day later, as an agent's is.
+pub fn dispatch_schedule_opens(
+    schedule: &CallingSchedule,
+    tz: Tz,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    crate::schedule::next_allowed(schedule, tz, now).unwrap_or(now + Duration::days(1))
+}
+
+/// Right before a dial of a communication with a dispatch `schedule` (and its zone), a
+/// `strategy` (and what the policy reads), or both: [`Next::DialAt`] the first instant at
+/// or after `now` when the dispatch schedule is open and the strategy lets it dial (its
+/// calling hours in every recipient zone, its frequency cap; [`before_dial`]), or the
+/// strategy's [`Next::Finish`] (also `NoCallingHours` when the two never overlap).
+/// Neither: `now`.
+pub fn when_to_dial(
+    schedule: Option<(&CallingSchedule, Tz)>,
+    strategy: Option<(&Strategy, &Communication<'_>)>,
+    now: DateTime<Utc>,
+) -> Next {
+    let mut t = now;
+    // Each round moves `t` forward to where one of the two opens; two that never overlap
+    // (within the schedules' horizon) never let it dial.
+    let horizon = now + Duration::days(crate::schedule::HORIZON_DAYS);
+    while t <= horizon {
+        let open = match schedule {
+            Some((s, tz)) => dispatch_schedule_opens(s, tz, t),
+            None => t,
+        };
+        let allowed = match strategy {
+            Some((st, c)) => match before_dial(st, c, open) {
+                Next::DialAt(at) => at,
+                finish => return finish,
+            },
+            None => open,
+        };
+        if allowed == t {
+            return Next::DialAt(t);
+        }
+        t = allowed;
+    }
+    Next::Finish(super::policy::Finish::NoCallingHours)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::communications::CommunicationStatus;
+    use crate::strategy::policy::Finish;
     use serde_json::json;
 
     fn utc(s: &str) -> DateTime<Utc> {
@@ -182,6 +230,27 @@ mod tests {
     }
 
     #[test]
+    fn an_in_call_opt_out_or_no_is_never_retried_even_when_the_line_is_a_voicemail() {
+        let st = Strategy::parse(&json!({"retry": {
+            "voicemail": {"attempts": 5, "delay_s": 1}, "dropped": {"attempts": 5, "delay_s": 1}}}))
+        .unwrap();
+        let now = utc("2026-11-20T10:00:10Z");
+        let mut f = ended("answered", 200);
+        f.amd = Some("machine".into());
+        let (o, at) = after_attempt(&st, &comm(&[], &[]), &f, now);
+        assert_eq!(o, Outcome::Voicemail);
+        assert!(at.is_some(), "a voicemail is retried by its rule");
+        f.opted_out = true;
+        let (o, at) = after_attempt(&st, &comm(&[], &[]), &f, now);
+        assert_eq!((o, at), (Outcome::OptedOut, None));
+        f.opted_out = false;
+        f.declined = true;
+        let (o, at) = after_attempt(&st, &comm(&[], &[]), &f, now);
+        assert_eq!((o, at), (Outcome::Declined, None));
+        assert_eq!(Outcome::OptedOut.name(), "opted_out");
+    }
+
+    #[test]
     fn a_machine_verdict_is_voicemail_and_an_early_hangup_is_dropped() {
         let st = Strategy::parse(&json!({"dropped_early_s": 5})).unwrap();
         let mut f = ended("answered", 200);
@@ -198,6 +267,46 @@ mod tests {
             Outcome::of(&facts(&f), st.dropped_early_s),
             Outcome::Dropped
         );
+    }
+
+    #[test]
+    fn a_dispatch_schedule_and_the_strategys_hours_must_both_be_open() {
+        let weekly = |args: serde_json::Value| CallingSchedule::parse("weekly", &args).unwrap();
+        let berlin = chrono_tz::Europe::Berlin;
+        // The dispatch's schedule: Saturdays 10:00-14:00 in the communication's zone.
+        let saturday = weekly(json!({"sat": [["10:00", "14:00"]]}));
+        // Friday 2026-11-20 10:00Z: closed until Saturday 10:00 Berlin (09:00Z).
+        let fri = utc("2026-11-20T10:00:00Z");
+        let sat_open = utc("2026-11-21T09:00:00Z");
+        assert_eq!(dispatch_schedule_opens(&saturday, berlin, fri), sat_open);
+        assert_eq!(
+            when_to_dial(Some((&saturday, berlin)), None, fri),
+            Next::DialAt(sat_open)
+        );
+        let inside = utc("2026-11-21T12:00:00Z");
+        assert_eq!(
+            when_to_dial(Some((&saturday, berlin)), None, inside),
+            Next::DialAt(inside)
+        );
+        // A strategy whose hours in the recipient's zone (New York) open at 09:00 local,
+        // 14:00Z: with a schedule until 20:00 Berlin (19:00Z) both are open from 14:00Z.
+        let st = Strategy::parse(&json!({"calling_hours": {"strategy": "weekly", "args": {
+            "sat": [["09:00", "18:00"]], "sun": [["09:00", "18:00"]]}}}))
+        .unwrap();
+        let ny = [chrono_tz::America::New_York];
+        let c = comm(&[], &ny);
+        let long_saturday = weekly(json!({"sat": [["10:00", "20:00"]]}));
+        assert_eq!(
+            when_to_dial(Some((&long_saturday, berlin)), Some((&st, &c)), fri),
+            Next::DialAt(utc("2026-11-21T14:00:00Z"))
+        );
+        // Until 14:00 Berlin (13:00Z) they never overlap: no dial, ever.
+        assert_eq!(
+            when_to_dial(Some((&saturday, berlin)), Some((&st, &c)), fri),
+            Next::Finish(Finish::NoCallingHours)
+        );
+        // Neither: now.
+        assert_eq!(when_to_dial(None, None, fri), Next::DialAt(fri));
     }
 
     #[test]

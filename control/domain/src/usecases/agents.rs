@@ -151,6 +151,13 @@ const MAX_CPS: i64 = 1000;
 const MAX_CPL: i64 = 100_000;
 const MAX_TARGETS: usize = 10;
 
+/// A calling schedule as `field` of a request (an agent's `calling_schedule`, a dispatch's
+/// `schedule`): `invalid_schedule` naming the offending part when it does not check.
+pub fn check_schedule(field: &str, s: &Schedule) -> UseCaseResult<CallingSchedule> {
+    CallingSchedule::parse(&s.strategy, &s.args)
+        .map_err(|e| bad("invalid_schedule", format!("{field}: {e}")))
+}
+
 fn bad(reason: &'static str, message: impl Into<String>) -> UseCaseError {
     UseCaseError::invalid(reason, message)
 }
@@ -277,8 +284,7 @@ impl Ops<'_> {
                 format!("timezone: not an IANA time zone: {:?}", d.timezone),
             ));
         }
-        CallingSchedule::parse(&d.calling_schedule.strategy, &d.calling_schedule.args)
-            .map_err(|e| bad("invalid_schedule", format!("calling_schedule: {e}")))?;
+        check_schedule("calling_schedule", &d.calling_schedule)?;
         if !(1..=MAX_CPS).contains(&d.limits.cps) {
             return Err(bad(
                 "invalid_limits",

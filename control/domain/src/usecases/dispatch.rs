@@ -9,10 +9,12 @@ use tokio::sync::MutexGuard;
 
 use super::{
     Ops,
+    agents::check_schedule,
     error::{UseCaseError, UseCaseResult},
     rows::{Direction, Parties, ScenarioRun, check_recipient, flat_data, new_communication},
 };
 use crate::{
+    agent_settings::Schedule,
     communication::caller::{self, AgentCaller},
     ids::{new_sid, prefix},
     store::{
@@ -36,6 +38,9 @@ pub struct DispatchInput {
     pub scheduled_at: Option<DateTime<Utc>>,
     /// The agent call's initial variables (checked with [`flat_data`]).
     pub data: Option<Value>,
+    /// The agent call's own calling schedule (checked with [`check_schedule`]), followed
+    /// instead of the agent's `calling_schedule`.
+    pub schedule: Option<Schedule>,
     /// Scenario test call.
     pub scenario_sid: Option<String>,
     /// Test call: run the current draft (frozen on first use).
@@ -157,7 +162,7 @@ impl Ops<'_> {
     /// (`scenario_sid`), in a new dispatch batch or the `batch_sid` of an earlier
     /// dispatch. Refusals: `exactly_one_of`, `invalid_recipient`, `recipient_suppressed`
     /// (the number is on the account's do-not-call list), `unknown_batch`,
-    /// `too_many_test_calls`, `data_not_flat`, then those of [`AgentDispatch::prepare`]
+    /// `too_many_test_calls`, `data_not_flat`, `invalid_schedule`, then those of [`AgentDispatch::prepare`]
     /// or [`Ops::test_version`], `unknown_strategy`, `no_from_number` and
     /// `no_trunk`; nothing is stored on a refusal.
     pub async fn dispatch(
@@ -188,6 +193,9 @@ impl Ops<'_> {
         let new = match target {
             Target::Agent(agent_sid) => {
                 let data = flat_data("data", input.data.as_ref())?;
+                if let Some(s) = &input.schedule {
+                    check_schedule("schedule", s)?;
+                }
                 let dispatch = AgentDispatch::prepare(self, account, agent_sid).await?;
                 let strategy = match non_empty(&input.strategy_sid) {
                     Some(sid) => Some(
@@ -197,7 +205,9 @@ impl Ops<'_> {
                     ),
                     None => None,
                 };
-                dispatch.communication(recipient, &data, input.scheduled_at, strategy, &batch)?
+                dispatch
+                    .communication(recipient, &data, input.scheduled_at, strategy, &batch)?
+                    .with_schedule(input.schedule.as_ref())?
             }
             Target::Scenario(scenario_sid) => {
                 self.test_call(account, scenario_sid, input, recipient, &batch)
@@ -234,7 +244,7 @@ impl Ops<'_> {
     }
 
     /// A scenario test call (rules 3 and 5): dispatched at once; strategy, schedule and
-    /// data ignored.
+    /// data ignored (not even checked).
     async fn test_call(
         &self,
         account: &AccountRecord,

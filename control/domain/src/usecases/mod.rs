@@ -31,7 +31,7 @@ mod scenarios;
 mod statistics;
 mod strategies;
 
-pub use agents::{AgentDraft, NewAgent};
+pub use agents::{AgentDraft, NewAgent, check_schedule};
 pub use browser_call::{BROWSER_PARTY, BrowserCallInput, MAX_OFFER_BYTES};
 pub use dispatch::{AgentDispatch, DispatchInput, is_batch_sid};
 pub use error::{UseCaseError, UseCaseResult};
@@ -46,7 +46,8 @@ pub use rows::{
 pub use scenarios::{NewScenario, check_description, snapshot_of};
 pub use strategies::{
     IDEMPOTENCY_WINDOW_HOURS, Idempotent, MAX_IDEMPOTENCY_KEY_LEN, check_strategy_definition,
-    do_not_call_key, is_idempotency_key, normalize_e164, parse_do_not_call_csv, request_hash,
+    do_not_call_key, is_idempotency_key, normalize_e164, opt_out_number, parse_do_not_call_csv,
+    request_hash,
 };
 
 use crate::{services::Services, settings::Settings, test_calls::TestCallGate};

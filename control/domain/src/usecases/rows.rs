@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::error::{UseCaseError, UseCaseResult};
 use crate::{
+    agent_settings::Schedule,
     ids::new_sid,
     store::{
         AgentRecord, NewCommunication, ScenarioVersionRecord, communications::COMMUNICATION_PREFIX,
@@ -77,6 +78,7 @@ pub fn new_communication(
         batch_sid: None,
         timezone: parties.timezone,
         scheduled_at: None,
+        schedule: None,
         due_at: crate::store::now(),
     }
 }
@@ -106,6 +108,16 @@ impl NewCommunication {
     pub fn with_strategy(mut self, strategy_sid: Option<String>) -> Self {
         self.strategy_sid = strategy_sid.filter(|s| !s.is_empty());
         self
+    }
+
+    /// Its own calling schedule (checked with [`super::check_schedule`]), followed instead
+    /// of the agent's `calling_schedule`; None: the agent's.
+    pub fn with_schedule(mut self, schedule: Option<&Schedule>) -> UseCaseResult<Self> {
+        self.schedule = schedule
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(UseCaseError::internal)?;
+        Ok(self)
     }
 
     /// Due at `scheduled_at` (never in the past), or now when None.
@@ -218,8 +230,8 @@ mod tests {
         assert_eq!(c.direction, "outbound");
         assert_eq!(c.data, "{}");
         assert_eq!(
-            (c.batch_sid, c.strategy_sid, c.scheduled_at),
-            (None, None, None)
+            (c.batch_sid, c.strategy_sid, c.scheduled_at, c.schedule),
+            (None, None, None, None)
         );
         assert!(c.due_at >= before && c.due_at <= crate::store::now());
     }
@@ -243,9 +255,15 @@ mod tests {
             .with_data(&data)
             .expect("serializable")
             .with_strategy(Some(String::new()))
+            .with_schedule(Some(&Schedule::always()))
+            .expect("serializable")
             .in_batch("bat_1");
         assert_eq!(c.data, r#"{"first_name":"Ada"}"#);
         assert_eq!(c.strategy_sid, None);
+        assert_eq!(
+            c.schedule.as_deref(),
+            Some(r#"{"strategy":"always","args":{}}"#)
+        );
         assert_eq!(c.batch_sid.as_deref(), Some("bat_1"));
     }
 

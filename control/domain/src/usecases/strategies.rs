@@ -73,6 +73,13 @@ pub fn do_not_call_key(recipient: &str) -> String {
     })
 }
 
+/// The number an in-call opt-out adds to the do-not-call list: the recipient's
+/// [`do_not_call_key`] when that is an international number; None for a party that is no
+/// phone number (a browser call).
+pub fn opt_out_number(recipient: &str) -> Option<String> {
+    normalize_e164("recipient", &do_not_call_key(recipient)).ok()
+}
+
 /// Most numbers one CSV import may carry.
 pub const MAX_IMPORT_NUMBERS: usize = 100_000;
 
@@ -306,6 +313,15 @@ mod tests {
         }
         assert_eq!(do_not_call_key("12125550100"), "+12125550100");
         assert_eq!(do_not_call_key("00 1 212 555 0100"), "+12125550100");
+        assert_eq!(
+            opt_out_number("0012125550100").as_deref(),
+            Some("+12125550100")
+        );
+        assert_eq!(
+            opt_out_number("12125550100").as_deref(),
+            Some("+12125550100")
+        );
+        assert_eq!(opt_out_number("browser"), None);
     }
 
     #[test]

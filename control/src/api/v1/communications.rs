@@ -14,6 +14,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use crate::agent_settings::Schedule;
 use crate::api::caller::Authz;
 use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Page, PageParams, Path, Query},
@@ -59,10 +60,16 @@ pub struct DispatchBody {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub data: Option<Value>,
-    /// Per-communication schedule (agent path; accepted, not interpreted).
+    /// This communication's own calling schedule (agent path; ignored with
+    /// `scenario_sid`), in the form of the agent's `calling_schedule` (`always`, or
+    /// `weekly` windows per weekday and `excluded_dates`) and checked by the same rules: the
+    /// dialer starts its dials only inside it, read in the communication's `timezone` (the
+    /// agent's), instead of the agent's `calling_schedule`. A strategy's calling hours in
+    /// the recipient's zones still apply: a dial starts only when both are open
+    /// (docs/strategies.md). Absent or null: the agent's schedule. A schedule that does not
+    /// check: 422 `invalid_schedule`, nothing stored.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub schedule: Option<Value>,
+    pub schedule: Option<Schedule>,
     /// Scenario test call (exactly one of agent_sid and scenario_sid).
     #[serde(default)]
     pub scenario_sid: Option<String>,
@@ -91,7 +98,7 @@ pub struct DispatchBody {
         (status = 400, body = ErrorBody, description = "Malformed body, or `invalid_idempotency_key`"), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "`idempotency_key_in_flight`: the first request with this key is still running"),
-        (status = 422, body = ErrorBody, description = "Invalid dispatch, refused before anything is stored; among others `recipient_suppressed` (the number is on the account's do-not-call list), `unknown_strategy`, `idempotency_key_reused` (an earlier request with this key had another body), `no_from_number` (no number to call from) and `no_trunk` (no trunk of the node can place the call: neither the number's trunk nor a tenant trunk is one of its `[[sip.trunks]]`, and it has no `sip.default_trunk`)"),
+        (status = 422, body = ErrorBody, description = "Invalid dispatch, refused before anything is stored; among others `recipient_suppressed` (the number is on the account's do-not-call list), `unknown_strategy`, `invalid_schedule` (the `schedule` does not check), `idempotency_key_reused` (an earlier request with this key had another body), `no_from_number` (no number to call from) and `no_trunk` (no trunk of the node can place the call: neither the number's trunk nor a tenant trunk is one of its `[[sip.trunks]]`, and it has no `sip.default_trunk`)"),
         (status = 429, body = ErrorBody, description = "`too_many_test_calls`: a test call while the account has `dialer.max_test_calls_per_account` test and browser calls open (`Retry-After` set)"),
         (status = 500, body = ErrorBody)))]
 async fn dispatch(
@@ -137,6 +144,7 @@ impl From<DispatchBody> for DispatchInput {
             strategy_sid: b.strategy_sid,
             scheduled_at: b.scheduled_at,
             data: b.data,
+            schedule: b.schedule,
             scenario_sid: b.scenario_sid,
             draft: b.draft.unwrap_or(false),
             batch_sid: b.batch_sid,

@@ -2,7 +2,8 @@
 //! no listener, an in-memory database, objects in a temporary folder, a synthesizer of
 //! silence, a recognition engine whose node is the scripted caller), the call's records,
 //! and [`CallTest`], which answers the call, runs it and reads its saved history back (the
-//! end is built as it would be written, not written: the rig's database has no row).
+//! end is built as it would be written; with [`CallTest::stored`] the call's row is in the
+//! rig's database and the end is written to it as a call's end is).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,7 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use callsmith_domain::objects::CallObjects;
 use callsmith_domain::store::CommunicationRecord;
-use callsmith_domain::store::communications::{CallFinish, CommunicationStatus};
+use callsmith_domain::store::communications::{CallFinish, CallWrite, Claim, CommunicationStatus};
+use callsmith_domain::store::{NewAccount, NewCommunication};
 use callsmith_domain::{Services, Store};
 use callsmith_media::prompt::Prompt;
 use callsmith_media::stt::{SttNodeConfig, SttProtocol};
@@ -57,6 +59,9 @@ pub struct CallTest {
     script: Script,
     data: BTreeMap<String, String>,
     max_call: Duration,
+    /// The row is stored and the end written, following this strategy definition (None:
+    /// no strategy); None: nothing is stored.
+    stored: Option<Option<Value>>,
 }
 
 /// What a user checks after the call: its saved history, and what the caller heard.
@@ -72,6 +77,10 @@ pub struct CallResult {
     pub heard: Heard,
     /// How long the call took on the call's clock (simulated under paused time).
     pub took: Duration,
+    /// The rig's database (with [`CallTest::stored`], the call's row as its end left it).
+    pub store: Store,
+    /// The communication the call ran as.
+    pub communication_sid: String,
 }
 
 impl CallTest {
@@ -82,7 +91,16 @@ impl CallTest {
             script: Script::new(),
             data: BTreeMap::new(),
             max_call: Duration::from_secs(600),
+            stored: None,
         }
+    }
+
+    /// The call's row is stored (claimed, in an account of its own), following a strategy
+    /// with `strategy` as its definition when given, and its end is written to it as a
+    /// call's end is (the strategy's decision, the attempt, an opt-out's listing).
+    pub fn stored(mut self, strategy: Option<Value>) -> CallTest {
+        self.stored = Some(strategy);
+        self
     }
 
     /// What the caller does.
@@ -112,7 +130,11 @@ impl CallTest {
         let dir = tempfile::tempdir().expect("temporary folder");
         let said = Arc::new(Mutex::new(Vec::new()));
         let rt = runtime(dir.path(), self.max_call, said.clone()).await;
-        let comm = communication();
+        let mut comm = communication();
+        if let Some(strategy) = &self.stored {
+            store_row(&rt, &mut comm, strategy.as_ref()).await;
+        }
+        let communication_sid = comm.sid.clone();
         let snapshot = Snapshot::from_owned(self.snapshot).expect("scenario snapshot");
         let prep = Prepared {
             program: Arc::new(Program::new(snapshot)),
@@ -147,20 +169,30 @@ impl CallTest {
         tokio::time::resume();
         // The end as it would be written (the rig has no row to write it to).
         let ended = call.end(run).await;
+        let finish = ended.finish.clone();
+        if self.stored.is_some() {
+            ended.write().await;
+        }
         let bytes = rt
             .objects()
             .get(&history_path)
             .await
             .expect("the call's history was saved");
         let history = serde_json::from_slice(&bytes).expect("history JSON");
-        tokio::time::pause();
+        // A stored call's test reads the database next, on the real clock (its pool times
+        // its connections).
+        if self.stored.is_none() {
+            tokio::time::pause();
+        }
         let said = said.lock().clone();
         CallResult {
-            finish: ended.finish,
+            finish,
             history,
             said,
             heard: peer.heard(),
             took,
+            store: rt.store.clone(),
+            communication_sid,
         }
     }
 }
@@ -220,6 +252,81 @@ async fn runtime(
     )
 }
 
+/// Stores `comm` claimed by the rig's runtime, in a tenant and account of its own,
+/// following a strategy of `strategy` when given.
+async fn store_row(rt: &Runtime, comm: &mut CommunicationRecord, strategy: Option<&Value>) {
+    let store = &rt.store;
+    store.migrate().await.expect("the rig's schema");
+    store
+        .tenant_create(&comm.tenant_sid, "in process")
+        .await
+        .expect("tenant");
+    store
+        .account_create(&NewAccount {
+            sid: comm.account_sid.clone(),
+            tenant_sid: comm.tenant_sid.clone(),
+            name: "in process".into(),
+            email: String::new(),
+            external_id: String::new(),
+            country: String::new(),
+            region: String::new(),
+            timezone: "UTC".into(),
+            phone: String::new(),
+            status: "active".into(),
+        })
+        .await
+        .expect("account");
+    if let Some(definition) = strategy {
+        let sid = "stg_in_process";
+        store
+            .strategy_create(
+                sid,
+                &comm.tenant_sid,
+                &comm.account_sid,
+                "in process",
+                &definition.to_string(),
+            )
+            .await
+            .expect("strategy");
+        comm.strategy_sid = Some(sid.into());
+    }
+    let new = NewCommunication {
+        sid: comm.sid.clone(),
+        tenant_sid: comm.tenant_sid.clone(),
+        account_sid: comm.account_sid.clone(),
+        agent_sid: None,
+        scenario_sid: comm.scenario_sid.clone(),
+        version: comm.version,
+        draft_version: comm.draft_version,
+        recipient: comm.recipient.clone(),
+        from_number: comm.from_number.clone(),
+        trunk: None,
+        direction: comm.direction.clone(),
+        is_test: true,
+        data: "{}".into(),
+        strategy_sid: comm.strategy_sid.clone(),
+        batch_sid: None,
+        timezone: comm.timezone.clone(),
+        scheduled_at: None,
+        schedule: None,
+        due_at: comm.due_at,
+    };
+    let claim = Claim {
+        token: rt.settings.claim_token.clone(),
+        by: rt.settings.instance.clone(),
+        until: chrono::Utc::now() + chrono::Duration::seconds(600),
+    };
+    let created = store
+        .communication_apply(CallWrite::CreateClaimed {
+            new: Box::new(new),
+            claim,
+            at: comm.created_at,
+        })
+        .await
+        .expect("the call's row");
+    assert!(created, "the call's row is stored");
+}
+
 /// The communication the call runs as: a scenario test call, answered.
 fn communication() -> CommunicationRecord {
     let now = chrono::Utc::now();
@@ -255,6 +362,7 @@ fn communication() -> CommunicationRecord {
         error: None,
         call_id: None,
         scheduled_at: None,
+        schedule: None,
         due_at: now,
         claim_token: None,
         claimed_by: None,

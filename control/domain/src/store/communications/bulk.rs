@@ -121,6 +121,7 @@ async fn create(
             c.until.push(claim.until);
             c.at.push(*at);
             c.batch.push(new.batch_sid.clone());
+            c.schedule.push(new.schedule.clone());
         }
     }
     // Every row is inserted or the statement fails (a sid stored twice): all or none, as
@@ -129,21 +130,21 @@ async fn create(
         "INSERT INTO communications (sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, \
          recipient, from_number, trunk, direction, communication_status, duration, goals, variables, is_test, consent_granted, \
          has_recording, has_history, data, strategy_sid, timezone, scheduled_at, due_at, claim_token, claimed_by, claimed_until, \
-         started_at, created_at, updated_at, batch_sid) \
+         started_at, created_at, updated_at, batch_sid, schedule) \
          SELECT sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, recipient, from_number, trunk, \
          direction, 'in_progress', 0, '[]', '{}', is_test, FALSE, FALSE, FALSE, data, strategy_sid, timezone, scheduled_at, \
-         due_at, claim_token, claimed_by, claimed_until, at, at, at, batch_sid \
+         due_at, claim_token, claimed_by, claimed_until, at, at, at, batch_sid, schedule \
          FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], \
          $9::text[], $10::text[], $11::text[], $12::boolean[], $13::text[], $14::text[], $15::text[], $16::timestamptz[], \
-         $17::timestamptz[], $18::text[], $19::text[], $20::timestamptz[], $21::timestamptz[], $22::text[]) \
+         $17::timestamptz[], $18::text[], $19::text[], $20::timestamptz[], $21::timestamptz[], $22::text[], $23::text[]) \
          AS v(sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, recipient, from_number, trunk, \
          direction, is_test, data, strategy_sid, timezone, scheduled_at, due_at, claim_token, claimed_by, claimed_until, at, \
-         batch_sid)",
+         batch_sid, schedule)",
     )
     .bind(&c.sid).bind(&c.tenant).bind(&c.account).bind(&c.agent).bind(&c.scenario).bind(&c.version)
     .bind(&c.draft).bind(&c.recipient).bind(&c.from_number).bind(&c.trunk).bind(&c.direction).bind(&c.is_test)
     .bind(&c.data).bind(&c.strategy).bind(&c.timezone).bind(&c.scheduled).bind(&c.due).bind(&c.token)
-    .bind(&c.by).bind(&c.until).bind(&c.at).bind(&c.batch)
+    .bind(&c.by).bind(&c.until).bind(&c.at).bind(&c.batch).bind(&c.schedule)
     .execute(&mut *tx)
     .await?;
     for &i in idx {
@@ -176,6 +177,7 @@ struct CreateColumns {
     until: Vec<DateTime<Utc>>,
     at: Vec<DateTime<Utc>>,
     batch: Vec<Option<String>>,
+    schedule: Vec<Option<String>>,
 }
 
 async fn started(

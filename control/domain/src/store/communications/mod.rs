@@ -66,6 +66,9 @@ store_row! {
         pub error: Option<String>,
         pub call_id: Option<String>,
         pub scheduled_at: Option<DateTime<Utc>>,
+        /// The dispatch's own calling schedule (checked `{"strategy", "args"}` JSON text),
+        /// read in `timezone` instead of the agent's `calling_schedule`; None: the agent's.
+        pub schedule: Option<String>,
         pub due_at: DateTime<Utc>,
         pub claim_token: Option<String>,
         pub claimed_by: Option<String>,
@@ -79,6 +82,14 @@ store_row! {
 }
 
 impl CommunicationRecord {
+    /// The dispatch's own calling schedule, followed instead of the agent's; None when it
+    /// has none (a stored one was checked at dispatch, so it always reads).
+    pub fn dispatch_schedule(&self) -> Option<crate::schedule::CallingSchedule> {
+        let s: crate::agent_settings::Schedule =
+            serde_json::from_str(self.schedule.as_deref()?).ok()?;
+        crate::schedule::CallingSchedule::parse(&s.strategy, &s.args).ok()
+    }
+
     /// Goals reached, in order.
     pub fn goal_list(&self) -> Vec<String> {
         super::from_json_list(&self.goals)
@@ -88,8 +99,17 @@ impl CommunicationRecord {
 pub(crate) const COLS: &str = "sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, recipient, \
     from_number, trunk, direction, communication_status, call_status, sip_code, duration, goals, variables, is_test, \
     consent_granted, has_recording, has_history, history_path, recording_path, data, strategy_sid, batch_sid, timezone, \
-    end_reason, error, call_id, scheduled_at, due_at, claim_token, claimed_by, claimed_until, started_at, \
+    end_reason, error, call_id, scheduled_at, schedule, due_at, claim_token, claimed_by, claimed_until, started_at, \
     answered_at, ended_at, created_at, updated_at";
+
+/// Which due rows of an agent [`Store::communication_defer_agent`] defers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Defer {
+    /// Every due row (the agent is inactive).
+    All,
+    /// The rows that follow the agent's calling schedule (no dispatch schedule).
+    AgentSchedule,
+}
 
 /// A communication to create.
 #[derive(Debug, Clone)]
@@ -114,6 +134,8 @@ pub struct NewCommunication {
     pub batch_sid: Option<String>,
     pub timezone: String,
     pub scheduled_at: Option<DateTime<Utc>>,
+    /// The dispatch's own calling schedule (checked JSON text); None: the agent's.
+    pub schedule: Option<String>,
     pub due_at: DateTime<Utc>,
 }
 
@@ -255,7 +277,7 @@ macro_rules! bind_all {
     }};
 }
 
-/// Rows one `INSERT` of [`insert_communications`] writes: 19 parameters each, well under
+/// Rows one `INSERT` of [`insert_communications`] writes: 20 parameters each, well under
 /// SQLite's 32,766 and PostgreSQL's 65,535 per statement.
 pub(crate) const INSERT_ROWS: usize = 500;
 
@@ -271,7 +293,7 @@ macro_rules! insert_communications {
             let mut q = sqlx::QueryBuilder::new(
                 "INSERT INTO communications (sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, \
                 recipient, from_number, trunk, direction, communication_status, duration, goals, variables, is_test, consent_granted, has_recording, \
-                has_history, data, strategy_sid, timezone, scheduled_at, due_at, created_at, updated_at, batch_sid) ",
+                has_history, data, strategy_sid, timezone, scheduled_at, due_at, created_at, updated_at, batch_sid, schedule) ",
             );
             q.push_values(chunk, |mut b, c| {
                 let c: &$crate::store::NewCommunication = c;
@@ -281,7 +303,8 @@ macro_rules! insert_communications {
                     .push("'new'").push("0").push("'[]'").push("'{}'")
                     .push_bind(c.is_test).push("FALSE").push("FALSE").push("FALSE")
                     .push_bind(&c.data).push_bind(&c.strategy_sid).push_bind(&c.timezone)
-                    .push_bind(c.scheduled_at).push_bind(c.due_at).push_bind(t).push_bind(t).push_bind(&c.batch_sid);
+                    .push_bind(c.scheduled_at).push_bind(c.due_at).push_bind(t).push_bind(t).push_bind(&c.batch_sid)
+                    .push_bind(&c.schedule);
             });
             if let Err(e) = q.build().execute($exec).await {
                 result = Err(e);
@@ -547,16 +570,24 @@ impl Store {
             .collect())
     }
 
-    /// Defers an agent's due rows to `until` (calling schedule): status `queued`.
+    /// Defers an agent's due rows to `until`: status `queued`. `Defer::All` (the agent
+    /// cannot dial now) takes every due row; `Defer::AgentSchedule` (the agent's calling
+    /// schedule is closed) only those without a dispatch schedule of their own, which the
+    /// dialer checks per row.
     pub async fn communication_defer_agent(
         &self,
         agent_sid: &str,
         until: DateTime<Utc>,
+        which: Defer,
     ) -> StoreResult<u64> {
         let t = now();
+        let own = match which {
+            Defer::All => "",
+            Defer::AgentSchedule => " AND schedule IS NULL",
+        };
         Ok(
             on_db!(self, p => sqlx::query(sqlx::AssertSqlSafe(format!("UPDATE communications SET communication_status = 'queued', due_at = $2, updated_at = $3 \
-            WHERE agent_sid = $1 AND communication_status IN ({WAITING}) AND due_at <= $3 AND direction = 'outbound'")))
+            WHERE agent_sid = $1 AND communication_status IN ({WAITING}) AND due_at <= $3 AND direction = 'outbound'{own}")))
             .bind(agent_sid).bind(until).bind(t).execute(p).await.map(|r| r.rows_affected()))?,
         )
     }
@@ -595,7 +626,9 @@ mod finish;
 mod writes;
 
 pub use attempts::CommunicationAttempt;
-pub use finish::{CONSENT_VARIABLE, CallFinish, NOT_ANSWERED, consent_granted};
+pub use finish::{
+    CONSENT_VARIABLE, CallFinish, DECLINED, NOT_ANSWERED, OPT_OUT, ScenarioVerdict, consent_granted,
+};
 
 pub use writes::{CallWrite, Deliveries, claimed_record};
 

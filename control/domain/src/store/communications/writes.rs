@@ -128,6 +128,7 @@ pub fn claimed_record(
         error: None,
         call_id: None,
         scheduled_at: new.scheduled_at,
+        schedule: new.schedule.clone(),
         due_at: new.due_at,
         claim_token: Some(claim.token.clone()),
         claimed_by: Some(claim.by.clone()),
@@ -195,14 +196,15 @@ macro_rules! apply_write {
                 "INSERT INTO communications (sid, tenant_sid, account_sid, agent_sid, scenario_sid, version, draft_version, \
                  recipient, from_number, trunk, direction, communication_status, duration, goals, variables, is_test, consent_granted, \
                  has_recording, has_history, data, strategy_sid, timezone, scheduled_at, due_at, claim_token, claimed_by, claimed_until, \
-                 started_at, created_at, updated_at, batch_sid) \
+                 started_at, created_at, updated_at, batch_sid, schedule) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'in_progress', 0, '[]', '{}', $12, FALSE, FALSE, FALSE, $13, $14, $15, \
-                 $16, $17, $18, $19, $20, $21, $21, $21, $22)",
+                 $16, $17, $18, $19, $20, $21, $21, $21, $22, $23)",
             )
             .bind(&c.sid).bind(&c.tenant_sid).bind(&c.account_sid).bind(&c.agent_sid).bind(&c.scenario_sid)
             .bind(c.version).bind(c.draft_version).bind(&c.recipient).bind(&c.from_number).bind(&c.trunk)
             .bind(&c.direction).bind(c.is_test).bind(&c.data).bind(&c.strategy_sid).bind(&c.timezone)
             .bind(c.scheduled_at).bind(c.due_at).bind(&claim.token).bind(&claim.by).bind(claim.until).bind(*at).bind(&c.batch_sid)
+            .bind(&c.schedule)
             .execute(&mut *$tx).await?.rows_affected() == 1,
             CallWrite::Started { sid, token, from_number, trunk, at } => sqlx::query(
                 "UPDATE communications SET started_at = $3, from_number = $4, trunk = $5, updated_at = $3 \
