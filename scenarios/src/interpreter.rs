@@ -585,7 +585,7 @@ impl<'p> Run<'p> {
                             voice: self.voice(base),
                         },
                     };
-                    if self.play(b, port, prompt, false).await == PlayOutcome::HungUp {
+                    if self.play(b, port, prompt, Interruption::NONE).await == PlayOutcome::HungUp {
                         return Step::Stop(EndReason::HungUp);
                     }
                 }
@@ -595,7 +595,7 @@ impl<'p> Run<'p> {
                 let prompt = PromptSpec::File {
                     url: self.render(&*port, p.url.str()),
                 };
-                if self.play(b, port, prompt, false).await == PlayOutcome::HungUp {
+                if self.play(b, port, prompt, Interruption::NONE).await == PlayOutcome::HungUp {
                     return Step::Stop(EndReason::HungUp);
                 }
                 next()
@@ -612,7 +612,7 @@ impl<'p> Run<'p> {
                     text: self.render(&*port, p.text.str()),
                     voice: self.voice(Some(&own)),
                 };
-                if self.play(b, port, prompt, false).await == PlayOutcome::HungUp {
+                if self.play(b, port, prompt, Interruption::NONE).await == PlayOutcome::HungUp {
                     return Step::Stop(EndReason::HungUp);
                 }
                 next()
@@ -787,15 +787,15 @@ impl<'p> Run<'p> {
         b: BrickRef<'p>,
         port: &mut dyn CallPort,
         prompt: PromptSpec,
-        interruptible: bool,
+        interruption: Interruption,
     ) -> PlayOutcome {
-        let outcome = port.play(&prompt, interruptible).await;
+        let outcome = port.play(&prompt, interruption).await;
         self.record(
             &*port,
             Event::PromptPlayed {
                 brick_id: b.id.to_string(),
                 prompt: Box::new(prompt),
-                interruptible,
+                interruptible: interruption.keys,
                 outcome: outcome.clone(),
             },
         );
@@ -858,7 +858,9 @@ impl<'p> Run<'p> {
             .statement
             .get()
             .and_then(|s| self.prompt_audio(&*port, s.audio.get(), voice));
+        let stt = p.stt_properties.get();
         let interruptible = p.statement.get().is_some_and(|s| s.is_interruptible.flag());
+        let interruption = crate::listening::interruption(stt, interruptible);
         let spec = self.listen_spec(p, answers);
         let invalid = p
             .fallback_invalid
@@ -876,8 +878,12 @@ impl<'p> Run<'p> {
         loop {
             if let Some(reprompt) = pre.take() {
                 let outcome = match reprompt {
-                    Reprompt::Prompt(prompt, intr) => self.play(b, port, prompt, intr).await,
+                    Reprompt::Prompt(prompt, intr) => {
+                        let intr = crate::listening::interruption(stt, intr);
+                        self.play(b, port, prompt, intr).await
+                    }
                     Reprompt::Llm(request, voice, intr) => {
+                        let intr = crate::listening::interruption(stt, intr);
                         self.speak_llm(b, port, request, voice, intr).await
                     }
                 };
@@ -891,7 +897,7 @@ impl<'p> Run<'p> {
             }
             if say_statement
                 && let Some(s) = &statement
-                && self.play(b, port, s.clone(), interruptible).await == PlayOutcome::HungUp
+                && self.play(b, port, s.clone(), interruption).await == PlayOutcome::HungUp
             {
                 return Step::Stop(EndReason::HungUp);
             }
@@ -1011,9 +1017,9 @@ impl<'p> Run<'p> {
         port: &mut dyn CallPort,
         request: LlmRequest,
         voice: TtsVoice,
-        interruptible: bool,
+        interruption: Interruption,
     ) -> PlayOutcome {
-        let r = port.speak_llm(&request, &voice, interruptible).await;
+        let r = port.speak_llm(&request, &voice, interruption).await;
         let event = match r.error {
             None => Event::LlmReplied {
                 brick_id: b.id.to_string(),
@@ -1034,7 +1040,7 @@ impl<'p> Run<'p> {
             Event::PromptPlayed {
                 brick_id: b.id.to_string(),
                 prompt: Box::new(PromptSpec::Tts { text, voice }),
-                interruptible,
+                interruptible: interruption.keys,
                 outcome: outcome.clone(),
             },
         );
@@ -1097,9 +1103,7 @@ impl<'p> Run<'p> {
                 .filter(|t| *t > 0.0),
             tokens: crate::listening::hints(stt),
             enable_voice_activity_detection: crate::listening::vad_on(stt),
-            recognition_shift_ms: stt
-                .and_then(|s| s.recognition_shift.get())
-                .and_then(|s| s.duration.f64()),
+            recognition_shift_ms: crate::listening::recognition_delay_ms(stt),
             interruption_shift_ms: stt
                 .and_then(|s| s.interruption_shift.get())
                 .and_then(|s| s.duration.f64()),

@@ -1,10 +1,13 @@
 //! The listening settings of a question (`stt_properties`) as a live call applies them,
-//! each resolved here once: recognition hints, voice activity detection. The interpreter
-//! puts the results into [`crate::port::SpeechSpec`]; docs/bricks.md lists every field.
+//! each resolved here once: recognition hints, voice activity detection, when caller speech
+//! interrupts a prompt and when listening starts. The interpreter puts the results into
+//! [`crate::port::SpeechSpec`] and the prompts' [`Interruption`]; docs/bricks.md lists
+//! every field.
 
 use crate::codes::{Code, ScenarioError};
 use crate::interpreter::phrases;
-use crate::model::SttProperties;
+use crate::model::{Shift, SttProperties};
+use crate::port::{Interruption, SpeechBargeIn};
 
 /// The recognition hints of a question: its `tokens` then its `class_token.tokens`
 /// (each an array of phrases or one comma-separated string), trimmed, without repeats.
@@ -36,9 +39,66 @@ pub fn vad_on(stt: Option<&SttProperties>) -> bool {
         .unwrap_or(true)
 }
 
+/// A shift's direction: `after` (also empty) or `before`; None for anything else.
+fn direction(shift: &Shift) -> Option<Direction> {
+    match shift.direction.str().trim().to_ascii_lowercase().as_str() {
+        "" | "after" => Some(Direction::After),
+        "before" => Some(Direction::Before),
+        _ => None,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    After,
+    Before,
+}
+
+/// A shift's duration in whole ms (0 when absent or not a number).
+fn shift_ms(shift: &Shift) -> u64 {
+    shift
+        .duration
+        .f64()
+        .filter(|d| d.is_finite() && *d > 0.0)
+        .map_or(0, |d| d.round() as u64)
+}
+
+/// Who may stop one of the question's prompts whose `is_interruptible` is `interruptible`:
+/// keys by that flag alone; caller speech only with voice activity detection on, and then
+/// as `interruption_shift` says: `after` N ms = once N ms of the prompt have played,
+/// `before` N ms = over its last N ms (an unknown direction: no shift, SCN129).
+pub fn interruption(stt: Option<&SttProperties>, interruptible: bool) -> Interruption {
+    if !interruptible {
+        return Interruption::NONE;
+    }
+    let speech = if !vad_on(stt) {
+        SpeechBargeIn::Off
+    } else {
+        match stt.and_then(|s| s.interruption_shift.get()) {
+            Some(shift) => match direction(shift) {
+                Some(Direction::Before) => SpeechBargeIn::Last(shift_ms(shift)),
+                Some(Direction::After) => SpeechBargeIn::After(shift_ms(shift)),
+                None => SpeechBargeIn::After(0),
+            },
+            None => SpeechBargeIn::After(0),
+        }
+    };
+    Interruption { keys: true, speech }
+}
+
+/// How long after the prompt's end listening starts: `recognition_shift` with direction
+/// `after` (or none), above 0 ms. `before` (listening under the prompt's last part) is not
+/// applied (SCN129): listening starts at the prompt's end.
+pub fn recognition_delay_ms(stt: Option<&SttProperties>) -> Option<f64> {
+    let shift = stt.and_then(|s| s.recognition_shift.get())?;
+    let ms = shift_ms(shift);
+    (direction(shift) == Some(Direction::After) && ms > 0).then_some(ms as f64)
+}
+
 /// Warns (SCN129) about each listening setting of `stt` (at `path`) that a live call does
 /// not apply, when it asks for something: no engine takes grammar parameters or a
-/// recognition mode; the shifts, filters, timezone and `interruptible_dialog` are not
+/// recognition mode; a `recognition_shift` `before` the prompt's end, a shift direction
+/// other than `after` and `before`, filters, timezone and `interruptible_dialog` are not
 /// interpreted.
 pub fn unapplied(stt: &SttProperties, path: &str, out: &mut Vec<ScenarioError>) {
     let mut warn = |name: &str, value: String, why: &str| {
@@ -73,14 +133,19 @@ pub fn unapplied(stt: &SttProperties, path: &str, out: &mut Vec<ScenarioError>) 
         ("recognition_shift", &stt.recognition_shift),
         ("interruption_shift", &stt.interruption_shift),
     ] {
-        if let Some(ms) = shift.get().and_then(|s| s.duration.f64())
-            && ms > 0.0
-        {
-            warn(
+        let Some(shift) = shift.get() else { continue };
+        match direction(shift) {
+            None => warn(
+                &format!("{name}.direction"),
+                shift.direction.str().to_string(),
+                "the direction is after or before; taken as no shift",
+            ),
+            Some(Direction::Before) if name == "recognition_shift" && shift_ms(shift) > 0 => warn(
                 name,
-                ms.to_string(),
-                "listening and barge-in start as without it",
-            );
+                format!("before {}", shift_ms(shift)),
+                "listening starts at the prompt's end, not under it",
+            ),
+            _ => {}
         }
     }
     if let Some(f) = stt.filter.get().and_then(|f| f.filters.get())
@@ -114,8 +179,8 @@ mod tests {
         let s = stt(serde_json::json!({
             "grammar_parameter": {"parameters": [{"key": "k", "value": "v"}]},
             "recognition_mode": "command",
-            "recognition_shift": {"direction": "after", "duration": 200},
-            "interruption_shift": {"duration": 0},
+            "recognition_shift": {"direction": "before", "duration": 200},
+            "interruption_shift": {"direction": "sideways", "duration": 100},
             "filter": {"filters": ["profanity"]},
             "timezone": "Europe/Zurich",
             "interruptible_dialog": true,
@@ -131,6 +196,7 @@ mod tests {
                 "properties.stt_properties.grammar_parameter",
                 "properties.stt_properties.recognition_mode",
                 "properties.stt_properties.recognition_shift",
+                "properties.stt_properties.interruption_shift.direction",
                 "properties.stt_properties.filter",
                 "properties.stt_properties.timezone",
                 "properties.stt_properties.interruptible_dialog",
@@ -148,6 +214,68 @@ mod tests {
             &mut none,
         );
         assert!(none.is_empty(), "{none:?}");
+    }
+
+    #[test]
+    fn shifts_say_when_speech_interrupts_and_when_listening_starts() {
+        let s = |v| Some(stt(v));
+        let after = s(
+            serde_json::json!({"interruption_shift": {"direction": "after", "duration": 1200.4}}),
+        );
+        assert_eq!(
+            interruption(after.as_ref(), true),
+            Interruption {
+                keys: true,
+                speech: SpeechBargeIn::After(1200)
+            }
+        );
+        assert_eq!(interruption(after.as_ref(), false), Interruption::NONE);
+        let before =
+            s(serde_json::json!({"interruption_shift": {"direction": "Before", "duration": 800}}));
+        assert_eq!(
+            interruption(before.as_ref(), true).speech,
+            SpeechBargeIn::Last(800)
+        );
+        // No direction: after; nothing set: from the start.
+        let bare = s(serde_json::json!({"interruption_shift": {"duration": 300}}));
+        assert_eq!(
+            interruption(bare.as_ref(), true).speech,
+            SpeechBargeIn::After(300)
+        );
+        assert_eq!(interruption(None, true), Interruption::from_flag(true));
+        // Without voice activity detection speech never interrupts; keys still do.
+        let no_vad = s(serde_json::json!({"enable_voice_activity_detection": false,
+            "interruption_shift": {"duration": 300}}));
+        assert_eq!(
+            interruption(no_vad.as_ref(), true),
+            Interruption {
+                keys: true,
+                speech: SpeechBargeIn::Off
+            }
+        );
+
+        let delay = |v| recognition_delay_ms(s(v).as_ref());
+        assert_eq!(
+            delay(
+                serde_json::json!({"recognition_shift": {"direction": "after", "duration": 2000}})
+            ),
+            Some(2000.0)
+        );
+        assert_eq!(
+            delay(serde_json::json!({"recognition_shift": {"duration": 500}})),
+            Some(500.0)
+        );
+        assert_eq!(
+            delay(
+                serde_json::json!({"recognition_shift": {"direction": "before", "duration": 500}})
+            ),
+            None
+        );
+        assert_eq!(
+            delay(serde_json::json!({"recognition_shift": {"direction": "after", "duration": 0}})),
+            None
+        );
+        assert_eq!(recognition_delay_ms(None), None);
     }
 
     fn stt(v: serde_json::Value) -> SttProperties {

@@ -46,6 +46,14 @@ impl LivePort {
         if self.io.hung_up() {
             return Heard::HungUp;
         }
+        // `recognition_shift` `after`: listening starts that long after the prompt's end
+        // (keys pressed meanwhile are kept, and count in the turn).
+        if let Some(ms) = spec.speech.as_ref().and_then(|s| s.recognition_shift_ms) {
+            let delay = std::time::Duration::from_millis(ms as u64);
+            if self.while_up(tokio::time::sleep(delay)).await.is_err() {
+                return Heard::HungUp;
+            }
+        }
         self.record.turn_started();
         let mut turn = TurnLog {
             index: self.record.next_turn_index(),
