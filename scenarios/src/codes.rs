@@ -76,8 +76,9 @@ pub enum Code {
     MisspeltKey,
     /// SCN129 (warning): a question's listening setting that no live call applies
     /// (`grammar_parameter`, `recognition_mode`, a `recognition_shift` `before` the
-    /// prompt's end, a shift direction other than `after`/`before`, `filter`, `timezone`,
-    /// `interruptible_dialog`): kept, and the call goes on without it.
+    /// prompt's end, a shift direction other than `after`/`before`, an unknown `timezone`,
+    /// `interruptible_dialog`, a question `entity` that reads nothing): kept, and the call
+    /// goes on without it.
     IgnoredSetting,
 }
 

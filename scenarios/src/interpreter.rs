@@ -6,7 +6,7 @@
 //! step budget (bricks entered, [`DEFAULT_MAX_STEPS`]) runs out. See `docs/bricks.md`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
 /// Re-exported so callers can build a [`CallInfo`] without depending on chrono-tz.
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::condition::{self, Combine, ElementOp};
+use crate::entity;
 use crate::history::{EndReason, Event, Trace, TraceEvent};
 use crate::model::*;
 use crate::opt::Opt;
@@ -909,8 +910,8 @@ impl<'p> Run<'p> {
                     heard: heard.clone(),
                 },
             );
-            // A blank transcript is no input.
-            let heard = match heard {
+            // Filtered (`stt_properties.filter`); a blank transcript is no input.
+            let heard = match crate::listening::filtered(stt, heard) {
                 Heard::Speech { transcript, .. } if transcript.trim().is_empty() => Heard::NoInput,
                 h => h,
             };
@@ -942,13 +943,20 @@ impl<'p> Run<'p> {
                     })
                 }
                 Heard::Speech { transcript, .. } => {
+                    let now = self.question_now(p, &*port);
+                    let asked = crate::listening::question_entities(p.entity.get());
+                    self.extract_entities(&asked, transcript, now, &*port);
                     self.match_speech(b, p, answers, transcript, port).await
                 }
             };
             match matched {
                 Some(a) => {
-                    if let Heard::Speech { transcript, .. } = &heard {
-                        self.extract_entities(a, transcript, &*port);
+                    if let Heard::Speech { transcript, .. } = &heard
+                        && let Some(si) = a.speech_input.get()
+                    {
+                        let entities = si.entity.get().map(|e| e.entities.items()).unwrap_or(&[]);
+                        let now = self.question_now(p, &*port);
+                        self.extract_entities(entities, transcript, now, &*port);
                     }
                     let id = a.answer_id.str().to_string();
                     self.record(
@@ -1257,6 +1265,7 @@ impl<'p> Run<'p> {
                 return Some(a);
             }
         }
+        let now = self.question_now(p, &*port);
         answers.iter().find(|a| {
             a.speech_input.get().is_some_and(|si| {
                 let ents = si.entity.get().map(|e| e.entities.items()).unwrap_or(&[]);
@@ -1265,16 +1274,27 @@ impl<'p> Run<'p> {
                     && !ents.is_empty()
                     && ents
                         .iter()
-                        .all(|e| extract(e.kind.str(), transcript).is_some())
+                        .all(|e| entity::extract(e.kind.str(), transcript, now).is_some())
             })
         })
     }
 
-    fn extract_entities(&mut self, a: &Answer, transcript: &str, port: &dyn CallPort) {
-        let Some(si) = a.speech_input.get() else {
-            return;
-        };
-        for e in si.entity.get().map(|e| e.entities.items()).unwrap_or(&[]) {
+    /// The call's now in the question's timezone (`stt_properties.timezone`, else the
+    /// call's): what relative dates and times are read against.
+    fn question_now(&self, p: &QuestionProps, port: &dyn CallPort) -> DateTime<Tz> {
+        let tz = crate::listening::timezone(p.stt_properties.get()).unwrap_or(self.call.timezone);
+        port.now().with_timezone(&tz)
+    }
+
+    /// Writes each entity found in `transcript` to its variable.
+    fn extract_entities(
+        &mut self,
+        entities: &[Entity],
+        transcript: &str,
+        now: DateTime<Tz>,
+        port: &dyn CallPort,
+    ) {
+        for e in entities {
             let Some(name) = e
                 .variable
                 .get()
@@ -1282,7 +1302,7 @@ impl<'p> Run<'p> {
             else {
                 continue;
             };
-            if let Some(v) = extract(e.kind.str(), transcript) {
+            if let Some(v) = entity::extract(e.kind.str(), transcript, now) {
                 self.set_var(port, name, v);
             }
         }
@@ -1332,38 +1352,6 @@ pub fn phrases(v: &Value) -> Vec<String> {
             .filter(|s| !s.is_empty())
             .collect(),
         _ => Vec::new(),
-    }
-}
-
-static NUMBER: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"-?\d+(?:[.,]\d+)?").expect("static regex"));
-static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}").expect("static regex")
-});
-const NUMBER_WORDS: &[&str] = &[
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-];
-
-/// Extracts an entity from a transcript: `number` (first number, digits or an English word
-/// zero..ten), `digits` (every digit, concatenated), `text` (the whole transcript), `email`.
-pub fn extract(kind: &str, transcript: &str) -> Option<String> {
-    match kind {
-        "number" => NUMBER
-            .find(transcript)
-            .map(|m| m.as_str().replace(',', "."))
-            .or_else(|| {
-                normalize(transcript)
-                    .split(' ')
-                    .find_map(|w| NUMBER_WORDS.iter().position(|n| *n == w))
-                    .map(|i| i.to_string())
-            }),
-        "digits" => {
-            let d: String = transcript.chars().filter(char::is_ascii_digit).collect();
-            (!d.is_empty()).then_some(d)
-        }
-        "text" => (!transcript.trim().is_empty()).then(|| transcript.trim().to_string()),
-        "email" => EMAIL.find(transcript).map(|m| m.as_str().to_string()),
-        _ => None,
     }
 }
 

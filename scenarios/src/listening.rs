@@ -5,9 +5,10 @@
 //! every field.
 
 use crate::codes::{Code, ScenarioError};
+use crate::interpreter::normalize;
 use crate::interpreter::phrases;
-use crate::model::{Shift, SttProperties};
-use crate::port::{Interruption, SpeechBargeIn};
+use crate::model::{Entity, EntitySet, Shift, SttProperties};
+use crate::port::{Heard, Interruption, SpeechBargeIn};
 
 /// The recognition hints of a question: its `tokens` then its `class_token.tokens`
 /// (each an array of phrases or one comma-separated string), trimmed, without repeats.
@@ -95,11 +96,114 @@ pub fn recognition_delay_ms(stt: Option<&SttProperties>) -> Option<f64> {
     (direction(shift) == Some(Direction::After) && ms > 0).then_some(ms as f64)
 }
 
+/// The question's timezone (`timezone`, an IANA name such as `Europe/Zurich`): relative
+/// dates and times are read in it. None when absent or not a timezone (the call's is used;
+/// SCN129 warns about an unknown one).
+pub fn timezone(stt: Option<&SttProperties>) -> Option<chrono_tz::Tz> {
+    stt.map(|s| s.timezone.str().trim())
+        .filter(|t| !t.is_empty())
+        .and_then(|t| t.parse().ok())
+}
+
+/// The filter phrases (`filter.filters`: an array of phrases or one comma-separated
+/// string), normalised, blank ones left out.
+fn filters(stt: Option<&SttProperties>) -> Vec<Vec<String>> {
+    stt.and_then(|s| s.filter.get())
+        .and_then(|f| f.filters.get())
+        .map(phrases)
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            normalize(p)
+                .split(' ')
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter(|p: &Vec<String>| p.iter().any(|w| !w.is_empty()))
+        .collect()
+}
+
+/// `filter`: what the caller said with every filter phrase taken out (whole words, any
+/// case, punctuation around them ignored), before matching and entities. The words left
+/// keep their own spelling ("um, my email is a@b.io" less "um" is "my email is a@b.io").
+/// Other inputs are as heard.
+pub fn filtered(stt: Option<&SttProperties>, heard: Heard) -> Heard {
+    let Heard::Speech {
+        transcript,
+        confidence,
+    } = heard
+    else {
+        return heard;
+    };
+    let phrases = filters(stt);
+    if phrases.is_empty() {
+        return Heard::Speech {
+            transcript,
+            confidence,
+        };
+    }
+    let words: Vec<&str> = transcript.split_whitespace().collect();
+    let norm: Vec<String> = words.iter().map(|w| normalize(w)).collect();
+    let mut kept = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let hit = phrases
+            .iter()
+            .find(|p| i + p.len() <= norm.len() && p.iter().zip(&norm[i..]).all(|(a, b)| a == b));
+        match hit {
+            Some(p) => i += p.len(),
+            None => {
+                kept.push(words[i]);
+                i += 1;
+            }
+        }
+    }
+    Heard::Speech {
+        transcript: kept.join(" "),
+        confidence,
+    }
+}
+
+/// The question's own `entity` (shaped as an answer's: `{"entities": [{"type",
+/// "variable": {"name"}}]}`): read from every speech answer to the question, matched or
+/// not. Anything else reads nothing (SCN129 warns).
+pub fn question_entities(entity: Option<&serde_json::Value>) -> Vec<Entity> {
+    entity
+        .and_then(|e| serde_json::from_value::<EntitySet>(e.clone()).ok())
+        .map(|s| s.entities.items().to_vec())
+        .unwrap_or_default()
+}
+
+/// Warns (SCN129) when a question's `entity` is set but reads nothing: not shaped as
+/// `{"entities": [...]}`, or no entry with a known type and a variable.
+pub fn question_entity_unread(entity: Option<&serde_json::Value>, out: &mut Vec<ScenarioError>) {
+    let Some(v) = entity.filter(|v| !v.is_null()) else {
+        return;
+    };
+    let reads = question_entities(Some(v)).iter().any(|e| {
+        crate::entity::KINDS.contains(&e.kind.str())
+            && e.variable
+                .get()
+                .is_some_and(|n| !n.name.str().trim().is_empty())
+    });
+    if !reads {
+        out.push(
+            ScenarioError::new(
+                Code::IgnoredSetting,
+                "entity is not applied in a call: it is {\"entities\": [{\"type\", \"variable\": {\"name\"}}]} \
+                 with a type among number, digits, text, email, date, time",
+            )
+            .property("properties.entity")
+            .value(v.to_string()),
+        );
+    }
+}
+
 /// Warns (SCN129) about each listening setting of `stt` (at `path`) that a live call does
 /// not apply, when it asks for something: no engine takes grammar parameters or a
 /// recognition mode; a `recognition_shift` `before` the prompt's end, a shift direction
-/// other than `after` and `before`, filters, timezone and `interruptible_dialog` are not
-/// interpreted.
+/// other than `after` and `before`, a timezone that is not one and `interruptible_dialog`
+/// are not interpreted.
 pub fn unapplied(stt: &SttProperties, path: &str, out: &mut Vec<ScenarioError>) {
     let mut warn = |name: &str, value: String, why: &str| {
         out.push(
@@ -148,18 +252,13 @@ pub fn unapplied(stt: &SttProperties, path: &str, out: &mut Vec<ScenarioError>) 
             _ => {}
         }
     }
-    if let Some(f) = stt.filter.get().and_then(|f| f.filters.get())
-        && !phrases(f).is_empty()
-    {
-        warn(
-            "filter",
-            f.to_string(),
-            "the transcript is matched unfiltered",
-        );
-    }
     let tz = stt.timezone.str().trim();
-    if !tz.is_empty() {
-        warn("timezone", tz.to_string(), "no entity reads dates");
+    if !tz.is_empty() && tz.parse::<chrono_tz::Tz>().is_err() {
+        warn(
+            "timezone",
+            tz.to_string(),
+            "not an IANA timezone; dates are read in the call's",
+        );
     }
     if stt.interruptible_dialog.flag() {
         warn(
@@ -182,7 +281,7 @@ mod tests {
             "recognition_shift": {"direction": "before", "duration": 200},
             "interruption_shift": {"direction": "sideways", "duration": 100},
             "filter": {"filters": ["profanity"]},
-            "timezone": "Europe/Zurich",
+            "timezone": "Mars/Olympus",
             "interruptible_dialog": true,
             "tokens": ["applied"],
             "enable_voice_activity_detection": false
@@ -197,7 +296,6 @@ mod tests {
                 "properties.stt_properties.recognition_mode",
                 "properties.stt_properties.recognition_shift",
                 "properties.stt_properties.interruption_shift.direction",
-                "properties.stt_properties.filter",
                 "properties.stt_properties.timezone",
                 "properties.stt_properties.interruptible_dialog",
             ]
@@ -208,7 +306,8 @@ mod tests {
         let mut none = Vec::new();
         unapplied(
             &stt(
-                serde_json::json!({"recognition_mode": " ", "grammar_parameter": {"parameters": []}}),
+                serde_json::json!({"recognition_mode": " ", "grammar_parameter": {"parameters": []},
+                "timezone": "Europe/Zurich", "filter": {"filters": ["um"]}}),
             ),
             "p",
             &mut none,
@@ -276,6 +375,60 @@ mod tests {
             None
         );
         assert_eq!(recognition_delay_ms(None), None);
+    }
+
+    #[test]
+    fn filter_phrases_are_taken_out_of_the_transcript() {
+        let s = stt(serde_json::json!({"filter": {"filters": ["um", "you know", "PLEASE"]}}));
+        let said = |t: &str| Heard::Speech {
+            transcript: t.into(),
+            confidence: Some(0.9),
+        };
+        assert_eq!(
+            filtered(Some(&s), said("Um, my email is a@b.io, you know. Please!")),
+            said("my email is a@b.io,")
+        );
+        // Part of a word is not a phrase; blank after filtering (then no input).
+        assert_eq!(filtered(Some(&s), said("umbrella")), said("umbrella"));
+        assert_eq!(filtered(Some(&s), said("um um")), said(""));
+        // A comma-separated string; other inputs as heard; no filter, as heard.
+        let c = stt(serde_json::json!({"filter": {"filters": "uh, er"}}));
+        assert_eq!(filtered(Some(&c), said("uh yes er")), said("yes"));
+        assert_eq!(filtered(Some(&c), Heard::NoInput), Heard::NoInput);
+        assert_eq!(filtered(None, said("um")), said("um"));
+    }
+
+    #[test]
+    fn the_questions_timezone_and_entities() {
+        let tz = |v| timezone(Some(&stt(v)));
+        assert_eq!(
+            tz(serde_json::json!({"timezone": "Asia/Tokyo"})),
+            Some(chrono_tz::Asia::Tokyo)
+        );
+        assert_eq!(tz(serde_json::json!({"timezone": "Mars/Olympus"})), None);
+        assert_eq!(tz(serde_json::json!({})), None);
+
+        let v = serde_json::json!({"entities": [{"type": "date", "variable": {"name": "day"}}]});
+        let e = question_entities(Some(&v));
+        assert_eq!(
+            (e[0].kind.str(), e[0].variable.get().unwrap().name.str()),
+            ("date", "day")
+        );
+        let mut out = Vec::new();
+        question_entity_unread(Some(&v), &mut out);
+        question_entity_unread(None, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        for bad in [
+            serde_json::json!("date"),
+            serde_json::json!({"entities": [{"type": "colour", "variable": {"name": "c"}}]}),
+        ] {
+            question_entity_unread(Some(&bad), &mut out);
+        }
+        assert_eq!(out.len(), 2);
+        assert!(
+            out.iter()
+                .all(|e| e.code == "SCN129" && e.property == "properties.entity")
+        );
     }
 
     fn stt(v: serde_json::Value) -> SttProperties {
