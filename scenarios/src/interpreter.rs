@@ -1110,6 +1110,7 @@ impl<'p> Run<'p> {
                 .and_then(|s| s.speech_timeout.f64())
                 .filter(|t| *t > 0.0),
             tokens: crate::listening::hints(stt),
+            dictionaries: crate::listening::dictionaries(stt),
             enable_voice_activity_detection: crate::listening::vad_on(stt),
             recognition_shift_ms: crate::listening::recognition_delay_ms(stt),
             interruption_shift_ms: stt

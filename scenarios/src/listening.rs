@@ -10,9 +10,32 @@ use crate::interpreter::phrases;
 use crate::model::{Entity, EntitySet, Shift, SttProperties};
 use crate::port::{Heard, Interruption, SpeechBargeIn};
 
+/// Whether a hint names one of the account's STT dictionaries (`dic_…`) rather than
+/// being a phrase.
+pub fn is_dictionary(hint: &str) -> bool {
+    hint.starts_with("dic_")
+}
+
+/// The account STT dictionaries a question names among its hints (`tokens`,
+/// `class_token.tokens`): the engine adds their words to the hints.
+pub fn dictionaries(stt: Option<&SttProperties>) -> Vec<String> {
+    all_hints(stt)
+        .into_iter()
+        .filter(|h| is_dictionary(h))
+        .collect()
+}
+
 /// The recognition hints of a question: its `tokens` then its `class_token.tokens`
-/// (each an array of phrases or one comma-separated string), trimmed, without repeats.
+/// (each an array of phrases or one comma-separated string), trimmed, without repeats,
+/// dictionary ids left out ([`dictionaries`]).
 pub fn hints(stt: Option<&SttProperties>) -> Vec<String> {
+    all_hints(stt)
+        .into_iter()
+        .filter(|h| !is_dictionary(h))
+        .collect()
+}
+
+fn all_hints(stt: Option<&SttProperties>) -> Vec<String> {
     let Some(s) = stt else {
         return Vec::new();
     };
@@ -443,6 +466,13 @@ mod tests {
         }));
         assert_eq!(hints(Some(&s)), ["Callsmith", "order number", "Zurich"]);
         assert!(hints(None).is_empty());
+        // Dictionary ids name the account's dictionaries; they are no phrases.
+        let d = stt(serde_json::json!({
+            "tokens": ["Callsmith", "dic_products"],
+            "class_token": {"tokens": ["dic_banking", "dic_products"]}
+        }));
+        assert_eq!(hints(Some(&d)), ["Callsmith"]);
+        assert_eq!(dictionaries(Some(&d)), ["dic_products", "dic_banking"]);
     }
 
     #[test]

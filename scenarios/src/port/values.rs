@@ -104,6 +104,10 @@ pub struct SpeechSpec {
     /// Recognition hints: the question's `tokens` and `class_token.tokens`, in that order,
     /// without repeats ([`crate::listening::hints`]).
     pub tokens: Vec<String>,
+    /// The account's STT dictionaries named among the hints (`dic_…` ids,
+    /// [`crate::listening::dictionaries`]): the engine adds their words to the hints.
+    #[serde(default)]
+    pub dictionaries: Vec<String>,
     /// Voice activity detection shapes the turn: caller speech interrupts an interruptible
     /// prompt and the recogniser ends the turn on silence. `false` only when the question
     /// sets `enable_voice_activity_detection: false` (docs/bricks.md).
@@ -130,6 +134,7 @@ impl Default for SpeechSpec {
             recognition_mode: String::new(),
             speech_timeout_secs: None,
             tokens: Vec::new(),
+            dictionaries: Vec::new(),
             enable_voice_activity_detection: true,
             recognition_shift_ms: None,
             interruption_shift_ms: None,

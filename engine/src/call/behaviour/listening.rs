@@ -134,3 +134,24 @@ async fn recognition_shift_starts_listening_after_the_prompt() {
         .await;
     assert_eq!(taken(&plain.history, "ask"), "code42");
 }
+
+/// A dictionary the question names is resolved through the store when the turn starts;
+/// one the store cannot give (the rig's database has no tables: the lookup fails) is left
+/// out of the hints, the turn's notes say so, and the call goes on. The resolve itself
+/// (own, preset, another account's) is control/tests/dictionaries.rs.
+#[tokio::test(start_paused = true)]
+async fn a_dictionary_the_store_cannot_give_is_left_out_and_noted() {
+    let stt = json!({"class_token": {"tokens": ["dic_elsewhere"]}});
+    let done = CallTest::new(question_with("Say your code.", false, "speech", stt))
+        .caller(Script::new().at(3000, Act::Say("forty two".into())))
+        .run()
+        .await;
+    let h = &done.history;
+    assert_eq!(taken(h, "ask"), "code42", "{}", h["trace"]);
+    let notes = h["turns"][0]["notes"].to_string();
+    assert!(
+        notes.contains("dictionary dic_elsewhere: not read") && notes.contains("left out"),
+        "{}",
+        h["turns"]
+    );
+}
