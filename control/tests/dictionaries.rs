@@ -311,4 +311,60 @@ async fn account_dictionaries(s: TestServer) {
     assert_eq!(g.body["engines"], json!(["whisper", "vosk", "deepgram"]));
 }
 
-both_backends!(global_presets, account_dictionaries);
+/// What a call of an account may use as recognition hints: its own dictionaries and the
+/// global presets, never another account's (as if it did not exist).
+async fn dictionaries_a_call_resolves(s: TestServer) {
+    let a = s.fixture().await;
+    let b = s.fixture_named("b").await;
+    let create = |key: Option<&str>, name: &str, token: &str| {
+        let req = match key {
+            Some(k) => s.post("/v1/adapters/stt/data/dictionary").bearer(k),
+            None => s.su(Method::POST, "/v1/internal/stt-dictionary"),
+        };
+        req.json(&json!({"name": name, "language": "en-US", "tokens": [token]}))
+    };
+    let preset = create(None, "banking", "overdraft").send().await;
+    preset.expect(201);
+    let mine = create(Some(&a.account_key), "products", "callsmith")
+        .send()
+        .await;
+    mine.expect(201);
+    let theirs = create(Some(&b.account_key), "secret", "project x")
+        .send()
+        .await;
+    theirs.expect(201);
+    let resolve = |sid: String| {
+        let store = s.store.clone();
+        let account = a.account_sid.clone();
+        async move {
+            store
+                .dictionary_for_account(&account, &sid)
+                .await
+                .unwrap()
+                .map(|d| d.tokens)
+        }
+    };
+    assert_eq!(
+        resolve(mine.str("id")).await,
+        Some(vec!["callsmith".to_string()])
+    );
+    assert_eq!(
+        resolve(preset.str("id")).await,
+        Some(vec!["overdraft".to_string()])
+    );
+    assert_eq!(resolve(theirs.str("id")).await, None, "another account's");
+    assert_eq!(resolve("dic_missing".into()).await, None);
+    // The owner resolves its own.
+    let own = s
+        .store
+        .dictionary_for_account(&b.account_sid, &theirs.str("id"))
+        .await
+        .unwrap();
+    assert_eq!(own.map(|d| d.name).as_deref(), Some("secret"));
+}
+
+both_backends!(
+    global_presets,
+    account_dictionaries,
+    dictionaries_a_call_resolves
+);

@@ -47,6 +47,49 @@ pub struct AudioFrame {
     pub at_ms: u64,
 }
 
+/// When caller speech may stop a prompt (barge-in): from its start, from part way
+/// through, over its last part only, or never. `true` is [`BargeIn::After`]`(0)`,
+/// `false` is [`BargeIn::Off`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BargeIn {
+    /// Speech never stops the prompt.
+    #[default]
+    Off,
+    /// Once this many ms of the prompt have played (0: from its start).
+    After(u64),
+    /// Once at most this many ms of the prompt are left: a decoded prompt's length is
+    /// known at once, a growing source's once its synthesis is finished (until then the
+    /// prompt plays on).
+    Last(u64),
+}
+
+impl BargeIn {
+    /// Whether speech may stop the prompt now, `played_ms` into it with `left_ms` of it
+    /// left (None: not known yet).
+    pub fn open(self, played_ms: u64, left_ms: Option<u64>) -> bool {
+        match self {
+            BargeIn::Off => false,
+            BargeIn::After(ms) => played_ms >= ms,
+            BargeIn::Last(ms) => left_ms.is_some_and(|left| left <= ms),
+        }
+    }
+
+    /// Whether speech may stop the prompt at some point.
+    pub fn is_on(self) -> bool {
+        self != BargeIn::Off
+    }
+}
+
+impl From<bool> for BargeIn {
+    fn from(interruptible: bool) -> BargeIn {
+        if interruptible {
+            BargeIn::After(0)
+        } else {
+            BargeIn::Off
+        }
+    }
+}
+
 /// How a playback ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlayEnd {
@@ -110,4 +153,23 @@ pub struct SessionStats {
     #[serde(default)]
     pub backchannels: u64,
     pub remote: Option<SocketAddr>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BargeIn;
+
+    #[test]
+    fn the_barge_in_window_opens_part_way_or_over_the_last_part() {
+        assert!(!BargeIn::Off.open(10_000, Some(0)));
+        assert!(BargeIn::from(true).open(0, None));
+        assert_eq!(BargeIn::from(false), BargeIn::Off);
+        assert!(!BargeIn::After(2000).open(1980, Some(5000)));
+        assert!(BargeIn::After(2000).open(2000, None));
+        // The last 1.5 s: open once at most that much is left, shut while the length is
+        // not known.
+        assert!(!BargeIn::Last(1500).open(0, Some(1520)));
+        assert!(BargeIn::Last(1500).open(0, Some(1500)));
+        assert!(!BargeIn::Last(1500).open(60_000, None));
+    }
 }

@@ -44,7 +44,7 @@ mod worker;
 
 pub use engine::{MediaConfig, MediaEngine, PacingSnapshot};
 pub use events::{
-    AudioFrame, AudioReceiver, MediaEvent, MediaEvents, PlayEnd, Playout, SessionStats,
+    AudioFrame, AudioReceiver, BargeIn, MediaEvent, MediaEvents, PlayEnd, Playout, SessionStats,
 };
 pub use session::{Bridge, MediaSession, PlayHandle};
 

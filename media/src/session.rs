@@ -9,7 +9,9 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::MediaError;
-use crate::events::{AudioReceiver, MediaEvent, MediaEvents, PlayEnd, Playout, SessionStats};
+use crate::events::{
+    AudioReceiver, BargeIn, MediaEvent, MediaEvents, PlayEnd, Playout, SessionStats,
+};
 use crate::g711::Codec;
 use crate::prompt::{Playable, StreamingAudio};
 use crate::recording::{Recorder, RecordingInfo, RecordingTarget};
@@ -80,17 +82,18 @@ impl MediaSession {
         })
     }
 
-    /// Queues a prompt (played after any current one). `interruptible`: caller speech stops it.
+    /// Queues a prompt (played after any current one). `barge_in`: when caller speech
+    /// stops it (`true`: from its start, `false`: never).
     pub fn play(
         &self,
         source: impl Into<Playable>,
-        interruptible: bool,
+        barge_in: impl Into<BargeIn>,
     ) -> Result<PlayHandle, MediaError> {
         let (tx, rx) = oneshot::channel();
         self.send(Command::Play {
             id: self.id,
             source: source.into(),
-            interruptible,
+            barge_in: barge_in.into(),
             done: tx,
         })?;
         Ok(PlayHandle { rx })

@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 
 use crate::clock::{now_ns, sleep_until_ns};
 use crate::dtmf::{DtmfDetector, DtmfGenerator, EventPacket};
-use crate::events::{AudioFrame, MediaEvent, PlayEnd, Playout, SessionStats};
+use crate::events::{AudioFrame, BargeIn, MediaEvent, PlayEnd, Playout, SessionStats};
 use crate::g711::Codec;
 use crate::jitter::{JitterBuffer, Pop};
 use crate::prompt::{FRAME_SAMPLES, Playable, StreamFrame};
@@ -101,7 +101,7 @@ pub(crate) enum Command {
     Play {
         id: u64,
         source: Playable,
-        interruptible: bool,
+        barge_in: BargeIn,
         done: oneshot::Sender<Playout>,
     },
     StopPlayout(u64),
@@ -161,13 +161,27 @@ impl PacingStats {
 struct ActivePlay {
     source: Playable,
     pos: usize,
-    interruptible: bool,
+    barge_in: BargeIn,
     done: Option<oneshot::Sender<Playout>>,
     frames_played: u64,
     first_rtp_ns: Option<u64>,
 }
 
 impl ActivePlay {
+    /// Whether caller speech may stop the prompt now (its [`BargeIn`] window is open).
+    fn barge_in_open(&self) -> bool {
+        let left_ms = match (self.barge_in, &self.source) {
+            (BargeIn::Last(_), Playable::Prompt(p)) => {
+                Some((p.pcm().len().saturating_sub(self.pos) / 8) as u64)
+            }
+            (BargeIn::Last(_), Playable::Stream(st)) => {
+                st.is_finished().then(|| st.buffered() as u64 / 8)
+            }
+            _ => None,
+        };
+        self.barge_in.open(self.frames_played * 20, left_ms)
+    }
+
     fn end(&mut self, end: PlayEnd) {
         if let Some(d) = self.done.take() {
             let _ = d.send(Playout {
@@ -483,13 +497,13 @@ fn handle_command(cmd: Command, slots: &mut [Slot], now: u64) {
         Command::Play {
             id,
             source,
-            interruptible,
+            barge_in,
             done,
         } => {
             let play = ActivePlay {
                 source,
                 pos: 0,
-                interruptible,
+                barge_in,
                 done: Some(done),
                 frames_played: 0,
                 first_rtp_ns: None,
@@ -546,8 +560,11 @@ fn tick_session(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &Pacin
     let now = now_ns();
     receive(s, sc, now);
     // VAD and barge-in, while anything depends on them.
-    let barge_in = s.current.as_ref().is_some_and(|p| p.interruptible);
-    let detect = s.vad.is_some() && (s.speech_watched || barge_in);
+    // Detection runs through a prompt speech may stop, its window open or not yet: speech
+    // that starts before the window opens interrupts once it is long enough inside it.
+    let may_barge_in = s.current.as_ref().is_some_and(|p| p.barge_in.is_on());
+    let barge_in = s.current.as_ref().is_some_and(ActivePlay::barge_in_open);
+    let detect = s.vad.is_some() && (s.speech_watched || may_barge_in);
     caller_frame(s, sc, detect || !s.taps.is_empty() || s.recorder.is_some());
     let at_ms = s.at_ms();
 

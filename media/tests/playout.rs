@@ -12,7 +12,7 @@ use callsmith_media::prompt::{Prompt, PromptCache};
 use callsmith_media::recording::RecordingTarget;
 use callsmith_media::rtp::write_rtp;
 use callsmith_media::tts::{HttpTts, TtsEngine, TtsRequest, TtsService};
-use callsmith_media::{Bridge, MediaEvent, PlayEnd};
+use callsmith_media::{BargeIn, Bridge, MediaEvent, PlayEnd};
 use common::*;
 use object_store::ObjectStore;
 
@@ -172,6 +172,32 @@ async fn speech_events_and_stop_playout() {
     bot.stop_playout().unwrap();
     assert_eq!(long.wait().await.end, PlayEnd::Stopped);
     assert_eq!(queued.wait().await.end, PlayEnd::Stopped);
+}
+
+/// A prompt whose barge-in opens 2.5 s in: the caller's speech at its start does not stop
+/// it, speech after 2.5 s does.
+#[tokio::test]
+async fn speech_interrupts_only_once_the_barge_in_window_opens() {
+    let engine = engine();
+    let (caller, bot) = connected(&engine);
+    let speech = flite("Hello there").await;
+    let t0 = tokio::time::Instant::now();
+    let prompt = bot
+        .play(tone(300.0, 6000, 6000.0), BargeIn::After(2500))
+        .unwrap();
+    caller.play(speech.clone(), false).unwrap().wait().await;
+    assert!(
+        t0.elapsed() < Duration::from_millis(2300),
+        "{:?}",
+        t0.elapsed()
+    );
+    tokio::time::sleep_until(t0 + Duration::from_millis(2600)).await;
+    caller.play(speech, false).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(5), prompt.wait())
+        .await
+        .unwrap();
+    assert_eq!(out.end, PlayEnd::Interrupted);
+    assert!((2600..4500).contains(&out.played_ms), "{out:?}");
 }
 
 #[tokio::test]

@@ -75,8 +75,10 @@ pub enum Code {
     /// `nxt`). Other keys there are designer metadata, kept and not reported.
     MisspeltKey,
     /// SCN129 (warning): a question's listening setting that no live call applies
-    /// (`grammar_parameter`, `recognition_mode`, `recognition_shift`, `interruption_shift`,
-    /// `filter`, `timezone`, `interruptible_dialog`): kept, and the call goes on without it.
+    /// (`grammar_parameter`, `recognition_mode`, a `recognition_shift` `before` the
+    /// prompt's end, a shift direction other than `after`/`before`, an unknown `timezone`,
+    /// `interruptible_dialog`, a question `entity` that reads nothing): kept, and the call
+    /// goes on without it.
     IgnoredSetting,
 }
 

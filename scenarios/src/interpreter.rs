@@ -6,7 +6,7 @@
 //! step budget (bricks entered, [`DEFAULT_MAX_STEPS`]) runs out. See `docs/bricks.md`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
 /// Re-exported so callers can build a [`CallInfo`] without depending on chrono-tz.
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::condition::{self, Combine, ElementOp};
+use crate::entity;
 use crate::history::{EndReason, Event, Trace, TraceEvent};
 use crate::model::*;
 use crate::opt::Opt;
@@ -585,7 +586,7 @@ impl<'p> Run<'p> {
                             voice: self.voice(base),
                         },
                     };
-                    if self.play(b, port, prompt, false).await == PlayOutcome::HungUp {
+                    if self.play(b, port, prompt, Interruption::NONE).await == PlayOutcome::HungUp {
                         return Step::Stop(EndReason::HungUp);
                     }
                 }
@@ -595,7 +596,7 @@ impl<'p> Run<'p> {
                 let prompt = PromptSpec::File {
                     url: self.render(&*port, p.url.str()),
                 };
-                if self.play(b, port, prompt, false).await == PlayOutcome::HungUp {
+                if self.play(b, port, prompt, Interruption::NONE).await == PlayOutcome::HungUp {
                     return Step::Stop(EndReason::HungUp);
                 }
                 next()
@@ -612,7 +613,7 @@ impl<'p> Run<'p> {
                     text: self.render(&*port, p.text.str()),
                     voice: self.voice(Some(&own)),
                 };
-                if self.play(b, port, prompt, false).await == PlayOutcome::HungUp {
+                if self.play(b, port, prompt, Interruption::NONE).await == PlayOutcome::HungUp {
                     return Step::Stop(EndReason::HungUp);
                 }
                 next()
@@ -787,15 +788,15 @@ impl<'p> Run<'p> {
         b: BrickRef<'p>,
         port: &mut dyn CallPort,
         prompt: PromptSpec,
-        interruptible: bool,
+        interruption: Interruption,
     ) -> PlayOutcome {
-        let outcome = port.play(&prompt, interruptible).await;
+        let outcome = port.play(&prompt, interruption).await;
         self.record(
             &*port,
             Event::PromptPlayed {
                 brick_id: b.id.to_string(),
                 prompt: Box::new(prompt),
-                interruptible,
+                interruptible: interruption.keys,
                 outcome: outcome.clone(),
             },
         );
@@ -858,7 +859,9 @@ impl<'p> Run<'p> {
             .statement
             .get()
             .and_then(|s| self.prompt_audio(&*port, s.audio.get(), voice));
+        let stt = p.stt_properties.get();
         let interruptible = p.statement.get().is_some_and(|s| s.is_interruptible.flag());
+        let interruption = crate::listening::interruption(stt, interruptible);
         let spec = self.listen_spec(p, answers);
         let invalid = p
             .fallback_invalid
@@ -876,8 +879,12 @@ impl<'p> Run<'p> {
         loop {
             if let Some(reprompt) = pre.take() {
                 let outcome = match reprompt {
-                    Reprompt::Prompt(prompt, intr) => self.play(b, port, prompt, intr).await,
+                    Reprompt::Prompt(prompt, intr) => {
+                        let intr = crate::listening::interruption(stt, intr);
+                        self.play(b, port, prompt, intr).await
+                    }
                     Reprompt::Llm(request, voice, intr) => {
+                        let intr = crate::listening::interruption(stt, intr);
                         self.speak_llm(b, port, request, voice, intr).await
                     }
                 };
@@ -891,7 +898,7 @@ impl<'p> Run<'p> {
             }
             if say_statement
                 && let Some(s) = &statement
-                && self.play(b, port, s.clone(), interruptible).await == PlayOutcome::HungUp
+                && self.play(b, port, s.clone(), interruption).await == PlayOutcome::HungUp
             {
                 return Step::Stop(EndReason::HungUp);
             }
@@ -903,8 +910,8 @@ impl<'p> Run<'p> {
                     heard: heard.clone(),
                 },
             );
-            // A blank transcript is no input.
-            let heard = match heard {
+            // Filtered (`stt_properties.filter`); a blank transcript is no input.
+            let heard = match crate::listening::filtered(stt, heard) {
                 Heard::Speech { transcript, .. } if transcript.trim().is_empty() => Heard::NoInput,
                 h => h,
             };
@@ -936,13 +943,20 @@ impl<'p> Run<'p> {
                     })
                 }
                 Heard::Speech { transcript, .. } => {
+                    let now = self.question_now(p, &*port);
+                    let asked = crate::listening::question_entities(p.entity.get());
+                    self.extract_entities(&asked, transcript, now, &*port);
                     self.match_speech(b, p, answers, transcript, port).await
                 }
             };
             match matched {
                 Some(a) => {
-                    if let Heard::Speech { transcript, .. } = &heard {
-                        self.extract_entities(a, transcript, &*port);
+                    if let Heard::Speech { transcript, .. } = &heard
+                        && let Some(si) = a.speech_input.get()
+                    {
+                        let entities = si.entity.get().map(|e| e.entities.items()).unwrap_or(&[]);
+                        let now = self.question_now(p, &*port);
+                        self.extract_entities(entities, transcript, now, &*port);
                     }
                     let id = a.answer_id.str().to_string();
                     self.record(
@@ -1011,9 +1025,9 @@ impl<'p> Run<'p> {
         port: &mut dyn CallPort,
         request: LlmRequest,
         voice: TtsVoice,
-        interruptible: bool,
+        interruption: Interruption,
     ) -> PlayOutcome {
-        let r = port.speak_llm(&request, &voice, interruptible).await;
+        let r = port.speak_llm(&request, &voice, interruption).await;
         let event = match r.error {
             None => Event::LlmReplied {
                 brick_id: b.id.to_string(),
@@ -1034,7 +1048,7 @@ impl<'p> Run<'p> {
             Event::PromptPlayed {
                 brick_id: b.id.to_string(),
                 prompt: Box::new(PromptSpec::Tts { text, voice }),
-                interruptible,
+                interruptible: interruption.keys,
                 outcome: outcome.clone(),
             },
         );
@@ -1096,10 +1110,9 @@ impl<'p> Run<'p> {
                 .and_then(|s| s.speech_timeout.f64())
                 .filter(|t| *t > 0.0),
             tokens: crate::listening::hints(stt),
+            dictionaries: crate::listening::dictionaries(stt),
             enable_voice_activity_detection: crate::listening::vad_on(stt),
-            recognition_shift_ms: stt
-                .and_then(|s| s.recognition_shift.get())
-                .and_then(|s| s.duration.f64()),
+            recognition_shift_ms: crate::listening::recognition_delay_ms(stt),
             interruption_shift_ms: stt
                 .and_then(|s| s.interruption_shift.get())
                 .and_then(|s| s.duration.f64()),
@@ -1253,6 +1266,7 @@ impl<'p> Run<'p> {
                 return Some(a);
             }
         }
+        let now = self.question_now(p, &*port);
         answers.iter().find(|a| {
             a.speech_input.get().is_some_and(|si| {
                 let ents = si.entity.get().map(|e| e.entities.items()).unwrap_or(&[]);
@@ -1261,16 +1275,27 @@ impl<'p> Run<'p> {
                     && !ents.is_empty()
                     && ents
                         .iter()
-                        .all(|e| extract(e.kind.str(), transcript).is_some())
+                        .all(|e| entity::extract(e.kind.str(), transcript, now).is_some())
             })
         })
     }
 
-    fn extract_entities(&mut self, a: &Answer, transcript: &str, port: &dyn CallPort) {
-        let Some(si) = a.speech_input.get() else {
-            return;
-        };
-        for e in si.entity.get().map(|e| e.entities.items()).unwrap_or(&[]) {
+    /// The call's now in the question's timezone (`stt_properties.timezone`, else the
+    /// call's): what relative dates and times are read against.
+    fn question_now(&self, p: &QuestionProps, port: &dyn CallPort) -> DateTime<Tz> {
+        let tz = crate::listening::timezone(p.stt_properties.get()).unwrap_or(self.call.timezone);
+        port.now().with_timezone(&tz)
+    }
+
+    /// Writes each entity found in `transcript` to its variable.
+    fn extract_entities(
+        &mut self,
+        entities: &[Entity],
+        transcript: &str,
+        now: DateTime<Tz>,
+        port: &dyn CallPort,
+    ) {
+        for e in entities {
             let Some(name) = e
                 .variable
                 .get()
@@ -1278,7 +1303,7 @@ impl<'p> Run<'p> {
             else {
                 continue;
             };
-            if let Some(v) = extract(e.kind.str(), transcript) {
+            if let Some(v) = entity::extract(e.kind.str(), transcript, now) {
                 self.set_var(port, name, v);
             }
         }
@@ -1328,38 +1353,6 @@ pub fn phrases(v: &Value) -> Vec<String> {
             .filter(|s| !s.is_empty())
             .collect(),
         _ => Vec::new(),
-    }
-}
-
-static NUMBER: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"-?\d+(?:[.,]\d+)?").expect("static regex"));
-static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}").expect("static regex")
-});
-const NUMBER_WORDS: &[&str] = &[
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-];
-
-/// Extracts an entity from a transcript: `number` (first number, digits or an English word
-/// zero..ten), `digits` (every digit, concatenated), `text` (the whole transcript), `email`.
-pub fn extract(kind: &str, transcript: &str) -> Option<String> {
-    match kind {
-        "number" => NUMBER
-            .find(transcript)
-            .map(|m| m.as_str().replace(',', "."))
-            .or_else(|| {
-                normalize(transcript)
-                    .split(' ')
-                    .find_map(|w| NUMBER_WORDS.iter().position(|n| *n == w))
-                    .map(|i| i.to_string())
-            }),
-        "digits" => {
-            let d: String = transcript.chars().filter(char::is_ascii_digit).collect();
-            (!d.is_empty()).then_some(d)
-        }
-        "text" => (!transcript.trim().is_empty()).then(|| transcript.trim().to_string()),
-        "email" => EMAIL.find(transcript).map(|m| m.as_str().to_string()),
-        _ => None,
     }
 }
 

@@ -20,6 +20,7 @@
 pub mod canonical;
 pub mod codes;
 pub mod condition;
+pub mod entity;
 pub mod history;
 pub mod interpreter;
 pub mod listening;

@@ -424,7 +424,7 @@ record!(
     EntitySet { entities: Vec<Entity> }
 );
 record!(
-    /// An entity to extract into a variable: `type` is `number`, `digits`, `text` or `email`.
+    /// An entity to extract into a variable: `type` is one of [`crate::entity::KINDS`].
     Entity { kind as "type": String, variable: VariableRef }
 );
 record!(

@@ -40,6 +40,8 @@ pub struct ScriptedCall {
 
     // Recordings.
     pub played: Vec<(PromptSpec, bool)>,
+    /// Each played prompt's whole [`Interruption`] (`played` has its `keys`).
+    pub interruptions: Vec<Interruption>,
     pub listens: Vec<ListenSpec>,
     pub classified: Vec<(String, i64, String)>,
     pub llm_requests: Vec<LlmRequest>,
@@ -75,6 +77,7 @@ impl ScriptedCall {
             hang_up_on_play: None,
             barge_in: false,
             played: Vec::new(),
+            interruptions: Vec::new(),
             listens: Vec::new(),
             classified: Vec::new(),
             llm_requests: Vec::new(),
@@ -174,14 +177,15 @@ impl ScriptedCall {
 
 #[async_trait]
 impl CallPort for ScriptedCall {
-    async fn play(&mut self, prompt: &PromptSpec, interruptible: bool) -> PlayOutcome {
+    async fn play(&mut self, prompt: &PromptSpec, interruption: Interruption) -> PlayOutcome {
         let n = self.played.len();
-        self.played.push((prompt.clone(), interruptible));
+        self.played.push((prompt.clone(), interruption.keys));
+        self.interruptions.push(interruption);
         self.clock += Duration::milliseconds(self.ms_per_play);
         if self.hang_up_on_play == Some(n) {
             return PlayOutcome::HungUp;
         }
-        if interruptible && self.barge_in {
+        if interruption.any() && self.barge_in {
             PlayOutcome::Interrupted
         } else {
             PlayOutcome::Completed

@@ -1050,6 +1050,7 @@ fn check_props(props: BrickProps<'_>, ctx: &dyn ValidationContext, out: &mut Vec
 
 fn check_question(p: &QuestionProps, ctx: &dyn ValidationContext, out: &mut Vec<ScenarioError>) {
     check_fields(p, "properties", out);
+    crate::listening::question_entity_unread(p.entity.get(), out);
     tts(&p.tts_properties, "properties.tts_properties", ctx, out);
     one_of(
         &p.input_mode,
@@ -1235,16 +1236,11 @@ fn check_question(p: &QuestionProps, ctx: &dyn ValidationContext, out: &mut Vec<
                 .enumerate()
             {
                 let ep = format!("{at}.speech_input.entity.entities[{k}]");
-                one_of(
-                    &e.kind,
-                    &format!("{ep}.type"),
-                    &["number", "digits", "text", "email"],
-                    out,
-                );
+                one_of(&e.kind, &format!("{ep}.type"), crate::entity::KINDS, out);
                 if e.kind.get().is_none() && e.kind.invalid().is_none() {
                     out.push(missing(
                         &format!("{ep}.type"),
-                        "number, digits, text or email",
+                        "number, digits, text, email, date or time",
                     ));
                 }
                 variable_name(

@@ -886,3 +886,37 @@ async fn terminal_bricks_stop_even_without_properties() {
         assert_eq!(port.hangups, vec![""]);
     }
 }
+
+/// The question's `filter` takes filler out before matching and entities; its `entity`
+/// reads a date in its `timezone` from any speech answer; an answer's `time` entity too.
+#[tokio::test]
+async fn question_filter_timezone_and_date_entities() {
+    let props = json!({
+        "stt_properties": {"timezone": "Asia/Tokyo", "filter": {"filters": ["um", "uh"]}},
+        "entity": {"entities": [{"type": "date", "variable": {"name": "day"}}]},
+        "answer": {"answers": [
+            {"answer_id": "a", "speech_input": {"tokens": ["yes tomorrow"], "mode": "exact"}},
+            {"answer_id": "b", "speech_input": {"entity": {"entities": [{"type": "time", "variable": {"name": "at"}}]}}}
+        ]}
+    });
+    let mut port = ScriptedCall::new().say("Um, yes, uh, tomorrow");
+    // 2026-11-27 23:30 UTC is already the 28th in Tokyo.
+    port.clock = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 27, 23, 30, 0).unwrap();
+    let r = run(&question(props.clone()), &mut port).await;
+    assert_eq!(answer_taken(&r), "a", "matched once filtered");
+    assert_eq!(
+        r.variables.get("day").map(String::as_str),
+        Some("2026-11-29")
+    );
+
+    let mut port = ScriptedCall::new().say("on friday at 3:30 pm");
+    port.clock = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 27, 23, 30, 0).unwrap();
+    let r = run(&question(props), &mut port).await;
+    assert_eq!(answer_taken(&r), "b");
+    assert_eq!(r.variables.get("at").map(String::as_str), Some("15:30"));
+    // Friday in UTC, but Saturday in Tokyo: the coming Friday is next week's.
+    assert_eq!(
+        r.variables.get("day").map(String::as_str),
+        Some("2026-12-04")
+    );
+}

@@ -75,11 +75,16 @@ fn taken(h: &Value, brick_id: &str) -> String {
 
 /// A question `ask` with `statement`, answered by keys or speech, routed to goals.
 fn question(statement: &str, interruptible: bool, input_mode: &str) -> Value {
+    question_with(statement, interruptible, input_mode, Value::Null)
+}
+
+/// [`question`] with `stt_properties` (Null: none).
+fn question_with(statement: &str, interruptible: bool, input_mode: &str, stt: Value) -> Value {
     snapshot(json!({
         "start_call": start_call("ask"),
         "question": {"v1": [brick("ask", json!({
             "statement": {"audio": {"mode": "tts", "tts": {"text": statement}}, "is_interruptible": interruptible},
-            "type": "standard", "input_mode": input_mode,
+            "type": "standard", "input_mode": input_mode, "stt_properties": stt,
             "dtmf_properties": {"dtmf_timeout": 3, "no_input_timeout": 8, "min_symbols": 1, "max_symbols": 4, "finish_on_key": "#"},
             "answer": {"answers": [
                 {"answer_id": "code7", "description": "", "dtmf_input": {"value": "7"}, "speech_input": {"tokens": ["seven"]}},
@@ -443,3 +448,5 @@ async fn a_call_without_an_opt_out_lists_nothing() {
         .unwrap();
     assert_eq!(attempts[0].outcome.as_deref(), Some("completed"));
 }
+
+mod listening;

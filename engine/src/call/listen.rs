@@ -46,6 +46,14 @@ impl LivePort {
         if self.io.hung_up() {
             return Heard::HungUp;
         }
+        // `recognition_shift` `after`: listening starts that long after the prompt's end
+        // (keys pressed meanwhile are kept, and count in the turn).
+        if let Some(ms) = spec.speech.as_ref().and_then(|s| s.recognition_shift_ms) {
+            let delay = std::time::Duration::from_millis(ms as u64);
+            if self.while_up(tokio::time::sleep(delay)).await.is_err() {
+                return Heard::HungUp;
+            }
+        }
         self.record.turn_started();
         let mut turn = TurnLog {
             index: self.record.next_turn_index(),
@@ -54,12 +62,13 @@ impl LivePort {
         };
         let mut stt = None;
         if let Some(speech) = &spec.speech {
+            let words = self.dictionary_words(speech, &mut turn).await;
             match self.ctx.rt.stt_pool(&speech.engine) {
                 Some(pool) => {
-                    let params = stt_params(speech);
+                    let params = stt_params(speech, &words);
                     match self.io.session.start_stt(&pool, params.clone()).await {
                         Ok(s) => {
-                            turn.notes = stream_notes(&params, &s.node);
+                            turn.notes.extend(stream_notes(&params, &s.node));
                             turn.stt_node = Some(s.node.name.clone());
                             stt = Some(s);
                         }
@@ -248,10 +257,42 @@ impl LivePort {
     }
 }
 
+impl LivePort {
+    /// The words of the account STT dictionaries the question names, resolved through
+    /// the store with the ownership check (the call's account's own, or a global preset;
+    /// [`callsmith_domain::store::Store::dictionary_for_account`]). One that is unknown
+    /// (or another account's) or that the store could not read is left out, noted in the
+    /// turn's `notes`.
+    async fn dictionary_words(&mut self, speech: &SpeechSpec, turn: &mut TurnLog) -> Vec<String> {
+        let mut words = Vec::new();
+        for id in &speech.dictionaries {
+            let account = &self.ctx.comm.account_sid;
+            match self.ctx.rt.store.dictionary_for_account(account, id).await {
+                Ok(Some(d)) => words.extend(d.tokens),
+                Ok(None) => turn.notes.push(format!(
+                    "dictionary {id}: not found for this account; left out"
+                )),
+                Err(e) => turn
+                    .notes
+                    .push(format!("dictionary {id}: not read ({e}); left out")),
+            }
+        }
+        words
+    }
+}
+
 /// What a question's listening settings ask of the recognition stream: the recognition
-/// language and the others to identify among, the hints, the endpointing (none without
-/// voice activity detection).
-fn stt_params(speech: &SpeechSpec) -> SttParams {
+/// language and the others to identify among, the hints (the question's, then the words
+/// of its dictionaries, without repeats), the endpointing (none without voice activity
+/// detection).
+fn stt_params(speech: &SpeechSpec, dictionary_words: &[String]) -> SttParams {
+    let mut hints = speech.tokens.clone();
+    for w in dictionary_words {
+        let w = w.trim();
+        if !w.is_empty() && !hints.iter().any(|h| h == w) {
+            hints.push(w.to_string());
+        }
+    }
     let language = speech.recognition_language();
     SttParams {
         language: if language.is_empty() {
@@ -264,7 +305,7 @@ fn stt_params(speech: &SpeechSpec) -> SttParams {
         endpointing_ms: speech.speech_timeout_secs.map(endpointing_ms),
         vad_endpointing: speech.enable_voice_activity_detection,
         alternative_languages: speech.other_languages(),
-        hints: speech.tokens.clone(),
+        hints,
     }
 }
 
@@ -345,19 +386,44 @@ mod tests {
             speech_timeout_secs: Some(1.2),
             ..SpeechSpec::default()
         };
-        let p = stt_params(&speech);
+        let p = stt_params(&speech, &[]);
         assert_eq!(p.language, "de-DE");
         assert_eq!(p.alternative_languages, ["en-US"]);
         assert_eq!(p.hints, ["Callsmith"]);
         assert!(!p.vad_endpointing);
         assert_eq!(p.endpointing_ms, Some(1200));
         // Nothing named: English, voice activity detection on.
-        let p = stt_params(&SpeechSpec {
-            enable_voice_activity_detection: true,
-            ..SpeechSpec::default()
-        });
+        let p = stt_params(
+            &SpeechSpec {
+                enable_voice_activity_detection: true,
+                ..SpeechSpec::default()
+            },
+            &[],
+        );
         assert_eq!(p.language, "en-US");
         assert!(p.alternative_languages.is_empty() && p.vad_endpointing);
+    }
+
+    /// The words of the question's dictionaries follow its own hints, without repeats.
+    #[test]
+    fn dictionary_words_reach_the_streams_hints() {
+        let speech = SpeechSpec {
+            tokens: vec!["Callsmith".into(), "order number".into()],
+            dictionaries: vec!["dic_products".into()],
+            ..SpeechSpec::default()
+        };
+        let words = [
+            "overdraft".to_string(),
+            "Callsmith".into(),
+            " ".into(),
+            "IBAN".into(),
+        ];
+        let p = stt_params(&speech, &words);
+        assert_eq!(p.hints, ["Callsmith", "order number", "overdraft", "IBAN"]);
+        assert_eq!(
+            stt_params(&speech, &[]).hints,
+            ["Callsmith", "order number"]
+        );
     }
 
     #[test]

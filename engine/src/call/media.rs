@@ -8,8 +8,8 @@ use callsmith_media::amd::{AmdConfig, AmdDecision};
 use callsmith_media::recording::RecordingInfo;
 use callsmith_media::stt::{SttError, SttParams, SttPool, SttStream};
 use callsmith_media::{
-    AudioReceiver, Bridge, MediaError, MediaEvents, MediaSession, PlayHandle, SessionStats,
-    prompt::Playable,
+    AudioReceiver, BargeIn, Bridge, MediaError, MediaEvents, MediaSession, PlayHandle,
+    SessionStats, prompt::Playable,
 };
 
 /// An answered call's media.
@@ -41,12 +41,12 @@ impl CallMedia {
     pub(super) fn play(
         &self,
         source: impl Into<Playable>,
-        interruptible: bool,
+        barge_in: impl Into<BargeIn>,
     ) -> Result<PlayHandle, MediaError> {
         match self {
-            CallMedia::Session(s) => s.play(source, interruptible),
+            CallMedia::Session(s) => s.play(source, barge_in),
             #[cfg(any(test, feature = "testing"))]
-            CallMedia::Fake(f) => Ok(f.play(source.into(), interruptible)),
+            CallMedia::Fake(f) => Ok(f.play(source.into(), barge_in.into())),
         }
     }
 

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use callsmith_media::tts::{Synthesis, TtsRequest};
 use callsmith_media::{
-    PlayEnd, PlayHandle,
+    BargeIn, PlayEnd, PlayHandle,
     prompt::{Playable, Prompt},
 };
-use callsmith_scenarios::port::{PlayOutcome, PromptSpec, TtsVoice};
+use callsmith_scenarios::port::{Interruption, PlayOutcome, PromptSpec, SpeechBargeIn, TtsVoice};
 use callsmith_scenarios::turn::{PlayAction, PlayEvent, PlayTurn, PlayoutEnd};
 use tokio::time::Instant;
 
@@ -128,12 +128,14 @@ impl LivePort {
     }
 
     /// Plays one prompt (the port's `play`): keys and the call's end are taken in while
-    /// it plays; the history records it.
+    /// it plays (a key stops it when `interruption.keys`), caller speech stops it as
+    /// `interruption.speech` says (the media worker decides); the history records it.
     pub(super) async fn play_prompt(
         &mut self,
         prompt: &PromptSpec,
-        interruptible: bool,
+        interruption: Interruption,
     ) -> PlayOutcome {
+        let interruptible = interruption.keys;
         if self.io.hung_up() {
             return PlayOutcome::HungUp;
         }
@@ -165,7 +167,11 @@ impl LivePort {
             Playable::Prompt(_) => None,
         };
         let is_tts = matches!(prompt, PromptSpec::Tts { .. });
-        let handle = match self.io.session.play(synthesis.playable, interruptible) {
+        let handle = match self
+            .io
+            .session
+            .play(synthesis.playable, barge_in(interruption.speech))
+        {
             Ok(h) => h,
             Err(e) => return PlayOutcome::Failed(e.to_string()),
         };
@@ -261,6 +267,15 @@ pub(super) fn play_event(play: &mut PlayTurn, ev: CallEvent) {
         CallEvent::Media(_) => {}
         CallEvent::Ended(CallEnd::HungUp) => play.handle_event(PlayEvent::HungUp),
         CallEvent::Ended(CallEnd::Forced(_)) => play.handle_event(PlayEvent::CallEnding),
+    }
+}
+
+/// When caller speech stops a prompt, as the media worker takes it.
+pub(super) fn barge_in(speech: SpeechBargeIn) -> BargeIn {
+    match speech {
+        SpeechBargeIn::Off => BargeIn::Off,
+        SpeechBargeIn::After(ms) => BargeIn::After(ms),
+        SpeechBargeIn::Last(ms) => BargeIn::Last(ms),
     }
 }
 

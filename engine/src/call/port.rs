@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use callsmith_domain::store::AgentRecord;
 use callsmith_media::amd::{AmdConfig, AmdDecision as Amd};
 use callsmith_scenarios::port::{
-    AmdVerdict, CallPort, Heard, IntentScore, ListenSpec, LlmRequest, PlayOutcome, PromptSpec,
-    SmsOutcome, SpokenReply, TransferMode, TransferOutcome, TransferSpec, TtsVoice,
+    AmdVerdict, CallPort, Heard, IntentScore, Interruption, ListenSpec, LlmRequest, PlayOutcome,
+    PromptSpec, SmsOutcome, SpokenReply, TransferMode, TransferOutcome, TransferSpec, TtsVoice,
 };
 use callsmith_scenarios::{
     model::MappingEntry,
@@ -107,8 +107,8 @@ impl LivePort {
 
 #[async_trait]
 impl CallPort for LivePort {
-    async fn play(&mut self, prompt: &PromptSpec, interruptible: bool) -> PlayOutcome {
-        self.play_prompt(prompt, interruptible).await
+    async fn play(&mut self, prompt: &PromptSpec, interruption: Interruption) -> PlayOutcome {
+        self.play_prompt(prompt, interruption).await
     }
 
     async fn listen(&mut self, spec: &ListenSpec) -> Heard {
@@ -163,9 +163,9 @@ impl CallPort for LivePort {
         &mut self,
         request: &LlmRequest,
         voice: &TtsVoice,
-        interruptible: bool,
+        interruption: Interruption,
     ) -> SpokenReply {
-        self.speak_reply(request, voice, interruptible).await
+        self.speak_reply(request, voice, interruption).await
     }
 
     async fn webhook(

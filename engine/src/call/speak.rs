@@ -22,7 +22,9 @@ use std::pin::Pin;
 
 use callsmith_media::Playout;
 use callsmith_media::tts::Speech;
-use callsmith_scenarios::port::{LlmRequest, PlayOutcome, PromptSpec, SpokenReply, TtsVoice};
+use callsmith_scenarios::port::{
+    Interruption, LlmRequest, PlayOutcome, PromptSpec, SpeechBargeIn, SpokenReply, TtsVoice,
+};
 use tokio::time::Instant;
 
 use super::history::PromptLog;
@@ -65,8 +67,9 @@ impl LivePort {
         &mut self,
         request: &LlmRequest,
         voice: &TtsVoice,
-        interruptible: bool,
+        interruption: Interruption,
     ) -> SpokenReply {
+        let interruptible = interruption.keys;
         let failed = |error: String| SpokenReply {
             reply: String::new(),
             error: Some(error),
@@ -97,7 +100,7 @@ impl LivePort {
         let mut reply = ReplyTurn::new(interruptible);
         let mut spoken = Spoken::default();
         let end = loop {
-            if let Some(end) = self.reply_actions(&mut reply, &mut spoken, voice, interruptible) {
+            if let Some(end) = self.reply_actions(&mut reply, &mut spoken, voice, interruption) {
                 break end;
             }
             let playing = reply.playing();
@@ -209,13 +212,13 @@ impl LivePort {
         reply: &mut ReplyTurn,
         spoken: &mut Spoken,
         voice: &TtsVoice,
-        interruptible: bool,
+        interruption: Interruption,
     ) -> Option<ReplyEnd> {
         let mut end = None;
         while let Some(action) = reply.poll_action() {
             match action {
                 ReplyAction::Start(sentence) => {
-                    let started = self.start_speech(&sentence, voice, interruptible);
+                    let started = self.start_speech(&sentence, voice, interruption.speech);
                     spoken.push(&sentence);
                     match started {
                         Ok(p) => {
@@ -255,7 +258,7 @@ impl LivePort {
         &mut self,
         sentence: &str,
         voice: &TtsVoice,
-        interruptible: bool,
+        speech_barge_in: SpeechBargeIn,
     ) -> Result<Playing, String> {
         let ready_ns = callsmith_media::clock::now_ns();
         let req = self.tts_request("", voice);
@@ -264,7 +267,7 @@ impl LivePort {
         let handle = self
             .io
             .session
-            .play(speech.playable(), interruptible)
+            .play(speech.playable(), super::play::barge_in(speech_barge_in))
             .map_err(|e| e.to_string())?;
         Ok(Playing {
             speech,

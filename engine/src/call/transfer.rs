@@ -22,7 +22,7 @@ use std::time::Duration;
 use callsmith_media::{
     Bridge, MediaError, MediaSession, PlayEnd, PlayHandle, Playout, prompt::Playable,
 };
-use callsmith_scenarios::port::{PromptSpec, TransferOutcome, TransferSpec};
+use callsmith_scenarios::port::{Interruption, PromptSpec, TransferOutcome, TransferSpec};
 use callsmith_sip::{LocalMedia, OutboundCall, ReferOutcome};
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -77,7 +77,7 @@ impl LivePort {
     pub(super) async fn blind_transfer(&mut self, spec: &TransferSpec) -> TransferOutcome {
         let mut log = TransferLog::new(TransferMode::Blind, &spec.number, self.ms());
         if let Some(m) = &spec.message_to_client {
-            let _ = self.play_prompt(m, false).await;
+            let _ = self.play_prompt(m, Interruption::NONE).await;
         }
         let outcome = if self.io.hung_up() {
             TransferOutcome::Failure("the caller hung up".into())

@@ -20,8 +20,8 @@ use crate::webhook::{CompiledRequest, WebhookOutcome};
 /// The call's I/O, as the interpreter sees it.
 #[async_trait]
 pub trait CallPort: Send {
-    /// Plays one prompt; `interruptible` allows barge-in by speech or DTMF.
-    async fn play(&mut self, prompt: &PromptSpec, interruptible: bool) -> PlayOutcome;
+    /// Plays one prompt; `interruption` says whether keys and when caller speech stop it.
+    async fn play(&mut self, prompt: &PromptSpec, interruption: Interruption) -> PlayOutcome;
     /// Waits for speech and/or DTMF.
     async fn listen(&mut self, spec: &ListenSpec) -> Heard;
     /// Classifies `text` with classifier `id` at `version` (0 = unversioned surface).
@@ -34,14 +34,14 @@ pub trait CallPort: Send {
     /// One chat completion; returns the reply text.
     async fn llm(&mut self, request: &LlmRequest) -> Result<String, String>;
     /// One chat completion spoken in `voice` as it is generated: one prompt, each complete
-    /// sentence synthesised and played while the model still writes the next, the call's
-    /// `interruptible` rules applying to the whole. By default the whole reply is asked
+    /// sentence synthesised and played while the model still writes the next, the
+    /// `interruption` applying to the whole. By default the whole reply is asked
     /// for with [`CallPort::llm`], then played.
     async fn speak_llm(
         &mut self,
         request: &LlmRequest,
         voice: &TtsVoice,
-        interruptible: bool,
+        interruption: Interruption,
     ) -> SpokenReply {
         match self.llm(request).await {
             Ok(reply) => {
@@ -53,7 +53,7 @@ pub trait CallPort: Send {
                         text: text.clone(),
                         voice: voice.clone(),
                     };
-                    Some((text, self.play(&prompt, interruptible).await))
+                    Some((text, self.play(&prompt, interruption).await))
                 };
                 SpokenReply {
                     reply,

@@ -40,6 +40,56 @@ pub enum PlayOutcome {
     Failed(String),
 }
 
+/// Who may stop a prompt, and when: keys by the prompt's `is_interruptible`; caller speech
+/// also by the question's listening settings (`enable_voice_activity_detection`,
+/// `interruption_shift`: [`crate::listening::interruption`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Interruption {
+    /// A key stops the prompt.
+    pub keys: bool,
+    /// When caller speech stops it.
+    pub speech: SpeechBargeIn,
+}
+
+/// When caller speech may stop a prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpeechBargeIn {
+    /// Never.
+    #[default]
+    Off,
+    /// Once this many ms of the prompt have played (0: from its start).
+    After(u64),
+    /// Over the prompt's last this many ms (its length known: a decoded prompt at once, a
+    /// synthesis once it is finished).
+    Last(u64),
+}
+
+impl Interruption {
+    /// Nothing stops the prompt.
+    pub const NONE: Interruption = Interruption {
+        keys: false,
+        speech: SpeechBargeIn::Off,
+    };
+
+    /// A prompt's `is_interruptible` alone: keys and speech from its start, or neither.
+    pub fn from_flag(interruptible: bool) -> Interruption {
+        Interruption {
+            keys: interruptible,
+            speech: if interruptible {
+                SpeechBargeIn::After(0)
+            } else {
+                SpeechBargeIn::Off
+            },
+        }
+    }
+
+    /// Whether anything may stop the prompt.
+    pub fn any(self) -> bool {
+        self.keys || self.speech != SpeechBargeIn::Off
+    }
+}
+
 /// Speech recognition settings after merging `stt_properties` over `stt_general`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpeechSpec {
@@ -54,13 +104,18 @@ pub struct SpeechSpec {
     /// Recognition hints: the question's `tokens` and `class_token.tokens`, in that order,
     /// without repeats ([`crate::listening::hints`]).
     pub tokens: Vec<String>,
+    /// The account's STT dictionaries named among the hints (`dic_…` ids,
+    /// [`crate::listening::dictionaries`]): the engine adds their words to the hints.
+    #[serde(default)]
+    pub dictionaries: Vec<String>,
     /// Voice activity detection shapes the turn: caller speech interrupts an interruptible
     /// prompt and the recogniser ends the turn on silence. `false` only when the question
     /// sets `enable_voice_activity_detection: false` (docs/bricks.md).
     pub enable_voice_activity_detection: bool,
-    /// Milliseconds to shift the start of recognition (positive = later).
+    /// Milliseconds after the prompt's end that listening starts (`recognition_shift`
+    /// with direction `after`: [`crate::listening::recognition_delay_ms`]); None: at once.
     pub recognition_shift_ms: Option<f64>,
-    /// Milliseconds to shift barge-in detection.
+    /// `interruption_shift.duration` as given (ms); the prompts' [`Interruption`] applies it.
     pub interruption_shift_ms: Option<f64>,
     /// The brick's whole `stt_properties` object as stored (grammar parameters, class tokens,
     /// filters, timezone...), for engines that use more than the fields above; `Null` when absent.
@@ -79,6 +134,7 @@ impl Default for SpeechSpec {
             recognition_mode: String::new(),
             speech_timeout_secs: None,
             tokens: Vec::new(),
+            dictionaries: Vec::new(),
             enable_voice_activity_detection: true,
             recognition_shift_ms: None,
             interruption_shift_ms: None,

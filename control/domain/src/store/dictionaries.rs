@@ -85,6 +85,21 @@ impl Store {
         Ok(row.map(Into::into))
     }
 
+    /// The dictionary `sid` as `account_sid` may use it (a call's recognition hints): its
+    /// own, or a global preset. Another account's dictionary is None, as an unknown one:
+    /// the ownership check is in the query, the one place a call resolves a dictionary.
+    pub async fn dictionary_for_account(
+        &self,
+        account_sid: &str,
+        sid: &str,
+    ) -> StoreResult<Option<DictionaryRecord>> {
+        let sql = format!(
+            "SELECT {COLS} FROM stt_dictionaries WHERE sid = $1 AND (owner_key = '' OR owner_key = $2)"
+        );
+        let row = on_db!(self, p => sqlx::query_as::<_, DictionaryRow>(sqlx::AssertSqlSafe(sql)).bind(sid).bind(account_sid).fetch_optional(p).await)?;
+        Ok(row.map(Into::into))
+    }
+
     /// Whether a dictionary other than `except_sid` of the owner scope (None: global
     /// presets) has `name` in `language`.
     pub async fn dictionary_name_taken(

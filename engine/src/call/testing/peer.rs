@@ -15,7 +15,8 @@ use callsmith_media::stt::{
     SttEvent, SttNodeConfig, SttParams, SttPool, SttProtocol, SttStream, Transcript,
 };
 use callsmith_media::{
-    AudioFrame, AudioReceiver, MediaEvent, MediaEvents, PlayEnd, PlayHandle, Playout, SessionStats,
+    AudioFrame, AudioReceiver, BargeIn, MediaEvent, MediaEvents, PlayEnd, PlayHandle, Playout,
+    SessionStats,
 };
 use callsmith_sip::{CallStatus, EndInfo, LegEvent, Party, ReferOutcome};
 use parking_lot::Mutex;
@@ -98,22 +99,37 @@ pub struct Played {
     /// How much of it was heard.
     pub played_ms: u64,
     pub end: PlayEnd,
+    /// Caller speech could stop it (at some point).
     pub interruptible: bool,
 }
 
 /// A prompt queued or playing.
 struct Queued {
     source: Playable,
-    interruptible: bool,
+    barge_in: BargeIn,
     done: oneshot::Sender<Playout>,
 }
 
 struct Current {
     generation: u64,
-    interruptible: bool,
+    barge_in: BargeIn,
+    /// What plays (for how much of it is left).
+    source: Playable,
     at_ms: u64,
     frames: u64,
     done: oneshot::Sender<Playout>,
+}
+
+impl Current {
+    /// Whether the caller's speech stops the prompt now, as the media worker decides it.
+    fn barge_in_open(&self) -> bool {
+        let played_ms = self.frames * FRAME.as_millis() as u64;
+        let left_ms = match &self.source {
+            Playable::Prompt(p) => Some(p.duration_ms().saturating_sub(played_ms)),
+            Playable::Stream(s) => s.is_finished().then(|| s.buffered() as u64 / 8),
+        };
+        self.barge_in.open(played_ms, left_ms)
+    }
 }
 
 /// What the leg and the media of the scripted caller share.
@@ -243,7 +259,7 @@ impl Peer {
             if s.watching {
                 let _ = s.media_events.try_send(MediaEvent::SpeechStarted { at_ms });
             }
-            if s.current.as_ref().is_some_and(|c| c.interruptible) {
+            if s.current.as_ref().is_some_and(Current::barge_in_open) {
                 end_current(&mut s, PlayEnd::Interrupted);
                 start_next(&self.0, &mut s);
             }
@@ -302,7 +318,7 @@ fn end_current(s: &mut State, end: PlayEnd) {
             at_ms: c.at_ms,
             played_ms,
             end,
-            interruptible: c.interruptible,
+            interruptible: c.barge_in.is_on(),
         });
         let _ = c.done.send(Playout {
             end,
@@ -324,7 +340,8 @@ fn start_next(shared: &Arc<Mutex<State>>, s: &mut State) {
     let generation = s.generation;
     s.current = Some(Current {
         generation,
-        interruptible: q.interruptible,
+        barge_in: q.barge_in,
+        source: q.source.clone(),
         at_ms: Peer::ms(s),
         frames: 0,
         done: q.done,
@@ -424,12 +441,12 @@ impl FakeMedia {
     }
 
     /// Queues a prompt.
-    pub fn play(&self, source: Playable, interruptible: bool) -> PlayHandle {
+    pub fn play(&self, source: Playable, barge_in: BargeIn) -> PlayHandle {
         let (done, rx) = oneshot::channel();
         let mut s = self.peer.0.lock();
         s.queue.push_back(Queued {
             source,
-            interruptible,
+            barge_in,
             done,
         });
         start_next(&self.peer.0, &mut s);

@@ -1,0 +1,157 @@
+//! A question's listening settings in a call (docs/bricks.md, the `stt_properties` table):
+//! when caller speech interrupts a prompt and when listening starts.
+
+use serde_json::{Value, json};
+
+use super::super::testing::{Act, CallTest, Script};
+use super::{question_with, taken};
+
+const LONG: &str = "Please say your code after this rather long introduction. \
+    We will read it back to you, so speak clearly and slowly. Thank you for calling.";
+
+/// When the statement ended (ms since the answer): `at_ms + elapsed_ms` of the first prompt.
+fn ended_ms(h: &Value) -> u64 {
+    let p = &h["prompts"][0];
+    p["at_ms"].as_u64().unwrap() + p["elapsed_ms"].as_u64().unwrap()
+}
+
+/// `interruption_shift` `after` 3000 ms: speech 1 s into the statement does not stop it,
+/// speech 3.5 s in does; without the shift the first speech stops it at once.
+#[tokio::test(start_paused = true)]
+async fn interruption_shift_opens_barge_in_part_way_through_the_prompt() {
+    let script = || {
+        Script::new()
+            .at(1000, Act::Say("hello".into()))
+            .at(3500, Act::Say("forty two".into()))
+    };
+    let shifted = json!({"interruption_shift": {"direction": "after", "duration": 3000}});
+    let done = CallTest::new(question_with(LONG, true, "speech", shifted))
+        .caller(script())
+        .run()
+        .await;
+    let h = &done.history;
+    assert_eq!(
+        h["prompts"][0]["outcome"], "interrupted",
+        "{}",
+        h["prompts"]
+    );
+    assert!((3500..=3520).contains(&ended_ms(h)), "{}", h["prompts"]);
+    assert_eq!(taken(h, "ask"), "code42", "{}", h["trace"]);
+
+    let plain = CallTest::new(question_with(LONG, true, "speech", Value::Null))
+        .caller(script())
+        .run()
+        .await;
+    assert!((1000..=1020).contains(&ended_ms(&plain.history)));
+}
+
+/// `interruption_shift` `before` 1500 ms: only speech over the statement's last 1.5 s
+/// stops it.
+#[tokio::test(start_paused = true)]
+async fn interruption_shift_before_opens_barge_in_over_the_prompts_end() {
+    // The statement's length, from a call where nobody speaks.
+    let quiet = CallTest::new(question_with(LONG, true, "speech", Value::Null))
+        .caller(Script::new())
+        .run()
+        .await;
+    let end = ended_ms(&quiet.history);
+    assert!(end > 4000, "{}", quiet.history["prompts"]);
+    let shifted = json!({"interruption_shift": {"direction": "before", "duration": 1500}});
+    let done = CallTest::new(question_with(LONG, true, "speech", shifted))
+        .caller(
+            Script::new()
+                .at(end - 3000, Act::Say("hello".into()))
+                .at(end - 1000, Act::Say("forty two".into())),
+        )
+        .run()
+        .await;
+    let h = &done.history;
+    assert_eq!(
+        h["prompts"][0]["outcome"], "interrupted",
+        "{}",
+        h["prompts"]
+    );
+    let cut = ended_ms(h);
+    assert!((end - 1000..=end - 980).contains(&cut), "{cut} {end}");
+    assert_eq!(taken(h, "ask"), "code42", "{}", h["trace"]);
+}
+
+/// `enable_voice_activity_detection: false`: the caller's speech does not stop an
+/// interruptible statement, a key does.
+#[tokio::test(start_paused = true)]
+async fn without_voice_activity_detection_only_keys_interrupt() {
+    let no_vad = json!({"enable_voice_activity_detection": false});
+    let done = CallTest::new(question_with(LONG, true, "speech_and_dtmf", no_vad))
+        .caller(
+            Script::new()
+                .at(1000, Act::Say("hello".into()))
+                .at(2500, Act::Keys("42#".into())),
+        )
+        .run()
+        .await;
+    let h = &done.history;
+    assert_eq!(
+        h["prompts"][0]["outcome"], "interrupted",
+        "{}",
+        h["prompts"]
+    );
+    assert!((2500..=2520).contains(&ended_ms(h)), "{}", h["prompts"]);
+    assert_eq!(taken(h, "ask"), "code42", "{}", h["trace"]);
+}
+
+/// `recognition_shift` `after` 2000 ms: what the caller says in the first 2 s after the
+/// statement is not heard; listening starts then. Without it, the same words answer.
+#[tokio::test(start_paused = true)]
+async fn recognition_shift_starts_listening_after_the_prompt() {
+    let statement = "Say your code.";
+    let quiet = CallTest::new(question_with(statement, false, "speech", Value::Null))
+        .caller(Script::new())
+        .run()
+        .await;
+    let end = ended_ms(&quiet.history);
+    let script = || {
+        Script::new()
+            .at(end + 300, Act::Say("forty two".into()))
+            .at(end + 3000, Act::Say("seven".into()))
+    };
+    let shifted = json!({"recognition_shift": {"direction": "after", "duration": 2000}});
+    let done = CallTest::new(question_with(statement, false, "speech", shifted))
+        .caller(script())
+        .run()
+        .await;
+    let h = &done.history;
+    assert_eq!(taken(h, "ask"), "code7", "{}", h["trace"]);
+    let started = h["turns"][0]["started_ms"].as_u64().unwrap();
+    assert!(
+        (end + 2000..=end + 2020).contains(&started),
+        "{}",
+        h["turns"]
+    );
+
+    let plain = CallTest::new(question_with(statement, false, "speech", Value::Null))
+        .caller(script())
+        .run()
+        .await;
+    assert_eq!(taken(&plain.history, "ask"), "code42");
+}
+
+/// A dictionary the question names is resolved through the store when the turn starts;
+/// one the store cannot give (the rig's database has no tables: the lookup fails) is left
+/// out of the hints, the turn's notes say so, and the call goes on. The resolve itself
+/// (own, preset, another account's) is control/tests/dictionaries.rs.
+#[tokio::test(start_paused = true)]
+async fn a_dictionary_the_store_cannot_give_is_left_out_and_noted() {
+    let stt = json!({"class_token": {"tokens": ["dic_elsewhere"]}});
+    let done = CallTest::new(question_with("Say your code.", false, "speech", stt))
+        .caller(Script::new().at(3000, Act::Say("forty two".into())))
+        .run()
+        .await;
+    let h = &done.history;
+    assert_eq!(taken(h, "ask"), "code42", "{}", h["trace"]);
+    let notes = h["turns"][0]["notes"].to_string();
+    assert!(
+        notes.contains("dictionary dic_elsewhere: not read") && notes.contains("left out"),
+        "{}",
+        h["turns"]
+    );
+}
