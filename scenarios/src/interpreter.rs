@@ -1193,7 +1193,7 @@ impl<'p> Run<'p> {
                     Event::PortError {
                         brick_id: b.id.to_string(),
                         operation: "classify".into(),
-                        error,
+                        error: error.to_string(),
                     },
                 ),
             }
@@ -1241,7 +1241,7 @@ impl<'p> Run<'p> {
                     Event::PortError {
                         brick_id: b.id.to_string(),
                         operation: "llm".into(),
-                        error,
+                        error: error.to_string(),
                     },
                 ),
             }

@@ -201,18 +201,18 @@ impl CallPort for ScriptedCall {
         id: &str,
         version: i64,
         text: &str,
-    ) -> Result<Vec<IntentScore>, String> {
+    ) -> Result<Vec<IntentScore>, PortError> {
         self.classified
             .push((id.to_string(), version, text.to_string()));
         self.intents
             .pop_front()
-            .ok_or_else(|| "no scripted classification".to_string())
+            .ok_or_else(|| PortError::Failed("no scripted classification".into()))
     }
-    async fn llm(&mut self, request: &LlmRequest) -> Result<String, String> {
+    async fn llm(&mut self, request: &LlmRequest) -> Result<String, PortError> {
         self.llm_requests.push(request.clone());
         self.llm_replies
             .pop_front()
-            .ok_or_else(|| "no scripted llm reply".to_string())
+            .ok_or_else(|| PortError::Failed("no scripted llm reply".into()))
     }
     async fn webhook(
         &mut self,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::engine::{Engine, SU_TOKEN};
+use crate::engine::{Engine, SU_TOKEN, store_of};
 
 /// Ids made by [`provision`].
 #[derive(Debug, Clone)]
@@ -176,6 +176,34 @@ pub async fn create_strategy(e: &Engine, t: &Tenancy, name: &str, definition: Va
         )
         .await;
     body["id"].as_str().expect("strategy id").to_string()
+}
+
+/// Dispatches one communication to `recipient` under a new strategy with `rules`, through a
+/// new agent (`agent` changes the defaults of [`AgentSpec::new`], e.g. its result targets)
+/// running `scenario`, published; `database_url` as for [`store_of`]. Returns the
+/// communication's id.
+pub async fn dispatch_with_strategy(
+    e: &Engine,
+    t: &Tenancy,
+    database_url: Option<&str>,
+    scenario: &Value,
+    agent: impl FnOnce(AgentSpec) -> AgentSpec,
+    rules: Value,
+    recipient: &str,
+) -> String {
+    let store = store_of(e, database_url).await;
+    let scn = create_scenario(&store, t, scenario, true).await;
+    let spec = agent(AgentSpec::new(scn, t.number_id.clone()));
+    let agent = create_agent(&store, t, &spec).await;
+    drop(store);
+    let stg = create_strategy(e, t, "under test", rules).await;
+    let c = e
+        .dispatch(
+            t,
+            json!({"recipient": recipient, "agent_sid": agent, "strategy_sid": stg}),
+        )
+        .await;
+    c["id"].as_str().expect("communication id").to_string()
 }
 
 /// A communication's attempts as `GET /v1/communication/{id}/attempt` lists them (the first

@@ -26,8 +26,8 @@ pub use engine::{
 };
 pub use fixtures::{
     AgentSpec, Tenancy, always, attempts_of, create_agent, create_scenario, create_strategy,
-    eventually, greeting_scenario, provision, question_scenario, reply_scenario, upload_audio,
-    voicemail_scenario,
+    dispatch_with_strategy, eventually, greeting_scenario, provision, question_scenario,
+    reply_scenario, upload_audio, voicemail_scenario,
 };
 pub use peers::http::{HttpPeer, Recorded, Reply, Sink, Timing};
 pub use peers::kamailio::{Kamailio, options_status};

@@ -64,31 +64,19 @@ async fn a_recipient_who_does_not_answer_is_redialled() {
     })
     .await;
     let t = provision(&e, "ringout", "carrier", "+4930101100").await;
-    let store = store_of(&e, None).await;
-    let scn = create_scenario(&store, &t, &greeting_scenario("Hi."), true).await;
-    let agent = create_agent(
-        &store,
-        &t,
-        &AgentSpec {
-            targets: vec![sink.url.clone()],
-            ..AgentSpec::new(scn, t.number_id.clone())
-        },
-    )
-    .await;
-    let stg = create_strategy(
+    let id = dispatch_with_strategy(
         &e,
         &t,
-        "ring out once",
+        None,
+        &greeting_scenario("Hi."),
+        |a| AgentSpec {
+            targets: vec![sink.url.clone()],
+            ..a
+        },
         json!({"retry": {"no_answer": {"attempts": 1, "delay_s": 3}}}),
+        "+15550220",
     )
     .await;
-    let c = e
-        .dispatch(
-            &t,
-            json!({"recipient": "+15550220", "agent_sid": agent, "strategy_sid": stg}),
-        )
-        .await;
-    let id = c["id"].as_str().expect("id").to_string();
     assert!(
         rings.success(Duration::from_secs(30)).await,
         "the ringing callee got its CANCEL: {}\n{}",
@@ -166,32 +154,20 @@ async fn an_answering_machine_is_redialled_by_the_voicemail_rule() {
     })
     .await;
     let t = provision(&e, "machine", "carrier", "+4930101200").await;
-    let store = store_of(&e, None).await;
-    let scn = create_scenario(&store, &t, &voicemail_scenario(), true).await;
-    let agent = create_agent(
-        &store,
-        &t,
-        &AgentSpec {
-            targets: vec![sink.url.clone()],
-            voicemail_enabled: true,
-            ..AgentSpec::new(scn, t.number_id.clone())
-        },
-    )
-    .await;
-    let stg = create_strategy(
+    let id = dispatch_with_strategy(
         &e,
         &t,
-        "machine once",
+        None,
+        &voicemail_scenario(),
+        |a| AgentSpec {
+            targets: vec![sink.url.clone()],
+            voicemail_enabled: true,
+            ..a
+        },
         json!({"retry": {"voicemail": {"attempts": 1, "delay_s": 3}}}),
+        "+15550230",
     )
     .await;
-    let c = e
-        .dispatch(
-            &t,
-            json!({"recipient": "+15550230", "agent_sid": agent, "strategy_sid": stg}),
-        )
-        .await;
-    let id = c["id"].as_str().expect("id").to_string();
     assert!(
         first.success(Duration::from_secs(60)).await,
         "{}\n{}",
@@ -258,32 +234,19 @@ async fn sigkill_between_attempts(database_url: Option<String>) {
     };
     let mut e = Engine::start(opts.clone()).await;
     let t = provision(&e, "crash", "carrier", "+4930101300").await;
-    let store = store_of(&e, database_url.as_deref()).await;
-    let scn = create_scenario(&store, &t, &greeting_scenario("Hi."), true).await;
-    let agent = create_agent(
-        &store,
-        &t,
-        &AgentSpec {
-            targets: vec![sink.url.clone()],
-            ..AgentSpec::new(scn, t.number_id.clone())
-        },
-    )
-    .await;
-    drop(store);
-    let stg = create_strategy(
+    let id = dispatch_with_strategy(
         &e,
         &t,
-        "busy once",
+        database_url.as_deref(),
+        &greeting_scenario("Hi."),
+        |a| AgentSpec {
+            targets: vec![sink.url.clone()],
+            ..a
+        },
         json!({"retry": {"busy": {"attempts": 1, "delay_s": 6}}}),
+        "+15550240",
     )
     .await;
-    let c = e
-        .dispatch(
-            &t,
-            json!({"recipient": "+15550240", "agent_sid": agent, "strategy_sid": stg}),
-        )
-        .await;
-    let id = c["id"].as_str().expect("id").to_string();
     let queued = wait_retry_queued(&e, &t, &id).await;
     let due = ts(&queued["due_at"]);
     let killed_at = Utc::now();

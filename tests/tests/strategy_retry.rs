@@ -20,31 +20,19 @@ async fn a_busy_recipient_is_redialled_and_answers() {
     })
     .await;
     let t = provision(&e, "retry", "carrier", "+4930100800").await;
-    let store = store_of(&e, None).await;
-    let scn = create_scenario(&store, &t, &greeting_scenario("Hi."), true).await;
-    let agent = create_agent(
-        &store,
-        &t,
-        &AgentSpec {
-            targets: vec![sink.url.clone()],
-            ..AgentSpec::new(scn, t.number_id.clone())
-        },
-    )
-    .await;
-    let stg = create_strategy(
+    let id = dispatch_with_strategy(
         &e,
         &t,
-        "busy once",
+        None,
+        &greeting_scenario("Hi."),
+        |a| AgentSpec {
+            targets: vec![sink.url.clone()],
+            ..a
+        },
         json!({"retry": {"busy": {"attempts": 1, "delay_s": 4}}}),
+        "+15550180",
     )
     .await;
-    let c = e
-        .dispatch(
-            &t,
-            json!({"recipient": "+15550180", "agent_sid": agent, "strategy_sid": stg}),
-        )
-        .await;
-    let id = c["id"].as_str().expect("id").to_string();
     assert!(
         busy.success(Duration::from_secs(30)).await,
         "{}",
@@ -109,25 +97,18 @@ async fn a_decline_is_never_redialled() {
     })
     .await;
     let t = provision(&e, "decline", "carrier", "+4930100900").await;
-    let store = store_of(&e, None).await;
-    let scn = create_scenario(&store, &t, &greeting_scenario("Hi."), true).await;
-    let agent = create_agent(&store, &t, &AgentSpec::new(scn, t.number_id.clone())).await;
     let every = json!({"attempts": 3, "delay_s": 1});
-    let stg = create_strategy(
+    let id = dispatch_with_strategy(
         &e,
         &t,
-        "retry everything",
+        None,
+        &greeting_scenario("Hi."),
+        |a| a,
         json!({"retry": {"busy": every, "no_answer": every, "failed": every,
                          "voicemail": every, "dropped": every}}),
+        "+15550190",
     )
     .await;
-    let c = e
-        .dispatch(
-            &t,
-            json!({"recipient": "+15550190", "agent_sid": agent, "strategy_sid": stg}),
-        )
-        .await;
-    let id = c["id"].as_str().expect("id").to_string();
     let done = e
         .wait_communication(&t.account, &id, Duration::from_secs(60))
         .await;
@@ -334,7 +315,7 @@ async fn a_dispatch_schedule_overrides_the_agents_calling_schedule() {
     )
     .await;
     assert!(deferred["started_at"].is_null(), "{deferred}");
-    assert_eq!(attempts(&e, &t, &id).await["total"], 0);
+    assert_eq!(attempts_of(&e, &t, &id).await["total"], 0);
 
     // The agent is closed: its plain communication waits for the agent's schedule, the one
     // with an open dispatch schedule is dialled and answered.

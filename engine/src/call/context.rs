@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use callsmith_domain::store::{AccountRecord, AgentRecord, CommunicationRecord};
+use callsmith_scenarios::port::PortError;
 
 use crate::runtime::Runtime;
 
@@ -20,18 +21,21 @@ pub(super) struct CallContext {
 
 impl CallContext {
     /// The call's account, when its `global_llm` feature flag lets its bricks ask a model.
-    pub(super) async fn llm_account(&self) -> Result<AccountRecord, String> {
+    pub(super) async fn llm_account(&self) -> Result<AccountRecord, PortError> {
         let store = &self.rt.store;
+        let failed = |e: callsmith_domain::store::StoreError| PortError::Failed(e.to_string());
         let account = store
             .account_get(&self.comm.account_sid)
             .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the account no longer exists")?;
+            .map_err(failed)?
+            .ok_or_else(|| PortError::NotAllowed("the account no longer exists".into()))?;
         let enabled = callsmith_domain::adapters::llm::llm_enabled(store, &account)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(failed)?;
         if !enabled {
-            return Err("llm_disabled: the global_llm feature flag is off for this account".into());
+            return Err(PortError::NotAllowed(
+                "llm_disabled: the global_llm feature flag is off for this account".into(),
+            ));
         }
         Ok(account)
     }

@@ -10,7 +10,8 @@ use callsmith_domain::store::AgentRecord;
 use callsmith_media::amd::{AmdConfig, AmdDecision as Amd};
 use callsmith_scenarios::port::{
     AmdVerdict, CallPort, Heard, IntentScore, Interruption, ListenSpec, LlmRequest, PlayOutcome,
-    PromptSpec, SmsOutcome, SpokenReply, TransferMode, TransferOutcome, TransferSpec, TtsVoice,
+    PortError, PromptSpec, SmsOutcome, SpokenReply, TransferMode, TransferOutcome, TransferSpec,
+    TtsVoice,
 };
 use callsmith_scenarios::{
     model::MappingEntry,
@@ -120,7 +121,7 @@ impl CallPort for LivePort {
         id: &str,
         version: i64,
         text: &str,
-    ) -> Result<Vec<IntentScore>, String> {
+    ) -> Result<Vec<IntentScore>, PortError> {
         // The same service the API predicts with: local and remote-trained versions alike.
         self.ctx
             .rt
@@ -138,12 +139,12 @@ impl CallPort for LivePort {
                     })
                     .collect()
             })
-            .map_err(|e| e.to_string())
+            .map_err(|e| PortError::Failed(e.to_string()))
     }
 
-    async fn llm(&mut self, request: &LlmRequest) -> Result<String, String> {
+    async fn llm(&mut self, request: &LlmRequest) -> Result<String, PortError> {
         if self.io.hung_up() {
-            return Err("the caller hung up".into());
+            return Err(PortError::CallEnded("the caller hung up"));
         }
         let account = self.ctx.llm_account().await?;
         let llm = self.ctx.rt.services.adapters.llm.clone();
@@ -154,8 +155,10 @@ impl CallPort for LivePort {
         );
         // The caller may hang up while the model thinks.
         match self.while_up(answer).await {
-            Ok(r) => r.map(|a| a.content).map_err(|e| e.to_string()),
-            Err(why) => Err(why.into()),
+            Ok(r) => r
+                .map(|a| a.content)
+                .map_err(|e| PortError::Failed(e.to_string())),
+            Err(why) => Err(PortError::CallEnded(why)),
         }
     }
 

@@ -82,7 +82,7 @@ impl LivePort {
         let t0 = Instant::now();
         let account = match self.ctx.llm_account().await {
             Ok(a) => a,
-            Err(e) => return failed(e),
+            Err(e) => return failed(e.to_string()),
         };
         let llm = self.ctx.rt.services.adapters.llm.clone();
         let within = self.ctx.rt.settings.llm_call_timeout;

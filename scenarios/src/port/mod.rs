@@ -30,9 +30,9 @@ pub trait CallPort: Send {
         id: &str,
         version: i64,
         text: &str,
-    ) -> Result<Vec<IntentScore>, String>;
+    ) -> Result<Vec<IntentScore>, PortError>;
     /// One chat completion; returns the reply text.
-    async fn llm(&mut self, request: &LlmRequest) -> Result<String, String>;
+    async fn llm(&mut self, request: &LlmRequest) -> Result<String, PortError>;
     /// One chat completion spoken in `voice` as it is generated: one prompt, each complete
     /// sentence synthesised and played while the model still writes the next, the
     /// `interruption` applying to the whole. By default the whole reply is asked
@@ -62,7 +62,7 @@ pub trait CallPort: Send {
                 }
             }
             Err(error) => SpokenReply {
-                error: Some(error),
+                error: Some(error.to_string()),
                 ..SpokenReply::default()
             },
         }

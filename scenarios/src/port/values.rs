@@ -238,6 +238,21 @@ pub struct SpokenReply {
     pub spoken: Option<(String, PlayOutcome)>,
 }
 
+/// Why a classifier or language-model call gave no answer. The scenario goes on without
+/// it; the call's history keeps the text (`PortError` event).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortError {
+    /// The call ended before the answer came (the caller hung up, the call was ended).
+    #[error("{0}")]
+    CallEnded(&'static str),
+    /// The account may not use the service: it is gone, or its feature flag is off.
+    #[error("{0}")]
+    NotAllowed(String),
+    /// The service failed, refused or timed out.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Result of sending an SMS.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "result", content = "detail", rename_all = "snake_case")]
