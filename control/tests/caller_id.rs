@@ -60,6 +60,35 @@ async fn caller_rules(s: TestServer) {
         .expect_error(422, "no_from_number");
 
     let pool = made(&s, &f, "/v1/number-pool", json!({"name": "P"})).await;
+    // An agent on a pool with no number yet: refused at dispatch, nothing stored.
+    let on_empty = made(
+        &s,
+        &f,
+        "/v1/agent",
+        json!({"gateway_type": "number_pool", "number_pool_sid": pool, "scenario_sid": scenario}),
+    )
+    .await;
+    let r = s
+        .post("/v1/communication/-/dispatch")
+        .bearer(&f.account_key)
+        .json(&json!({"recipient": "+15550003", "agent_sid": on_empty}))
+        .send()
+        .await;
+    r.expect_error(422, "no_from_number");
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no active number"),
+        "{}",
+        r.body
+    );
+    let (stored, total) = s
+        .store
+        .communication_list(&f.account_sid, &Default::default(), 10, 0)
+        .await
+        .unwrap();
+    assert_eq!((stored.len(), total), (0, 0), "nothing stored");
     let n1 = made(
         &s,
         &f,

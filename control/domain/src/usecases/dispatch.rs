@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     agent_settings::Schedule,
-    communication::caller::{self, AgentCaller},
+    communication::caller::{self, AgentCaller, CallerIdError},
     ids::{new_sid, prefix},
     store::{
         AccountRecord, AgentRecord, CommunicationRecord, NewCommunication, ScenarioRecord,
@@ -105,8 +105,12 @@ impl AgentDispatch {
         let (from_number, trunk, trunks) = match caller::agent_caller(store, &agent).await? {
             AgentCaller::Number(c) => (c.number, c.trunk.clone(), vec![c.trunk]),
             AgentCaller::Pool(p) => {
-                // The number is picked when the call is placed: any of the pool's.
+                // The number is picked when the call is placed: any of the pool's, so a
+                // pool with none could never place it.
                 let numbers = store.pool_active_numbers(&p).await?;
+                if numbers.is_empty() {
+                    return Err(CallerIdError::PoolEmpty.into());
+                }
                 let trunks = numbers.into_iter().map(|n| n.trunk).collect();
                 (String::new(), None, trunks)
             }
