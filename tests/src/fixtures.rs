@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::engine::{Engine, SU_TOKEN, store_of};
+use crate::peers::sipp::Sipp;
 
 /// Ids made by [`provision`].
 #[derive(Debug, Clone)]
@@ -204,6 +205,38 @@ pub async fn dispatch_with_strategy(
         )
         .await;
     c["id"].as_str().expect("communication id").to_string()
+}
+
+/// Waits for strategy communication `id` to end `completed` with its last attempt answered
+/// by `answers` (a callee SIPp that must finish cleanly), and returns its attempts (as
+/// [`attempts_of`]), two of them: the one that failed and the one answered.
+pub async fn answered_at_the_second_attempt(
+    e: &Engine,
+    t: &Tenancy,
+    id: &str,
+    answers: &mut Sipp,
+) -> Value {
+    let done = e
+        .wait_communication(&t.account, id, Duration::from_secs(60))
+        .await;
+    assert_eq!(
+        done["communication_status"],
+        "completed",
+        "{done}\n{}",
+        e.log()
+    );
+    assert_eq!(
+        done["call_status"], "answered",
+        "the row shows its last attempt: {done}"
+    );
+    assert!(
+        answers.success(Duration::from_secs(20)).await,
+        "{}",
+        answers.dump()
+    );
+    let list = attempts_of(e, t, id).await;
+    assert_eq!(list["total"], 2, "{list}");
+    list
 }
 
 /// A communication's attempts as `GET /v1/communication/{id}/attempt` lists them (the first

@@ -25,9 +25,9 @@ pub use engine::{
     Engine, EngineOptions, SU_TOKEN, binary, idle_trunk, proc_usage, store_of, workspace,
 };
 pub use fixtures::{
-    AgentSpec, Tenancy, always, attempts_of, create_agent, create_scenario, create_strategy,
-    dispatch_with_strategy, eventually, greeting_scenario, provision, question_scenario,
-    reply_scenario, upload_audio, voicemail_scenario,
+    AgentSpec, Tenancy, always, answered_at_the_second_attempt, attempts_of, create_agent,
+    create_scenario, create_strategy, dispatch_with_strategy, eventually, greeting_scenario,
+    provision, question_scenario, reply_scenario, upload_audio, voicemail_scenario,
 };
 pub use peers::http::{HttpPeer, Recorded, Reply, Sink, Timing};
 pub use peers::kamailio::{Kamailio, options_status};

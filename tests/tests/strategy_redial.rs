@@ -84,23 +84,7 @@ async fn a_recipient_who_does_not_answer_is_redialled() {
         e.log()
     );
     let mut answers = Sipp::spawn("dialer_uas_echo.xml", Some(addr.port()), None, &["-m", "1"]);
-    let done = e
-        .wait_communication(&t.account, &id, Duration::from_secs(60))
-        .await;
-    assert_eq!(
-        done["communication_status"],
-        "completed",
-        "{done}\n{}",
-        e.log()
-    );
-    assert_eq!(done["call_status"], "answered", "{done}");
-    assert!(
-        answers.success(Duration::from_secs(20)).await,
-        "{}",
-        answers.dump()
-    );
-    let list = attempts_of(&e, &t, &id).await;
-    assert_eq!(list["total"], 2, "{list}");
+    let list = answered_at_the_second_attempt(&e, &t, &id, &mut answers).await;
     let (first, second) = (&list["items"][0], &list["items"][1]);
     assert_eq!(
         (first["n"].as_u64(), second["n"].as_u64()),
@@ -263,23 +247,7 @@ async fn sigkill_between_attempts(database_url: Option<String>) {
     let mut answers = Sipp::spawn("dialer_uas_echo.xml", Some(addr.port()), None, &["-m", "1"]);
 
     let e = Engine::start(opts).await;
-    let done = e
-        .wait_communication(&t.account, &id, Duration::from_secs(60))
-        .await;
-    assert_eq!(
-        done["communication_status"],
-        "completed",
-        "{done}\n{}",
-        e.log()
-    );
-    assert_eq!(done["call_status"], "answered", "{done}");
-    assert!(
-        answers.success(Duration::from_secs(20)).await,
-        "{}",
-        answers.dump()
-    );
-    let list = attempts_of(&e, &t, &id).await;
-    assert_eq!(list["total"], 2, "{list}");
+    let list = answered_at_the_second_attempt(&e, &t, &id, &mut answers).await;
     let (first, second) = (&list["items"][0], &list["items"][1]);
     assert_eq!(
         (first["n"].as_u64(), second["n"].as_u64()),

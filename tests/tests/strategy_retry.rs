@@ -39,26 +39,7 @@ async fn a_busy_recipient_is_redialled_and_answers() {
         busy.dump()
     );
     let mut answers = Sipp::spawn("dialer_uas_echo.xml", Some(addr.port()), None, &["-m", "1"]);
-    let done = e
-        .wait_communication(&t.account, &id, Duration::from_secs(60))
-        .await;
-    assert_eq!(
-        done["communication_status"],
-        "completed",
-        "{done}\n{}",
-        e.log()
-    );
-    assert_eq!(
-        done["call_status"], "answered",
-        "the row shows its last attempt: {done}"
-    );
-    assert!(
-        answers.success(Duration::from_secs(20)).await,
-        "{}",
-        answers.dump()
-    );
-    let list = attempts_of(&e, &t, &id).await;
-    assert_eq!(list["total"], 2, "{list}");
+    let list = answered_at_the_second_attempt(&e, &t, &id, &mut answers).await;
     let (first, second) = (&list["items"][0], &list["items"][1]);
     assert_eq!(first["sip_code"], 486, "{list}");
     assert_eq!(first["outcome"], "busy", "{list}");
