@@ -43,11 +43,16 @@ pub enum Act {
     HangUp,
 }
 
+/// How long after a recogniser starts the caller says a [`Script::answers`] answer.
+pub const ANSWER_DELAY: Duration = Duration::from_millis(300);
+
 /// What the caller does and when (since the answer), how a REFER to it ends and what an
 /// answering-machine detector decides about it.
 #[derive(Debug, Clone)]
 pub struct Script {
     acts: Vec<(Duration, Act)>,
+    /// Said one each time a recogniser starts listening (see [`Script::answers`]).
+    answers: Vec<String>,
     refer: ReferOutcome,
     amd: AmdDecision,
 }
@@ -56,6 +61,7 @@ impl Default for Script {
     fn default() -> Script {
         Script {
             acts: Vec::new(),
+            answers: Vec::new(),
             refer: ReferOutcome::Failed {
                 sip_code: Some(403),
                 reason: "Forbidden".into(),
@@ -75,6 +81,14 @@ impl Script {
     pub fn at(mut self, ms: u64, act: Act) -> Script {
         self.acts.push((Duration::from_millis(ms), act));
         self.acts.sort_by_key(|(t, _)| *t);
+        self
+    }
+
+    /// Says `text` [`ANSWER_DELAY`] after the next recogniser starts listening (each call
+    /// queues one more answer): a caller who answers when asked, whatever the call did
+    /// before in real time (a store lookup, say) while the test's clock stood still.
+    pub fn answers(mut self, text: &str) -> Script {
+        self.answers.push(text.to_string());
         self
     }
 
@@ -142,6 +156,8 @@ struct State {
     generation: u64,
     watching: bool,
     recognizer: Option<mpsc::Sender<SttEvent>>,
+    /// What the caller says when the next recogniser starts.
+    answers: VecDeque<String>,
     taps: Vec<mpsc::Sender<AudioFrame>>,
     played: Vec<Played>,
     referred: Vec<String>,
@@ -175,6 +191,7 @@ impl Peer {
             generation: 0,
             watching: false,
             recognizer: None,
+            answers: script.answers.iter().cloned().collect(),
             taps: Vec::new(),
             played: Vec::new(),
             referred: Vec::new(),
@@ -481,7 +498,18 @@ impl FakeMedia {
     pub fn start_stt(&self, _pool: &SttPool, _params: SttParams) -> SttStream {
         let (tx, rx) = mpsc::channel(64);
         let (finish, finished) = oneshot::channel::<()>();
-        self.peer.0.lock().recognizer = Some(tx.clone());
+        let answer = {
+            let mut s = self.peer.0.lock();
+            s.recognizer = Some(tx.clone());
+            s.answers.pop_front()
+        };
+        if let Some(text) = answer {
+            let peer = self.peer.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(ANSWER_DELAY).await;
+                peer.say(&text).await;
+            });
+        }
         tokio::spawn(async move {
             if finished.await.is_ok() {
                 let _ = tx.send(SttEvent::Ended).await;
