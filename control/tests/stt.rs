@@ -370,6 +370,7 @@ fn vosk_node(name: &str, port: u16) -> SttNodeConfig {
         api_key: None,
         api_key_env: None,
         ca_file: None,
+        utterance_end_ms: None,
     }
 }
 

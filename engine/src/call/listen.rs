@@ -323,25 +323,30 @@ fn stream_notes(params: &SttParams, node: &SttNodeConfig) -> Vec<String> {
         SttProtocol::Deepgram => {
             if !languages.is_empty() {
                 notes.push(format!(
-                    "languages: a Deepgram-style stream identifies the language itself                      (language=multi); {languages} were sent as detect_language, which                      the streaming API does not hold it to"
+                    "languages: a Deepgram-style stream identifies the language itself \
+                     (language=multi); {languages} were sent as detect_language, which \
+                     the streaming API does not hold it to"
                 ));
             }
         }
         SttProtocol::Vosk => {
             if !languages.is_empty() {
                 notes.push(format!(
-                    "languages: the Vosk protocol names no language; {languages} were sent                      as the local speech node's extension, a Vosk server uses its model's"
+                    "languages: the Vosk protocol names no language; {languages} were sent \
+                     as the local speech node's extension, a Vosk server uses its model's"
                 ));
             }
             if !params.hints.is_empty() {
                 notes.push(
-                    "hints: the Vosk protocol carries no hints; sent as the local speech                      node's extension, a Vosk server ignores them"
+                    "hints: the Vosk protocol carries no hints; sent as the local speech \
+                     node's extension, a Vosk server ignores them"
                         .into(),
                 );
             }
             if !params.vad_endpointing || params.endpointing_ms.is_some() {
                 notes.push(
-                    "endpointing: the Vosk protocol carries no endpointing; sent as the                      local speech node's extension, a Vosk server ends turns its own way"
+                    "endpointing: the Vosk protocol carries no endpointing; sent as the \
+                     local speech node's extension, a Vosk server ends turns its own way"
                         .into(),
                 );
             }
@@ -445,6 +450,10 @@ mod tests {
         let vosk = stream_notes(&params, &node("vosk", SttProtocol::Vosk));
         assert!(vosk[0].starts_with("languages:") && vosk[1].starts_with("hints:"));
         assert_eq!(vosk.len(), 2, "{vosk:?}");
+        // Each note reads as one sentence (no runs of spaces from the source's line breaks).
+        for n in dg.iter().chain(&vosk) {
+            assert!(!n.contains("  "), "{n:?}");
+        }
         // Nothing asked, nothing noted.
         assert!(stream_notes(&SttParams::default(), &node("vosk", SttProtocol::Vosk)).is_empty());
     }

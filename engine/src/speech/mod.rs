@@ -104,6 +104,7 @@ fn register(cfg: &mut Config, plan: &SpeechPlan, listen: SocketAddr) -> Option<S
                 api_key: None,
                 api_key_env: None,
                 ca_file: None,
+                utterance_end_ms: None,
             }],
         );
     }
@@ -217,6 +218,7 @@ mod tests {
                 api_key: None,
                 api_key_env: None,
                 ca_file: None,
+                utterance_end_ms: None,
             }],
         );
         assert!(matches!(prepare(&mut cfg).unwrap(), Decision::Start { .. }));

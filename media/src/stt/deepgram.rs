@@ -9,10 +9,11 @@
 //! The service answers `Results` (a transcript, interim or final), `UtteranceEnd` (no word
 //! for `utterance_end_ms`), `SpeechStarted` and `Metadata`. A final `Results` closes one
 //! *segment* of speech; the caller's turn ends only at a final with `speech_final: true`
-//! (the service's endpointing), at an `UtteranceEnd`, or at a final answering the client's
-//! flush (`from_finalize`, or any final after `CloseStream`). [`TurnAssembler`] joins the
-//! segments of one turn: a caller who pauses mid-sentence long enough for the service to
-//! finalize a segment is not cut off there.
+//! (the service's endpointing), at an `UtteranceEnd`, at a final answering the client's
+//! `Finalize` (`from_finalize`), or when the stream closes after `CloseStream` (what the
+//! service finalized by then is the turn). [`TurnAssembler`] joins the segments of one
+//! turn: a caller who pauses mid-sentence long enough for the service to finalize a
+//! segment is not cut off there.
 
 use super::{Parsed, SttNodeConfig, SttParams};
 
@@ -86,7 +87,9 @@ pub(super) const KEEP_ALIVE: &str = r#"{"type":"KeepAlive"}"#;
 pub(super) enum Event {
     Results(Results),
     /// No word for `utterance_end_ms`; `last_word_end` in seconds of the stream.
-    UtteranceEnd { last_word_end: Option<f64> },
+    UtteranceEnd {
+        last_word_end: Option<f64>,
+    },
 }
 
 /// A `Results` message.
@@ -152,28 +155,25 @@ pub(super) fn parse(text: &str) -> Option<Event> {
 /// * a final segment that does not end the turn (`speech_final: false`) is kept and
 ///   reported as an interim of the turn so far;
 /// * the turn's final is reported at a final with `speech_final` true (or absent), one
-///   answering the client's flush, an `UtteranceEnd` after finalized segments, or, once the
-///   client has closed the stream, at [`TurnAssembler::flush`].
+///   answering `Finalize` (`from_finalize`), an `UtteranceEnd` after finalized segments,
+///   or at [`TurnAssembler::flush`] when the stream closes. Messages already on their way
+///   when the client sends `CloseStream` keep their meaning: only the close ends the turn.
 #[derive(Debug, Default)]
 pub(super) struct TurnAssembler {
     segments: Vec<String>,
     end_s: Option<f64>,
     language: Option<String>,
-    /// The client sent `CloseStream`: every final from now on answers it.
-    closing: bool,
 }
 
 impl TurnAssembler {
-    /// The client has asked the service to flush and close.
-    pub fn closing(&mut self) {
-        self.closing = true;
-    }
-
     pub fn on(&mut self, event: Event) -> Option<Parsed> {
         match event {
             Event::Results(r) if !r.is_final => {
                 let text = self.joined_with(&r.text);
-                (!text.is_empty()).then(|| Parsed {
+                if text.is_empty() {
+                    return None;
+                }
+                Some(Parsed {
                     text,
                     is_final: false,
                     end_s: r.end_s,
@@ -181,7 +181,7 @@ impl TurnAssembler {
                 })
             }
             Event::Results(r) => {
-                let ends_turn = r.speech_final != Some(false) || r.from_finalize || self.closing;
+                let ends_turn = r.speech_final != Some(false) || r.from_finalize;
                 self.keep(r.text, r.end_s, r.language);
                 if ends_turn {
                     return Some(self.take());
@@ -323,7 +323,12 @@ mod tests {
     #[test]
     fn utterance_end_ends_a_turn_of_finalized_segments() {
         let mut t = TurnAssembler::default();
-        assert_eq!(t.on(Event::UtteranceEnd { last_word_end: None }), None);
+        assert_eq!(
+            t.on(Event::UtteranceEnd {
+                last_word_end: None
+            }),
+            None
+        );
         t.on(results("five five five", true, Some(false)));
         let end = t.on(Event::UtteranceEnd {
             last_word_end: Some(3.2),
@@ -332,7 +337,12 @@ mod tests {
             end.map(|p| (p.text, p.is_final, p.end_s)),
             Some(("five five five".into(), true, Some(3.2)))
         );
-        assert_eq!(t.on(Event::UtteranceEnd { last_word_end: None }), None);
+        assert_eq!(
+            t.on(Event::UtteranceEnd {
+                last_word_end: None
+            }),
+            None
+        );
     }
 
     #[test]
@@ -343,11 +353,14 @@ mod tests {
             Some(("yes".into(), true))
         );
         // An empty final still ends the turn (nothing was said).
-        assert_eq!(said(t.on(results("", true, None))), Some((String::new(), true)));
+        assert_eq!(
+            said(t.on(results("", true, None))),
+            Some((String::new(), true))
+        );
     }
 
     #[test]
-    fn the_flush_answers_and_closing_end_the_turn() {
+    fn the_finalize_answer_and_the_close_end_the_turn() {
         let mut t = TurnAssembler::default();
         t.on(results("my number is", true, Some(false)));
         let flushed = t.on(Event::Results(Results {
@@ -359,14 +372,13 @@ mod tests {
             language: None,
         }));
         assert_eq!(said(flushed), Some(("my number is five".into(), true)));
-        t.on(results("and", true, Some(false)));
-        t.closing();
+        // Segments finalized before the stream closed that no later final ended.
         assert_eq!(
-            said(t.on(results("then", true, Some(false)))),
-            Some(("and then".into(), true))
+            said(t.on(results("and", true, Some(false)))),
+            Some(("and".into(), false))
         );
-        t.on(results("left", true, Some(false)));
-        assert_eq!(said(t.flush()), Some(("left".into(), true)));
+        t.on(results("then", true, Some(false)));
+        assert_eq!(said(t.flush()), Some(("and then".into(), true)));
         assert_eq!(said(t.flush()), None);
     }
 }

@@ -2,9 +2,9 @@
 //!
 //! Two wire protocols: the Vosk-server protocol (config text frame, binary
 //! 16-bit LE PCM, `{"partial"}` / `{"result","text"}` answers, `{"eof":1}`) and a
-//! Deepgram-style protocol (query parameters, binary audio,
-//! `{"type":"Results","is_final",..,"channel":{"alternatives":[{"transcript"}]}}`,
-//! `{"type":"CloseStream"}`).
+//! Deepgram-style protocol ([`deepgram`]: query parameters, binary audio, `Results` and
+//! `UtteranceEnd` answers whose final segments are joined into the caller's turn,
+//! `KeepAlive` and `CloseStream`).
 //!
 //! Nodes come from configuration ([`SttNodeConfig`]); [`SttPool::pick`] returns
 //! a node whose readiness probe answers 200 and that has not failed recently.
@@ -35,8 +35,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::MediaError;
+
+mod deepgram;
 use crate::prompt::{FRAME_SAMPLES, Prompt, PromptError};
 use crate::{
     MediaSession,
@@ -74,6 +77,13 @@ pub struct SttNodeConfig {
     /// roots (a private deployment's own CA).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
+    /// Deepgram-style nodes: milliseconds without a word after which the service sends
+    /// `UtteranceEnd`, which ends a turn whose segments were finalized without
+    /// `speech_final` (noisy lines, where endpointing on silence never fires). At least
+    /// 1000 (the service measures it on its interim results, about one a second). Unset:
+    /// not asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utterance_end_ms: Option<u32>,
 }
 
 impl SttNodeConfig {
@@ -87,6 +97,7 @@ impl SttNodeConfig {
             api_key: None,
             api_key_env: None,
             ca_file: None,
+            utterance_end_ms: None,
         }
     }
 
@@ -103,9 +114,26 @@ impl SttNodeConfig {
     }
 
     /// Checks what can be checked before a call: the URL (`ws://` or `wss://` with a host),
-    /// the key's variable, and that `ca_file` reads as PEM certificates (and is only given
-    /// with `wss://`).
+    /// the key's variable, that `ca_file` reads as PEM certificates (and is only given
+    /// with `wss://`), and that `utterance_end_ms` is only given to a Deepgram-style node,
+    /// at 1000 or more.
     pub fn check(&self) -> Result<(), String> {
+        match (self.utterance_end_ms, self.protocol) {
+            (Some(_), SttProtocol::Vosk) => {
+                return Err(
+                    "utterance_end_ms is a Deepgram-style setting; this node speaks the Vosk \
+                     protocol"
+                        .into(),
+                );
+            }
+            (Some(ms), _) if ms < 1000 => {
+                return Err(format!(
+                    "utterance_end_ms = {ms}: at least 1000 (the service measures it on its \
+                     interim results, about one a second)"
+                ));
+            }
+            _ => {}
+        }
         let u = url::Url::parse(&self.url).map_err(|e| format!("url {:?}: {e}", self.url))?;
         if u.host_str().is_none() {
             return Err(format!("url {:?} has no host", self.url));
@@ -471,52 +499,7 @@ fn vosk_config(params: &SttParams) -> String {
 fn stream_url(node: &SttNodeConfig, params: &SttParams) -> Result<String, String> {
     match node.protocol {
         SttProtocol::Vosk => Ok(node.url.clone()),
-        SttProtocol::Deepgram => {
-            let mut u = url::Url::parse(&node.url).map_err(|e| e.to_string())?;
-            {
-                let mut q = u.query_pairs_mut();
-                let languages = params.candidate_languages();
-                // Several languages: Deepgram's multilingual stream (`language=multi`),
-                // the candidates as `detect_language` (the local node picks among them).
-                let language = if languages.is_empty() {
-                    params.language.as_str()
-                } else {
-                    "multi"
-                };
-                q.append_pair("encoding", "linear16")
-                    .append_pair("sample_rate", "8000")
-                    .append_pair("channels", "1")
-                    .append_pair("language", language)
-                    .append_pair(
-                        "interim_results",
-                        if params.interim_results {
-                            "true"
-                        } else {
-                            "false"
-                        },
-                    );
-                if !params.model.is_empty() {
-                    q.append_pair("model", &params.model);
-                }
-                for l in languages {
-                    q.append_pair("detect_language", l);
-                }
-                if !params.vad_endpointing {
-                    q.append_pair("endpointing", "false");
-                } else if let Some(ms) = params.endpointing_ms {
-                    q.append_pair("endpointing", &ms.to_string());
-                }
-                let hint_key = if params.keyterms() {
-                    "keyterm"
-                } else {
-                    "keywords"
-                };
-                for h in &params.hints {
-                    q.append_pair(hint_key, h);
-                }
-            }
-            Ok(u.to_string())
-        }
+        SttProtocol::Deepgram => deepgram::listen_url(node, params),
     }
 }
 
@@ -540,57 +523,84 @@ struct Parsed {
     language: Option<String>,
 }
 
-/// Parses one node message into its result (text, finality, speech end, language).
-fn parse_result(protocol: SttProtocol, text: &str) -> Option<Parsed> {
+/// Parses one Vosk-protocol message into its result (text, finality, speech end,
+/// language).
+fn parse_vosk(text: &str) -> Option<Parsed> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let (text, is_final, end_s, language) = match protocol {
-        SttProtocol::Vosk => {
-            if let Some(p) = v.get("partial").and_then(|p| p.as_str()) {
-                return Some(Parsed {
-                    text: p.to_string(),
-                    is_final: false,
-                    end_s: None,
-                    language: None,
-                });
-            }
-            let t = v.get("text").and_then(|t| t.as_str())?;
-            let end = v
-                .get("result")
-                .and_then(|r| r.as_array())
-                .and_then(|a| a.last())
-                .and_then(|w| w.get("end"))
-                .and_then(|e| e.as_f64());
-            let language = v.get("language").and_then(|l| l.as_str());
-            (t.to_string(), true, end, language)
-        }
-        SttProtocol::Deepgram => {
-            if v.get("type").and_then(|t| t.as_str()) != Some("Results") {
-                return None;
-            }
-            let t = v
-                .pointer("/channel/alternatives/0/transcript")
-                .and_then(|t| t.as_str())?;
-            let is_final = v.get("is_final").and_then(|f| f.as_bool()).unwrap_or(false);
-            let end = match (
-                v.get("start").and_then(|s| s.as_f64()),
-                v.get("duration").and_then(|d| d.as_f64()),
-            ) {
-                (Some(s), Some(d)) => Some(s + d),
-                _ => None,
-            };
-            let language = v
-                .pointer("/channel/alternatives/0/languages/0")
-                .and_then(|l| l.as_str());
-            (t.to_string(), is_final, end, language)
-        }
-    };
+    if let Some(p) = v.get("partial").and_then(|p| p.as_str()) {
+        return Some(Parsed {
+            text: p.to_string(),
+            is_final: false,
+            end_s: None,
+            language: None,
+        });
+    }
+    let t = v.get("text").and_then(|t| t.as_str())?;
+    let end_s = v
+        .get("result")
+        .and_then(|r| r.as_array())
+        .and_then(|a| a.last())
+        .and_then(|w| w.get("end"))
+        .and_then(|e| e.as_f64());
+    let language = v.get("language").and_then(|l| l.as_str());
     Some(Parsed {
-        text,
-        is_final,
+        text: t.to_string(),
+        is_final: true,
         end_s,
         language: language.filter(|l| !l.is_empty()).map(str::to_string),
     })
 }
+
+/// What one stream's node messages say, per protocol: a Vosk message is a result of its
+/// own; Deepgram-style segments are joined into the caller's turn.
+enum Decoder {
+    Vosk,
+    Deepgram(deepgram::TurnAssembler),
+}
+
+impl Decoder {
+    fn new(protocol: SttProtocol) -> Decoder {
+        match protocol {
+            SttProtocol::Vosk => Decoder::Vosk,
+            SttProtocol::Deepgram => Decoder::Deepgram(Default::default()),
+        }
+    }
+
+    fn on_message(&mut self, text: &str) -> Option<Parsed> {
+        match self {
+            Decoder::Vosk => parse_vosk(text),
+            Decoder::Deepgram(turn) => turn.on(deepgram::parse(text)?),
+        }
+    }
+
+    /// The client's end-of-audio message.
+    fn eof(&self) -> &'static str {
+        match self {
+            Decoder::Vosk => r#"{"eof": 1}"#,
+            Decoder::Deepgram(_) => deepgram::CLOSE_STREAM,
+        }
+    }
+
+    /// What the node finalized but no message ended, when the stream closes.
+    fn on_close(&mut self) -> Option<Parsed> {
+        match self {
+            Decoder::Vosk => None,
+            Decoder::Deepgram(turn) => turn.flush(),
+        }
+    }
+
+    /// The message keeping an idle stream open, where the protocol has one.
+    fn keep_alive(&self) -> Option<&'static str> {
+        match self {
+            Decoder::Vosk => None,
+            Decoder::Deepgram(_) => Some(deepgram::KEEP_ALIVE),
+        }
+    }
+}
+
+/// How long a Deepgram-style stream may go without audio before the client sends
+/// `KeepAlive` (the service closes a stream that receives nothing for about 10 s).
+const KEEP_ALIVE_AFTER: Duration = Duration::from_secs(3);
 
 /// The byte stream under a node's websocket: TCP, or TLS over TCP.
 trait WsIo: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -673,6 +683,7 @@ async fn run_stream(
             .await
             .map_err(|e| e.to_string())?;
     }
+    let mut decoder = Decoder::new(node.protocol);
     // First frame's call time: the node counts time from its first sample.
     let mut first_ms: Option<u64> = None;
     let mut sent_ms: u64 = 0;
@@ -680,12 +691,43 @@ async fn run_stream(
     let mut audio_open = true;
     let mut eof_sent = false;
     let mut last_partial = String::new();
-    let eof = match node.protocol {
-        SttProtocol::Vosk => r#"{"eof": 1}"#,
-        SttProtocol::Deepgram => r#"{"type": "CloseStream"}"#,
-    };
     let eof_deadline = tokio::time::sleep(Duration::from_secs(3600));
     tokio::pin!(eof_deadline);
+    let idle = tokio::time::sleep(KEEP_ALIVE_AFTER);
+    tokio::pin!(idle);
+    // Tells the listener one result, as a transcript at the stream's call time.
+    let mut report = |p: Parsed, raw: &str, first_ms: Option<u64>, sent_ms: u64| {
+        let Parsed {
+            text,
+            is_final,
+            end_s,
+            language,
+        } = p;
+        // Nodes repeat the current partial for every audio frame: report changes only.
+        if !is_final && (!params.interim_results || text.is_empty() || text == last_partial) {
+            return None;
+        }
+        last_partial = if is_final {
+            String::new()
+        } else {
+            text.clone()
+        };
+        let base = first_ms.unwrap_or(0);
+        let end_ms = end_s
+            .map(|e| base + (e * 1000.0) as u64)
+            .unwrap_or(sent_ms)
+            .min(sent_ms.max(base));
+        let decision_to_final_ms = if is_final { decision_lag(raw) } else { None };
+        Some(SttEvent::Transcript(Transcript {
+            text,
+            is_final,
+            at_ms: sent_ms,
+            end_ms,
+            node: node.name.clone(),
+            decision_to_final_ms,
+            language,
+        }))
+    };
     loop {
         tokio::select! {
             frame = audio.recv(), if audio_open && !eof_sent => {
@@ -699,6 +741,7 @@ async fn run_stream(
                         if batch.len() >= FRAME_SAMPLES * 2 * 5 {
                             tx.send(Message::binary(std::mem::take(&mut batch))).await.map_err(|e| e.to_string())?;
                             batch.reserve(FRAME_SAMPLES * 2 * 5);
+                            idle.as_mut().reset(tokio::time::Instant::now() + KEEP_ALIVE_AFTER);
                         }
                     }
                     None => audio_open = false,
@@ -707,27 +750,43 @@ async fn run_stream(
             _ = &mut finish, if !eof_sent => {
                 audio_open = false;
             }
+            _ = &mut idle, if !eof_sent => {
+                if let Some(keep_alive) = decoder.keep_alive() {
+                    tx.send(Message::text(keep_alive)).await.map_err(|e| e.to_string())?;
+                }
+                idle.as_mut().reset(tokio::time::Instant::now() + KEEP_ALIVE_AFTER);
+            }
             msg = rx.next() => {
                 match msg {
                     Some(Ok(Message::Text(t))) => {
-                        if let Some(Parsed { text, is_final, end_s, language }) = parse_result(node.protocol, t.as_str()) {
-                            // Nodes repeat the current partial for every audio frame: report changes only.
-                            if !is_final && (!params.interim_results || text.is_empty() || text == last_partial) {
-                                continue;
-                            }
-                            last_partial = if is_final { String::new() } else { text.clone() };
-                            let base = first_ms.unwrap_or(0);
-                            let end_ms = end_s.map(|e| base + (e * 1000.0) as u64).unwrap_or(sent_ms).min(sent_ms.max(base));
-                            let decision_to_final_ms = if is_final { decision_lag(t.as_str()) } else { None };
-                            let tr = Transcript { text, is_final, at_ms: sent_ms, end_ms, node: node.name.clone(), decision_to_final_ms, language };
-                            let _ = events.send(SttEvent::Transcript(tr)).await;
+                        if let Some(ev) = decoder
+                            .on_message(t.as_str())
+                            .and_then(|p| report(p, t.as_str(), first_ms, sent_ms))
+                        {
+                            let _ = events.send(ev).await;
                         }
                     }
-                    Some(Ok(Message::Close(_))) | None => {
-                        if eof_sent {
-                            let _ = events.send(SttEvent::Ended).await;
-                            return Ok(());
+                    // A close with an error code fails the stream, whenever it comes.
+                    Some(Ok(Message::Close(Some(frame))))
+                        if !matches!(frame.code, CloseCode::Normal | CloseCode::Away) =>
+                    {
+                        return Err(format!(
+                            "node closed the stream ({} {})",
+                            u16::from(frame.code),
+                            frame.reason
+                        ));
+                    }
+                    Some(Ok(Message::Close(_))) | None if eof_sent => {
+                        if let Some(ev) = decoder
+                            .on_close()
+                            .and_then(|p| report(p, "", first_ms, sent_ms))
+                        {
+                            let _ = events.send(ev).await;
                         }
+                        let _ = events.send(SttEvent::Ended).await;
+                        return Ok(());
+                    }
+                    Some(Ok(Message::Close(_))) | None => {
                         return Err("node closed the stream before end of audio".into());
                     }
                     Some(Ok(_)) => {}
@@ -744,7 +803,7 @@ async fn run_stream(
                     .await
                     .map_err(|e| e.to_string())?;
             }
-            tx.send(Message::text(eof))
+            tx.send(Message::text(decoder.eof()))
                 .await
                 .map_err(|e| e.to_string())?;
             eof_sent = true;
@@ -900,21 +959,20 @@ mod tests {
     #[test]
     fn parses_both_protocols() {
         assert_eq!(
-            parse_result(SttProtocol::Vosk, r#"{"partial": "hel"}"#),
+            parse_vosk(r#"{"partial": "hel"}"#),
             Some(parsed("hel", false, None, None))
         );
         assert_eq!(
-            parse_result(
-                SttProtocol::Vosk,
+            parse_vosk(
                 r#"{"result": [{"word":"hi","start":0.1,"end":0.5,"conf":1}], "text": "hi"}"#
             ),
             Some(parsed("hi", true, Some(0.5), None))
         );
         assert_eq!(
-            parse_result(SttProtocol::Vosk, r#"{"text": "ja", "language": "de"}"#),
+            parse_vosk(r#"{"text": "ja", "language": "de"}"#),
             Some(parsed("ja", true, None, Some("de")))
         );
-        assert_eq!(parse_result(SttProtocol::Vosk, "not json"), None);
+        assert_eq!(parse_vosk("not json"), None);
         assert_eq!(
             decision_lag(r#"{"text": "hi", "decision_to_final_ms": 212.4}"#),
             Some(212)
@@ -922,19 +980,20 @@ mod tests {
         assert_eq!(decision_lag(r#"{"text": "hi"}"#), None);
         assert_eq!(decision_lag(r#"{"decision_to_final_ms": -5}"#), None);
         assert_eq!(decision_lag(r#"{"decision_to_final_ms": "soon"}"#), None);
+        // A Deepgram-style final without `speech_final` is the turn's final.
         let dg = r#"{"type":"Results","is_final":true,"start":1.0,"duration":0.5,"channel":{"alternatives":[{"transcript":"yes"}]}}"#;
         assert_eq!(
-            parse_result(SttProtocol::Deepgram, dg),
+            Decoder::new(SttProtocol::Deepgram).on_message(dg),
             Some(parsed("yes", true, Some(1.5), None))
         );
         // The language a multilingual stream recognised (Deepgram's `languages`).
         let multi = r#"{"type":"Results","is_final":true,"channel":{"alternatives":[{"transcript":"oui","languages":["fr"]}]}}"#;
         assert_eq!(
-            parse_result(SttProtocol::Deepgram, multi),
+            Decoder::new(SttProtocol::Deepgram).on_message(multi),
             Some(parsed("oui", true, None, Some("fr")))
         );
         assert_eq!(
-            parse_result(SttProtocol::Deepgram, r#"{"type":"Metadata"}"#),
+            Decoder::new(SttProtocol::Deepgram).on_message(r#"{"type":"Metadata"}"#),
             None
         );
     }

@@ -226,6 +226,7 @@ impl SttNode {
             api_key: None,
             api_key_env: None,
             ca_file: None,
+            utterance_end_ms: None,
         }
     }
 
@@ -238,6 +239,7 @@ impl SttNode {
             api_key: None,
             api_key_env: None,
             ca_file: None,
+            utterance_end_ms: None,
         }
     }
 }
