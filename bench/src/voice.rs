@@ -36,6 +36,20 @@ pub const PHRASES: &[(&str, &str)] = &[
     ("sure thing", "yes"),
 ];
 
+/// The caller's answers with a pause inside (the paused set): first words, the pause in
+/// ms (300–800, a person thinking mid-sentence), the rest, and the branch the whole answer
+/// takes. A bot that replies in the pause talks over the caller: a false cut-off.
+pub const PAUSED_PHRASES: &[(&str, u64, &str, &str)] = &[
+    ("I'd like to", 500, "maybe next week", "other"),
+    ("my number is", 700, "five five five, one two", "other"),
+    ("yes", 400, "but only in the afternoon", "yes"),
+    ("well", 600, "not today thanks", "no"),
+    ("sure", 300, "call me back tomorrow", "yes"),
+    ("hmm", 800, "what is this about", "other"),
+    ("no", 450, "I am not interested", "no"),
+    ("yeah", 650, "that would be fine", "yes"),
+];
+
 /// Silence after the bot's question that tells the callee the question is over.
 pub const QUESTION_DONE_SILENCE_MS: u64 = 700;
 
@@ -93,6 +107,8 @@ pub struct Phrase {
     pub branch: String,
     pub frames: Vec<[u8; 160]>,
     pub last_voiced: usize,
+    /// The pause inside the phrase (the paused set), ms.
+    pub pause_ms: Option<u64>,
 }
 
 fn rms(pcm: &[i16]) -> f64 {
@@ -105,74 +121,113 @@ fn voiced_ulaw(payload: &[u8], codec: Codec) -> bool {
     rms(&pcm) >= VOICED_RMS
 }
 
-/// Speaks every phrase with flite into `dir` and converts it to 8 kHz µ-law frames.
+/// Speaks every phrase of the plain set with flite into `dir`, as 8 kHz µ-law frames.
 pub fn make_phrases(dir: &Path) -> Result<Vec<Phrase>> {
-    let mut out = Vec::new();
-    for (i, (text, branch)) in PHRASES.iter().enumerate() {
-        let wav = dir.join(format!("phrase{i}.wav"));
-        let raw = dir.join(format!("phrase{i}.raw"));
-        let st = std::process::Command::new("flite")
-            .args(["-t", text, "-o"])
-            .arg(&wav)
-            .status()
-            .context("run flite (apt-get install flite)")?;
-        if !st.success() {
-            bail!("flite failed for {text:?}");
-        }
-        let st = std::process::Command::new("sox")
-            .arg(&wav)
-            .args([
-                "-r",
-                "8000",
-                "-c",
-                "1",
-                "-b",
-                "16",
-                "-e",
-                "signed-integer",
-                "-t",
-                "raw",
-            ])
-            .arg(&raw)
-            .status()
-            .context("run sox")?;
-        if !st.success() {
-            bail!("sox failed for {text:?}");
-        }
-        let bytes = std::fs::read(&raw)?;
-        let pcm: Vec<i16> = bytes
-            .chunks_exact(2)
-            .map(|b| i16::from_le_bytes([b[0], b[1]]))
-            .collect();
-        let frames: Vec<&[i16]> = pcm.chunks(160).collect();
-        let first = frames
-            .iter()
-            .position(|f| rms(f) >= VOICED_RMS)
-            .context("a phrase with no voice")?;
-        let last = frames
-            .iter()
-            .rposition(|f| rms(f) >= VOICED_RMS)
-            .unwrap_or(first);
-        let mut enc: Vec<[u8; 160]> = frames[first..=last]
-            .iter()
-            .map(|f| {
-                let mut p = [0i16; 160];
-                p[..f.len()].copy_from_slice(f);
-                let mut e = [0u8; 160];
-                Codec::Pcmu.encode_into(&p, &mut e);
-                e
-            })
-            .collect();
-        let last_voiced = enc.len() - 1;
-        enc.extend(std::iter::repeat_n([0xFFu8; 160], 20));
-        out.push(Phrase {
-            text: (*text).to_string(),
-            branch: (*branch).to_string(),
-            frames: enc,
-            last_voiced,
-        });
+    PHRASES
+        .iter()
+        .enumerate()
+        .map(|(i, (text, branch))| {
+            let voiced = speak(dir, &format!("phrase{i}"), text)?;
+            Ok(phrase_of_parts(text, branch, vec![voiced], None))
+        })
+        .collect()
+}
+
+/// Speaks every phrase of the paused set: its two parts with the pause between them.
+pub fn make_paused_phrases(dir: &Path) -> Result<Vec<Phrase>> {
+    PAUSED_PHRASES
+        .iter()
+        .enumerate()
+        .map(|(i, (first, pause_ms, rest, branch))| {
+            let a = speak(dir, &format!("paused{i}a"), first)?;
+            let b = speak(dir, &format!("paused{i}b"), rest)?;
+            let silence = vec![[0xFFu8; 160]; (*pause_ms / 20) as usize];
+            let text = format!("{first} {rest}");
+            Ok(phrase_of_parts(
+                &text,
+                branch,
+                vec![a, silence, b],
+                Some(*pause_ms),
+            ))
+        })
+        .collect()
+}
+
+/// A phrase of voiced parts sent one after the other, then 400 ms of silence.
+fn phrase_of_parts(
+    text: &str,
+    branch: &str,
+    parts: Vec<Vec<[u8; 160]>>,
+    pause_ms: Option<u64>,
+) -> Phrase {
+    let mut frames: Vec<[u8; 160]> = parts.into_iter().flatten().collect();
+    let last_voiced = frames.len() - 1;
+    frames.extend(std::iter::repeat_n([0xFFu8; 160], 20));
+    Phrase {
+        text: text.to_string(),
+        branch: branch.to_string(),
+        frames,
+        last_voiced,
+        pause_ms,
     }
-    Ok(out)
+}
+
+/// `text` spoken by flite, as 8 kHz µ-law frames trimmed of leading and trailing silence.
+fn speak(dir: &Path, name: &str, text: &str) -> Result<Vec<[u8; 160]>> {
+    let wav = dir.join(format!("{name}.wav"));
+    let raw = dir.join(format!("{name}.raw"));
+    let st = std::process::Command::new("flite")
+        .args(["-t", text, "-o"])
+        .arg(&wav)
+        .status()
+        .context("run flite (apt-get install flite)")?;
+    if !st.success() {
+        bail!("flite failed for {text:?}");
+    }
+    let st = std::process::Command::new("sox")
+        .arg(&wav)
+        .args([
+            "-r",
+            "8000",
+            "-c",
+            "1",
+            "-b",
+            "16",
+            "-e",
+            "signed-integer",
+            "-t",
+            "raw",
+        ])
+        .arg(&raw)
+        .status()
+        .context("run sox")?;
+    if !st.success() {
+        bail!("sox failed for {text:?}");
+    }
+    let bytes = std::fs::read(&raw)?;
+    let pcm: Vec<i16> = bytes
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    let frames: Vec<&[i16]> = pcm.chunks(160).collect();
+    let first = frames
+        .iter()
+        .position(|f| rms(f) >= VOICED_RMS)
+        .context("a phrase with no voice")?;
+    let last = frames
+        .iter()
+        .rposition(|f| rms(f) >= VOICED_RMS)
+        .unwrap_or(first);
+    Ok(frames[first..=last]
+        .iter()
+        .map(|f| {
+            let mut p = [0i16; 160];
+            p[..f.len()].copy_from_slice(f);
+            let mut e = [0u8; 160];
+            Codec::Pcmu.encode_into(&p, &mut e);
+            e
+        })
+        .collect())
 }
 
 /// What the callee measured on one call.
@@ -189,6 +244,9 @@ pub struct CallRecord {
     pub speech_end: Option<Instant>,
     /// The first voiced packet received after `speech_end`.
     pub reply_first_audio: Option<Instant>,
+    /// The first voiced packet of the bot received while the caller was still speaking
+    /// (its phrase, pauses included, not finished): the bot talked over the caller.
+    pub talked_over: Option<Instant>,
     /// Calls of this callee between speech end and reply (its own live count).
     pub live_at_speech_end: usize,
     pub ended_at: Option<Instant>,
@@ -366,11 +424,14 @@ async fn run_call(
                     Phase::Question => {
                         rec.question_started.get_or_insert(now);
                     }
+                    Phase::Speaking(_) => {
+                        rec.talked_over.get_or_insert(now);
+                    }
                     Phase::Reply => {
                         rec.reply_first_audio = Some(now);
                         phase = Phase::Done;
                     }
-                    _ => {}
+                    Phase::Done => {}
                 }
             }
             _ = tick.tick() => {
@@ -454,6 +515,19 @@ mod tests {
         assert_eq!(word_errors("yes please", "yes please"), (0, 2));
         assert_eq!(word_errors("no thanks", "no thank you"), (2, 2));
         assert_eq!(word_errors("sure thing", ""), (2, 2));
+    }
+
+    #[test]
+    fn the_paused_set_pauses_like_a_person_thinking() {
+        assert!(PAUSED_PHRASES.len() >= 6);
+        assert!(
+            PAUSED_PHRASES
+                .iter()
+                .all(|(_, ms, _, _)| (300..=800).contains(ms))
+        );
+        let branches: std::collections::BTreeSet<&str> =
+            PAUSED_PHRASES.iter().map(|p| p.3).collect();
+        assert_eq!(branches.len(), 3, "yes, no and other answers");
     }
 
     #[test]

@@ -6,15 +6,20 @@
 //! answers yes, no and anything else with a spoken reply. Per concurrency level N
 //! (`--concurrency 1,5,10`) an agent with cpl = N places `--calls-per-level` calls to a
 //! callee of this process ([`callsmith_bench::voice::Callee`], the workspace's SIP stack),
-//! which answers, waits for the question to end, speaks one of 12 flite phrases (a voice
-//! other than the bot's) and timestamps, on its own socket, the packet carrying its last
-//! voiced frame and the first voiced packet of the reply after it.
+//! which answers, waits for the question to end, speaks a flite phrase (a voice other than
+//! the bot's) and timestamps, on its own socket, the packet carrying its last voiced frame
+//! and the first voiced packet of the reply after it. Two phrase sets (`--sets`): `plain`,
+//! 12 short answers, and `paused`, 8 answers with a 300–800 ms pause mid-sentence ("I'd
+//! like to … maybe next week"); each level runs each set.
 //!
-//! Per level: on-wire response p50/p95/p99, the history's `response_ms` and its parts
-//! (speech end → final transcript → reply requested → first RTP), recognition (the
-//! history's transcript against the phrase, normalised: exact phrases, word errors, the
-//! branch taken), and the CPU of the engine and of the speech node (% of one core over the
-//! level). Writes `voice_turn[_TAG].svg` to `--out` and prints a markdown table.
+//! Per level and set: on-wire response p50/p95/p99, **false cut-offs** (the bot's voice
+//! reached the callee while its phrase, pauses included, was still being spoken: the bot
+//! talked over the caller; such a turn has no response time), the history's `response_ms`
+//! and its parts (speech end → final transcript → reply requested → first RTP),
+//! recognition (the history's transcript against the whole phrase, normalised: exact
+//! phrases, word errors, the branch taken), and the CPU of the engine and of the speech
+//! node (% of one core over the level). Writes `voice_turn[_TAG].svg` (the plain set) to
+//! `--out` and prints a markdown table.
 //!
 //! ```sh
 //! eval "$(bash scripts/test-deps.sh)"   # CALLSMITH_STT_PYTHON: the speech node's venv
@@ -48,6 +53,9 @@ struct Args {
     /// Concurrency levels (the agent's cpl).
     #[arg(long, value_delimiter = ',', default_value = "1,5,10")]
     concurrency: Vec<u32>,
+    /// Phrase sets run at each level, in this order: `plain`, `paused`.
+    #[arg(long, value_delimiter = ',', default_value = "plain,paused")]
+    sets: Vec<String>,
     /// Calls per level (at least twice the level, so the cpl is reached and held).
     #[arg(long, default_value_t = 12)]
     calls_per_level: u32,
@@ -76,7 +84,10 @@ struct Args {
 /// One answered turn: the callee's measurement beside the engine's history.
 #[derive(Debug, Clone)]
 struct Turn {
+    /// None when the bot talked over the caller (`cut_off`).
     wire_ms: Option<f64>,
+    /// The bot's voice reached the caller before its phrase ended.
+    cut_off: bool,
     history_response_ms: Option<f64>,
     speech_to_final_ms: Option<f64>,
     final_to_requested_ms: Option<f64>,
@@ -94,6 +105,7 @@ struct Turn {
 #[derive(Debug, Clone, Default)]
 struct Level {
     n: u32,
+    set: String,
     calls: usize,
     completed: usize,
     turns: Vec<Turn>,
@@ -155,8 +167,10 @@ fn turn_of(h: &Value, rec: &CallRecord, phrase: &Phrase) -> Turn {
         .flatten()
         .filter_map(|g| g.as_str().map(String::from))
         .collect();
+    let cut_off = rec.talked_over.is_some();
     Turn {
-        wire_ms: rec.response_ms(),
+        wire_ms: rec.response_ms().filter(|_| !cut_off),
+        cut_off,
         history_response_ms: u("response_ms").map(|v| v as f64),
         speech_to_final_ms: diff(u("speech_ended_ms"), u("final_ms")),
         final_to_requested_ms: diff(u("final_ms"), u("reply_requested_ms")),
@@ -196,7 +210,19 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
         )
     });
     let dir = tempfile::tempdir()?;
-    let phrases = voice::make_phrases(dir.path())?;
+    // Every phrase of both sets; a call's recipient number picks one (`voice::phrase_of`).
+    let plain = voice::make_phrases(dir.path())?;
+    let paused = voice::make_paused_phrases(dir.path())?;
+    let sets: Vec<(String, std::ops::Range<usize>)> = args
+        .sets
+        .iter()
+        .map(|name| match name.as_str() {
+            "plain" => Ok((name.clone(), 0..plain.len())),
+            "paused" => Ok((name.clone(), plain.len()..plain.len() + paused.len())),
+            other => Err(anyhow::anyhow!("--sets: {other:?} is not plain or paused")),
+        })
+        .collect::<Result<_>>()?;
+    let phrases: Vec<Phrase> = plain.into_iter().chain(paused).collect();
     let callee = Callee::start(phrases.clone()).await?;
     let mut speech = format!("[speech]\nlocal = true\npython = {python:?}\n");
     if let Some(t) = args.speech_threads {
@@ -254,7 +280,11 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
         println!("warm-up: {} calls", args.warmup);
     }
 
-    for &n in &args.concurrency {
+    let levels_and_sets = args
+        .concurrency
+        .iter()
+        .flat_map(|&n| sets.iter().map(move |s| (n, s)));
+    for (n, (set, range)) in levels_and_sets {
         let engine_s = Sampler::start(engine_pid);
         let node_s = Sampler::start(node);
         let load0 = loadavg();
@@ -272,10 +302,13 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
         .await;
         let start = Instant::now();
         let calls = args.calls_per_level.max(2 * n);
-        for _ in 0..calls {
+        for i in 0..calls as usize {
+            // A number whose phrase (number modulo the phrases) is the set's i-th.
+            let phrase = range.start + i % range.len();
+            let number = next_call * phrases.len() + phrase;
             e.dispatch(
                 &t,
-                json!({"recipient": format!("+1555{next_call:07}"), "agent_sid": agent}),
+                json!({"recipient": format!("+1555{number:07}"), "agent_sid": agent}),
             )
             .await;
             next_call += 1;
@@ -291,6 +324,7 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let mut level = Level {
             n,
+            set: set.clone(),
             secs: end.duration_since(start).as_secs_f64(),
             load: (load0, loadavg()),
             ..Default::default()
@@ -332,7 +366,7 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
             };
             level.completed += 1;
             let turn = turn_of(&h, rec, &phrases[rec.phrase]);
-            if turn.wire_ms.is_none() {
+            if turn.wire_ms.is_none() && !turn.cut_off {
                 level.failures.push(format!(
                     "{}: no reply measured (heard {:?}, transcript {:?})",
                     r.recipient, h["turns"][0]["heard"], turn.transcript
@@ -349,10 +383,12 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
 fn print_level(l: &Level) {
     let wire = sorted(l.turns.iter().filter_map(|t| t.wire_ms));
     println!(
-        "level {}: {} calls, {} turns measured in {:.0} s; on-wire p50 {} p95 {} ms; engine {:.0} %, node {:.0} % of a core",
+        "level {} ({} set): {} calls, {} turns measured, {} false cut-offs in {:.0} s; on-wire p50 {} p95 {} ms; engine {:.0} %, node {:.0} % of a core",
         l.n,
+        l.set,
         l.calls,
         wire.len(),
+        l.turns.iter().filter(|t| t.cut_off).count(),
         l.secs,
         p(&wire, 50.0),
         p(&wire, 95.0),
@@ -360,7 +396,9 @@ fn print_level(l: &Level) {
         l.node_cpu_pct
     );
     for t in &l.turns {
-        if !t.exact {
+        if t.cut_off {
+            println!("  talked over {:?} (heard {:?})", t.phrase, t.transcript);
+        } else if !t.exact {
             println!("  heard {:?} for {:?}", t.transcript, t.phrase);
         }
     }
@@ -371,9 +409,9 @@ fn print_level(l: &Level) {
 
 fn print_table(levels: &[Level]) {
     println!(
-        "\n| calls live (cpl) | turns | on-wire p50 / p95 / p99 ms | history response_ms p50 | speech end → final p50 | final → reply requested p50 | → first RTP p50 | mean live at speech end | exact phrases | word errors | branch right | engine CPU % | node CPU % | load 1-min |"
+        "\n| calls live (cpl) | set | turns | false cut-offs | on-wire p50 / p95 / p99 ms | history response_ms p50 | speech end → final p50 | final → reply requested p50 | → first RTP p50 | mean live at speech end | exact phrases | word errors | branch right | engine CPU % | node CPU % | load 1-min |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for l in levels {
         let wire = sorted(l.turns.iter().filter_map(|t| t.wire_ms));
         let hist = sorted(l.turns.iter().filter_map(|t| t.history_response_ms));
@@ -387,11 +425,16 @@ fn print_table(levels: &[Level]) {
             .iter()
             .fold((0, 0), |a, t| (a.0 + t.errors, a.1 + t.words));
         let branch = l.turns.iter().filter(|t| t.branch_ok).count();
+        let cut = l.turns.iter().filter(|t| t.cut_off).count();
         let live = l.turns.iter().map(|t| t.live as f64).sum::<f64>() / n;
         println!(
-            "| {} | {} | {} / {} / {} | {} | {} | {} | {} | {:.1} | {}/{} ({:.0} %) | {:.1} % | {}/{} | {:.0} | {:.0} | {:.1}–{:.1} |",
+            "| {} | {} | {} | {}/{} ({:.0} %) | {} / {} / {} | {} | {} | {} | {} | {:.1} | {}/{} ({:.0} %) | {:.1} % | {}/{} | {:.0} | {:.0} | {:.1}–{:.1} |",
             l.n,
-            wire.len(),
+            l.set,
+            l.turns.len(),
+            cut,
+            l.turns.len(),
+            cut as f64 * 100.0 / n,
             p(&wire, 50.0),
             p(&wire, 95.0),
             p(&wire, 99.0),
@@ -430,6 +473,8 @@ fn print_table(levels: &[Level]) {
 }
 
 fn write_plot(args: &Args, levels: &[Level]) -> Result<PathBuf> {
+    let paused: Vec<&Level> = levels.iter().filter(|l| l.set == "paused").collect();
+    let levels: Vec<&Level> = levels.iter().filter(|l| l.set == "plain").collect();
     let q = |f: fn(&Turn) -> Option<f64>, pct: f64| -> Vec<(f64, f64)> {
         levels
             .iter()
@@ -477,15 +522,27 @@ fn write_plot(args: &Args, levels: &[Level]) -> Result<PathBuf> {
             points: q(|t| t.speech_to_final_ms, 50.0),
             line: true,
         },
+        Series {
+            name: "paused set on-wire p50".into(),
+            color: "#9467bd".into(),
+            points: paused
+                .iter()
+                .filter_map(|l| {
+                    let v = sorted(l.turns.iter().filter_map(|t| t.wire_ms));
+                    (!v.is_empty()).then(|| (f64::from(l.n), percentile(&v, 50.0)))
+                })
+                .collect(),
+            line: true,
+        },
     ];
     let limits = [
         Limit {
-            y: 500.0,
-            label: "p50 target 500".into(),
+            y: 300.0,
+            label: "p50 target 300".into(),
         },
         Limit {
-            y: 800.0,
-            label: "p95 target 800".into(),
+            y: 600.0,
+            label: "p95 target 600".into(),
         },
     ];
     let svg = svg_plot(
