@@ -22,6 +22,8 @@ const RESERVED: &[&str] = &[
     "refer-to",
     "authorization",
     "proxy-authorization",
+    // The edge's routing key, set from the trunk's configuration only.
+    "x-callsmith-trunk",
     "v",
     "f",
     "t",

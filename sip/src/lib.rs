@@ -40,4 +40,6 @@ pub use stack::{
     Admission, CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack,
 };
 pub use status::CallStatus;
-pub use trunk::{DigestCredentials, Gateway, NumberFormat, SipTransport, TrunkConfig};
+pub use trunk::{
+    DigestCredentials, EDGE_TRUNK_HEADER, Gateway, NumberFormat, SipTransport, TrunkConfig,
+};

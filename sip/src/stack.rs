@@ -556,7 +556,13 @@ impl SipStack {
         .clone();
         let from = trunk::format_number(&call.from_number, &trunk.number_format)?;
         let to = trunk::format_number(&call.to_number, &trunk.number_format)?;
-        let headers = custom_headers(&call.headers)?;
+        let mut headers = custom_headers(&call.headers)?;
+        if trunk.edge_route {
+            headers.push(Header::Other(
+                trunk::EDGE_TRUNK_HEADER.into(),
+                trunk.name.clone(),
+            ));
+        }
         let local_addr = match trunk.transport {
             SipTransport::Udp => inner.udp_addr,
             SipTransport::Tcp => inner.tcp_addr,

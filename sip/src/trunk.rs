@@ -294,7 +294,16 @@ pub struct TrunkConfig {
     /// depend on it.
     #[serde(default)]
     pub inbound_tenant: Option<String>,
+    /// Behind a SIP edge: the trunk's outbound INVITEs carry [`EDGE_TRUNK_HEADER`] with the
+    /// trunk's name, the edge's routing key, and the edge sends each to the gateways it
+    /// lists for that name (and removes the header). Off: no such header leaves the node.
+    #[serde(default)]
+    pub edge_route: bool,
 }
+
+/// The header naming the trunk of an outbound INVITE for the SIP edge
+/// ([`TrunkConfig::edge_route`]; `deploy/kamailio/kamailio.cfg` routes by it).
+pub const EDGE_TRUNK_HEADER: &str = "X-Callsmith-Trunk";
 
 impl TrunkConfig {
     /// A UDP trunk with no credentials, E.164 numbers and only the gateway allowed inbound.
@@ -308,6 +317,7 @@ impl TrunkConfig {
             number_format: NumberFormat::E164Plus,
             inbound_sources: Vec::new(),
             inbound_tenant: None,
+            edge_route: false,
         }
     }
 

@@ -1,5 +1,9 @@
-//! The 2xx responses to an outbound INVITE, with the test as the trunk's gateway on a plain
-//! loopback socket, so that it can send what SIPp scenarios cannot order precisely:
+//! Outbound INVITEs and their 2xx responses, with the test as the trunk's gateway on a plain
+//! loopback socket, so that it can read every header and send what SIPp scenarios cannot
+//! order precisely:
+//! - an edge-routed trunk's INVITE names the trunk in `X-Callsmith-Trunk` (the SIP edge's
+//!   routing key); another trunk's carries no such header, and a call's own headers cannot
+//!   set it;
 //! - a 2xx retransmitted after the INVITE transaction has ended is ACKed again, and is not
 //!   taken for a new branch;
 //! - a second branch answering the same INVITE is ACKed and ended with a BYE, along its own
@@ -12,7 +16,9 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use callsmith_sip::{CallStatus, LegEvent, OutboundCall, Party, SipStack, TrunkConfig};
+use callsmith_sip::{
+    CallStatus, EDGE_TRUNK_HEADER, LegEvent, OutboundCall, Party, SipStack, TrunkConfig,
+};
 use common::*;
 use tokio::net::UdpSocket;
 
@@ -28,9 +34,16 @@ struct Gateway {
 
 impl Gateway {
     async fn start() -> (Gateway, SipStack) {
+        Gateway::start_with(|_| {}).await
+    }
+
+    /// A gateway whose trunk (`gw`) `adjust` configures.
+    async fn start_with(adjust: impl FnOnce(&mut TrunkConfig)) -> (Gateway, SipStack) {
         let sock = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
         let addr = sock.local_addr().expect("addr");
-        let stack = start_stack(vec![TrunkConfig::new("gw", addr)], &[]).await;
+        let mut trunk = TrunkConfig::new("gw", addr);
+        adjust(&mut trunk);
+        let stack = start_stack(vec![trunk], &[]).await;
         (Gateway { sock, addr }, stack)
     }
 
@@ -171,6 +184,26 @@ async fn still_up(leg: &mut callsmith_sip::CallLeg, quiet: Duration) {
     if let Ok(ev) = tokio::time::timeout(quiet, leg.next_event()).await {
         panic!("the call should go on, got {ev:?}");
     }
+}
+
+#[tokio::test]
+async fn an_edge_routed_trunk_names_itself_to_the_edge() {
+    let (gw, stack) = Gateway::start_with(|t| t.edge_route = true).await;
+    let _leg = stack.place_call(call()).await.expect("invite sent");
+    let (invite, _) = gw.expect("INVITE").await;
+    assert_eq!(headers(&invite, EDGE_TRUNK_HEADER), ["gw"], "{invite}");
+
+    let (plain, stack) = Gateway::start().await;
+    let _leg = stack.place_call(call()).await.expect("invite sent");
+    let (invite, _) = plain.expect("INVITE").await;
+    assert!(headers(&invite, EDGE_TRUNK_HEADER).is_empty(), "{invite}");
+
+    // A call's own headers cannot name (or rename) the trunk.
+    let spoofed = OutboundCall {
+        headers: vec![(EDGE_TRUNK_HEADER.into(), "other".into())],
+        ..call()
+    };
+    assert!(stack.place_call(spoofed).await.is_err());
 }
 
 #[tokio::test]

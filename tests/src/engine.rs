@@ -108,6 +108,8 @@ pub struct EngineOptions {
     pub data_dir: Option<PathBuf>,
     /// Trunks: (name, gateway).
     pub trunks: Vec<(String, SocketAddr)>,
+    /// Extra keys of every `[[sip.trunks]]` section (`edge_route = true\n`).
+    pub trunk_toml: String,
     /// Websocket URL of a Vosk-protocol recognition node (engine `whisper`).
     pub stt_url: Option<String>,
     /// Extra TOML appended to the generated configuration.
@@ -199,7 +201,8 @@ impl Engine {
         }
         for (name, gw) in &opts.trunks {
             toml.push_str(&format!(
-                "[[sip.trunks]]\nname = {name:?}\ngateway = \"{gw}\"\nnumber_format = {{ kind = \"as_is\" }}\n"
+                "[[sip.trunks]]\nname = {name:?}\ngateway = \"{gw}\"\nnumber_format = {{ kind = \"as_is\" }}\n{}",
+                opts.trunk_toml
             ));
         }
         if let Some(url) = &opts.stt_url {

@@ -9,7 +9,10 @@
 //!   of rotation within the probe interval, it takes no new call and finishes its own;
 //! - a node SIGKILLed: the edge sends its next call elsewhere after the node timeout and
 //!   marks it down, new calls stop reaching it within the probe interval, every call
-//!   succeeds on the nodes left.
+//!   succeeds on the nodes left;
+//! - calls a node places on several edge-routed trunks leave to the gateways of the trunk
+//!   each names (`X-Callsmith-Trunk`, removed at the edge); a trunk the edge does not know
+//!   is refused, no carrier sees its call.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -317,4 +320,84 @@ async fn the_edge_spreads_calls_by_load_drains_and_fails_over() {
     let rows = a.completed(a_before + 6).await;
     assert_eq!(rows.len(), a_before + 6, "node a answered every call once");
     drop(c);
+}
+
+/// A trunk's call as its carrier saw it: (INVITEs, whether any request carried the
+/// routing key).
+fn carrier_saw(carrier: &Sipp) -> (usize, bool) {
+    let log = carrier.messages();
+    (
+        carrier.invites().len(),
+        log.to_ascii_lowercase().contains("x-callsmith-trunk"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_placed_call_leaves_to_the_gateways_of_its_trunk() {
+    let edge_addr = Kamailio::pick_addr();
+    let trunks = ["carrier_a", "carrier_b", "unlisted"];
+    let node = Engine::start(EngineOptions {
+        trunks: trunks.iter().map(|t| (t.to_string(), edge_addr)).collect(),
+        trunk_toml: "edge_route = true\n".into(),
+        ..Default::default()
+    })
+    .await;
+    // -aa: the edge probes each gateway with OPTIONS too.
+    let carrier_a = Sipp::spawn("uas_edge_answer.xml", None, None, &["-rtp_echo", "-aa"]);
+    let carrier_b = Sipp::spawn("uas_edge_answer.xml", None, None, &["-rtp_echo", "-aa"]);
+    let edge = Kamailio::start_with_trunks(
+        edge_addr,
+        &[node.sip_addr],
+        &[
+            ("carrier_a", &[carrier_a.addr]),
+            ("carrier_b", &[carrier_b.addr]),
+        ],
+    )
+    .await;
+    let store = store_of(&node, None).await;
+    let mut placed = Vec::new();
+    for (i, trunk) in trunks.iter().enumerate() {
+        let number = format!("+493010071{i}");
+        let t = provision(&node, &format!("edge{i}"), trunk, &number).await;
+        let scn = create_scenario(&store, &t, &greeting_scenario("Hello."), true).await;
+        let agent = create_agent(&store, &t, &AgentSpec::new(scn, t.number_id.clone())).await;
+        let c = node
+            .dispatch(
+                &t,
+                serde_json::json!({"recipient": format!("+1555001{i}"), "agent_sid": agent}),
+            )
+            .await;
+        placed.push((t, c["id"].as_str().expect("id").to_string()));
+    }
+    let mut rows = Vec::new();
+    for (t, id) in &placed {
+        rows.push(
+            node.wait_communication(&t.account, id, Duration::from_secs(30))
+                .await,
+        );
+    }
+    let context = || format!("{}\nedge:\n{}", node.log(), edge.log());
+    assert_eq!(
+        rows[0]["communication_status"],
+        "completed",
+        "{}",
+        context()
+    );
+    assert_eq!(
+        rows[1]["communication_status"],
+        "completed",
+        "{}",
+        context()
+    );
+    // Each carrier got exactly its trunk's call, without the routing key.
+    assert_eq!(carrier_saw(&carrier_a), (1, false), "{}", carrier_a.dump());
+    assert_eq!(carrier_saw(&carrier_b), (1, false), "{}", carrier_b.dump());
+    // The trunk the edge does not list: refused there (503), its call reached no carrier.
+    assert_eq!(rows[2]["call_status"], "failed", "{}", rows[2]);
+    assert_eq!(rows[2]["sip_code"], 503, "{}", rows[2]);
+    assert!(
+        edge.log().contains("no trunk unlisted in the trunks table"),
+        "{}",
+        edge.log()
+    );
 }

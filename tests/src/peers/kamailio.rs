@@ -1,10 +1,10 @@
 //! The SIP edge: Kamailio (Debian's package) with the repository's configuration
 //! (`deploy/kamailio/kamailio.cfg`), on a loopback port, in front of the test's nodes.
 //!
-//! The test names the nodes and trunk gateways; the harness writes them into a
-//! dispatcher list of its own and hands the configuration its listen address, list file,
-//! control socket, probe interval and node timeout as `-A` defines, so the shipped file
-//! runs unedited. Kamailio runs in the foreground in a process group of its own, logging
+//! The test names the nodes and the trunks' gateways; the harness writes them into a
+//! dispatcher list and a trunks table of its own and hands the configuration its listen
+//! address, list file, trunks folder, control socket, probe interval and node timeout as
+//! `-A` defines, so the shipped file runs unedited. Kamailio runs in the foreground in a process group of its own, logging
 //! to a file; dropping the edge kills that group.
 
 use std::net::SocketAddr;
@@ -46,22 +46,49 @@ impl Kamailio {
     }
 
     /// Starts the edge on `addr` with `nodes` (set 1, call load) and `trunk_gateways`
-    /// (set 2); returns once it answers OPTIONS.
+    /// (set 2, the default trunk, named `carrier`); returns once it answers OPTIONS.
     pub async fn start(
         addr: SocketAddr,
         nodes: &[SocketAddr],
         trunk_gateways: &[SocketAddr],
+    ) -> Kamailio {
+        Kamailio::start_with_trunks(addr, nodes, &[("carrier", trunk_gateways)]).await
+    }
+
+    /// Starts the edge with named trunks: the i-th trunk's gateways are set 2 + i (the
+    /// first is also the default), and the trunks table maps each name to its set.
+    pub async fn start_with_trunks(
+        addr: SocketAddr,
+        nodes: &[SocketAddr],
+        trunks: &[(&str, &[SocketAddr])],
     ) -> Kamailio {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut list = String::new();
         for (i, n) in nodes.iter().enumerate() {
             list.push_str(&format!("1 sip:{n} 0 0 duid=node{i};maxload=0\n"));
         }
-        for (i, g) in trunk_gateways.iter().enumerate() {
-            list.push_str(&format!("2 sip:{g} 0 0 duid=trunk{i}\n"));
+        // The trunks table, in the shipped file's db_text format.
+        let mut table = String::from(
+            "id(int,auto) key_name(string) key_type(int) value_type(int) key_value(string) \
+             expires(int)\n",
+        );
+        for (t, (name, gateways)) in trunks.iter().enumerate() {
+            let set = 2 + t;
+            table.push_str(&format!("{}:{name}:0:1:{set}:0\n", t + 1));
+            for (i, g) in gateways.iter().enumerate() {
+                list.push_str(&format!("{set} sip:{g} 0 0 duid={name}{i}\n"));
+            }
         }
         let list_path = dir.path().join("dispatcher.list");
         std::fs::write(&list_path, list).expect("dispatcher list");
+        let db = dir.path().join("db");
+        std::fs::create_dir(&db).expect("db dir");
+        std::fs::write(db.join("trunks"), table).expect("trunks table");
+        std::fs::copy(
+            workspace().join("deploy/kamailio/db/version"),
+            db.join("version"),
+        )
+        .expect("version table");
         let log = std::fs::File::create(dir.path().join("kamailio.log")).expect("log");
         let log2 = log.try_clone().expect("log");
         let cfg = workspace().join("deploy/kamailio/kamailio.cfg");
@@ -85,6 +112,8 @@ impl Kamailio {
                 "CTL_SOCKET=\"unix:{}\"",
                 dir.path().join("ctl").display()
             ))
+            .arg("-A")
+            .arg(format!("TRUNKS_DB=\"text://{}\"", db.display()))
             .arg("-A")
             .arg(format!("PROBE_INTERVAL={PROBE_INTERVAL_SECS}"))
             .arg("-A")
