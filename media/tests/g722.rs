@@ -153,3 +153,35 @@ async fn two_g722_sessions_bridge_a_prompt() {
     let snr = (0..heard.len() - 4000).map(snr_at).fold(f64::MIN, f64::max);
     assert!(snr > 20.0, "SNR {snr:.1} dB");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_on_ipv6_loopback_exchange_audio() {
+    let engine = engine_with(|c| c.bind_ip = "::1".parse().unwrap());
+    let a = engine.open_session(None).unwrap();
+    let b = engine.open_session(None).unwrap();
+    assert!(a.local_addr().is_ipv6());
+    a.set_remote(b.local_addr(), RtpCodec::G722, None).unwrap();
+    b.set_remote(a.local_addr(), RtpCodec::G722, None).unwrap();
+    let mut tap = b.tap_caller_audio(200).unwrap();
+    a.play(
+        Arc::new(Prompt::from_pcm(tone(1000.0, 8000.0, 600, 8000.0))),
+        false,
+    )
+    .unwrap();
+    let mut heard = Vec::new();
+    while heard.len() < 6400 {
+        let f = tokio::time::timeout(Duration::from_secs(2), tap.recv())
+            .await
+            .expect("audio over ::1")
+            .expect("tap open");
+        heard.extend_from_slice(&f.pcm);
+    }
+    assert!(level(&heard) > 1000.0, "level {}", level(&heard));
+    let stats = b.stats().await.unwrap();
+    assert!(stats.packets_received > 20);
+    assert_eq!(
+        stats.remote,
+        Some(a.local_addr()),
+        "latched to the IPv6 peer"
+    );
+}

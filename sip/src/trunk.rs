@@ -199,9 +199,11 @@ impl fmt::Display for Gateway {
 }
 
 impl Gateway {
-    /// The host as written: the IP or the name.
+    /// The host as a URI writes it (RFC 3261 §25.1): the name, the IPv4 address, or the
+    /// IPv6 address in brackets.
     pub fn host(&self) -> String {
         match self {
+            Gateway::Addr(SocketAddr::V6(a)) => format!("[{}]", a.ip()),
             Gateway::Addr(a) => a.ip().to_string(),
             Gateway::Host { name, .. } => name.clone(),
         }
@@ -724,5 +726,14 @@ mod tests {
         t.codecs = vec![SdpCodec::G722, SdpCodec::Pcmu, SdpCodec::G722];
         let e = check_trunks(std::slice::from_ref(&t), None).unwrap_err();
         assert!(e.contains("lists codec G722 twice"), "{e}");
+    }
+
+    #[test]
+    fn an_ipv6_gateway_is_bracketed_in_uris() {
+        let t = TrunkConfig::new("v6", "[::1]:5080".parse().unwrap());
+        assert_eq!(t.gateway.to_string(), "[::1]:5080");
+        assert_eq!(t.from_host(), "[::1]");
+        let t = TrunkConfig::new("v4", "127.0.0.1:5080".parse().unwrap());
+        assert_eq!(t.from_host(), "127.0.0.1");
     }
 }

@@ -33,6 +33,7 @@ fn speech_wav(dir: &std::path::Path, text: &str, rate: u32, lead_ms: u32) -> std
 /// listing `trunk_codecs`; returns the finished communication, its history, the engine's
 /// log, the stored recording and baresip's output.
 async fn call_baresip(
+    ip: std::net::IpAddr,
     baresip_codecs: &str,
     rate: u32,
     trunk_codecs: &str,
@@ -46,9 +47,11 @@ async fn call_baresip(
     let node = SttNode::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let wav = speech_wav(dir.path(), "yes", rate, 4000);
-    let phone = Baresip::callee("+15550123", baresip_codecs, &wav).await;
+    let phone = Baresip::callee_on(ip, "+15550123", baresip_codecs, &wav).await;
     let e = Engine::start(EngineOptions {
         stt_url: Some(node.url.clone()),
+        sip_ip: Some(ip),
+        media_toml: format!("bind_ip = \"{ip}\"\n"),
         extra_toml: format!(
             "[[sip.trunks]]\nname = \"pbx\"\ngateway = \"{}\"\nnumber_format = {{ kind = \"as_is\" }}\ncodecs = {trunk_codecs}\n",
             phone.addr
@@ -92,6 +95,8 @@ async fn call_baresip(
     (done, history, log, recording, phone.output().await)
 }
 
+const V4: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
 /// The sample rate in a WAV header.
 fn wav_rate(wav: &[u8]) -> u32 {
     assert!(wav.starts_with(b"RIFF") && wav.len() > 44, "a WAV file");
@@ -101,7 +106,7 @@ fn wav_rate(wav: &[u8]) -> u32 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_g722_call_with_baresip_is_recognised_and_recorded() {
     let (done, h, log, recording, phone) =
-        call_baresip("G722", 16000, "[\"G722\", \"PCMU\"]").await;
+        call_baresip(V4, "G722", 16000, "[\"G722\", \"PCMU\"]").await;
     assert_eq!(
         done["communication_status"], "completed",
         "{done}\n{log}\n{phone}"
@@ -133,11 +138,27 @@ async fn a_g722_call_with_baresip_is_recognised_and_recorded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pcmu_only_phone_still_gets_pcmu() {
-    let (done, h, log, _, phone) = call_baresip("PCMU", 8000, "[\"G722\", \"PCMU\"]").await;
+    let (done, h, log, _, phone) = call_baresip(V4, "PCMU", 8000, "[\"G722\", \"PCMU\"]").await;
     assert_eq!(
         done["communication_status"], "completed",
         "{done}\n{log}\n{phone}"
     );
     assert!(log.contains("codec=\"PCMU\""), "{log}");
+    assert_eq!(done["goals"], json!(["agreed"]), "history: {}", h["turns"]);
+}
+
+/// IPv6 loopback end to end: the engine listens for SIP and binds RTP on `::1`, its trunk's
+/// gateway is baresip at `[::1]:port` (which has no other address), both SDPs say
+/// `c=IN IP6 ::1`, and the G.722 call's speech is recognised as over IPv4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_g722_call_over_ipv6_loopback() {
+    let ip: std::net::IpAddr = "::1".parse().unwrap();
+    let (done, h, log, _, phone) = call_baresip(ip, "G722", 16000, "[\"G722\"]").await;
+    assert_eq!(
+        done["communication_status"], "completed",
+        "{done}\n{log}\n{phone}"
+    );
+    assert!(log.contains("udp=Some([::1]:"), "{log}");
+    assert!(log.contains("codec=\"G722\""), "{log}");
     assert_eq!(done["goals"], json!(["agreed"]), "history: {}", h["turns"]);
 }
