@@ -25,7 +25,7 @@ impl Baresip {
 
     /// Starts baresip answering at `user@ip:<a free port>` (SIP and RTP on `ip`, a loopback
     /// address of either family), offering and accepting
-    /// `codecs` (baresip names: `G722`, `PCMU`, `PCMA`) and speaking `wav` (played from
+    /// `codecs` (baresip names: `G722/16000/1` (its clock as it counts it), `PCMU`, `PCMA`) and speaking `wav` (played from
     /// its start when a call is answered). A baresip whose probed port was taken before
     /// it bound exits at once; it is started again on a fresh port.
     pub async fn callee_on(ip: IpAddr, user: &str, codecs: &str, wav: &Path) -> Baresip {
@@ -40,7 +40,7 @@ impl Baresip {
                 "poll_method epoll\nsip_listen {sip}\nnet_interface {ip}\nnet_prefer_ipv6 {v6}\n\
                  audio_source aufile,{wav}\n\
                  audio_player aubridge,ab1\naudio_alert aubridge,ab2\n\
-                 module_path /usr/lib/baresip/modules\nmodule g711.so\nmodule g722.so\n\
+                 module_path /usr/lib/baresip/modules\nmodule g722.so\nmodule g711.so\n\
                  module aufile.so\nmodule aubridge.so\nmodule_app account.so\nmodule_app menu.so\n",
                 wav = wav.display(),
                 v6 = if ip.is_ipv6() { "yes" } else { "no" },
