@@ -147,7 +147,7 @@ impl lifecycle::Setup for Answer {
     ) -> Option<(Leg, NegotiatedMedia)> {
         let call = self.call.take()?;
         call.ring();
-        let local = LocalMedia::g711(rt.settings.media_ip, session.local_port());
+        let local = LocalMedia::telephony(rt.settings.media_ip, session.local_port());
         let mut leg = match call.answer(local).await {
             Ok(l) => l,
             Err(e) => {

@@ -2,7 +2,7 @@
 //! nothing of SIP or scenarios.
 //!
 //! Layers, bottom up:
-//! - sans-IO cores: [`g711`], [`rtp`], [`rtcp`], [`dtmf`], [`jitter`], [`vad`], [`amd`];
+//! - sans-IO cores: [`g711`], [`g722`] (with [`codec`], a stream's codec state), [`rtp`], [`rtcp`], [`dtmf`], [`jitter`], [`vad`], [`amd`];
 //! - audio sources: [`prompt`] (decode, resample, cache, growing sources), [`tts`]
 //!   (spoken sentence by sentence, split by [`sentences`]);
 //! - the pacing workers ([`worker`], private) behind [`MediaEngine`] / [`MediaSession`];
@@ -25,10 +25,12 @@
 pub mod amd;
 pub mod browser;
 pub mod clock;
+pub mod codec;
 pub mod dtmf;
 mod engine;
 mod events;
 pub mod g711;
+pub mod g722;
 pub mod jitter;
 pub mod prompt;
 pub mod recording;

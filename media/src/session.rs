@@ -9,10 +9,10 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::MediaError;
+use crate::codec::RtpCodec;
 use crate::events::{
     AudioReceiver, BargeIn, MediaEvent, MediaEvents, PlayEnd, Playout, SessionStats,
 };
-use crate::g711::Codec;
 use crate::prompt::{Playable, StreamingAudio};
 use crate::recording::{Recorder, RecordingInfo, RecordingTarget};
 use crate::worker::{Command, Tap};
@@ -71,13 +71,13 @@ impl MediaSession {
     pub fn set_remote(
         &self,
         addr: SocketAddr,
-        codec: Codec,
+        codec: impl Into<RtpCodec>,
         te_payload_type: Option<u8>,
     ) -> Result<(), MediaError> {
         self.send(Command::SetRemote {
             id: self.id,
             addr,
-            codec,
+            codec: codec.into(),
             te_pt: te_payload_type,
         })
     }

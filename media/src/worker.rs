@@ -24,9 +24,9 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use tokio::sync::oneshot;
 
 use crate::clock::{now_ns, sleep_until_ns};
+use crate::codec::{RtpCodec, StreamCodec};
 use crate::dtmf::{DtmfDetector, DtmfGenerator, EventPacket};
 use crate::events::{AudioFrame, BargeIn, MediaEvent, PlayEnd, Playout, SessionStats};
-use crate::g711::Codec;
 use crate::jitter::{JitterBuffer, Pop};
 use crate::prompt::{FRAME_SAMPLES, Playable, StreamFrame};
 use crate::recording::RecorderTap;
@@ -95,7 +95,7 @@ pub(crate) enum Command {
     SetRemote {
         id: u64,
         addr: SocketAddr,
-        codec: Codec,
+        codec: RtpCodec,
         te_pt: Option<u8>,
     },
     Play {
@@ -208,7 +208,8 @@ struct Session {
     /// The peer the RTP socket is `connect`ed to (see [`connect_final_latch`]).
     connected: Option<SocketAddr>,
     rtcp_latched: bool,
-    codec: Codec,
+    /// The stream's codec with its encoder and decoder state.
+    codec: StreamCodec,
     te_pt: Option<u8>,
     // Send state
     ssrc: u32,
@@ -271,7 +272,7 @@ impl Session {
             latched: false,
             connected: None,
             rtcp_latched: false,
-            codec: Codec::Pcmu,
+            codec: StreamCodec::new(RtpCodec::Pcmu),
             te_pt: Some(101),
             ssrc: rand::random(),
             seq: rand::random(),
@@ -350,6 +351,8 @@ struct Scratch {
     tx: [[u8; 1500]; 3],
     caller: [i16; FRAME_SAMPLES],
     bot: [i16; FRAME_SAMPLES],
+    /// One received payload, decoded.
+    decode: [i16; crate::jitter::MAX_PAYLOAD],
 }
 
 /// The sessions of one slot. Boxed (a session is about 1 KiB) so a slot's spare capacity,
@@ -380,6 +383,7 @@ pub(crate) fn run_worker(
         tx: [[0; 1500]; 3],
         caller: [0; FRAME_SAMPLES],
         bot: [0; FRAME_SAMPLES],
+        decode: [0; crate::jitter::MAX_PAYLOAD],
     });
     let start = now_ns();
     let mut step: u64 = 0;
@@ -474,7 +478,9 @@ fn handle_command(cmd: Command, slots: &mut [Slot], now: u64) {
             te_pt,
         } => {
             if let Some(s) = find(slots, id) {
-                s.codec = codec;
+                if s.codec.codec() != codec {
+                    s.codec = StreamCodec::new(codec);
+                }
                 s.te_pt = te_pt;
                 s.signalled_rtp = Some(addr);
                 // A latch made before the peer's address was known may be a stale stream
@@ -741,7 +747,7 @@ fn on_rtp_datagram(s: &mut Session, buf: &[u8], from: SocketAddr, now: u64) {
                 Ok(None) => {}
                 Err(_) => s.counters.malformed_rtp += 1,
             }
-        } else if Codec::from_payload_type(pkt.payload_type) == Some(s.codec) {
+        } else if RtpCodec::from_payload_type(pkt.payload_type) == Some(s.codec.codec()) {
             s.rx_stats.on_packet(pkt.sequence, pkt.timestamp, arrival);
             s.jb.insert(pkt.sequence, pkt.payload);
             s.jb.set_jitter(s.rx_stats.jitter(), FRAME_SAMPLES as u32);
@@ -789,7 +795,6 @@ fn caller_frame(s: &mut Session, sc: &mut Scratch, wanted: bool) {
             s.rx_skipped = 0;
         }
     }
-    let codec = s.codec;
     let mut guard = 0;
     while s.rx_pcm.len() + s.rx_skipped < FRAME_SAMPLES && guard < 8 {
         guard += 1;
@@ -802,10 +807,18 @@ fn caller_frame(s: &mut Session, sc: &mut Scratch, wanted: bool) {
             Pop::Empty => break,
         };
         if !wanted {
+            // An adaptive decoder must see every payload to stay in step with the sender.
+            if let Some(p) = payload.filter(|_| s.codec.decodes_with_state()) {
+                s.codec.decode(p, &mut sc.decode[..p.len()]);
+            }
             s.rx_skipped += n;
         } else if s.rx_pcm.len() + n <= s.rx_pcm.capacity() {
             match payload {
-                Some(p) => s.rx_pcm.extend(p.iter().map(|b| codec.decode(*b))),
+                Some(p) => {
+                    let out = &mut sc.decode[..p.len()];
+                    s.codec.decode(p, out);
+                    s.rx_pcm.extend(out.iter().copied());
+                }
                 None => s.rx_pcm.extend(std::iter::repeat_n(0i16, n)),
             }
         }
@@ -874,14 +887,14 @@ fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingSt
         s.dtmf_gap -= 1;
     }
 
-    let codec = s.codec;
+    let pt = s.codec.codec().payload_type();
     let payload = &mut sc.tx[0][12..12 + FRAME_SAMPLES];
-    let first_of_play = fill_bot_frame(s, codec, payload, &mut sc.bot);
+    let first_of_play = fill_bot_frame(s, payload, &mut sc.bot);
     // Marker: first packet of the stream, after a DTMF event, and the first frame of each prompt.
     let marker = s.talkspurt || first_of_play;
     s.talkspurt = false;
     let buf = &mut sc.tx[0];
-    if write_rtp_header(buf, marker, codec.payload_type(), s.seq, s.ts, s.ssrc).is_err() {
+    if write_rtp_header(buf, marker, pt, s.seq, s.ts, s.ssrc).is_err() {
         return;
     }
     s.seq = s.seq.wrapping_add(1);
@@ -971,30 +984,23 @@ fn disconnect(s: &mut Session) {
 /// Without a remote the playout clock still runs (prompts advance, handles complete).
 fn advance_playout_without_sending(s: &mut Session, sc: &mut Scratch) {
     let mut scratch = [0u8; FRAME_SAMPLES];
-    let codec = s.codec;
-    let _ = fill_bot_frame(s, codec, &mut scratch, &mut sc.bot);
+    let _ = fill_bot_frame(s, &mut scratch, &mut sc.bot);
 }
 
 /// Produces the bot's next frame: encoded into `payload`, linear into `bot`.
 /// Returns true when the frame is the first one of a playback (a talkspurt start).
-fn fill_bot_frame(
-    s: &mut Session,
-    codec: Codec,
-    payload: &mut [u8],
-    bot: &mut [i16; FRAME_SAMPLES],
-) -> bool {
+fn fill_bot_frame(s: &mut Session, payload: &mut [u8], bot: &mut [i16; FRAME_SAMPLES]) -> bool {
     loop {
         let Some(play) = s.current.as_mut() else {
-            payload.fill(codec.silence_byte());
+            s.codec.encode_silence(payload);
             bot.fill(0);
             return false;
         };
         let first = play.frames_played == 0;
         match &play.source {
             Playable::Prompt(p) => {
-                let enc = p.encoded(codec);
-                if play.pos + FRAME_SAMPLES <= enc.len() {
-                    payload.copy_from_slice(&enc[play.pos..play.pos + FRAME_SAMPLES]);
+                if play.pos + FRAME_SAMPLES <= p.pcm().len() {
+                    s.codec.encode_prompt(p, play.pos, payload);
                     bot.copy_from_slice(&p.pcm()[play.pos..play.pos + FRAME_SAMPLES]);
                     play.pos += FRAME_SAMPLES;
                     play.frames_played += 1;
@@ -1003,12 +1009,12 @@ fn fill_bot_frame(
             }
             Playable::Stream(st) => match st.take_frame(bot) {
                 StreamFrame::Frame => {
-                    codec.encode_into(bot, payload);
+                    s.codec.encode(bot, payload);
                     play.frames_played += 1;
                     return first;
                 }
                 StreamFrame::Starved => {
-                    payload.fill(codec.silence_byte());
+                    s.codec.encode_silence(payload);
                     bot.fill(0);
                     return false;
                 }

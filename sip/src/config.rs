@@ -42,7 +42,8 @@ pub struct SipConfig {
     pub trunks: Vec<TrunkConfig>,
     /// Trunk used when an outbound call names none.
     pub default_trunk: Option<String>,
-    /// Codecs the media side can handle; an inbound offer with none of them gets 488.
+    /// Codecs the media side can handle; each trunk's `codecs` are narrowed to these. An
+    /// inbound offer with none of its trunk's gets 488.
     pub codecs: Vec<SdpCodec>,
     pub user_agent: String,
     pub timers: SipTimers,
@@ -74,7 +75,7 @@ impl Default for SipConfig {
             tcp: Some(addr),
             trunks: Vec::new(),
             default_trunk: None,
-            codecs: vec![SdpCodec::Pcmu, SdpCodec::Pcma],
+            codecs: vec![SdpCodec::Pcmu, SdpCodec::Pcma, SdpCodec::G722],
             user_agent: "callsmith".into(),
             timers: SipTimers::default(),
             udp_receive_buffer_bytes: UDP_RECEIVE_BUFFER_BYTES,

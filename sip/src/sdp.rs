@@ -1,5 +1,5 @@
-//! A small SDP model (RFC 4566 / RFC 3264 offer-answer) covering what a G.711 telephony
-//! leg needs: one audio stream, PCMU/PCMA and telephone-event, and a direction attribute.
+//! A small SDP model (RFC 4566 / RFC 3264 offer-answer) covering what a telephony leg
+//! needs: one audio stream, PCMU/PCMA/G722 and telephone-event, and a direction attribute.
 //!
 //! Pure code: the engine hands a [`LocalMedia`]; this module builds offers and answers and
 //! turns the peer's SDP into [`NegotiatedMedia`]. Nothing here touches a socket.
@@ -15,6 +15,9 @@ pub enum SdpCodec {
     Pcmu,
     /// G.711 A-law, payload type 8.
     Pcma,
+    /// G.722, payload type 9: 16 kHz audio on an 8000 Hz RTP clock, written `G722/8000`
+    /// in `a=rtpmap` (RFC 3551 §4.5.2).
+    G722,
 }
 
 impl SdpCodec {
@@ -22,14 +25,17 @@ impl SdpCodec {
         match self {
             SdpCodec::Pcmu => 0,
             SdpCodec::Pcma => 8,
+            SdpCodec::G722 => 9,
         }
     }
     pub fn encoding_name(self) -> &'static str {
         match self {
             SdpCodec::Pcmu => "PCMU",
             SdpCodec::Pcma => "PCMA",
+            SdpCodec::G722 => "G722",
         }
     }
+    /// The RTP clock rate, as `a=rtpmap` writes it: 8000 for each, G.722 included.
     pub fn clock_rate(self) -> u32 {
         8000
     }
@@ -37,6 +43,7 @@ impl SdpCodec {
         match name.to_ascii_uppercase().as_str() {
             "PCMU" => Some(SdpCodec::Pcmu),
             "PCMA" => Some(SdpCodec::Pcma),
+            "G722" => Some(SdpCodec::G722),
             _ => None,
         }
     }
@@ -44,6 +51,7 @@ impl SdpCodec {
         match pt {
             0 => Some(SdpCodec::Pcmu),
             8 => Some(SdpCodec::Pcma),
+            9 => Some(SdpCodec::G722),
             _ => None,
         }
     }
@@ -97,7 +105,16 @@ pub struct LocalMedia {
 }
 
 impl LocalMedia {
-    /// PCMU, PCMA and telephone-event/101 at 20 ms: the usual telephony offer.
+    /// Every codec the media side does (PCMU, PCMA, G722) and telephone-event/101 at
+    /// 20 ms; the SIP stack narrows the codecs to the call's trunk's.
+    pub fn telephony(addr: IpAddr, port: u16) -> Self {
+        LocalMedia {
+            codecs: vec![SdpCodec::Pcmu, SdpCodec::Pcma, SdpCodec::G722],
+            ..LocalMedia::g711(addr, port)
+        }
+    }
+
+    /// PCMU, PCMA and telephone-event/101 at 20 ms: the usual G.711 offer.
     pub fn g711(addr: IpAddr, port: u16) -> Self {
         LocalMedia {
             addr,
@@ -673,5 +690,91 @@ mod tests {
             answer_offer(&no_audio, &local(), 1, 1).unwrap_err(),
             SdpError::NoAudio
         );
+    }
+}
+
+#[cfg(test)]
+mod g722_tests {
+    use super::*;
+
+    const BARESIP_OFFER: &str = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 6000 RTP/AVP 9 0 8 101\r\na=rtpmap:9 G722/8000\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:8 PCMA/8000\r\na=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-15\r\na=ptime:20\r\na=sendrecv\r\n";
+
+    #[test]
+    fn g722_offered_first_is_answered_at_its_8000_clock_with_telephone_event() {
+        let offer = SessionDescription::parse(BARESIP_OFFER).unwrap();
+        let local = LocalMedia::telephony(LOOPBACK, 40000);
+        let (body, neg) = answer_offer(&offer, &local, 1, 1).unwrap();
+        assert_eq!((neg.codec, neg.payload_type), (SdpCodec::G722, 9));
+        assert_eq!(neg.telephone_event, Some(101));
+        assert!(body.contains("m=audio 40000 RTP/AVP 9 101\r\n"), "{body}");
+        assert!(body.contains("a=rtpmap:9 G722/8000\r\n"), "{body}");
+        assert!(
+            body.contains("a=rtpmap:101 telephone-event/8000\r\n"),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn g722_is_refused_where_not_listed_and_pcmu_only_offers_get_pcmu() {
+        let offer = SessionDescription::parse(BARESIP_OFFER).unwrap();
+        let (_, neg) = answer_offer(&offer, &LocalMedia::g711(LOOPBACK, 40000), 1, 1).unwrap();
+        assert_eq!(neg.codec, SdpCodec::Pcmu);
+        let pcmu_only = BARESIP_OFFER
+            .replace("RTP/AVP 9 0 8 101", "RTP/AVP 0 101")
+            .replace("a=rtpmap:9 G722/8000\r\n", "")
+            .replace("a=rtpmap:8 PCMA/8000\r\n", "");
+        let offer = SessionDescription::parse(&pcmu_only).unwrap();
+        let (body, neg) =
+            answer_offer(&offer, &LocalMedia::telephony(LOOPBACK, 40000), 1, 1).unwrap();
+        assert_eq!(neg.codec, SdpCodec::Pcmu);
+        assert!(body.contains("RTP/AVP 0 101\r\n"), "{body}");
+    }
+
+    #[test]
+    fn g722_at_16000_in_rtpmap_is_not_g722() {
+        // RFC 3551 fixes G.722's RTP clock at 8000; a map claiming 16000 is some other
+        // stream, and static type 9 without a map is G.722.
+        let wrong = BARESIP_OFFER.replace("G722/8000", "G722/16000");
+        let offer = SessionDescription::parse(&wrong).unwrap();
+        let (_, neg) = answer_offer(&offer, &LocalMedia::telephony(LOOPBACK, 40000), 1, 1).unwrap();
+        assert_eq!(neg.codec, SdpCodec::Pcmu);
+        let bare = BARESIP_OFFER.replace("a=rtpmap:9 G722/8000\r\n", "");
+        let offer = SessionDescription::parse(&bare).unwrap();
+        let (_, neg) = answer_offer(&offer, &LocalMedia::telephony(LOOPBACK, 40000), 1, 1).unwrap();
+        assert_eq!(neg.codec, SdpCodec::G722);
+    }
+
+    #[test]
+    fn an_offer_lists_the_codecs_in_the_given_order() {
+        let local = LocalMedia {
+            codecs: vec![SdpCodec::G722, SdpCodec::Pcmu],
+            ..LocalMedia::telephony(LOOPBACK, 40000)
+        };
+        let offer = build_offer(&local, 1, 1, MediaDirection::SendRecv);
+        assert!(
+            offer.contains("m=audio 40000 RTP/AVP 9 0 101\r\n"),
+            "{offer}"
+        );
+        assert!(offer.contains("a=rtpmap:9 G722/8000\r\n"), "{offer}");
+        let answer = SessionDescription::parse(
+            "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 6002 RTP/AVP 9\r\na=rtpmap:9 G722/8000\r\n",
+        )
+        .unwrap();
+        assert_eq!(
+            negotiated_from_answer(&answer, &local).unwrap().codec,
+            SdpCodec::G722
+        );
+    }
+
+    #[test]
+    fn ipv6_connections_are_read_and_written() {
+        let offer =
+            SessionDescription::parse(&BARESIP_OFFER.replace("IN IP4 127.0.0.1", "IN IP6 ::1"))
+                .unwrap();
+        let local = LocalMedia::telephony("::1".parse().unwrap(), 40000);
+        let (body, neg) = answer_offer(&offer, &local, 1, 1).unwrap();
+        assert_eq!(neg.remote_rtp, "[::1]:6000".parse().unwrap());
+        assert!(body.contains("c=IN IP6 ::1\r\n"), "{body}");
+        assert!(body.contains("o=callsmith 1 1 IN IP6 ::1\r\n"), "{body}");
     }
 }

@@ -33,7 +33,7 @@ use crate::logging::{MessageLog, redact_number};
 use crate::outbound::{self, ForkInspector, ForkWatch, OutboundDialogs};
 use crate::relay::DialogRelay;
 use crate::retransmit::{RetransmissionCounts, Retransmissions};
-use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SessionDescription};
+use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SdpCodec, SessionDescription};
 use crate::states::StateRouter;
 use crate::trunk::{self, SipTransport, TrunkConfig};
 use crate::wire;
@@ -191,11 +191,13 @@ pub struct IncomingCall {
     pub to: String,
     /// All headers of the INVITE, in order (name, value).
     pub headers: Vec<(String, String)>,
-    /// The caller's offer read against the configured codecs (answer may still differ
+    /// The caller's offer read against the trunk's codecs (answer may still differ
     /// if the engine answers with fewer codecs).
     pub remote_media: NegotiatedMedia,
     /// Where the INVITE came from.
     pub source: SocketAddr,
+    /// The trunk's codecs the media side supports: the answer offers no others.
+    codecs: Vec<SdpCodec>,
     leg: CallLeg,
 }
 
@@ -220,7 +222,8 @@ impl IncomingCall {
     }
     /// Answer with 200 and an SDP answer for `local` (first codec of the offer that `local`
     /// supports). Returns the leg, whose first event is `Answered`.
-    pub async fn answer(self, local: LocalMedia) -> Result<CallLeg, SipError> {
+    pub async fn answer(self, mut local: LocalMedia) -> Result<CallLeg, SipError> {
+        local.codecs.retain(|c| self.codecs.contains(c));
         let (tx, rx) = oneshot::channel();
         if !self
             .leg
@@ -554,6 +557,12 @@ impl SipStack {
             inner.config.default_trunk.as_deref(),
         )?
         .clone();
+        let mut call = call;
+        // The offer lists the trunk's codecs in the trunk's order.
+        call.local_media.codecs = trunk.preferred_codecs(&call.local_media.codecs);
+        if call.local_media.codecs.is_empty() {
+            return Err(trunk::TrunkError::NoCodec(trunk.name.clone()).into());
+        }
         let from = trunk::format_number(&call.from_number, &trunk.number_format)?;
         let to = trunk::format_number(&call.to_number, &trunk.number_format)?;
         let mut headers = custom_headers(&call.headers)?;
@@ -803,8 +812,9 @@ async fn handle_invite(
     };
 
     // Media first: an offer we cannot serve is 488 whatever the number.
+    let codecs = trunk.preferred_codecs(&inner.config.codecs);
     let probe = LocalMedia {
-        codecs: inner.config.codecs.clone(),
+        codecs: codecs.clone(),
         ..LocalMedia::g711(sdp::LOOPBACK, 9)
     };
     let text = String::from_utf8_lossy(&req.body).to_string();
@@ -913,6 +923,7 @@ async fn handle_invite(
         headers: header_pairs(&req),
         remote_media,
         source,
+        codecs,
         leg,
     };
     // Run the INVITE server transaction (100 Trying, CANCEL, ACK) until it settles.

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::sdp::SdpCodec;
+
 /// SIP transport for a trunk or a listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -197,9 +199,11 @@ impl fmt::Display for Gateway {
 }
 
 impl Gateway {
-    /// The host as written: the IP or the name.
+    /// The host as a URI writes it (RFC 3261 §25.1): the name, the IPv4 address, or the
+    /// IPv6 address in brackets.
     pub fn host(&self) -> String {
         match self {
+            Gateway::Addr(SocketAddr::V6(a)) => format!("[{}]", a.ip()),
             Gateway::Addr(a) => a.ip().to_string(),
             Gateway::Host { name, .. } => name.clone(),
         }
@@ -299,6 +303,18 @@ pub struct TrunkConfig {
     /// lists for that name (and removes the header). Off: no such header leaves the node.
     #[serde(default)]
     pub edge_route: bool,
+    /// The audio codecs of this trunk's calls, most preferred first: the order of an
+    /// outbound offer, and the codecs an inbound offer may be answered with (the answer
+    /// takes the caller's most preferred of them, RFC 3264 §6.1). Default
+    /// [`default_trunk_codecs`].
+    #[serde(default = "default_trunk_codecs")]
+    pub codecs: Vec<SdpCodec>,
+}
+
+/// A trunk's codecs unless configured: PCMU, PCMA, G722. Offers lead with G.711, which
+/// every carrier takes; a caller that prefers G.722 gets it.
+pub fn default_trunk_codecs() -> Vec<SdpCodec> {
+    vec![SdpCodec::Pcmu, SdpCodec::Pcma, SdpCodec::G722]
 }
 
 /// The header naming the trunk of an outbound INVITE for the SIP edge
@@ -318,7 +334,18 @@ impl TrunkConfig {
             inbound_sources: Vec::new(),
             inbound_tenant: None,
             edge_route: false,
+            codecs: default_trunk_codecs(),
         }
+    }
+
+    /// The trunk's codecs that are among `available` (what the media side can do), in the
+    /// trunk's order of preference.
+    pub fn preferred_codecs(&self, available: &[SdpCodec]) -> Vec<SdpCodec> {
+        self.codecs
+            .iter()
+            .filter(|c| available.contains(c))
+            .copied()
+            .collect()
     }
 
     /// Host part of the From URI: `from_domain`, else the gateway's host as written.
@@ -345,6 +372,8 @@ pub enum TrunkError {
     NoneChosen,
     #[error("invalid number {0:?}")]
     InvalidNumber(String),
+    #[error("trunk {0:?} has no codec the media side supports")]
+    NoCodec(String),
 }
 
 /// Choose the trunk for an outbound call: the trunk named by the caller (the engine passes the
@@ -387,6 +416,24 @@ pub fn check_trunks(trunks: &[TrunkConfig], default: Option<&str>) -> Result<(),
         }
         if !seen.insert(t.name.as_str()) {
             return Err(format!("trunks: two trunks are named {:?}", t.name));
+        }
+        if t.codecs.is_empty() {
+            return Err(format!(
+                "trunks: trunk {:?} has an empty codecs list (name at least one of PCMU, PCMA, G722)",
+                t.name
+            ));
+        }
+        if let Some(c) = t
+            .codecs
+            .iter()
+            .enumerate()
+            .find_map(|(i, c)| t.codecs[..i].contains(c).then_some(c))
+        {
+            return Err(format!(
+                "trunks: trunk {:?} lists codec {} twice",
+                t.name,
+                c.encoding_name()
+            ));
         }
     }
     if let Some(d) = default
@@ -667,5 +714,36 @@ mod tests {
                 .unwrap_err()
                 .contains("empty name")
         );
+    }
+
+    #[test]
+    fn a_trunks_codecs_order_its_offers_and_must_be_distinct_and_non_empty() {
+        let mut t = TrunkConfig::new("pbx", "127.0.0.4:5060".parse().unwrap());
+        assert_eq!(
+            t.codecs,
+            vec![SdpCodec::Pcmu, SdpCodec::Pcma, SdpCodec::G722]
+        );
+        t.codecs = vec![SdpCodec::G722, SdpCodec::Pcmu];
+        assert_eq!(
+            t.preferred_codecs(&[SdpCodec::Pcmu, SdpCodec::Pcma, SdpCodec::G722]),
+            vec![SdpCodec::G722, SdpCodec::Pcmu]
+        );
+        assert_eq!(t.preferred_codecs(&[SdpCodec::Pcmu]), vec![SdpCodec::Pcmu]);
+        assert_eq!(check_trunks(std::slice::from_ref(&t), None), Ok(()));
+        t.codecs = vec![];
+        let e = check_trunks(std::slice::from_ref(&t), None).unwrap_err();
+        assert!(e.contains("\"pbx\" has an empty codecs list"), "{e}");
+        t.codecs = vec![SdpCodec::G722, SdpCodec::Pcmu, SdpCodec::G722];
+        let e = check_trunks(std::slice::from_ref(&t), None).unwrap_err();
+        assert!(e.contains("lists codec G722 twice"), "{e}");
+    }
+
+    #[test]
+    fn an_ipv6_gateway_is_bracketed_in_uris() {
+        let t = TrunkConfig::new("v6", "[::1]:5080".parse().unwrap());
+        assert_eq!(t.gateway.to_string(), "[::1]:5080");
+        assert_eq!(t.from_host(), "[::1]");
+        let t = TrunkConfig::new("v4", "127.0.0.1:5080".parse().unwrap());
+        assert_eq!(t.from_host(), "127.0.0.1");
     }
 }

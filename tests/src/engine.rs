@@ -116,6 +116,8 @@ pub struct EngineOptions {
     pub extra_toml: String,
     /// SIP UDP port; None = port 0, a free one the engine binds (read back from its log).
     pub sip_port: Option<u16>,
+    /// The address SIP listens on; None = 127.0.0.1 (`::1` for a call over IPv6).
+    pub sip_ip: Option<std::net::IpAddr>,
     /// Extra keys of the `[dialer]` section (`lease_secs = 2\n…`). Test engines refuse
     /// calls for timer lag only beyond a second (`max_timer_lag_ms = 1000`): tests run
     /// side by side on two cores, where 100 ms stalls happen without any call load.
@@ -192,10 +194,11 @@ impl Engine {
         if let Some(db) = &opts.database_url {
             toml.push_str(&format!("[database]\nurl = {db:?}\n"));
         }
-        toml.push_str(&format!(
-            "[sip]\nudp = \"127.0.0.1:{sip_port}\"\n{}",
-            opts.sip_toml
-        ));
+        let sip_udp = SocketAddr::new(
+            opts.sip_ip.unwrap_or(std::net::Ipv4Addr::LOCALHOST.into()),
+            sip_port,
+        );
+        toml.push_str(&format!("[sip]\nudp = \"{sip_udp}\"\n{}", opts.sip_toml));
         if let Some((first, _)) = opts.trunks.first() {
             toml.push_str(&format!("default_trunk = {first:?}\n"));
         }

@@ -29,6 +29,7 @@ pub use fixtures::{
     create_scenario, create_strategy, dispatch_with_strategy, eventually, greeting_scenario,
     provision, question_scenario, reply_scenario, upload_audio, voicemail_scenario,
 };
+pub use peers::baresip::Baresip;
 pub use peers::http::{HttpPeer, Recorded, Reply, Sink, Timing};
 pub use peers::kamailio::{Kamailio, options_status};
 pub use peers::rtp::{RtpPeer, RtpStep, TonePeer};

@@ -56,6 +56,12 @@ impl AnsweredCall {
         media: NegotiatedMedia,
         direction: CallDirection,
     ) -> Box<AnsweredCall> {
+        info!(
+            communication = %comm.sid,
+            codec = media.codec.encoding_name(),
+            payload_type = media.payload_type,
+            "call media negotiated"
+        );
         if let Err(e) = session.set_remote(
             media.remote_rtp,
             media_codec(media.codec),

@@ -65,10 +65,11 @@ pub use outbound::run_outbound;
 pub use port::LivePort;
 pub use prepare::{Prepared, prepare};
 
-fn media_codec(c: callsmith_sip::SdpCodec) -> callsmith_media::g711::Codec {
+fn media_codec(c: callsmith_sip::SdpCodec) -> callsmith_media::codec::RtpCodec {
     match c {
-        callsmith_sip::SdpCodec::Pcmu => callsmith_media::g711::Codec::Pcmu,
-        callsmith_sip::SdpCodec::Pcma => callsmith_media::g711::Codec::Pcma,
+        callsmith_sip::SdpCodec::Pcmu => callsmith_media::codec::RtpCodec::Pcmu,
+        callsmith_sip::SdpCodec::Pcma => callsmith_media::codec::RtpCodec::Pcma,
+        callsmith_sip::SdpCodec::G722 => callsmith_media::codec::RtpCodec::G722,
     }
 }
 

@@ -227,7 +227,7 @@ async fn place(
             at: Utc::now(),
         })
         .await;
-    let local = LocalMedia::g711(rt.settings.media_ip, session.local_port());
+    let local = LocalMedia::telephony(rt.settings.media_ip, session.local_port());
     let placed = rt
         .sip
         .place_call(callsmith_sip::OutboundCall {

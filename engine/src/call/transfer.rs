@@ -147,7 +147,7 @@ impl LivePort {
                 from_display: None,
                 to_number: spec.number.clone(),
                 headers: spec.sip_headers.clone(),
-                local_media: LocalMedia::g711(rt.settings.media_ip, target_media.local_port()),
+                local_media: LocalMedia::telephony(rt.settings.media_ip, target_media.local_port()),
                 ring_timeout: ring,
             })
             .await;

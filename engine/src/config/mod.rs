@@ -361,8 +361,9 @@ pub struct SipSection {
     pub tcp: Option<SocketAddr>,
     /// Trunks: `[[sip.trunks]] name = "carrier", gateway = "127.0.0.1:5070"` (or a
     /// `host:port`, resolved at start and every 60 s; plus optional `transport`,
-    /// `credentials`, `from_domain`, `number_format`, `inbound_sources`, and
-    /// `inbound_tenant`: the tenant sid whose numbers alone the trunk's inbound calls reach).
+    /// `credentials`, `from_domain`, `number_format`, `inbound_sources`,
+    /// `inbound_tenant`: the tenant sid whose numbers alone the trunk's inbound calls reach,
+    /// and `codecs`: `PCMU`, `PCMA`, `G722`, most preferred first).
     /// Names are unique. A number's `trunk` names one; otherwise the tenant's oldest trunk
     /// (control API) whose name is configured here; otherwise `default_trunk` (docs/trunks.md).
     pub trunks: Vec<callsmith_sip::TrunkConfig>,

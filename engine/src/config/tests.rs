@@ -659,3 +659,38 @@ fn sdp_never_carries_a_wildcard_address() {
         );
     }
 }
+
+/// A trunk's `codecs` are written by their encoding names, most preferred first; the
+/// default takes G.722 when a caller prefers it, and a list the media side cannot serve
+/// stops the start.
+#[test]
+fn a_trunk_names_its_codecs_in_order_of_preference() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "c.toml",
+            "[[sip.trunks]]\nname = \"pbx\"\ngateway = \"127.0.0.1:5080\"\ncodecs = [\"G722\", \"PCMU\"]\n\
+             [[sip.trunks]]\nname = \"carrier\"\ngateway = \"127.0.0.1:5081\"\n",
+        )?;
+        let c =
+            Config::load(Some(Path::new("c.toml")), Config::env()).map_err(|e| e.to_string())?;
+        let sip = c.sip.to_sip().map_err(|e| e.to_string())?;
+        use callsmith_sip::SdpCodec::*;
+        assert_eq!(sip.trunks[0].codecs, [G722, Pcmu]);
+        assert_eq!(sip.trunks[1].codecs, [Pcmu, Pcma, G722]);
+        jail.create_file(
+            "bad.toml",
+            "[[sip.trunks]]\nname = \"pbx\"\ngateway = \"127.0.0.1:5080\"\ncodecs = []\n",
+        )?;
+        let c =
+            Config::load(Some(Path::new("bad.toml")), Config::env()).map_err(|e| e.to_string())?;
+        let e = c.sip.to_sip().unwrap_err().to_string();
+        assert!(e.contains("\"pbx\" has an empty codecs list"), "{e}");
+        jail.create_file(
+            "unknown.toml",
+            "[[sip.trunks]]\nname = \"pbx\"\ngateway = \"127.0.0.1:5080\"\ncodecs = [\"G729\"]\n",
+        )?;
+        let e = Config::load(Some(Path::new("unknown.toml")), Config::env()).unwrap_err();
+        assert!(e.to_string().contains("G729"), "{e}");
+        Ok(())
+    });
+}

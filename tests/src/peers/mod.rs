@@ -1,6 +1,7 @@
-//! The engine's peers on loopback: SIPp callers and callees, the SIP edge (Kamailio), the
+//! The engine's peers on loopback: SIPp callers and callees, a baresip phone, the SIP edge (Kamailio), the
 //! speech node, HTTP peers and RTP endpoints.
 
+pub mod baresip;
 pub mod http;
 pub mod kamailio;
 pub mod rtp;

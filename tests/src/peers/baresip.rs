@@ -1,0 +1,89 @@
+//! baresip (Debian's SIP phone) as a callee on loopback: no sound card, it answers on its
+//! own and speaks a WAV file into the call (`aufile`), with the codecs it is given.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+/// A running baresip whose one account answers every call.
+pub struct Baresip {
+    child: Option<Child>,
+    /// Where it listens for SIP.
+    pub addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Baresip {
+    /// Starts baresip answering at `user@127.0.0.1:<a free port>`: [`Baresip::callee_on`]
+    /// 127.0.0.1.
+    pub async fn callee(user: &str, codecs: &str, wav: &Path) -> Baresip {
+        Baresip::callee_on("127.0.0.1".parse().unwrap(), user, codecs, wav).await
+    }
+
+    /// Starts baresip answering at `user@ip:<a free port>` (SIP and RTP on `ip`, a loopback
+    /// address of either family), offering and accepting
+    /// `codecs` (baresip names: `G722/16000/1` (its clock as it counts it), `PCMU`, `PCMA`) and speaking `wav` (played from
+    /// its start when a call is answered). A baresip whose probed port was taken before
+    /// it bound exits at once; it is started again on a fresh port.
+    pub async fn callee_on(ip: IpAddr, user: &str, codecs: &str, wav: &Path) -> Baresip {
+        for _ in 0..3 {
+            let port = std::net::UdpSocket::bind((ip, 0))
+                .and_then(|s| s.local_addr())
+                .map(|a| a.port())
+                .expect("free udp port");
+            let sip = SocketAddr::new(ip, port);
+            let dir = tempfile::tempdir().expect("tempdir");
+            let config = format!(
+                "poll_method epoll\nsip_listen {sip}\nnet_interface {ip}\nnet_prefer_ipv6 {v6}\n\
+                 audio_source aufile,{wav}\n\
+                 audio_player aubridge,ab1\naudio_alert aubridge,ab2\n\
+                 module_path /usr/lib/baresip/modules\nmodule g722.so\nmodule g711.so\n\
+                 module aufile.so\nmodule aubridge.so\nmodule_app account.so\nmodule_app menu.so\n",
+                wav = wav.display(),
+                v6 = if ip.is_ipv6() { "yes" } else { "no" },
+            );
+            std::fs::write(dir.path().join("config"), config).expect("config");
+            std::fs::write(
+                dir.path().join("accounts"),
+                format!("<sip:{user}@{sip}>;regint=0;answermode=auto;audio_codecs={codecs}\n"),
+            )
+            .expect("accounts");
+            let mut child = Command::new("baresip")
+                .arg("-f")
+                .arg(dir.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("baresip is installed (scripts/test-deps.sh)");
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            if let Ok(None) = child.try_wait() {
+                return Baresip {
+                    child: Some(child),
+                    addr: sip,
+                    _dir: dir,
+                };
+            }
+        }
+        panic!("baresip does not start");
+    }
+
+    /// Stops baresip and returns what it printed.
+    pub async fn output(mut self) -> String {
+        let Some(mut child) = self.child.take() else {
+            return String::new();
+        };
+        let _ = child.start_kill();
+        match tokio::time::timeout(Duration::from_secs(10), child.wait_with_output()).await {
+            Ok(Ok(out)) => {
+                String::from_utf8_lossy(&out.stdout).into_owned()
+                    + &String::from_utf8_lossy(&out.stderr)
+            }
+            _ => String::new(),
+        }
+    }
+}
