@@ -24,6 +24,7 @@ pub mod logging;
 mod outbound;
 mod relay;
 pub mod retransmit;
+pub mod sdes;
 pub mod sdp;
 mod stack;
 mod states;
@@ -35,6 +36,7 @@ pub use config::{SipConfig, SipTimers, UDP_RECEIVE_BUFFER_BYTES};
 pub use leg::{CallLeg, EndInfo, LegController, LegDirection, LegEvent, Party, ReferOutcome};
 pub use logging::redact_number;
 pub use retransmit::RetransmissionCounts;
+pub use sdes::{CryptoSuite, SrtpKeys, SrtpPolicy};
 pub use sdp::{LocalMedia, MediaDirection, NegotiatedMedia, SdpCodec};
 pub use stack::{
     Admission, CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack,

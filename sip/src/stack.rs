@@ -33,6 +33,7 @@ use crate::logging::{MessageLog, redact_number};
 use crate::outbound::{self, ForkInspector, ForkWatch, OutboundDialogs};
 use crate::relay::DialogRelay;
 use crate::retransmit::{RetransmissionCounts, Retransmissions};
+use crate::sdes::LocalSrtp;
 use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SessionDescription};
 use crate::states::StateRouter;
 use crate::trunk::{self, SipTransport, TrunkConfig};
@@ -197,6 +198,9 @@ pub struct IncomingCall {
     /// Where the INVITE came from.
     pub source: SocketAddr,
     leg: CallLeg,
+    /// This side's SRTP key and the trunk's policy, as the offer was checked with: the
+    /// answer uses the same, so `remote_media.srtp` holds the keys the call runs with.
+    srtp: Option<LocalSrtp>,
 }
 
 impl std::fmt::Debug for IncomingCall {
@@ -220,7 +224,9 @@ impl IncomingCall {
     }
     /// Answer with 200 and an SDP answer for `local` (first codec of the offer that `local`
     /// supports). Returns the leg, whose first event is `Answered`.
-    pub async fn answer(self, local: LocalMedia) -> Result<CallLeg, SipError> {
+    /// The trunk's SRTP policy applies whatever `local.srtp` says.
+    pub async fn answer(self, mut local: LocalMedia) -> Result<CallLeg, SipError> {
+        local.srtp = self.srtp;
         let (tx, rx) = oneshot::channel();
         if !self
             .leg
@@ -546,7 +552,9 @@ impl SipStack {
     }
 
     /// Send an INVITE through the chosen trunk. Returns at once; progress comes as events.
-    pub async fn place_call(&self, call: OutboundCall) -> Result<CallLeg, SipError> {
+    /// The trunk's SRTP policy applies (with a fresh key) whatever `call.local_media.srtp`
+    /// says.
+    pub async fn place_call(&self, mut call: OutboundCall) -> Result<CallLeg, SipError> {
         let inner = &self.inner;
         let trunk = trunk::select_trunk(
             &inner.config.trunks,
@@ -582,6 +590,7 @@ impl SipStack {
             })?;
         let contact = parse(format!("sip:{from}@{local_addr}{transport_param}"))?;
 
+        call.local_media.srtp = LocalSrtp::for_policy(trunk.srtp);
         let session_id = rand::random::<u32>() as u64;
         let offer = sdp::build_offer(&call.local_media, session_id, 1, MediaDirection::SendRecv);
         let credential = trunk.credentials.as_ref().map(|c| Credential {
@@ -769,6 +778,20 @@ async fn refuse(tx: &mut Transaction, refusal: &wire::Refusal) -> Result<(), Sip
     Ok(())
 }
 
+/// Text fit for a Warning header's quoted string: printable ASCII without quotes or
+/// backslashes, at most 200 characters (the text may quote what a peer sent).
+fn warning_text(reason: &str) -> String {
+    reason
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' => '\'',
+            c if c == ' ' || c.is_ascii_graphic() => c,
+            _ => '?',
+        })
+        .take(200)
+        .collect()
+}
+
 fn header_pairs(req: &Request) -> Vec<(String, String)> {
     req.headers
         .iter()
@@ -797,8 +820,10 @@ async fn handle_invite(
     };
 
     // Media first: an offer we cannot serve is 488 whatever the number.
+    let srtp = LocalSrtp::for_policy(trunk.srtp);
     let probe = LocalMedia {
         codecs: inner.config.codecs.clone(),
+        srtp,
         ..LocalMedia::g711(sdp::LOOPBACK, 9)
     };
     let text = String::from_utf8_lossy(&req.body).to_string();
@@ -807,8 +832,14 @@ async fn handle_invite(
     {
         Ok((_, neg)) => neg,
         Err(e) => {
-            info!(call_id = ?req.call_id_header().map(|c| c.value().to_string()).ok(), error = %e, "inbound INVITE offer not acceptable: 488");
-            tx.reply(StatusCode::NotAcceptableHere).await?;
+            info!(call_id = ?req.call_id_header().map(|c| c.value().to_string()).ok(), trunk = %trunk.name, error = %e, "inbound INVITE offer not acceptable: 488");
+            // The reason names what is wrong with the offer, never a key.
+            let warning = Header::Other(
+                "Warning".into(),
+                format!("399 callsmith \"{}\"", warning_text(&e.to_string())),
+            );
+            tx.reply_with(StatusCode::NotAcceptableHere, vec![warning], None)
+                .await?;
             return Ok(());
         }
     };
@@ -908,6 +939,7 @@ async fn handle_invite(
         remote_media,
         source,
         leg,
+        srtp,
     };
     // Run the INVITE server transaction (100 Trying, CANCEL, ACK) until it settles.
     let mut d = dialog.clone();

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::sdes::SrtpPolicy;
+
 /// SIP transport for a trunk or a listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -294,6 +296,10 @@ pub struct TrunkConfig {
     /// depend on it.
     #[serde(default)]
     pub inbound_tenant: Option<String>,
+    /// SRTP with SDES keys on this trunk's calls: `off` (default), `optional` or
+    /// `required` (see [`SrtpPolicy`]).
+    #[serde(default)]
+    pub srtp: SrtpPolicy,
 }
 
 impl TrunkConfig {
@@ -308,6 +314,7 @@ impl TrunkConfig {
             number_format: NumberFormat::E164Plus,
             inbound_sources: Vec::new(),
             inbound_tenant: None,
+            srtp: SrtpPolicy::Off,
         }
     }
 
