@@ -82,6 +82,18 @@ impl MediaSession {
         })
     }
 
+    /// Protects the session's RTP and RTCP with SRTP from now on (None: plain RTP again),
+    /// with keys agreed in the signalling. Call it before [`Self::set_remote`] so that no
+    /// packet goes to the peer unprotected; the contexts are derived here, not on the
+    /// worker.
+    pub fn set_srtp(&self, params: Option<&crate::srtp::SrtpParams>) -> Result<(), MediaError> {
+        let contexts = params.map(|p| p.contexts()).transpose()?;
+        self.send(Command::SetSrtp {
+            id: self.id,
+            contexts: contexts.map(Box::new),
+        })
+    }
+
     /// Queues a prompt (played after any current one). `barge_in`: when caller speech
     /// stops it (`true`: from its start, `false`: never).
     pub fn play(

@@ -13,7 +13,9 @@
 //! path allocates, except a session's decode buffer the first tick its
 //! caller's audio is wanted: prompts are pre-encoded, other buffers are
 //! preallocated, and every hand-off to async code is a `try_send` on a bounded
-//! channel.
+//! channel. With SRTP on (`MediaSession::set_srtp`) each packet protected or
+//! unprotected costs one allocation inside `webrtc::srtp`, which returns its result
+//! in a new buffer (copied back into the scratch buffers here).
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
@@ -32,6 +34,7 @@ use crate::prompt::{FRAME_SAMPLES, Playable, StreamFrame};
 use crate::recording::RecorderTap;
 use crate::rtcp::{ReceiverStats, ReportBlock, RtcpReport, SenderInfo, ntp_timestamp};
 use crate::rtp::{RtpPacket, looks_like_rtcp, write_rtp_header};
+use crate::srtp::SrtpContexts;
 use crate::vad::{SpeechDetector, SpeechTransition, VadConfig};
 
 /// Slots per 20 ms period.
@@ -97,6 +100,11 @@ pub(crate) enum Command {
         addr: SocketAddr,
         codec: Codec,
         te_pt: Option<u8>,
+    },
+    /// SRTP on (or off) for the session's RTP and RTCP.
+    SetSrtp {
+        id: u64,
+        contexts: Option<Box<SrtpContexts>>,
     },
     Play {
         id: u64,
@@ -210,6 +218,8 @@ struct Session {
     rtcp_latched: bool,
     codec: Codec,
     te_pt: Option<u8>,
+    /// SRTP contexts while the call's media is protected (see `MediaSession::set_srtp`).
+    srtp: Option<Box<SrtpContexts>>,
     // Send state
     ssrc: u32,
     seq: u16,
@@ -273,6 +283,7 @@ impl Session {
             rtcp_latched: false,
             codec: Codec::Pcmu,
             te_pt: Some(101),
+            srtp: None,
             ssrc: rand::random(),
             seq: rand::random(),
             ts: rand::random(),
@@ -346,6 +357,8 @@ impl Session {
 /// Scratch buffers owned by the worker (no per-tick allocation).
 struct Scratch {
     rx: [u8; 2048],
+    /// An unprotected SRTP or SRTCP packet.
+    plain: [u8; 1500],
     rx_batch: RxBatch,
     tx: [[u8; 1500]; 3],
     caller: [i16; FRAME_SAMPLES],
@@ -373,6 +386,7 @@ pub(crate) fn run_worker(
     let mut slots: Vec<Slot> = (0..SLOTS).map(|_| Vec::new()).collect();
     let mut scratch = Box::new(Scratch {
         rx: [0; 2048],
+        plain: [0; 1500],
         rx_batch: RxBatch {
             bufs: [[0; 1500]; RX_BATCH],
             meta: [(0, SocketAddr::from(([0, 0, 0, 0], 0))); RX_BATCH],
@@ -492,6 +506,11 @@ fn handle_command(cmd: Command, slots: &mut [Slot], now: u64) {
                 }
                 // The peer may have latched first, from where it now says it sends.
                 connect_final_latch(s);
+            }
+        }
+        Command::SetSrtp { id, contexts } => {
+            if let Some(s) = find(slots, id) {
+                s.srtp = contexts;
             }
         }
         Command::Play {
@@ -648,7 +667,7 @@ fn receive(s: &mut Session, sc: &mut Scratch, now: u64) {
         let n = recv_batch(&s.rtp, &mut sc.rx_batch);
         for i in 0..n {
             let (len, from) = sc.rx_batch.meta[i];
-            on_rtp_datagram(s, &sc.rx_batch.bufs[i][..len], from, now);
+            on_rtp_datagram(s, &sc.rx_batch.bufs[i][..len], from, now, &mut sc.plain);
         }
         got += n;
         if n < RX_BATCH {
@@ -666,12 +685,18 @@ fn receive(s: &mut Session, sc: &mut Scratch, now: u64) {
                 s.rtcp_latched = true;
                 s.remote_rtcp = Some(from);
             }
-            on_rtcp(s, &sc.rx[..n], now);
+            on_rtcp(s, &sc.rx[..n], now, &mut sc.plain);
         }
     }
 }
 
-fn on_rtp_datagram(s: &mut Session, buf: &[u8], from: SocketAddr, now: u64) {
+fn on_rtp_datagram(
+    s: &mut Session,
+    buf: &[u8],
+    from: SocketAddr,
+    now: u64,
+    plain: &mut [u8; 1500],
+) {
     {
         // Symmetric RTP latches to the first source, but the address the SDP signalled
         // always wins: a stale stream still aimed at a recycled port can hold the latch
@@ -685,9 +710,20 @@ fn on_rtp_datagram(s: &mut Session, buf: &[u8], from: SocketAddr, now: u64) {
             }
         }
         if looks_like_rtcp(buf) {
-            on_rtcp(s, buf, now);
+            on_rtcp(s, buf, now, plain);
             return;
         }
+        // With SRTP, only an authenticated packet counts (and may take the latch).
+        let buf = match s.srtp.as_mut() {
+            Some(ctx) => match ctx.unprotect_rtp(buf, plain) {
+                Ok(n) => &plain[..n],
+                Err(_) => {
+                    s.counters.srtp_dropped += 1;
+                    return;
+                }
+            },
+            None => buf,
+        };
         let pkt = match RtpPacket::parse(buf) {
             Ok(p) => p,
             Err(_) => {
@@ -754,7 +790,17 @@ fn on_rtp_datagram(s: &mut Session, buf: &[u8], from: SocketAddr, now: u64) {
     }
 }
 
-fn on_rtcp(s: &mut Session, buf: &[u8], now: u64) {
+fn on_rtcp(s: &mut Session, buf: &[u8], now: u64, plain: &mut [u8; 1500]) {
+    let buf = match s.srtp.as_mut() {
+        Some(ctx) => match ctx.unprotect_rtcp(buf, plain) {
+            Ok(n) => &plain[..n],
+            Err(_) => {
+                s.counters.srtp_dropped += 1;
+                return;
+            }
+        },
+        None => buf,
+    };
     match RtcpReport::parse(buf) {
         Ok(r) => {
             s.counters.rtcp_received += 1;
@@ -856,7 +902,7 @@ fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingSt
             let buf = &mut sc.tx[i];
             if write_rtp_header(buf, ev.marker, te, seq, ev.timestamp, s.ssrc).is_ok() {
                 buf[12..16].copy_from_slice(&ev.payload);
-                lens[i] = 16;
+                lens[i] = protect_rtp(&mut s.srtp, buf, 16);
             }
         }
         let sent = send_batch(&s.rtp, &sc.tx, &lens[..n], remote);
@@ -885,9 +931,9 @@ fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingSt
         return;
     }
     s.seq = s.seq.wrapping_add(1);
-    let len = 12 + FRAME_SAMPLES;
+    let len = protect_rtp(&mut s.srtp, buf, 12 + FRAME_SAMPLES);
     pacing.record(now_ns().saturating_sub(deadline));
-    if send_rtp(s, &buf[..len], remote) {
+    if len > 0 && send_rtp(s, &buf[..len], remote) {
         s.packets_sent += 1;
         s.octets_sent += FRAME_SAMPLES as u64;
         if first_of_play && let Some(p) = s.current.as_mut() {
@@ -895,6 +941,15 @@ fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingSt
         }
     } else {
         s.counters.send_errors += 1;
+    }
+}
+
+/// The length of the RTP packet in `buf[..len]` as it goes out: protected in place with
+/// SRTP on, as it is otherwise; 0 when protection failed (the packet is not sent).
+fn protect_rtp(srtp: &mut Option<Box<SrtpContexts>>, buf: &mut [u8], len: usize) -> usize {
+    match srtp {
+        Some(ctx) => ctx.protect_rtp(buf, len).unwrap_or(0),
+        None => len,
     }
 }
 
@@ -1075,6 +1130,10 @@ fn send_rtcp(s: &mut Session, sc: &mut Scratch) {
         block_count: count,
     };
     if let Ok(n) = report.write(&mut sc.tx[0])
+        && let Ok(n) = match s.srtp.as_mut() {
+            Some(ctx) => ctx.protect_rtcp(&mut sc.tx[0], n),
+            None => Ok(n),
+        }
         && s.rtcp.send_to(&sc.tx[0][..n], to).is_ok()
     {
         s.counters.rtcp_sent += 1;

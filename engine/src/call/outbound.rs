@@ -17,11 +17,11 @@ use tracing::{info, warn};
 
 use super::ForcedEnd;
 use super::error::CallError;
+use super::finish;
 use super::leg::Leg;
 use super::lifecycle;
 use super::prepare::{Prepared, prepare};
 use super::ring::{RingAction, RingEnd, RingEvent, Ringing};
-use super::{finish, media_codec};
 use crate::runtime::Runtime;
 
 /// Waits until `at` (at once when it has passed); false when `draining` is cancelled first.
@@ -259,8 +259,7 @@ async fn place(
         while let Some(action) = ringing.poll_action() {
             match action {
                 RingAction::EarlyMedia(m) => {
-                    let _ =
-                        session.set_remote(m.remote_rtp, media_codec(m.codec), m.telephone_event);
+                    let _ = super::point_media(session, &m);
                 }
                 RingAction::HangUp => leg.hangup(),
                 RingAction::Done(end) => over = Some(end),
