@@ -29,6 +29,7 @@ pub mod sdp;
 mod stack;
 mod states;
 pub mod status;
+pub mod tls;
 pub mod trunk;
 pub mod wire;
 
@@ -42,4 +43,5 @@ pub use stack::{
     Admission, CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack,
 };
 pub use status::CallStatus;
+pub use tls::SipTlsConfig;
 pub use trunk::{DigestCredentials, Gateway, NumberFormat, SipTransport, TrunkConfig};

@@ -193,6 +193,28 @@ impl CryptoAttribute {
     }
 }
 
+/// `text` (a whole SIP message or SDP body) with every SDES key after `inline:` replaced
+/// by `<redacted>`: what message logs show.
+pub fn redact_keys(text: &str) -> std::borrow::Cow<'_, str> {
+    const MARK: &str = "inline:";
+    if !text.contains(MARK) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(MARK) {
+        out.push_str(&rest[..i + MARK.len()]);
+        rest = &rest[i + MARK.len()..];
+        let end = rest
+            .find(|c: char| c == '|' || c == ';' || c.is_whitespace())
+            .unwrap_or(rest.len());
+        out.push_str("<redacted>");
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 /// A lifetime: decimal, or `2^<n>`, each at most 2^48 (RFC 4568 §6.1).
 fn valid_lifetime(s: &str) -> bool {
     match s.strip_prefix("2^") {
@@ -431,6 +453,23 @@ mod tests {
             assert!(e.to_string().contains(reason), "{value:?}: {e}");
             assert!(!e.to_string().contains(KEY), "the key is not echoed: {e}");
         }
+    }
+
+    #[test]
+    fn message_text_loses_its_keys() {
+        let text = format!(
+            "m=audio 1 RTP/SAVP 0\r\na=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:{KEY}|2^31\r\n\
+             a=crypto:2 AES_CM_128_HMAC_SHA1_32 inline:{KEY}\r\na=ptime:20\r\n"
+        );
+        let r = redact_keys(&text);
+        assert!(!r.contains(KEY), "{r}");
+        assert_eq!(
+            r,
+            "m=audio 1 RTP/SAVP 0\r\na=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:<redacted>|2^31\r\n\
+             a=crypto:2 AES_CM_128_HMAC_SHA1_32 inline:<redacted>\r\na=ptime:20\r\n"
+        );
+        assert_eq!(redact_keys("a=ptime:20"), "a=ptime:20");
+        assert_eq!(redact_keys("inline:"), "inline:<redacted>");
     }
 
     #[test]

@@ -144,6 +144,8 @@ struct Inner {
     /// The UDP socket's receive buffer as the kernel granted it, bytes.
     udp_receive_buffer: Option<usize>,
     tcp_addr: Option<SocketAddr>,
+    /// The TLS listener's address, bound.
+    tls_addr: Option<SocketAddr>,
     router: Arc<dyn CallRouter>,
     /// Every dialog's states, routed to its leg.
     states: StateRouter,
@@ -261,6 +263,7 @@ fn sip_addr(t: SipTransport, addr: SocketAddr) -> SipAddr {
         r#type: Some(match t {
             SipTransport::Udp => rsipstack::sip::Transport::Udp,
             SipTransport::Tcp => rsipstack::sip::Transport::Tcp,
+            SipTransport::Tls => rsipstack::sip::Transport::Tls,
         }),
         addr: addr.into(),
     }
@@ -316,6 +319,7 @@ fn local_ip(config: &SipConfig, transport: SipTransport) -> Option<IpAddr> {
     match transport {
         SipTransport::Udp => config.udp,
         SipTransport::Tcp => config.tcp,
+        SipTransport::Tls => config.tls.as_ref().and_then(|t| t.listen),
     }
     .map(|a| a.ip())
 }
@@ -392,6 +396,12 @@ impl SipStack {
     /// the transports and start serving. TCP with port 0 gets a free port picked here.
     pub async fn start(config: SipConfig, router: impl CallRouter) -> Result<SipStack, SipError> {
         config.check().map_err(SipError::Config)?;
+        let tls = match &config.tls {
+            Some(t) => Some(Arc::new(
+                crate::tls::TlsMaterial::load(t).map_err(SipError::Config)?,
+            )),
+            None => None,
+        };
         let gateways = resolve_gateways(&config).await?;
         let cancel = CancellationToken::new();
         let transport_layer = TransportLayer::new(cancel.child_token());
@@ -439,6 +449,17 @@ impl SipStack {
             tcp_addr = Some(addr);
             transport_layer.add_transport(conn.into());
         }
+        let mut tls_listener = None;
+        if let (Some(material), Some(addr)) = (&tls, config.tls.as_ref().and_then(|t| t.listen)) {
+            let listener = crate::tls::bind(addr).await.map_err(|e| SipError::Listen {
+                transport: "tls",
+                addr,
+                reason: e.to_string(),
+            })?;
+            transport_layer.set_tls_config(material.client_config());
+            tls_listener = Some(listener);
+        }
+        let tls_addr = tls_listener.as_ref().and_then(|l| l.local_addr().ok());
         let call_id_host = udp_addr.or(tcp_addr).map(|a| a.ip().to_string());
         let option = EndpointOption {
             callid_suffix: call_id_host,
@@ -477,6 +498,14 @@ impl SipStack {
         let endpoint_inner = endpoint.inner.clone();
         let dialog_layer = Arc::new(DialogLayer::new(endpoint_inner.clone()));
         tokio::spawn(async move { endpoint.serve().await });
+        if let (Some(listener), Some(material)) = (tls_listener, tls) {
+            tokio::spawn(crate::tls::serve(
+                listener,
+                material,
+                endpoint_inner.clone(),
+                cancel.child_token(),
+            ));
+        }
         tokio::spawn(outbound::end_forks(
             forks.clone(),
             endpoint_inner.clone(),
@@ -491,6 +520,7 @@ impl SipStack {
             udp_addr,
             udp_receive_buffer,
             tcp_addr,
+            tls_addr,
             router: Arc::new(router),
             states: StateRouter::start(cancel.clone()),
             relay: DialogRelay::start(endpoint_inner.clone(), cancel.clone()),
@@ -502,7 +532,7 @@ impl SipStack {
         let (call_tx, call_rx) = mpsc::channel(1024);
         tokio::spawn(serve_requests(inner.clone(), incoming_tx, call_tx));
         tokio::spawn(refresh_gateways(inner.clone()));
-        info!(?udp_addr, ?tcp_addr, "sip stack started");
+        info!(?udp_addr, ?tcp_addr, ?tls_addr, "sip stack started");
         Ok(SipStack {
             inner,
             incoming: parking_lot::Mutex::new(Some(IncomingCalls { rx: call_rx })),
@@ -524,6 +554,10 @@ impl SipStack {
     }
     pub fn tcp_addr(&self) -> Option<SocketAddr> {
         self.inner.tcp_addr
+    }
+    /// The TLS listener's address (see [`crate::tls`]).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.inner.tls_addr
     }
     /// SIP messages sent and received again since the stack started (see
     /// [`Retransmissions`]).
@@ -568,13 +602,14 @@ impl SipStack {
         let local_addr = match trunk.transport {
             SipTransport::Udp => inner.udp_addr,
             SipTransport::Tcp => inner.tcp_addr,
+            SipTransport::Tls => inner.tls_addr,
         }
         .ok_or(SipError::TransportDisabled(trunk.transport))?;
 
-        let transport_param = if trunk.transport == SipTransport::Tcp {
-            ";transport=tcp"
-        } else {
-            ""
+        let transport_param = match trunk.transport {
+            SipTransport::Udp => "",
+            SipTransport::Tcp => ";transport=tcp",
+            SipTransport::Tls => ";transport=tls",
         };
         let parse = |s: String| {
             rsipstack::sip::Uri::try_from(s.as_str())
@@ -881,14 +916,10 @@ async fn handle_invite(
     };
 
     // Contact on the transport the INVITE came in on, so in-dialog requests use it too.
-    let over_tcp = matches!(
-        tx.connection.as_ref().map(|c| c.transport()),
-        Some(rsipstack::sip::Transport::Tcp)
-    );
-    let (local_addr, tp) = if over_tcp {
-        (inner.tcp_addr, ";transport=tcp")
-    } else {
-        (inner.udp_addr, "")
+    let (local_addr, tp) = match tx.connection.as_ref().map(|c| c.transport()) {
+        Some(rsipstack::sip::Transport::Tcp) => (inner.tcp_addr, ";transport=tcp"),
+        Some(rsipstack::sip::Transport::Tls) => (inner.tls_addr, ";transport=tls"),
+        _ => (inner.udp_addr, ""),
     };
     let contact = local_addr
         .and_then(|a| rsipstack::sip::Uri::try_from(format!("sip:{called}@{a}{tp}").as_str()).ok());

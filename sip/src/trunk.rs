@@ -17,6 +17,8 @@ pub enum SipTransport {
     #[default]
     Udp,
     Tcp,
+    /// SIP over TLS (`transport=tls`, port 5061 by default; see [`crate::tls`]).
+    Tls,
 }
 
 /// How numbers are written in the Request-URI, To and From users sent to a trunk.
