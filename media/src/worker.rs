@@ -101,7 +101,9 @@ pub(crate) enum Command {
         codec: Codec,
         te_pt: Option<u8>,
     },
-    /// SRTP on (or off) for the session's RTP and RTCP.
+    /// Hold media until `SetSrtp` (see `MediaSession::await_srtp`).
+    AwaitSrtp(u64),
+    /// SRTP on (or off) for the session's RTP and RTCP; ends an `AwaitSrtp` hold.
     SetSrtp {
         id: u64,
         contexts: Option<Box<SrtpContexts>>,
@@ -220,6 +222,8 @@ struct Session {
     te_pt: Option<u8>,
     /// SRTP contexts while the call's media is protected (see `MediaSession::set_srtp`).
     srtp: Option<Box<SrtpContexts>>,
+    /// Waiting for the SRTP keys: nothing is sent, nothing received counts.
+    srtp_pending: bool,
     // Send state
     ssrc: u32,
     seq: u16,
@@ -284,6 +288,7 @@ impl Session {
             codec: Codec::Pcmu,
             te_pt: Some(101),
             srtp: None,
+            srtp_pending: false,
             ssrc: rand::random(),
             seq: rand::random(),
             ts: rand::random(),
@@ -508,9 +513,15 @@ fn handle_command(cmd: Command, slots: &mut [Slot], now: u64) {
                 connect_final_latch(s);
             }
         }
+        Command::AwaitSrtp(id) => {
+            if let Some(s) = find(slots, id) {
+                s.srtp_pending = true;
+            }
+        }
         Command::SetSrtp { id, contexts } => {
             if let Some(s) = find(slots, id) {
                 s.srtp = contexts;
+                s.srtp_pending = false;
             }
         }
         Command::Play {
@@ -697,6 +708,10 @@ fn on_rtp_datagram(
     now: u64,
     plain: &mut [u8; 1500],
 ) {
+    if s.srtp_pending {
+        s.counters.srtp_dropped += 1;
+        return;
+    }
     {
         // Symmetric RTP latches to the first source, but the address the SDP signalled
         // always wins: a stale stream still aimed at a recycled port can hold the latch
@@ -791,6 +806,10 @@ fn on_rtp_datagram(
 }
 
 fn on_rtcp(s: &mut Session, buf: &[u8], now: u64, plain: &mut [u8; 1500]) {
+    if s.srtp_pending {
+        s.counters.srtp_dropped += 1;
+        return;
+    }
     let buf = match s.srtp.as_mut() {
         Some(ctx) => match ctx.unprotect_rtcp(buf, plain) {
             Ok(n) => &plain[..n],
@@ -874,7 +893,7 @@ fn caller_frame(s: &mut Session, sc: &mut Scratch, wanted: bool) {
 
 fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingStats) {
     sc.bot.fill(0);
-    let Some(remote) = s.remote_rtp else {
+    let Some(remote) = s.remote_rtp.filter(|_| !s.srtp_pending) else {
         advance_playout_without_sending(s, sc);
         return;
     };
@@ -1110,7 +1129,9 @@ fn send_batch(sock: &UdpSocket, bufs: &[[u8; 1500]; 3], lens: &[usize], to: Sock
 }
 
 fn send_rtcp(s: &mut Session, sc: &mut Scratch) {
-    let Some(to) = s.remote_rtcp else { return };
+    let Some(to) = s.remote_rtcp.filter(|_| !s.srtp_pending) else {
+        return;
+    };
     let now_ms = now_ns() / 1_000_000;
     let mut blocks = [ReportBlock::default(); 4];
     let mut count = 0;

@@ -92,6 +92,53 @@ async fn plain_rtp_or_another_key_is_dropped_and_counted() {
 }
 
 #[tokio::test]
+async fn a_session_waiting_for_its_keys_sends_nothing_and_latches_nothing() {
+    let engine = engine();
+    let profile = SrtpProfile::Aes128CmHmacSha1_80;
+    let mut waiting = engine.open_session(None).unwrap();
+    waiting.await_srtp().unwrap();
+    // The peer starts first, protected: before the keys, nothing is latched or answered.
+    let peer = RawPeer::new().await;
+    let mut ctx = params(profile, A, B).contexts().unwrap();
+    let mut buf = [0u8; 1500];
+    for seq in 1..=10u16 {
+        let n = callsmith_media::rtp::write_rtp(
+            &mut buf,
+            false,
+            0,
+            seq,
+            seq as u32 * 160,
+            7,
+            &[0xFF; 160],
+        )
+        .unwrap();
+        let n = ctx.protect_rtp(&mut buf, n).unwrap();
+        peer.sock
+            .send_to(&buf[..n], waiting.local_addr())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let heard = peer
+        .collect(Duration::from_millis(300), |p| !p.is_empty())
+        .await;
+    assert!(heard.is_empty(), "nothing is sent before the keys");
+    let stats = waiting.stats().await.unwrap();
+    assert_eq!(stats.remote, None, "no latch: {stats:?}");
+    assert_eq!(stats.packets_sent, 0, "{stats:?}");
+    assert!(stats.srtp_dropped >= 10, "{stats:?}");
+    // The keys come: the stream starts, protected.
+    waiting.set_srtp(Some(&params(profile, B, A))).unwrap();
+    waiting
+        .set_remote(peer.addr(), Codec::Pcmu, Some(101))
+        .unwrap();
+    let heard = peer.collect(Duration::from_secs(2), |p| p.len() >= 5).await;
+    assert!(heard.len() >= 5);
+    assert!(heard.iter().all(|p| p.payload.len() == 170), "protected");
+    drop(waiting.take_events());
+}
+
+#[tokio::test]
 async fn what_goes_out_is_protected_with_the_suites_tag() {
     for (profile, tag) in [
         (SrtpProfile::Aes128CmHmacSha1_80, 10),

@@ -574,6 +574,19 @@ impl SipStack {
         self.inner.config.default_trunk.as_deref()
     }
 
+    /// The SRTP policy of the trunk a call naming `trunk` leaves through (the default
+    /// trunk when None); `off` when no trunk would take it. The engine holds the call's
+    /// media for the keys (`MediaSession::await_srtp`) when it is not `off`.
+    pub fn srtp_policy(&self, trunk: Option<&str>) -> crate::sdes::SrtpPolicy {
+        trunk::select_trunk(
+            &self.inner.config.trunks,
+            trunk,
+            self.inner.config.default_trunk.as_deref(),
+        )
+        .map(|t| t.srtp)
+        .unwrap_or_default()
+    }
+
     /// Where the trunk named `name` sends INVITEs now: its written address, or the address
     /// its host name last resolved to.
     pub fn gateway_addr(&self, name: &str) -> Option<SocketAddr> {

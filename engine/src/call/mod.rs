@@ -88,6 +88,16 @@ fn media_srtp(m: &callsmith_sip::NegotiatedMedia) -> Option<callsmith_media::srt
     })
 }
 
+/// Holds an outbound call's media for its SRTP keys when the trunk it leaves through
+/// (`trunk`, else the default) does SRTP: nothing is sent before [`point_media`].
+fn hold_for_keys(rt: &Runtime, trunk: Option<&str>, session: &callsmith_media::MediaSession) {
+    if rt.sip.srtp_policy(trunk) != callsmith_sip::SrtpPolicy::Off
+        && let Err(e) = session.await_srtp()
+    {
+        warn!(error = %e, "holding the media for its SRTP keys failed");
+    }
+}
+
 /// Points `session` at a SIP leg's negotiated media: SRTP first (so nothing leaves
 /// unprotected), then the peer, codec and telephone-event type.
 fn point_media(

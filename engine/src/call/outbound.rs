@@ -17,11 +17,11 @@ use tracing::{info, warn};
 
 use super::ForcedEnd;
 use super::error::CallError;
-use super::finish;
 use super::leg::Leg;
 use super::lifecycle;
 use super::prepare::{Prepared, prepare};
 use super::ring::{RingAction, RingEnd, RingEvent, Ringing};
+use super::{finish, hold_for_keys};
 use crate::runtime::Runtime;
 
 /// Waits until `at` (at once when it has passed); false when `draining` is cancelled first.
@@ -228,6 +228,7 @@ async fn place(
         })
         .await;
     let local = LocalMedia::g711(rt.settings.media_ip, session.local_port());
+    hold_for_keys(rt, prep.trunk.as_deref(), session);
     let placed = rt
         .sip
         .place_call(callsmith_sip::OutboundCall {

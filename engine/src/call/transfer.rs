@@ -133,6 +133,7 @@ impl LivePort {
         };
         // The target leg's media events (VAD, DTMF) play no part in the transfer.
         drop(target_media.take_events());
+        super::hold_for_keys(&rt, Some(&self.ctx.trunk), &target_media);
         let ring = ring_timeout(spec);
         let from_number = match spec.from.trim() {
             "" => self.ctx.from_number.clone(),
