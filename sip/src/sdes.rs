@@ -472,6 +472,44 @@ mod tests {
         assert_eq!(redact_keys("inline:"), "inline:<redacted>");
     }
 
+    /// Mutations of a valid attribute (bytes flipped, cut, repeated, replaced by
+    /// separators and multibyte characters) parse or are refused; none panics.
+    #[test]
+    fn mutated_crypto_lines_never_panic() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(4568);
+        let base = format!("1 AES_CM_128_HMAC_SHA1_80 inline:{KEY}|2^31");
+        let pieces = ["|", ":", ";", " ", "^", "=", "\u{e9}", "\u{1F600}", "\0", "2^", "inline:"];
+        let local = LocalSrtp::for_policy(SrtpPolicy::Optional).unwrap();
+        for _ in 0..20_000 {
+            let mut text: Vec<char> = base.chars().collect();
+            for _ in 0..rng.random_range(1..6) {
+                let at = rng.random_range(0..=text.len());
+                match rng.random_range(0..4) {
+                    0 if at < text.len() => {
+                        text.remove(at);
+                    }
+                    1 => {
+                        let p = pieces[rng.random_range(0..pieces.len())];
+                        for (i, c) in p.chars().enumerate() {
+                            text.insert(at + i, c);
+                        }
+                    }
+                    2 => text.truncate(at),
+                    _ if at < text.len() => text[at] = rng.random_range(b' '..=b'~') as char,
+                    _ => {}
+                }
+            }
+            let value: String = text.into_iter().collect();
+            if let Ok(a) = CryptoAttribute::parse(&value) {
+                assert_eq!(CryptoAttribute::parse(&a.render()), Ok(a), "{value:?}");
+            }
+            let _ = answer_crypto(std::slice::from_ref(&value), true, Some(&local));
+            let _ = keys_from_answer(std::slice::from_ref(&value), Some(&local));
+            let _ = redact_keys(&value);
+        }
+    }
+
     #[test]
     fn keys_are_redacted_in_debug() {
         let a = CryptoAttribute::parse(&format!("1 AES_CM_128_HMAC_SHA1_80 inline:{KEY}")).unwrap();

@@ -21,6 +21,7 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use tokio::process::Command;
 
 const T: Duration = Duration::from_secs(30);
+const SRTP: &str = ";mediaenc=srtp-mand";
 
 /// A CA and one certificate for 127.0.0.1, written into `dir`: ca.pem, node.crt/key
 /// (ours) and phone.pem (baresip's certificate and key in one file).
@@ -49,7 +50,8 @@ fn certificates(dir: &Path) {
     }
 }
 
-/// baresip's config dir: TLS with our CA, SRTP mandatory (`RTP/SAVP`), G.711.
+/// baresip's config dir: TLS with our CA, G.711; `account_params` adds e.g.
+/// `;mediaenc=srtp-mand` (SRTP mandatory: `RTP/SAVP`).
 fn baresip_dir(certs: &Path, port: u16, account_params: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = format!(
@@ -64,7 +66,7 @@ fn baresip_dir(certs: &Path, port: u16, account_params: &str) -> tempfile::TempD
     std::fs::write(
         dir.path().join("accounts"),
         format!(
-            "<sip:tester@127.0.0.1:{port};transport=tls>;regint=0;audio_codecs=PCMU;mediaenc=srtp-mand{account_params}\n"
+            "<sip:tester@127.0.0.1:{port};transport=tls>;regint=0;audio_codecs=PCMU{account_params}\n"
         ),
     )
     .expect("accounts");
@@ -186,7 +188,7 @@ async fn baresip_calls_in_over_tls_with_srtp() {
     let mut attempt = 0;
     let (baresip, _dir, call) = loop {
         attempt += 1;
-        let dir = baresip_dir(certs.path(), free_udp_port("127.0.0.1"), "");
+        let dir = baresip_dir(certs.path(), free_udp_port("127.0.0.1"), SRTP);
         let baresip = spawn_baresip(
             &dir,
             &[format!("/dial sip:15550100@{target};transport=tls")],
@@ -228,7 +230,7 @@ async fn the_engine_calls_baresip_over_tls_with_srtp() {
     let (baresip, _dir, port) = loop {
         attempt += 1;
         let port = free_udp_port("127.0.0.1");
-        let dir = baresip_dir(certs.path(), port, ";answermode=auto");
+        let dir = baresip_dir(certs.path(), port, &format!("{SRTP};answermode=auto"));
         let mut child = spawn_baresip(&dir, &[]);
         tokio::time::sleep(Duration::from_millis(800)).await;
         match child.try_wait() {
@@ -283,5 +285,37 @@ async fn the_engine_calls_baresip_over_tls_with_srtp() {
     assert!(
         !log.contains("failed to decrypt"),
         "baresip read our SRTP: {log}"
+    );
+}
+
+#[tokio::test]
+async fn baresip_offering_plain_rtp_to_a_required_trunk_gets_488() {
+    let certs = tempfile::tempdir().unwrap();
+    certificates(certs.path());
+    let mut trunk = TrunkConfig::new("phone", "127.0.0.1:5999".parse().unwrap());
+    trunk.srtp = SrtpPolicy::Required;
+    let stack = tls_stack(certs.path(), vec![trunk], &["15550100"]).await;
+    let target = stack.tls_addr().unwrap();
+    let mut calls = stack.take_incoming().unwrap();
+    let mut attempt = 0;
+    let log = loop {
+        attempt += 1;
+        let dir = baresip_dir(certs.path(), free_udp_port("127.0.0.1"), "");
+        let baresip = spawn_baresip(
+            &dir,
+            &[format!("/dial sip:15550100@{target};transport=tls")],
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let log = output_of(baresip).await;
+        if log.contains("488") || attempt == 3 {
+            break log;
+        }
+    };
+    assert!(log.contains("488 Not Acceptable Here"), "{log}");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), calls.recv())
+            .await
+            .is_err(),
+        "the engine never hears of the call"
     );
 }
