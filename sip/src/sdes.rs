@@ -479,7 +479,19 @@ mod tests {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(4568);
         let base = format!("1 AES_CM_128_HMAC_SHA1_80 inline:{KEY}|2^31");
-        let pieces = ["|", ":", ";", " ", "^", "=", "\u{e9}", "\u{1F600}", "\0", "2^", "inline:"];
+        let pieces = [
+            "|",
+            ":",
+            ";",
+            " ",
+            "^",
+            "=",
+            "\u{e9}",
+            "\u{1F600}",
+            "\0",
+            "2^",
+            "inline:",
+        ];
         let local = LocalSrtp::for_policy(SrtpPolicy::Optional).unwrap();
         for _ in 0..20_000 {
             let mut text: Vec<char> = base.chars().collect();
