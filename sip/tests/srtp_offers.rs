@@ -34,31 +34,27 @@ fn invite(me: SocketAddr, call_id: &str, media: &str) -> String {
     )
 }
 
-/// The final response to an INVITE with `media` on a trunk with `policy`; a call that
+/// The final response to an INVITE with `offer` (its media lines) on a trunk with `policy`; a call that
 /// reaches the engine is answered, and the answer's SDP comes back in the 200.
-async fn response_for(policy: SrtpPolicy, media: &str, call_id: &str) -> String {
+async fn response_for(policy: SrtpPolicy, offer: &str, call_id: &str) -> String {
     let mut trunk = TrunkConfig::new("carrier", "127.0.0.1:5999".parse().unwrap());
     trunk.srtp = policy;
     let stack = start_stack(vec![trunk], &["15550100"]).await;
     let mut calls = stack.take_incoming().unwrap();
     let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let msg = invite(sock.local_addr().unwrap(), call_id, media);
+    let msg = invite(sock.local_addr().unwrap(), call_id, offer);
     sock.send_to(msg.as_bytes(), stack.udp_addr().unwrap())
         .await
         .unwrap();
     let resp = tokio::select! {
         resp = final_response(&sock, T) => resp,
         Some(call) = calls.recv() => {
-            let _leg = call.answer(media_with_srtp()).await;
+            // The engine's media as it asks for it (no SRTP): the trunk's policy applies.
+            let _leg = call.answer(media()).await;
             final_response(&sock, T).await
         }
     };
     resp.unwrap_or_else(|| panic!("{call_id}: no final response"))
-}
-
-/// The engine's media as it asks for it: the trunk's policy applies whatever this says.
-fn media_with_srtp() -> callsmith_sip::LocalMedia {
-    media()
 }
 
 fn status_line(resp: &str) -> &str {
