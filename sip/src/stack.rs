@@ -269,6 +269,23 @@ fn sip_addr(t: SipTransport, addr: SocketAddr) -> SipAddr {
     }
 }
 
+/// Where a trunk's INVITE is sent: the gateway's address now; over TLS, a gateway written
+/// as a host name is given to the transport by name, which then resolves it, sends the
+/// name as SNI and verifies the certificate for it (an address would be checked against
+/// the certificate's IP addresses, which a carrier's certificate does not name).
+fn destination(trunk: &TrunkConfig, gateway_addr: SocketAddr) -> SipAddr {
+    match (&trunk.gateway, trunk.transport) {
+        (trunk::Gateway::Host { name, port }, SipTransport::Tls) => SipAddr {
+            r#type: Some(rsipstack::sip::Transport::Tls),
+            addr: rsipstack::sip::HostWithPort {
+                host: rsipstack::sip::Host::Domain(name.clone().into()),
+                port: Some((*port).into()),
+            },
+        },
+        _ => sip_addr(trunk.transport, gateway_addr),
+    }
+}
+
 fn user_of(uri: &rsipstack::sip::Uri) -> String {
     uri.auth
         .as_ref()
@@ -651,7 +668,7 @@ impl SipStack {
             caller_display_name: call.from_display.clone(),
             caller,
             callee,
-            destination: Some(sip_addr(trunk.transport, gateway_addr)),
+            destination: Some(destination(&trunk, gateway_addr)),
             content_type: Some("application/sdp".into()),
             offer: Some(offer.into_bytes()),
             contact,

@@ -163,6 +163,65 @@ async fn a_call_between_two_stacks_over_tls_with_srtp_required() {
     assert_eq!(end.call_status, callsmith_sip::CallStatus::Answered);
 }
 
+#[tokio::test]
+async fn a_gateway_written_as_a_name_is_verified_for_that_name() {
+    let pki = Pki::new();
+    // The gateway's certificate names `localhost` only, no IP address.
+    let (cert_file, key_file) = pki.issue("named", &["localhost"]);
+    let gateway_tls = SipTlsConfig {
+        cert_file,
+        key_file,
+        ..pki.tls("unused")
+    };
+    let gateway = stack(
+        gateway_tls,
+        vec![TrunkConfig::new("caller", "127.0.0.1:9".parse().unwrap())],
+        &["+15550100"],
+    )
+    .await
+    .expect("gateway stack");
+    let port = gateway.tls_addr().unwrap().port();
+    let mut calls = gateway.take_incoming().unwrap();
+    let outbound = || OutboundCall {
+        trunk: None,
+        from_number: "+15550001".into(),
+        from_display: None,
+        to_number: "15550100".into(),
+        headers: Vec::new(),
+        local_media: media(),
+        ring_timeout: T,
+    };
+    let mut by_name = TrunkConfig::new("named", "127.0.0.1:1".parse().unwrap());
+    by_name.gateway = format!("localhost:{port}").parse().unwrap();
+    by_name.transport = SipTransport::Tls;
+    let calling = stack(pki.tls("calling"), vec![by_name], &[])
+        .await
+        .expect("stack");
+    let _leg = calling.place_call(outbound()).await.expect("invite sent");
+    let call = tokio::time::timeout(T, calls.recv())
+        .await
+        .expect("the INVITE arrives: the certificate was checked for localhost")
+        .expect("a call");
+    call.reject(486, None);
+    // The same gateway by address: its certificate names no IP, so the handshake fails and
+    // no INVITE gets through (the call ends when its transaction times out).
+    let mut by_address = TrunkConfig::new("address", format!("127.0.0.1:{port}").parse().unwrap());
+    by_address.transport = SipTransport::Tls;
+    let calling = stack(pki.tls("calling2"), vec![by_address], &[])
+        .await
+        .expect("stack");
+    let _leg = calling
+        .place_call(outbound())
+        .await
+        .expect("invite handed over");
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), calls.recv())
+            .await
+            .is_err(),
+        "no INVITE reached the gateway"
+    );
+}
+
 /// Sends OPTIONS over a TLS connection made with `client` (cert and key files, or none)
 /// and returns the answer's status line; None when the server closes the connection.
 async fn options_over_tls(
