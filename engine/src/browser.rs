@@ -235,6 +235,7 @@ impl lifecycle::Setup for Browser {
             telephone_event: peer.telephone_event(),
             remote_direction: MediaDirection::SendRecv,
             ptime: Some(20),
+            srtp: None,
         };
         let trunk = prep.trunk.clone().unwrap_or_default();
         Some((

@@ -126,9 +126,18 @@ impl lifecycle::Setup for Answer {
     }
 
     async fn media(&mut self, rt: &Runtime, comm: &CommunicationRecord) -> Option<MediaSession> {
-        let remote = self.call.as_ref()?.remote_media.remote_rtp;
-        match rt.media.open_session(Some(remote)) {
-            Ok(s) => Some(s),
+        let offered = &self.call.as_ref()?.remote_media;
+        // An SRTP call's session learns its peer with its keys, at the answer: before
+        // that it would send plain RTP.
+        let remote = offered.srtp.is_none().then_some(offered.remote_rtp);
+        let srtp = offered.srtp.is_some();
+        match rt.media.open_session(remote) {
+            Ok(s) => {
+                if srtp && let Err(e) = s.await_srtp() {
+                    warn!(error = %e, "holding the media for its SRTP keys failed");
+                }
+                Some(s)
+            }
             Err(e) => {
                 warn!(error = %e, "no media session for an inbound call: 503");
                 self.refuse(503, None);

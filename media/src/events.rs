@@ -152,6 +152,10 @@ pub struct SessionStats {
     /// enough to interrupt it (`barge_in_min_ms`): "mm-hm", "yeah", a cough.
     #[serde(default)]
     pub backchannels: u64,
+    /// SRTP/SRTCP packets dropped: authentication failed, a replay, or too short (with
+    /// SRTP on, see `MediaSession::set_srtp`).
+    #[serde(default)]
+    pub srtp_dropped: u64,
     pub remote: Option<SocketAddr>,
 }
 

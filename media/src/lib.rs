@@ -38,6 +38,7 @@ pub mod rtcp;
 pub mod rtp;
 pub mod sentences;
 mod session;
+pub mod srtp;
 pub mod stt;
 pub mod tts;
 mod tts_sentences;

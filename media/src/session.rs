@@ -82,6 +82,27 @@ impl MediaSession {
         })
     }
 
+    /// Holds the session's media until [`Self::set_srtp`] brings the keys (or says the call
+    /// is plain): meanwhile it sends nothing, and what arrives is dropped (counted in
+    /// `srtp_dropped`) and takes no latch. For a call whose offer or answer will carry SDES
+    /// keys, so that no packet goes out before them (the peer may start sending, and a
+    /// latch would start our stream, before the signalling hands the keys over).
+    pub fn await_srtp(&self) -> Result<(), MediaError> {
+        self.send(Command::AwaitSrtp(self.id))
+    }
+
+    /// Protects the session's RTP and RTCP with SRTP from now on (None: plain RTP again),
+    /// with keys agreed in the signalling. Call it before [`Self::set_remote`] so that no
+    /// packet goes to the peer unprotected; the contexts are derived here, not on the
+    /// worker.
+    pub fn set_srtp(&self, params: Option<&crate::srtp::SrtpParams>) -> Result<(), MediaError> {
+        let contexts = params.map(|p| p.contexts()).transpose()?;
+        self.send(Command::SetSrtp {
+            id: self.id,
+            contexts: contexts.map(Box::new),
+        })
+    }
+
     /// Queues a prompt (played after any current one). `barge_in`: when caller speech
     /// stops it (`true`: from its start, `false`: never).
     pub fn play(

@@ -13,7 +13,9 @@
 //! path allocates, except a session's decode buffer the first tick its
 //! caller's audio is wanted: prompts are pre-encoded, other buffers are
 //! preallocated, and every hand-off to async code is a `try_send` on a bounded
-//! channel.
+//! channel. With SRTP on (`MediaSession::set_srtp`) each packet protected or
+//! unprotected costs one allocation inside `webrtc::srtp`, which returns its result
+//! in a new buffer (copied back into the scratch buffers here).
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
@@ -32,6 +34,7 @@ use crate::prompt::{FRAME_SAMPLES, Playable, StreamFrame};
 use crate::recording::RecorderTap;
 use crate::rtcp::{ReceiverStats, ReportBlock, RtcpReport, SenderInfo, ntp_timestamp};
 use crate::rtp::{RtpPacket, looks_like_rtcp, write_rtp_header};
+use crate::srtp::SrtpContexts;
 use crate::vad::{SpeechDetector, SpeechTransition, VadConfig};
 
 /// Slots per 20 ms period.
@@ -97,6 +100,13 @@ pub(crate) enum Command {
         addr: SocketAddr,
         codec: RtpCodec,
         te_pt: Option<u8>,
+    },
+    /// Hold media until `SetSrtp` (see `MediaSession::await_srtp`).
+    AwaitSrtp(u64),
+    /// SRTP on (or off) for the session's RTP and RTCP; ends an `AwaitSrtp` hold.
+    SetSrtp {
+        id: u64,
+        contexts: Option<Box<SrtpContexts>>,
     },
     Play {
         id: u64,
@@ -211,6 +221,10 @@ struct Session {
     /// The stream's codec with its encoder and decoder state.
     codec: StreamCodec,
     te_pt: Option<u8>,
+    /// SRTP contexts while the call's media is protected (see `MediaSession::set_srtp`).
+    srtp: Option<Box<SrtpContexts>>,
+    /// Waiting for the SRTP keys: nothing is sent, nothing received counts.
+    srtp_pending: bool,
     // Send state
     ssrc: u32,
     seq: u16,
@@ -274,6 +288,8 @@ impl Session {
             rtcp_latched: false,
             codec: StreamCodec::new(RtpCodec::Pcmu),
             te_pt: Some(101),
+            srtp: None,
+            srtp_pending: false,
             ssrc: rand::random(),
             seq: rand::random(),
             ts: rand::random(),
@@ -347,6 +363,8 @@ impl Session {
 /// Scratch buffers owned by the worker (no per-tick allocation).
 struct Scratch {
     rx: [u8; 2048],
+    /// An unprotected SRTP or SRTCP packet.
+    plain: [u8; 1500],
     rx_batch: RxBatch,
     tx: [[u8; 1500]; 3],
     caller: [i16; FRAME_SAMPLES],
@@ -376,6 +394,7 @@ pub(crate) fn run_worker(
     let mut slots: Vec<Slot> = (0..SLOTS).map(|_| Vec::new()).collect();
     let mut scratch = Box::new(Scratch {
         rx: [0; 2048],
+        plain: [0; 1500],
         rx_batch: RxBatch {
             bufs: [[0; 1500]; RX_BATCH],
             meta: [(0, SocketAddr::from(([0, 0, 0, 0], 0))); RX_BATCH],
@@ -498,6 +517,17 @@ fn handle_command(cmd: Command, slots: &mut [Slot], now: u64) {
                 }
                 // The peer may have latched first, from where it now says it sends.
                 connect_final_latch(s);
+            }
+        }
+        Command::AwaitSrtp(id) => {
+            if let Some(s) = find(slots, id) {
+                s.srtp_pending = true;
+            }
+        }
+        Command::SetSrtp { id, contexts } => {
+            if let Some(s) = find(slots, id) {
+                s.srtp = contexts;
+                s.srtp_pending = false;
             }
         }
         Command::Play {
@@ -654,7 +684,7 @@ fn receive(s: &mut Session, sc: &mut Scratch, now: u64) {
         let n = recv_batch(&s.rtp, &mut sc.rx_batch);
         for i in 0..n {
             let (len, from) = sc.rx_batch.meta[i];
-            on_rtp_datagram(s, &sc.rx_batch.bufs[i][..len], from, now);
+            on_rtp_datagram(s, &sc.rx_batch.bufs[i][..len], from, now, &mut sc.plain);
         }
         got += n;
         if n < RX_BATCH {
@@ -672,12 +702,22 @@ fn receive(s: &mut Session, sc: &mut Scratch, now: u64) {
                 s.rtcp_latched = true;
                 s.remote_rtcp = Some(from);
             }
-            on_rtcp(s, &sc.rx[..n], now);
+            on_rtcp(s, &sc.rx[..n], now, &mut sc.plain);
         }
     }
 }
 
-fn on_rtp_datagram(s: &mut Session, buf: &[u8], from: SocketAddr, now: u64) {
+fn on_rtp_datagram(
+    s: &mut Session,
+    buf: &[u8],
+    from: SocketAddr,
+    now: u64,
+    plain: &mut [u8; 1500],
+) {
+    if s.srtp_pending {
+        s.counters.srtp_dropped += 1;
+        return;
+    }
     {
         // Symmetric RTP latches to the first source, but the address the SDP signalled
         // always wins: a stale stream still aimed at a recycled port can hold the latch
@@ -691,9 +731,20 @@ fn on_rtp_datagram(s: &mut Session, buf: &[u8], from: SocketAddr, now: u64) {
             }
         }
         if looks_like_rtcp(buf) {
-            on_rtcp(s, buf, now);
+            on_rtcp(s, buf, now, plain);
             return;
         }
+        // With SRTP, only an authenticated packet counts (and may take the latch).
+        let buf = match s.srtp.as_mut() {
+            Some(ctx) => match ctx.unprotect_rtp(buf, plain) {
+                Ok(n) => &plain[..n],
+                Err(_) => {
+                    s.counters.srtp_dropped += 1;
+                    return;
+                }
+            },
+            None => buf,
+        };
         let pkt = match RtpPacket::parse(buf) {
             Ok(p) => p,
             Err(_) => {
@@ -760,7 +811,21 @@ fn on_rtp_datagram(s: &mut Session, buf: &[u8], from: SocketAddr, now: u64) {
     }
 }
 
-fn on_rtcp(s: &mut Session, buf: &[u8], now: u64) {
+fn on_rtcp(s: &mut Session, buf: &[u8], now: u64, plain: &mut [u8; 1500]) {
+    if s.srtp_pending {
+        s.counters.srtp_dropped += 1;
+        return;
+    }
+    let buf = match s.srtp.as_mut() {
+        Some(ctx) => match ctx.unprotect_rtcp(buf, plain) {
+            Ok(n) => &plain[..n],
+            Err(_) => {
+                s.counters.srtp_dropped += 1;
+                return;
+            }
+        },
+        None => buf,
+    };
     match RtcpReport::parse(buf) {
         Ok(r) => {
             s.counters.rtcp_received += 1;
@@ -841,7 +906,7 @@ fn caller_frame(s: &mut Session, sc: &mut Scratch, wanted: bool) {
 
 fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingStats) {
     sc.bot.fill(0);
-    let Some(remote) = s.remote_rtp else {
+    let Some(remote) = s.remote_rtp.filter(|_| !s.srtp_pending) else {
         advance_playout_without_sending(s, sc);
         return;
     };
@@ -869,7 +934,7 @@ fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingSt
             let buf = &mut sc.tx[i];
             if write_rtp_header(buf, ev.marker, te, seq, ev.timestamp, s.ssrc).is_ok() {
                 buf[12..16].copy_from_slice(&ev.payload);
-                lens[i] = 16;
+                lens[i] = protect_rtp(&mut s.srtp, buf, 16);
             }
         }
         let sent = send_batch(&s.rtp, &sc.tx, &lens[..n], remote);
@@ -898,9 +963,9 @@ fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingSt
         return;
     }
     s.seq = s.seq.wrapping_add(1);
-    let len = 12 + FRAME_SAMPLES;
+    let len = protect_rtp(&mut s.srtp, buf, 12 + FRAME_SAMPLES);
     pacing.record(now_ns().saturating_sub(deadline));
-    if send_rtp(s, &buf[..len], remote) {
+    if len > 0 && send_rtp(s, &buf[..len], remote) {
         s.packets_sent += 1;
         s.octets_sent += FRAME_SAMPLES as u64;
         if first_of_play && let Some(p) = s.current.as_mut() {
@@ -908,6 +973,15 @@ fn send_tick(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &PacingSt
         }
     } else {
         s.counters.send_errors += 1;
+    }
+}
+
+/// The length of the RTP packet in `buf[..len]` as it goes out: protected in place with
+/// SRTP on, as it is otherwise; 0 when protection failed (the packet is not sent).
+fn protect_rtp(srtp: &mut Option<Box<SrtpContexts>>, buf: &mut [u8], len: usize) -> usize {
+    match srtp {
+        Some(ctx) => ctx.protect_rtp(buf, len).unwrap_or(0),
+        None => len,
     }
 }
 
@@ -1061,7 +1135,9 @@ fn send_batch(sock: &UdpSocket, bufs: &[[u8; 1500]; 3], lens: &[usize], to: Sock
 }
 
 fn send_rtcp(s: &mut Session, sc: &mut Scratch) {
-    let Some(to) = s.remote_rtcp else { return };
+    let Some(to) = s.remote_rtcp.filter(|_| !s.srtp_pending) else {
+        return;
+    };
     let now_ms = now_ns() / 1_000_000;
     let mut blocks = [ReportBlock::default(); 4];
     let mut count = 0;
@@ -1081,6 +1157,10 @@ fn send_rtcp(s: &mut Session, sc: &mut Scratch) {
         block_count: count,
     };
     if let Ok(n) = report.write(&mut sc.tx[0])
+        && let Ok(n) = match s.srtp.as_mut() {
+            Some(ctx) => ctx.protect_rtcp(&mut sc.tx[0], n),
+            None => Ok(n),
+        }
         && s.rtcp.send_to(&sc.tx[0][..n], to).is_ok()
     {
         s.counters.rtcp_sent += 1;

@@ -6,7 +6,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::sdp::SdpCodec;
-use crate::trunk::TrunkConfig;
+use crate::tls::SipTlsConfig;
+use crate::trunk::{SipTransport, TrunkConfig};
 
 /// Timers the engine may tune. Defaults follow RFC 3261 and common carrier practice.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +40,10 @@ pub struct SipConfig {
     pub udp: Option<SocketAddr>,
     /// TCP listen address (`None` disables TCP). Port 0 picks a free port.
     pub tcp: Option<SocketAddr>,
+    /// SIP over TLS: the node's certificate, the CA bundle and the TLS listener (see
+    /// [`crate::tls`]); `None`: no TLS, and a trunk with `transport = "tls"` stops the start.
+    #[serde(default)]
+    pub tls: Option<SipTlsConfig>,
     pub trunks: Vec<TrunkConfig>,
     /// Trunk used when an outbound call names none.
     pub default_trunk: Option<String>,
@@ -62,8 +67,22 @@ pub const UDP_RECEIVE_BUFFER_BYTES: usize = 4 << 20;
 impl SipConfig {
     /// What must hold before the stack starts: trunk names non-empty and unique, and
     /// `default_trunk` naming one of them (see [`crate::trunk::check_trunks`]).
+    /// A trunk with `transport = "tls"` also needs `tls` with a listen address.
     pub fn check(&self) -> Result<(), String> {
-        crate::trunk::check_trunks(&self.trunks, self.default_trunk.as_deref())
+        crate::trunk::check_trunks(&self.trunks, self.default_trunk.as_deref())?;
+        if let Some(t) = self
+            .trunks
+            .iter()
+            .find(|t| t.transport == SipTransport::Tls)
+            && self.tls.as_ref().is_none_or(|tls| tls.listen.is_none())
+        {
+            return Err(format!(
+                "trunks: {:?} uses transport \"tls\", which needs sip.tls with cert_file, \
+                 key_file, ca_file and listen",
+                t.name
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -73,6 +92,7 @@ impl Default for SipConfig {
         SipConfig {
             udp: Some(addr),
             tcp: Some(addr),
+            tls: None,
             trunks: Vec::new(),
             default_trunk: None,
             codecs: vec![SdpCodec::Pcmu, SdpCodec::Pcma, SdpCodec::G722],

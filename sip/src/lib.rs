@@ -24,10 +24,12 @@ pub mod logging;
 mod outbound;
 mod relay;
 pub mod retransmit;
+pub mod sdes;
 pub mod sdp;
 mod stack;
 mod states;
 pub mod status;
+pub mod tls;
 pub mod trunk;
 pub mod wire;
 
@@ -35,11 +37,13 @@ pub use config::{SipConfig, SipTimers, UDP_RECEIVE_BUFFER_BYTES};
 pub use leg::{CallLeg, EndInfo, LegController, LegDirection, LegEvent, Party, ReferOutcome};
 pub use logging::redact_number;
 pub use retransmit::RetransmissionCounts;
+pub use sdes::{CryptoSuite, SrtpKeys, SrtpPolicy};
 pub use sdp::{LocalMedia, MediaDirection, NegotiatedMedia, SdpCodec};
 pub use stack::{
     Admission, CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack,
 };
 pub use status::CallStatus;
+pub use tls::SipTlsConfig;
 pub use trunk::{
     DigestCredentials, EDGE_TRUNK_HEADER, Gateway, NumberFormat, SipTransport, TrunkConfig,
 };

@@ -55,12 +55,12 @@ impl<I: MessageInspector> MessageInspector for MessageLog<I> {
         if let Some(r) = &self.1 {
             r.sent(&msg);
         }
-        debug!(target: MESSAGE_TARGET, dest = %OptAddr(dest), sip = ?msg.to_string(), "sip send");
+        debug!(target: MESSAGE_TARGET, dest = %OptAddr(dest), sip = ?crate::sdes::redact_keys(&msg.to_string()), "sip send");
         msg
     }
 
     fn after_received(&self, msg: SipMessage, from: Option<&SipAddr>) -> SipMessage {
-        debug!(target: MESSAGE_TARGET, src = %OptAddr(from), sip = ?msg.to_string(), "sip received");
+        debug!(target: MESSAGE_TARGET, src = %OptAddr(from), sip = ?crate::sdes::redact_keys(&msg.to_string()), "sip received");
         self.0.after_received(msg, from)
     }
 }
@@ -131,6 +131,14 @@ mod tests {
 
     /// What the inspector logs for one message sent and one received under `filter`.
     fn logged_under(filter: &str) -> String {
+        logged_message(
+            filter,
+            "OPTIONS sip:+4930123456567@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5061;branch=z9hG4bK1\r\nFrom: <sip:+15550001@127.0.0.1>;tag=1\r\nTo: <sip:+4930123456567@127.0.0.1>\r\nCall-ID: log\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n",
+        )
+    }
+
+    /// What the inspector logs for `text` sent and received under `filter`.
+    fn logged_message(filter: &str, text: &str) -> String {
         let capture = Capture::default();
         let writer = capture.clone();
         let subscriber = tracing_subscriber::fmt()
@@ -138,10 +146,7 @@ mod tests {
             .with_writer(move || writer.clone())
             .with_ansi(false)
             .finish();
-        let msg = SipMessage::try_from(
-            "OPTIONS sip:+4930123456567@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5061;branch=z9hG4bK1\r\nFrom: <sip:+15550001@127.0.0.1>;tag=1\r\nTo: <sip:+4930123456567@127.0.0.1>\r\nCall-ID: log\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n",
-        )
-        .unwrap();
+        let msg = SipMessage::try_from(text).unwrap();
         tracing::subscriber::with_default(subscriber, || {
             let log = MessageLog(Passthrough, None);
             let msg = log.before_send(msg, None);
@@ -168,6 +173,22 @@ mod tests {
         for filter in ["info", "warn", "debug,callsmith_sip::message=info"] {
             assert_eq!(logged_under(filter), "", "{filter}");
         }
+    }
+
+    #[test]
+    fn sdes_keys_in_a_body_are_not_logged() {
+        let key = "WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz";
+        let body = format!(
+            "v=0\r\nm=audio 6000 RTP/SAVP 0\r\na=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:{key}\r\n"
+        );
+        let text = format!(
+            "INVITE sip:1@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5061;branch=z9hG4bK1\r\nFrom: <sip:2@127.0.0.1>;tag=1\r\nTo: <sip:1@127.0.0.1>\r\nCall-ID: keys\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let out = logged_message("debug", &text);
+        assert_eq!(out.lines().count(), 2, "{out}");
+        assert!(out.contains("inline:<redacted>"), "{out}");
+        assert!(!out.contains(key), "{out}");
     }
 
     #[test]

@@ -7,6 +7,8 @@
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use crate::sdes::{self, CryptoAttribute, LocalSrtp, SdesError, SrtpKeys, SrtpPolicy};
+
 /// Audio codecs this stack negotiates. Static payload types per RFC 3551.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -102,6 +104,9 @@ pub struct LocalMedia {
     pub telephone_event: Option<u8>,
     /// Packetisation time in ms (20 for the usual G.711 stream).
     pub ptime: u32,
+    /// SRTP (SDES) policy and send key; None: plain RTP. The stack sets it from the
+    /// trunk's `srtp` policy (see [`crate::sdes`]).
+    pub srtp: Option<LocalSrtp>,
 }
 
 impl LocalMedia {
@@ -122,6 +127,7 @@ impl LocalMedia {
             codecs: vec![SdpCodec::Pcmu, SdpCodec::Pcma],
             telephone_event: Some(101),
             ptime: 20,
+            srtp: None,
         }
     }
 }
@@ -138,6 +144,8 @@ pub struct NegotiatedMedia {
     /// MediaDirection as the peer declared it.
     pub remote_direction: MediaDirection,
     pub ptime: Option<u32>,
+    /// The SRTP keys agreed (SDES), None for plain RTP. Debug redacts them.
+    pub srtp: Option<SrtpKeys>,
 }
 
 /// One parsed `m=` section with the attributes that matter for audio.
@@ -152,6 +160,8 @@ pub struct MediaSection {
     pub connection: Option<IpAddr>,
     pub direction: Option<MediaDirection>,
     pub ptime: Option<u32>,
+    /// The values of the section's `a=crypto` lines (RFC 4568), unread; see [`crate::sdes`].
+    pub crypto: Vec<String>,
 }
 
 /// A parsed session description (only the parts this stack uses).
@@ -173,10 +183,13 @@ pub enum SdpError {
     /// Every audio stream has port 0 (RFC 3264 §5.1, §6: a rejected or disabled stream).
     #[error("sdp audio stream is rejected (port 0)")]
     AudioRejected,
-    /// No audio stream on plain RTP (`RTP/AVP`); this is the first other transport, e.g.
-    /// `RTP/SAVP` (SRTP), which this stack does not do.
-    #[error("sdp audio transport {0} is not supported (RTP/AVP only)")]
+    /// No audio stream on a transport this leg takes (`RTP/AVP`, and `RTP/SAVP` when the
+    /// trunk's SRTP policy is not off); this is the first other transport.
+    #[error("sdp audio transport {0} is not supported (RTP/AVP, or RTP/SAVP on a trunk with SRTP)")]
     UnsupportedTransport(String),
+    /// SDES could not agree on SRTP keys (see [`SdesError`]).
+    #[error("srtp: {0}")]
+    Srtp(#[from] SdesError),
     #[error("no common codec")]
     NoCommonCodec,
     #[error("sdp audio stream has no connection address")]
@@ -271,6 +284,7 @@ impl SessionDescription {
                         connection: None,
                         direction: None,
                         ptime: None,
+                        crypto: Vec::new(),
                     });
                 }
                 "a" => {
@@ -303,6 +317,7 @@ impl SessionDescription {
                             }
                         }
                         ("ptime", Some(v)) => m.ptime = v.trim().parse().ok(),
+                        ("crypto", Some(v)) => m.crypto.push(v.to_string()),
                         _ => {}
                     }
                 }
@@ -324,8 +339,15 @@ impl SessionDescription {
     /// plain RTP (`RTP/AVP`). Without one, why not: no audio stream at all, only streams on
     /// another transport (SRTP's `RTP/SAVP`/`RTP/SAVPF`, …), or only rejected ones (port 0).
     pub fn usable_audio(&self) -> Result<&MediaSection, SdpError> {
+        self.usable_audio_for(false)
+    }
+
+    /// [`Self::usable_audio`], where `srtp` also admits `RTP/SAVP` (SDES SRTP): the first
+    /// stream on either profile.
+    pub fn usable_audio_for(&self, srtp: bool) -> Result<&MediaSection, SdpError> {
         let audio = || self.media.iter().filter(|m| m.kind == "audio");
-        if let Some(m) = audio().find(|m| m.port != 0 && m.is_plain_rtp()) {
+        if let Some(m) = audio().find(|m| m.port != 0 && (m.is_plain_rtp() || srtp && m.is_savp()))
+        {
             return Ok(m);
         }
         if let Some(m) = audio().find(|m| m.port != 0) {
@@ -343,6 +365,10 @@ impl MediaSection {
     /// case.
     fn is_plain_rtp(&self) -> bool {
         self.proto.eq_ignore_ascii_case("RTP/AVP")
+    }
+    /// The SRTP profile SDES keys go with (RFC 3711 `RTP/SAVP`).
+    fn is_savp(&self) -> bool {
+        self.proto.eq_ignore_ascii_case("RTP/SAVP")
     }
     /// The codec a payload type means in this section: rtpmap first, static types second.
     fn codec_of(&self, pt: u8) -> Option<SdpCodec> {
@@ -373,6 +399,7 @@ fn render(
     codecs: &[(u8, SdpCodec)],
     telephone_event: Option<u8>,
     direction: MediaDirection,
+    srtp: &SrtpLines,
 ) -> String {
     let ip_kind = if local.addr.is_ipv6() { "IP6" } else { "IP4" };
     let mut pts: Vec<String> = codecs.iter().map(|(pt, _)| pt.to_string()).collect();
@@ -382,7 +409,8 @@ fn render(
     let mut s = String::new();
     let _ = write!(
         s,
-        "v=0\r\no=callsmith {session_id} {version} IN {ip_kind} {addr}\r\ns=callsmith\r\nc=IN {ip_kind} {addr}\r\nt=0 0\r\nm=audio {port} RTP/AVP {pts}\r\n",
+        "v=0\r\no=callsmith {session_id} {version} IN {ip_kind} {addr}\r\ns=callsmith\r\nc=IN {ip_kind} {addr}\r\nt=0 0\r\nm=audio {port} {proto} {pts}\r\n",
+        proto = srtp.proto,
         addr = local.addr,
         port = local.port,
         pts = pts.join(" ")
@@ -402,7 +430,39 @@ fn render(
         );
     }
     let _ = write!(s, "a=ptime:{}\r\na={}\r\n", local.ptime, direction.attr());
+    for c in &srtp.crypto {
+        let _ = write!(s, "a=crypto:{}\r\n", c.render());
+    }
     s
+}
+
+/// The profile of the `m=audio` line and the `a=crypto` lines a body carries.
+struct SrtpLines {
+    proto: &'static str,
+    crypto: Vec<CryptoAttribute>,
+}
+
+impl SrtpLines {
+    const PLAIN: SrtpLines = SrtpLines {
+        proto: "RTP/AVP",
+        crypto: Vec::new(),
+    };
+
+    /// An offer's: `RTP/SAVP` when SRTP is required, else `RTP/AVP` (with crypto when
+    /// optional, so a peer without SRTP can still answer plain RTP).
+    fn offer(local: Option<&LocalSrtp>) -> SrtpLines {
+        match local {
+            None => SrtpLines::PLAIN,
+            Some(l) => SrtpLines {
+                proto: if l.policy == SrtpPolicy::Required {
+                    "RTP/SAVP"
+                } else {
+                    "RTP/AVP"
+                },
+                crypto: l.offered(),
+            },
+        }
+    }
 }
 
 /// Build an SDP offer from the engine's local media description.
@@ -424,6 +484,7 @@ pub fn build_offer(
         &codecs,
         local.telephone_event,
         direction,
+        &SrtpLines::offer(local.srtp.as_ref()),
     )
 }
 
@@ -437,7 +498,8 @@ pub fn answer_offer(
     session_id: u64,
     version: u64,
 ) -> Result<(String, NegotiatedMedia), SdpError> {
-    let audio = offer.usable_audio()?;
+    let audio = offer.usable_audio_for(local.srtp.is_some())?;
+    let crypto = sdes::answer_crypto(&audio.crypto, audio.is_savp(), local.srtp.as_ref())?;
     let (pt, codec) = audio
         .formats
         .iter()
@@ -465,6 +527,14 @@ pub fn answer_offer(
         &[(pt, codec)],
         remote_te,
         remote_direction.mirrored(),
+        &SrtpLines {
+            proto: if audio.is_savp() {
+                "RTP/SAVP"
+            } else {
+                "RTP/AVP"
+            },
+            crypto: crypto.iter().map(|(ours, _)| *ours).collect(),
+        },
     );
     Ok((
         body,
@@ -475,6 +545,7 @@ pub fn answer_offer(
             telephone_event: remote_te,
             remote_direction,
             ptime: audio.ptime,
+            srtp: crypto.map(|(_, keys)| keys),
         },
     ))
 }
@@ -486,7 +557,11 @@ pub fn negotiated_from_answer(
     answer: &SessionDescription,
     local: &LocalMedia,
 ) -> Result<NegotiatedMedia, SdpError> {
-    let audio = answer.usable_audio()?;
+    let audio = answer.usable_audio_for(local.srtp.is_some())?;
+    let srtp = sdes::keys_from_answer(&audio.crypto, local.srtp.as_ref())?;
+    if audio.is_savp() && srtp.is_none() {
+        return Err(SdesError::SavpWithoutCrypto.into());
+    }
     let (pt, codec) = audio
         .formats
         .iter()
@@ -506,6 +581,7 @@ pub fn negotiated_from_answer(
             .filter(|_| local.telephone_event.is_some()),
         remote_direction: audio.direction.or(answer.direction).unwrap_or_default(),
         ptime: audio.ptime,
+        srtp,
     })
 }
 
@@ -670,6 +746,183 @@ mod tests {
         assert_eq!(
             negotiated_from_answer(&no_audio, &local()).unwrap_err(),
             SdpError::NoAudio
+        );
+    }
+
+    fn srtp_local(policy: SrtpPolicy) -> LocalMedia {
+        LocalMedia {
+            srtp: LocalSrtp::for_policy(policy),
+            ..local()
+        }
+    }
+
+    const KEY: &str = "WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz";
+
+    #[test]
+    fn srtp_offers_carry_both_suites_and_the_profile_the_policy_asks() {
+        let required = srtp_local(SrtpPolicy::Required);
+        let offer = build_offer(&required, 1, 1, MediaDirection::SendRecv);
+        assert!(
+            offer.contains("m=audio 40000 RTP/SAVP 0 8 101\r\n"),
+            "{offer}"
+        );
+        assert!(
+            offer.contains("a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:"),
+            "{offer}"
+        );
+        assert!(
+            offer.contains("a=crypto:2 AES_CM_128_HMAC_SHA1_32 inline:"),
+            "{offer}"
+        );
+        let optional = build_offer(
+            &srtp_local(SrtpPolicy::Optional),
+            1,
+            1,
+            MediaDirection::SendRecv,
+        );
+        assert!(
+            optional.contains("m=audio 40000 RTP/AVP 0 8 101\r\n"),
+            "{optional}"
+        );
+        assert!(optional.contains("a=crypto:1 "), "{optional}");
+        let plain = build_offer(&local(), 1, 1, MediaDirection::SendRecv);
+        assert!(!plain.contains("a=crypto"), "{plain}");
+    }
+
+    #[test]
+    fn an_savp_offer_is_answered_with_srtp_and_our_own_key() {
+        let offer = with_audio_lines(&format!(
+            "m=audio 6000 RTP/SAVP 0\r\na=rtpmap:0 PCMU/8000\r\n\
+             a=crypto:1 AES_CM_128_HMAC_SHA1_32 inline:{KEY}|2^31\r\n"
+        ));
+        for policy in [SrtpPolicy::Optional, SrtpPolicy::Required] {
+            let me = srtp_local(policy);
+            let (body, neg) = answer_offer(&offer, &me, 1, 1).unwrap();
+            assert!(body.contains("m=audio 40000 RTP/SAVP 0\r\n"), "{body}");
+            let keys = neg.srtp.expect("srtp agreed");
+            assert_eq!(keys.suite, crate::sdes::CryptoSuite::AesCm128HmacSha1_32);
+            assert_eq!(keys.local, me.srtp.unwrap().key);
+            let ours = CryptoAttribute {
+                tag: 1,
+                suite: keys.suite,
+                key: keys.local,
+            };
+            assert!(
+                body.contains(&format!("a=crypto:{}\r\n", ours.render())),
+                "{body}"
+            );
+            assert!(!body.contains(KEY), "the peer's key is not echoed: {body}");
+            // The answer reads back as the keys seen from the other side.
+            let answer = SessionDescription::parse(&body).unwrap();
+            assert_eq!(answer.audio().unwrap().crypto.len(), 1);
+        }
+        // An SRTP offer on a trunk with SRTP off stays refused.
+        assert_eq!(
+            answer_offer(&offer, &local(), 1, 1).unwrap_err(),
+            SdpError::UnsupportedTransport("RTP/SAVP".into())
+        );
+    }
+
+    #[test]
+    fn a_required_trunk_refuses_plain_rtp_and_an_optional_one_answers_it() {
+        let plain = SessionDescription::parse(SIPP_OFFER).unwrap();
+        assert_eq!(
+            answer_offer(&plain, &srtp_local(SrtpPolicy::Required), 1, 1).unwrap_err(),
+            SdpError::Srtp(SdesError::Required)
+        );
+        let (body, neg) = answer_offer(&plain, &srtp_local(SrtpPolicy::Optional), 1, 1).unwrap();
+        assert_eq!(neg.srtp, None);
+        assert!(
+            body.contains("RTP/AVP") && !body.contains("a=crypto"),
+            "{body}"
+        );
+        // Best-effort SRTP: crypto beside RTP/AVP is taken, and answered on RTP/AVP.
+        let best_effort = SessionDescription::parse(&format!(
+            "{SIPP_OFFER}a=crypto:3 AES_CM_128_HMAC_SHA1_80 inline:{KEY}\r\n"
+        ))
+        .unwrap();
+        let (body, neg) =
+            answer_offer(&best_effort, &srtp_local(SrtpPolicy::Required), 1, 1).unwrap();
+        assert!(neg.srtp.is_some());
+        assert!(
+            body.contains("m=audio 40000 RTP/AVP 8 101\r\na=rtpmap"),
+            "{body}"
+        );
+        assert!(
+            body.contains("a=crypto:3 AES_CM_128_HMAC_SHA1_80 inline:"),
+            "{body}"
+        );
+        // SRTP off: crypto beside RTP/AVP is ignored.
+        let (_, neg) = answer_offer(&best_effort, &local(), 1, 1).unwrap();
+        assert_eq!(neg.srtp, None);
+    }
+
+    #[test]
+    fn malformed_crypto_in_an_offer_is_a_refusal_not_a_panic() {
+        let huge = "A".repeat(100_000);
+        for (crypto, why) in [
+            (
+                format!("1 AES_CM_128_HMAC_SHA1_80 inline:%%%%{}", &KEY[4..]),
+                "base64",
+            ),
+            (format!("1 NULL_CIPHER inline:{KEY}"), "unknown suite"),
+            (
+                format!("1 AES_CM_128_HMAC_SHA1_80 inline:{KEY}{KEY}"),
+                "longer",
+            ),
+            (format!("1 AES_CM_128_HMAC_SHA1_80 inline:{huge}"), "longer"),
+            ("".to_string(), "expected"),
+            ("1 AES_CM_128_HMAC_SHA1_80".to_string(), "expected"),
+            (
+                format!("1 AES_CM_128_HMAC_SHA1_80 inline:{KEY}|2^20|1:4"),
+                "MKI",
+            ),
+        ] {
+            for proto in ["RTP/SAVP", "RTP/AVP"] {
+                let text = format!(
+                    "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+                     m=audio 6000 {proto} 0\r\na=crypto:{crypto}\r\n"
+                );
+                let offer = SessionDescription::parse(&text).unwrap();
+                let e = answer_offer(&offer, &srtp_local(SrtpPolicy::Optional), 1, 1).unwrap_err();
+                assert!(
+                    matches!(e, SdpError::Srtp(SdesError::Unusable(_))),
+                    "{proto} {crypto:.80}: {e}"
+                );
+                assert!(e.to_string().contains(why), "{e}");
+            }
+        }
+        let savp_bare = with_audio_lines("m=audio 6000 RTP/SAVP 0\r\n");
+        assert_eq!(
+            answer_offer(&savp_bare, &srtp_local(SrtpPolicy::Optional), 1, 1).unwrap_err(),
+            SdpError::Srtp(SdesError::SavpWithoutCrypto)
+        );
+    }
+
+    #[test]
+    fn an_answer_to_our_srtp_offer_gives_both_keys() {
+        let me = srtp_local(SrtpPolicy::Required);
+        let answer = with_audio_lines(&format!(
+            "m=audio 6002 RTP/SAVP 0\r\na=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:{KEY}\r\n"
+        ));
+        let neg = negotiated_from_answer(&answer, &me).unwrap();
+        let keys = neg.srtp.unwrap();
+        assert_eq!(keys.local, me.srtp.unwrap().key);
+        assert_ne!(keys.remote, keys.local);
+        let plain = with_audio_lines("m=audio 6002 RTP/AVP 0\r\n");
+        assert_eq!(
+            negotiated_from_answer(&plain, &me).unwrap_err(),
+            SdpError::Srtp(SdesError::Required)
+        );
+        let optional = srtp_local(SrtpPolicy::Optional);
+        assert_eq!(
+            negotiated_from_answer(&plain, &optional).unwrap().srtp,
+            None
+        );
+        let savp_bare = with_audio_lines("m=audio 6002 RTP/SAVP 0\r\n");
+        assert_eq!(
+            negotiated_from_answer(&savp_bare, &optional).unwrap_err(),
+            SdpError::Srtp(SdesError::SavpWithoutCrypto)
         );
     }
 

@@ -33,6 +33,7 @@ use crate::logging::{MessageLog, redact_number};
 use crate::outbound::{self, ForkInspector, ForkWatch, OutboundDialogs};
 use crate::relay::DialogRelay;
 use crate::retransmit::{RetransmissionCounts, Retransmissions};
+use crate::sdes::LocalSrtp;
 use crate::sdp::{self, LocalMedia, MediaDirection, NegotiatedMedia, SdpCodec, SessionDescription};
 use crate::states::StateRouter;
 use crate::trunk::{self, SipTransport, TrunkConfig};
@@ -143,6 +144,8 @@ struct Inner {
     /// The UDP socket's receive buffer as the kernel granted it, bytes.
     udp_receive_buffer: Option<usize>,
     tcp_addr: Option<SocketAddr>,
+    /// The TLS listener's address, bound.
+    tls_addr: Option<SocketAddr>,
     router: Arc<dyn CallRouter>,
     /// Every dialog's states, routed to its leg.
     states: StateRouter,
@@ -199,6 +202,9 @@ pub struct IncomingCall {
     /// The trunk's codecs the media side supports: the answer offers no others.
     codecs: Vec<SdpCodec>,
     leg: CallLeg,
+    /// This side's SRTP key and the trunk's policy, as the offer was checked with: the
+    /// answer uses the same, so `remote_media.srtp` holds the keys the call runs with.
+    srtp: Option<LocalSrtp>,
 }
 
 impl std::fmt::Debug for IncomingCall {
@@ -222,8 +228,10 @@ impl IncomingCall {
     }
     /// Answer with 200 and an SDP answer for `local` (first codec of the offer that `local`
     /// supports). Returns the leg, whose first event is `Answered`.
+    /// The trunk's SRTP policy applies whatever `local.srtp` says.
     pub async fn answer(self, mut local: LocalMedia) -> Result<CallLeg, SipError> {
         local.codecs.retain(|c| self.codecs.contains(c));
+        local.srtp = self.srtp;
         let (tx, rx) = oneshot::channel();
         if !self
             .leg
@@ -258,8 +266,26 @@ fn sip_addr(t: SipTransport, addr: SocketAddr) -> SipAddr {
         r#type: Some(match t {
             SipTransport::Udp => rsipstack::sip::Transport::Udp,
             SipTransport::Tcp => rsipstack::sip::Transport::Tcp,
+            SipTransport::Tls => rsipstack::sip::Transport::Tls,
         }),
         addr: addr.into(),
+    }
+}
+
+/// Where a trunk's INVITE is sent: the gateway's address now; over TLS, a gateway written
+/// as a host name is given to the transport by name, which then resolves it, sends the
+/// name as SNI and verifies the certificate for it (an address would be checked against
+/// the certificate's IP addresses, which a carrier's certificate does not name).
+fn destination(trunk: &TrunkConfig, gateway_addr: SocketAddr) -> SipAddr {
+    match (&trunk.gateway, trunk.transport) {
+        (trunk::Gateway::Host { name, port }, SipTransport::Tls) => SipAddr {
+            r#type: Some(rsipstack::sip::Transport::Tls),
+            addr: rsipstack::sip::HostWithPort {
+                host: rsipstack::sip::Host::Domain(name.clone().into()),
+                port: Some((*port).into()),
+            },
+        },
+        _ => sip_addr(trunk.transport, gateway_addr),
     }
 }
 
@@ -313,6 +339,7 @@ fn local_ip(config: &SipConfig, transport: SipTransport) -> Option<IpAddr> {
     match transport {
         SipTransport::Udp => config.udp,
         SipTransport::Tcp => config.tcp,
+        SipTransport::Tls => config.tls.as_ref().and_then(|t| t.listen),
     }
     .map(|a| a.ip())
 }
@@ -389,6 +416,12 @@ impl SipStack {
     /// the transports and start serving. TCP with port 0 gets a free port picked here.
     pub async fn start(config: SipConfig, router: impl CallRouter) -> Result<SipStack, SipError> {
         config.check().map_err(SipError::Config)?;
+        let tls = match &config.tls {
+            Some(t) => Some(Arc::new(
+                crate::tls::TlsMaterial::load(t).map_err(SipError::Config)?,
+            )),
+            None => None,
+        };
         let gateways = resolve_gateways(&config).await?;
         let cancel = CancellationToken::new();
         let transport_layer = TransportLayer::new(cancel.child_token());
@@ -436,6 +469,17 @@ impl SipStack {
             tcp_addr = Some(addr);
             transport_layer.add_transport(conn.into());
         }
+        let mut tls_listener = None;
+        if let (Some(material), Some(addr)) = (&tls, config.tls.as_ref().and_then(|t| t.listen)) {
+            let listener = crate::tls::bind(addr).await.map_err(|e| SipError::Listen {
+                transport: "tls",
+                addr,
+                reason: e.to_string(),
+            })?;
+            transport_layer.set_tls_config(material.client_config());
+            tls_listener = Some(listener);
+        }
+        let tls_addr = tls_listener.as_ref().and_then(|l| l.local_addr().ok());
         let call_id_host = udp_addr.or(tcp_addr).map(|a| a.ip().to_string());
         let option = EndpointOption {
             callid_suffix: call_id_host,
@@ -474,6 +518,14 @@ impl SipStack {
         let endpoint_inner = endpoint.inner.clone();
         let dialog_layer = Arc::new(DialogLayer::new(endpoint_inner.clone()));
         tokio::spawn(async move { endpoint.serve().await });
+        if let (Some(listener), Some(material)) = (tls_listener, tls) {
+            tokio::spawn(crate::tls::serve(
+                listener,
+                material,
+                endpoint_inner.clone(),
+                cancel.child_token(),
+            ));
+        }
         tokio::spawn(outbound::end_forks(
             forks.clone(),
             endpoint_inner.clone(),
@@ -488,6 +540,7 @@ impl SipStack {
             udp_addr,
             udp_receive_buffer,
             tcp_addr,
+            tls_addr,
             router: Arc::new(router),
             states: StateRouter::start(cancel.clone()),
             relay: DialogRelay::start(endpoint_inner.clone(), cancel.clone()),
@@ -499,7 +552,7 @@ impl SipStack {
         let (call_tx, call_rx) = mpsc::channel(1024);
         tokio::spawn(serve_requests(inner.clone(), incoming_tx, call_tx));
         tokio::spawn(refresh_gateways(inner.clone()));
-        info!(?udp_addr, ?tcp_addr, "sip stack started");
+        info!(?udp_addr, ?tcp_addr, ?tls_addr, "sip stack started");
         Ok(SipStack {
             inner,
             incoming: parking_lot::Mutex::new(Some(IncomingCalls { rx: call_rx })),
@@ -522,6 +575,10 @@ impl SipStack {
     pub fn tcp_addr(&self) -> Option<SocketAddr> {
         self.inner.tcp_addr
     }
+    /// The TLS listener's address (see [`crate::tls`]).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.inner.tls_addr
+    }
     /// SIP messages sent and received again since the stack started (see
     /// [`Retransmissions`]).
     pub fn retransmissions(&self) -> RetransmissionCounts {
@@ -537,6 +594,19 @@ impl SipStack {
         self.inner.config.default_trunk.as_deref()
     }
 
+    /// The SRTP policy of the trunk a call naming `trunk` leaves through (the default
+    /// trunk when None); `off` when no trunk would take it. The engine holds the call's
+    /// media for the keys (`MediaSession::await_srtp`) when it is not `off`.
+    pub fn srtp_policy(&self, trunk: Option<&str>) -> crate::sdes::SrtpPolicy {
+        trunk::select_trunk(
+            &self.inner.config.trunks,
+            trunk,
+            self.inner.config.default_trunk.as_deref(),
+        )
+        .map(|t| t.srtp)
+        .unwrap_or_default()
+    }
+
     /// Where the trunk named `name` sends INVITEs now: its written address, or the address
     /// its host name last resolved to.
     pub fn gateway_addr(&self, name: &str) -> Option<SocketAddr> {
@@ -549,7 +619,9 @@ impl SipStack {
     }
 
     /// Send an INVITE through the chosen trunk. Returns at once; progress comes as events.
-    pub async fn place_call(&self, call: OutboundCall) -> Result<CallLeg, SipError> {
+    /// The trunk's SRTP policy applies (with a fresh key) whatever `call.local_media.srtp`
+    /// says.
+    pub async fn place_call(&self, mut call: OutboundCall) -> Result<CallLeg, SipError> {
         let inner = &self.inner;
         let trunk = trunk::select_trunk(
             &inner.config.trunks,
@@ -557,7 +629,6 @@ impl SipStack {
             inner.config.default_trunk.as_deref(),
         )?
         .clone();
-        let mut call = call;
         // The offer lists the trunk's codecs in the trunk's order.
         call.local_media.codecs = trunk.preferred_codecs(&call.local_media.codecs);
         if call.local_media.codecs.is_empty() {
@@ -575,13 +646,14 @@ impl SipStack {
         let local_addr = match trunk.transport {
             SipTransport::Udp => inner.udp_addr,
             SipTransport::Tcp => inner.tcp_addr,
+            SipTransport::Tls => inner.tls_addr,
         }
         .ok_or(SipError::TransportDisabled(trunk.transport))?;
 
-        let transport_param = if trunk.transport == SipTransport::Tcp {
-            ";transport=tcp"
-        } else {
-            ""
+        let transport_param = match trunk.transport {
+            SipTransport::Udp => "",
+            SipTransport::Tcp => ";transport=tcp",
+            SipTransport::Tls => ";transport=tls",
         };
         let parse = |s: String| {
             rsipstack::sip::Uri::try_from(s.as_str())
@@ -597,6 +669,7 @@ impl SipStack {
             })?;
         let contact = parse(format!("sip:{from}@{local_addr}{transport_param}"))?;
 
+        call.local_media.srtp = LocalSrtp::for_policy(trunk.srtp);
         let session_id = rand::random::<u32>() as u64;
         let offer = sdp::build_offer(&call.local_media, session_id, 1, MediaDirection::SendRecv);
         let credential = trunk.credentials.as_ref().map(|c| Credential {
@@ -609,7 +682,7 @@ impl SipStack {
             caller_display_name: call.from_display.clone(),
             caller,
             callee,
-            destination: Some(sip_addr(trunk.transport, gateway_addr)),
+            destination: Some(destination(&trunk, gateway_addr)),
             content_type: Some("application/sdp".into()),
             offer: Some(offer.into_bytes()),
             contact,
@@ -784,6 +857,20 @@ async fn refuse(tx: &mut Transaction, refusal: &wire::Refusal) -> Result<(), Sip
     Ok(())
 }
 
+/// Text fit for a Warning header's quoted string: printable ASCII without quotes or
+/// backslashes, at most 200 characters (the text may quote what a peer sent).
+fn warning_text(reason: &str) -> String {
+    reason
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' => '\'',
+            c if c == ' ' || c.is_ascii_graphic() => c,
+            _ => '?',
+        })
+        .take(200)
+        .collect()
+}
+
 fn header_pairs(req: &Request) -> Vec<(String, String)> {
     req.headers
         .iter()
@@ -813,8 +900,10 @@ async fn handle_invite(
 
     // Media first: an offer we cannot serve is 488 whatever the number.
     let codecs = trunk.preferred_codecs(&inner.config.codecs);
+    let srtp = LocalSrtp::for_policy(trunk.srtp);
     let probe = LocalMedia {
         codecs: codecs.clone(),
+        srtp,
         ..LocalMedia::g711(sdp::LOOPBACK, 9)
     };
     let text = String::from_utf8_lossy(&req.body).to_string();
@@ -823,8 +912,14 @@ async fn handle_invite(
     {
         Ok((_, neg)) => neg,
         Err(e) => {
-            info!(call_id = ?req.call_id_header().map(|c| c.value().to_string()).ok(), error = %e, "inbound INVITE offer not acceptable: 488");
-            tx.reply(StatusCode::NotAcceptableHere).await?;
+            info!(call_id = ?req.call_id_header().map(|c| c.value().to_string()).ok(), trunk = %trunk.name, error = %e, "inbound INVITE offer not acceptable: 488");
+            // The reason names what is wrong with the offer, never a key.
+            let warning = Header::Other(
+                "Warning".into(),
+                format!("399 callsmith \"{}\"", warning_text(&e.to_string())),
+            );
+            tx.reply_with(StatusCode::NotAcceptableHere, vec![warning], None)
+                .await?;
             return Ok(());
         }
     };
@@ -866,14 +961,10 @@ async fn handle_invite(
     };
 
     // Contact on the transport the INVITE came in on, so in-dialog requests use it too.
-    let over_tcp = matches!(
-        tx.connection.as_ref().map(|c| c.transport()),
-        Some(rsipstack::sip::Transport::Tcp)
-    );
-    let (local_addr, tp) = if over_tcp {
-        (inner.tcp_addr, ";transport=tcp")
-    } else {
-        (inner.udp_addr, "")
+    let (local_addr, tp) = match tx.connection.as_ref().map(|c| c.transport()) {
+        Some(rsipstack::sip::Transport::Tcp) => (inner.tcp_addr, ";transport=tcp"),
+        Some(rsipstack::sip::Transport::Tls) => (inner.tls_addr, ";transport=tls"),
+        _ => (inner.udp_addr, ""),
     };
     let contact = local_addr
         .and_then(|a| rsipstack::sip::Uri::try_from(format!("sip:{called}@{a}{tp}").as_str()).ok());
@@ -925,6 +1016,7 @@ async fn handle_invite(
         source,
         codecs,
         leg,
+        srtp,
     };
     // Run the INVITE server transaction (100 Trying, CANCEL, ACK) until it settles.
     let mut d = dialog.clone();

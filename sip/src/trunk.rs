@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::sdes::SrtpPolicy;
 use crate::sdp::SdpCodec;
 
 /// SIP transport for a trunk or a listener.
@@ -17,6 +18,8 @@ pub enum SipTransport {
     #[default]
     Udp,
     Tcp,
+    /// SIP over TLS (`transport=tls`, port 5061 by default; see [`crate::tls`]).
+    Tls,
 }
 
 /// How numbers are written in the Request-URI, To and From users sent to a trunk.
@@ -309,6 +312,10 @@ pub struct TrunkConfig {
     /// [`default_trunk_codecs`].
     #[serde(default = "default_trunk_codecs")]
     pub codecs: Vec<SdpCodec>,
+    /// SRTP with SDES keys on this trunk's calls: `off` (default), `optional` or
+    /// `required` (see [`SrtpPolicy`]).
+    #[serde(default)]
+    pub srtp: SrtpPolicy,
 }
 
 /// A trunk's codecs unless configured: PCMU, PCMA, G722. Offers lead with G.711, which
@@ -335,6 +342,7 @@ impl TrunkConfig {
             inbound_tenant: None,
             edge_route: false,
             codecs: default_trunk_codecs(),
+            srtp: SrtpPolicy::Off,
         }
     }
 

@@ -11,8 +11,9 @@
 #[path = "../../tests/fuzz/harness.rs"]
 mod harness;
 
+use callsmith_sip::sdes::{LocalSrtp, SrtpPolicy};
 use callsmith_sip::sdp::{
-    LOOPBACK, LocalMedia, SessionDescription, answer_offer, negotiated_from_answer,
+    LOOPBACK, LocalMedia, SdpError, SessionDescription, answer_offer, negotiated_from_answer,
 };
 use callsmith_sip::wire::{Verdict, inspect, validate_request};
 use rsipstack::sip::SipMessage;
@@ -112,6 +113,54 @@ fn fuzz_sdp() {
                         ));
                     }
                 }
+            }
+            Ok(())
+        },
+    );
+}
+
+/// SDP with SDES crypto (`a=crypto`, RFC 4568) against a trunk with SRTP required: an offer
+/// is answered with SRTP or refused (an error, the stack's 488), never with plain RTP; the
+/// answer carries exactly one `a=crypto`, with our key and not the offerer's.
+#[test]
+fn fuzz_sdp_srtp() {
+    let local = LocalMedia {
+        srtp: LocalSrtp::for_policy(SrtpPolicy::Required),
+        ..LocalMedia::g711(LOOPBACK, 40_000)
+    };
+    harness::run(
+        "sdp_srtp",
+        &harness::corpus_dir("sdp_srtp"),
+        Vec::new(),
+        100_000,
+        |bytes| {
+            let text = String::from_utf8_lossy(bytes);
+            let Ok(sd) = SessionDescription::parse(&text) else {
+                return Ok(());
+            };
+            let _ = negotiated_from_answer(&sd, &local);
+            match answer_offer(&sd, &local, 7, 8) {
+                Ok((body, negotiated)) => {
+                    let Some(keys) = negotiated.srtp else {
+                        return Err(format!("a required trunk answered plain RTP\n{body}"));
+                    };
+                    let parsed = SessionDescription::parse(&body)
+                        .map_err(|e| format!("our answer does not parse: {e:?}\n{body}"))?;
+                    let crypto = &parsed.audio().ok_or("no audio in our answer")?.crypto;
+                    if crypto.len() != 1 {
+                        return Err(format!(
+                            "{} a=crypto lines in our answer\n{body}",
+                            crypto.len()
+                        ));
+                    }
+                    let ours = callsmith_sip::sdes::CryptoAttribute::parse(&crypto[0])
+                        .map_err(|e| format!("our a=crypto does not parse: {e}\n{body}"))?;
+                    if ours.key != keys.local || ours.suite != keys.suite {
+                        return Err(format!("our a=crypto is not our key and suite\n{body}"));
+                    }
+                }
+                Err(SdpError::Invalid(_)) => return Err("parsed, then invalid".into()),
+                Err(_) => {}
             }
             Ok(())
         },

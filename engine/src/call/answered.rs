@@ -20,13 +20,13 @@ use tracing::{info, warn};
 
 use super::LivePort;
 use super::context::CallContext;
+use super::finish;
 use super::io::{CallIo, ForcedEnd};
 use super::leg::Leg;
 use super::live_feed::Live;
 use super::media::CallMedia;
 use super::prepare::Prepared;
 use super::record::{CallFacts, CallRecord};
-use super::{finish, media_codec};
 use crate::runtime::Runtime;
 
 /// An answered call, ready to run its scenario: everything a call holds while it is up,
@@ -62,11 +62,7 @@ impl AnsweredCall {
             payload_type = media.payload_type,
             "call media negotiated"
         );
-        if let Err(e) = session.set_remote(
-            media.remote_rtp,
-            media_codec(media.codec),
-            media.telephone_event,
-        ) {
+        if let Err(e) = super::point_media(&session, &media) {
             warn!(error = %e, "setting the media peer failed");
         }
         if prep.record {

@@ -73,6 +73,42 @@ fn media_codec(c: callsmith_sip::SdpCodec) -> callsmith_media::codec::RtpCodec {
     }
 }
 
+/// The media's SRTP parameters for keys a SIP leg agreed (None: plain RTP). The leg's
+/// `local` key protects what the session sends; the peer's `remote` key unprotects what
+/// it receives.
+fn media_srtp(m: &callsmith_sip::NegotiatedMedia) -> Option<callsmith_media::srtp::SrtpParams> {
+    use callsmith_media::srtp::{SrtpParams, SrtpProfile};
+    let keys = m.srtp.as_ref()?;
+    Some(SrtpParams {
+        profile: match keys.suite {
+            callsmith_sip::CryptoSuite::AesCm128HmacSha1_80 => SrtpProfile::Aes128CmHmacSha1_80,
+            callsmith_sip::CryptoSuite::AesCm128HmacSha1_32 => SrtpProfile::Aes128CmHmacSha1_32,
+        },
+        send_key: keys.local.0,
+        recv_key: keys.remote.0,
+    })
+}
+
+/// Holds an outbound call's media for its SRTP keys when the trunk it leaves through
+/// (`trunk`, else the default) does SRTP: nothing is sent before [`point_media`].
+fn hold_for_keys(rt: &Runtime, trunk: Option<&str>, session: &callsmith_media::MediaSession) {
+    if rt.sip.srtp_policy(trunk) != callsmith_sip::SrtpPolicy::Off
+        && let Err(e) = session.await_srtp()
+    {
+        warn!(error = %e, "holding the media for its SRTP keys failed");
+    }
+}
+
+/// Points `session` at a SIP leg's negotiated media: SRTP first (so nothing leaves
+/// unprotected), then the peer, codec and telephone-event type.
+fn point_media(
+    session: &callsmith_media::MediaSession,
+    m: &callsmith_sip::NegotiatedMedia,
+) -> Result<(), callsmith_media::MediaError> {
+    session.set_srtp(media_srtp(m).as_ref())?;
+    session.set_remote(m.remote_rtp, media_codec(m.codec), m.telephone_event)
+}
+
 /// Writes why a call this node created claimed (inbound, browser) did not come up.
 pub(crate) async fn fail(rt: &Runtime, comm: &CommunicationRecord, why: &str) {
     rt.journal

@@ -21,7 +21,7 @@ use super::leg::Leg;
 use super::lifecycle;
 use super::prepare::{Prepared, prepare};
 use super::ring::{RingAction, RingEnd, RingEvent, Ringing};
-use super::{finish, media_codec};
+use super::{finish, hold_for_keys};
 use crate::runtime::Runtime;
 
 /// Waits until `at` (at once when it has passed); false when `draining` is cancelled first.
@@ -228,6 +228,7 @@ async fn place(
         })
         .await;
     let local = LocalMedia::telephony(rt.settings.media_ip, session.local_port());
+    hold_for_keys(rt, prep.trunk.as_deref(), session);
     let placed = rt
         .sip
         .place_call(callsmith_sip::OutboundCall {
@@ -259,8 +260,7 @@ async fn place(
         while let Some(action) = ringing.poll_action() {
             match action {
                 RingAction::EarlyMedia(m) => {
-                    let _ =
-                        session.set_remote(m.remote_rtp, media_codec(m.codec), m.telephone_event);
+                    let _ = super::point_media(session, &m);
                 }
                 RingAction::HangUp => leg.hangup(),
                 RingAction::Done(end) => over = Some(end),

@@ -169,6 +169,7 @@ mod tests {
             telephone_event: Some(101),
             remote_direction: MediaDirection::SendRecv,
             ptime: None,
+            srtp: None,
         }
     }
 

@@ -30,7 +30,6 @@ use tracing::{info, warn};
 use super::bridge::{BridgeAction, BridgeEvent, BridgeTurn, END_WAIT, TargetMedia};
 use super::history::{PromptLog, PromptOutcome, TransferLog, TransferMode, TransferResult};
 use super::io::{CallEnd, CallEvent};
-use super::media_codec;
 use super::port::LivePort;
 
 /// The two messages of a bridged transfer, playing.
@@ -134,6 +133,7 @@ impl LivePort {
         };
         // The target leg's media events (VAD, DTMF) play no part in the transfer.
         drop(target_media.take_events());
+        super::hold_for_keys(&rt, Some(&self.ctx.trunk), &target_media);
         let ring = ring_timeout(spec);
         let from_number = match spec.from.trim() {
             "" => self.ctx.from_number.clone(),
@@ -168,11 +168,7 @@ impl LivePort {
             while let Some(action) = turn.poll_action() {
                 match action {
                     BridgeAction::Answered(m) => {
-                        if let Err(e) = target_media.set_remote(
-                            m.remote_rtp,
-                            media_codec(m.codec),
-                            m.telephone_event,
-                        ) {
+                        if let Err(e) = super::point_media(&target_media, &m) {
                             warn!(error = %e, "setting the transfer leg's media peer failed");
                         }
                         messages = self.start_messages(spec, &target_media).await;

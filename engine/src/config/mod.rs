@@ -359,11 +359,16 @@ pub struct SipSection {
     pub udp: Option<SocketAddr>,
     /// TCP listen address. Default unset (no TCP).
     pub tcp: Option<SocketAddr>,
+    /// SIP over TLS (`[sip.tls]`): listen address, the node's certificate and key, the CA
+    /// bundle peers are verified against, mutual TLS and the allow-list of client
+    /// certificate names (docs/trunks.md "TLS and SRTP"). Default unset (no TLS).
+    pub tls: Option<callsmith_sip::SipTlsConfig>,
     /// Trunks: `[[sip.trunks]] name = "carrier", gateway = "127.0.0.1:5070"` (or a
     /// `host:port`, resolved at start and every 60 s; plus optional `transport`,
     /// `credentials`, `from_domain`, `number_format`, `inbound_sources`,
     /// `inbound_tenant`: the tenant sid whose numbers alone the trunk's inbound calls reach,
-    /// and `codecs`: `PCMU`, `PCMA`, `G722`, most preferred first).
+    /// `codecs`: `PCMU`, `PCMA`, `G722`, most preferred first, and `srtp`: `off`,
+    /// `optional` or `required`).
     /// Names are unique. A number's `trunk` names one; otherwise the tenant's oldest trunk
     /// (control API) whose name is configured here; otherwise `default_trunk` (docs/trunks.md).
     pub trunks: Vec<callsmith_sip::TrunkConfig>,
@@ -391,6 +396,7 @@ impl SipSection {
         let sip = callsmith_sip::SipConfig {
             udp: self.udp,
             tcp: self.tcp,
+            tls: self.tls.clone(),
             trunks: self.trunks.clone(),
             default_trunk: self.default_trunk.clone(),
             user_agent: self.user_agent.clone(),
@@ -416,6 +422,7 @@ impl Default for SipSection {
         SipSection {
             udp: Some(SocketAddr::from(([127, 0, 0, 1], 5060))),
             tcp: None,
+            tls: None,
             trunks: Vec::new(),
             default_trunk: None,
             user_agent: "callsmith".into(),

@@ -532,6 +532,12 @@ fn docs_cover_every_key() {
             "objects.s3.endpoint",
             "objects.s3.access_key_id",
             "objects.s3.secret_access_key",
+            "sip.tls.listen",
+            "sip.tls.cert_file",
+            "sip.tls.key_file",
+            "sip.tls.ca_file",
+            "sip.tls.require_client_cert",
+            "sip.tls.allowed_names",
         ]
         .map(String::from),
     );

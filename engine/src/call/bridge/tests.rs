@@ -20,6 +20,7 @@ fn media() -> NegotiatedMedia {
         telephone_event: Some(101),
         remote_direction: MediaDirection::SendRecv,
         ptime: None,
+        srtp: None,
     }
 }
 

@@ -329,7 +329,7 @@ fn a_2xx_rejecting_our_audio_or_answering_srtp_is_hung_up_as_failed() {
         (
             "m=audio 6000 RTP/AVP",
             "m=audio 6000 RTP/SAVP",
-            "unusable SDP answer: sdp audio transport RTP/SAVP is not supported (RTP/AVP only)",
+            "unusable SDP answer: sdp audio transport RTP/SAVP is not supported (RTP/AVP, or RTP/SAVP on a trunk with SRTP)",
         ),
     ] {
         let t0 = Instant::now();
