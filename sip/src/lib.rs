@@ -28,6 +28,7 @@ pub mod sdp;
 mod stack;
 mod states;
 pub mod status;
+mod takeover;
 pub mod trunk;
 pub mod wire;
 
@@ -40,4 +41,5 @@ pub use stack::{
     Admission, CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack,
 };
 pub use status::CallStatus;
+pub use takeover::{CSEQ_GAP, DialogRecord};
 pub use trunk::{DigestCredentials, Gateway, NumberFormat, SipTransport, TrunkConfig};

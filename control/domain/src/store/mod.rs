@@ -35,6 +35,7 @@ mod idempotency;
 mod keys;
 mod legacy;
 mod legacy_flow;
+pub mod nodes;
 mod numbers;
 mod pools;
 mod profile;
