@@ -258,7 +258,6 @@ impl AuthConfig {
                 max_failures: self.login_max_failures_per_address,
                 window,
             },
-            ..ThrottleSettings::default()
         })
     }
 }

@@ -35,6 +35,7 @@ mod idempotency;
 mod keys;
 mod legacy;
 mod legacy_flow;
+mod login_failures;
 pub mod nodes;
 mod numbers;
 mod pools;
