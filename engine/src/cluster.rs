@@ -16,9 +16,9 @@
 //! live calls are interrupted as an expired lease would be (never redialled), so no call
 //! waits the lease out.
 //!
-//! From SIGKILL to the BYE at the far end: the node timeout plus up to one heartbeat
-//! interval (when a peer next looks), plus a transaction (3 to 4 s with the defaults;
-//! `tests/tests/cluster.rs` measures it).
+//! From SIGKILL to the BYE at the far end: the node timeout counted from the lost node's
+//! last heartbeat (up to one interval before the kill), plus up to one interval until a
+//! peer looks: 2 to 4 s with the defaults (`tests/tests/cluster.rs` measures it).
 
 use std::time::Duration;
 
