@@ -83,6 +83,7 @@ async fn an_inbound_call_stored_in_one_batch(s: TestServer) {
             sid: sid.clone(),
             token: "tok".into(),
             call_id: "abc@127.0.0.1".into(),
+            dialog: None,
             at: answered,
         },
         CallWrite::Finish {
@@ -131,6 +132,7 @@ async fn an_inbound_call_stored_in_one_batch(s: TestServer) {
         sid: sid.clone(),
         token: "tok".into(),
         call_id: "other".into(),
+        dialog: None,
         at: Utc::now(),
     };
     assert!(!s.store.communication_apply(late).await.unwrap());
@@ -309,18 +311,21 @@ fn mixed_batch(
             sid: rows[0].clone(),
             token: "tok".into(),
             call_id: "a@127.0.0.1".into(),
+            dialog: Some(r#"{"call_id":"a@127.0.0.1"}"#.into()),
             at: at(5),
         },
         CallWrite::Answered {
             sid: inbound_sid.clone(),
             token: "tok".into(),
             call_id: "in@127.0.0.1".into(),
+            dialog: None,
             at: at(6),
         },
         CallWrite::Answered {
             sid: rows[3].clone(),
             token: "someone-else".into(),
             call_id: "lost".into(),
+            dialog: None,
             at: at(7),
         },
         CallWrite::Fail {
@@ -393,6 +398,7 @@ async fn raw(s: &TestServer, sid: &str) -> Vec<Option<String>> {
         "end_reason",
         "error",
         "call_id",
+        "sip_dialog",
         "claim_token",
         "started_at",
         "answered_at",

@@ -1,12 +1,12 @@
 //! Login throttling over real HTTP (peer addresses from the real server), on SQLite and
 //! PostgreSQL: lockout per email and per address, 429 with Retry-After, the right password
 //! refused during the lockout and accepted after the window, unknown emails treated like
-//! known ones.
+//! known ones, failures counted by another node on the same database.
 
 use std::{net::IpAddr, time::Duration};
 
 use callsmith_control::testing::{TestDb, TestResponse, TestServer};
-use callsmith_domain::auth::throttle::{Limit, ThrottleSettings};
+use callsmith_domain::auth::throttle::{Limit, LoginThrottle, ThrottleSettings};
 use serde_json::json;
 
 /// Generates `mod $name { sqlite, postgres }` running `async fn $name(TestDb)`.
@@ -36,7 +36,6 @@ async fn server(db: TestDb, email: u32, address: u32) -> TestServer {
                 max_failures: address,
                 window: WINDOW,
             },
-            ..ThrottleSettings::default()
         }
     })
     .await
@@ -174,7 +173,33 @@ async fn concurrent_guesses_do_not_overtake_the_limit(db: TestDb) {
     );
 }
 
+/// Another node on the same database (its own throttle over the same store) counts the
+/// same failures: what it charged locks the email on this node too.
+async fn failures_on_another_node_lock_this_one(db: TestDb) {
+    let s = server(db, 3, 100).await;
+    let f = s.fixture().await;
+    let other = LoginThrottle::new(
+        ThrottleSettings {
+            per_email: Limit {
+                max_failures: 3,
+                window: WINDOW,
+            },
+            ..ThrottleSettings::default()
+        },
+        s.store.clone(),
+    );
+    for _ in 0..3 {
+        let _ = other
+            .begin(&f.admin_email, None, chrono::Utc::now())
+            .await
+            .unwrap()
+            .expect("under the limit on the other node");
+    }
+    locked(&login(&s, &f.admin_email, &f.admin_password).await);
+}
+
 both!(
+    failures_on_another_node_lock_this_one,
     an_email_is_locked_after_its_failures_until_the_window_ends,
     a_successful_login_clears_the_email_count,
     unknown_emails_are_throttled_like_known_ones,

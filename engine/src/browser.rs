@@ -224,6 +224,7 @@ impl lifecycle::Setup for Browser {
                 sid: comm.sid.clone(),
                 token: rt.settings.claim_token.clone(),
                 call_id: comm.sid.clone(),
+                dialog: None,
                 at: Utc::now(),
             })
             .await;

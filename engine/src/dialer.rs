@@ -19,6 +19,11 @@
 //! Scenario test calls have no agent: they start at once, bounded only by
 //! `dialer.max_live_calls` (which bounds every call of this process).
 //!
+//! Wake-up: on PostgreSQL a communication stored due on any engine is announced to every
+//! engine (`store::communications::DUE_CHANNEL`) and the claim runs at once; the poll stays
+//! as the fallback (rows that become due later, notifications missed while the listener
+//! reconnects). SQLite (one engine) polls.
+//!
 //! Pacing: the claim loop runs every `poll_interval_ms`, counted from one claim's start to
 //! the next (a slow claim does not push the next one back). Each claim takes the start
 //! slots up to two poll intervals ahead ([`agent_limits`]), so the next claim, a poll
@@ -58,11 +63,17 @@ pub async fn run(rt: Runtime) {
     info!(instance = %rt.settings.instance, "dialer started");
     let mut polls = tokio::time::interval(poll);
     polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // On PostgreSQL a dispatch on any engine wakes the claim at once (see the module doc).
+    let due = rt.store.communications_due_signal();
     loop {
         tokio::select! {
             biased;
             _ = rt.draining.cancelled() => break,
             _ = polls.tick() => {}
+            _ = async { due.as_ref().expect("guarded").notified().await }, if due.is_some() => {
+                // The next poll counts from this claim.
+                polls.reset();
+            }
         }
         let now = Instant::now();
         if now.duration_since(last_renew) >= rt.settings.lease / 3 {

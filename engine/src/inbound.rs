@@ -179,6 +179,9 @@ impl lifecycle::Setup for Answer {
                 sid: comm.sid.clone(),
                 token: rt.settings.claim_token.clone(),
                 call_id: leg.call_id().to_string(),
+                dialog: leg
+                    .dialog_record()
+                    .and_then(|d| serde_json::to_string(d).ok()),
                 at: Utc::now(),
             })
             .await;

@@ -7,6 +7,7 @@
 
 pub mod browser;
 pub mod call;
+pub mod cluster;
 pub mod config;
 pub mod delivery;
 pub mod dialer;

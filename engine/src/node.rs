@@ -18,6 +18,9 @@ pub struct Engine {
     pub rt: Runtime,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     stop_delivery: CancellationToken,
+    /// Stops the heartbeat ([`crate::cluster`]) once the node has nothing left to take over.
+    stop_heartbeat: CancellationToken,
+    heartbeat: tokio::task::JoinHandle<()>,
     drain_timeout: Duration,
 }
 
@@ -85,6 +88,8 @@ pub async fn start(
             &cfg.media,
         )));
     let stop_delivery = CancellationToken::new();
+    let stop_heartbeat = CancellationToken::new();
+    let heartbeat = tokio::spawn(crate::cluster::run(rt.clone(), stop_heartbeat.clone()));
     let mut tasks = vec![
         tokio::spawn(crate::dialer::run(rt.clone())),
         tokio::spawn(crate::delivery::run(rt.clone(), stop_delivery.clone())),
@@ -96,6 +101,8 @@ pub async fn start(
         rt,
         tasks,
         stop_delivery,
+        stop_heartbeat,
+        heartbeat,
         drain_timeout: Duration::from_secs(cfg.dialer.drain_timeout_secs),
     }))
 }
@@ -119,6 +126,12 @@ impl Engine {
         renew.abort();
         // Every call's progress is stored before the process goes.
         rt.journal.flush().await;
+        // Nothing of this node is left for a peer to take over.
+        self.stop_heartbeat.cancel();
+        let _ = self.heartbeat.await;
+        if let Err(e) = rt.store.node_leave(&rt.settings.claim_token).await {
+            tracing::warn!(error = %e, "removing the node heartbeat failed");
+        }
         // Let deliveries of the calls that just ended go out.
         tokio::time::sleep(Duration::from_millis(300)).await;
         self.stop_delivery.cancel();

@@ -29,6 +29,7 @@ pub mod sdp;
 mod stack;
 mod states;
 pub mod status;
+mod takeover;
 pub mod tls;
 pub mod trunk;
 pub mod wire;
@@ -43,6 +44,7 @@ pub use stack::{
     Admission, CallRouter, IncomingCall, IncomingCalls, OutboundCall, SipError, SipStack,
 };
 pub use status::CallStatus;
+pub use takeover::{CSEQ_GAP, DialogRecord};
 pub use tls::SipTlsConfig;
 pub use trunk::{
     DigestCredentials, EDGE_TRUNK_HEADER, Gateway, NumberFormat, SipTransport, TrunkConfig,

@@ -613,6 +613,11 @@ impl SipStack {
         self.inner.gateways.read().get(name).copied()
     }
 
+    /// The transaction endpoint, for requests outside any dialog this stack holds.
+    pub(crate) fn endpoint(&self) -> rsipstack::transaction::endpoint::EndpointInnerRef {
+        self.inner.dialog_layer.endpoint.clone()
+    }
+
     /// Stop transports and timers. Calls in progress are not BYE'd.
     pub fn shutdown(&self) {
         self.inner.cancel.cancel();
@@ -719,6 +724,7 @@ impl SipStack {
             session_version: 1,
         };
         let driver = Driver {
+            answered: leg.answered.clone(),
             dialog,
             dialog_layer: inner.dialog_layer.clone(),
             state_rx,
@@ -995,6 +1001,7 @@ async fn handle_invite(
         session_version: 1,
     };
     let driver = Driver {
+        answered: leg.answered.clone(),
         dialog: dialog.clone(),
         dialog_layer: inner.dialog_layer.clone(),
         state_rx,

@@ -120,7 +120,8 @@ pub struct EngineOptions {
     pub sip_ip: Option<std::net::IpAddr>,
     /// Extra keys of the `[dialer]` section (`lease_secs = 2\n…`). Test engines refuse
     /// calls for timer lag only beyond a second (`max_timer_lag_ms = 1000`): tests run
-    /// side by side on two cores, where 100 ms stalls happen without any call load.
+    /// side by side on two cores, where 100 ms stalls happen without any call load. They
+    /// poll every 100 ms (`poll_interval_ms = 100`) unless these keys name another.
     pub dialer_toml: String,
     /// Extra keys of the `[media]` section (`rtp_timeout_ms = 1500\n…`).
     pub media_toml: String,
@@ -174,7 +175,7 @@ impl Engine {
             "data_dir = {:?}\nbootstrap_superuser_token = {SU_TOKEN:?}\n[http]\nlisten = \"{}\"\n\
              [auth]\nargon2_memory_kib = 64\nargon2_iterations = 1\n\
              [media]\nrtp_port_min = {rtp_min}\nrtp_port_max = {}\nice_port_min = {}\nice_port_max = {rtp_max}\n{}\
-             [dialer]\npoll_interval_ms = 100\nresult_backoff_base_ms = 200\n{}{}",
+             [dialer]\nresult_backoff_base_ms = 200\n{}{}{}",
             data_dir.display().to_string(),
             SocketAddr::new(
                 opts.http_ip.unwrap_or(std::net::Ipv4Addr::LOCALHOST.into()),
@@ -184,6 +185,11 @@ impl Engine {
             rtp_max - 20,
             rtp_max - 19,
             opts.media_toml,
+            if opts.dialer_toml.contains("poll_interval_ms") {
+                ""
+            } else {
+                "poll_interval_ms = 100\n"
+            },
             if opts.dialer_toml.contains("max_timer_lag_ms") {
                 ""
             } else {

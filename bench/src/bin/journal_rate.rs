@@ -175,6 +175,7 @@ async fn run_once(
                 sid: sid.clone(),
                 token: claim.token.clone(),
                 call_id: format!("bench-{i}"),
+                dialog: None,
                 at,
             })
             .await;

@@ -58,7 +58,7 @@ pub struct AppState {
     /// unknown email so response time does not reveal which emails exist.
     pub(crate) dummy_hash: Arc<String>,
     /// Failed-login counters of `POST /v1/auth/login`.
-    pub(crate) login_throttle: Arc<parking_lot::Mutex<LoginThrottle>>,
+    pub(crate) login_throttle: LoginThrottle,
     /// Admission of test and browser calls per account (see [`crate::test_calls`]).
     pub(crate) test_call_gate: Arc<crate::test_calls::TestCallGate>,
 }
@@ -99,9 +99,7 @@ impl AppState {
             settings.password_cost,
         )
         .unwrap_or_default();
-        let login_throttle = Arc::new(parking_lot::Mutex::new(LoginThrottle::new(
-            settings.login_throttle,
-        )));
+        let login_throttle = LoginThrottle::new(settings.login_throttle, services.store.clone());
         AppState {
             services,
             settings: Arc::new(settings),

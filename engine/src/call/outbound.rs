@@ -319,6 +319,9 @@ async fn place(
             sid: comm.sid.clone(),
             token: token.clone(),
             call_id: leg.call_id().to_string(),
+            dialog: leg
+                .dialog_record()
+                .and_then(|d| serde_json::to_string(d).ok()),
             at: Utc::now(),
         })
         .await;

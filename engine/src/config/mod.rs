@@ -258,7 +258,6 @@ impl AuthConfig {
                 max_failures: self.login_max_failures_per_address,
                 window,
             },
-            ..ThrottleSettings::default()
         })
     }
 }
@@ -470,6 +469,12 @@ pub struct DialerConfig {
     pub lease_secs: u64,
     /// How often expired claims are reconciled, seconds. Default 5.
     pub reconcile_interval_secs: u64,
+    /// How often this node writes its heartbeat and looks for lost peers, ms. Default 1000.
+    pub heartbeat_interval_ms: u64,
+    /// A node whose heartbeat is older than this, ms, is lost: a peer takes it over (ends
+    /// its answered calls with a BYE, `end_reason` `node_lost`; interrupts its other live
+    /// calls). Keep it several heartbeats long. Default 3000.
+    pub node_timeout_ms: u64,
     /// Live calls of this process at most (test calls and inbound calls included): the
     /// dialer claims no more, and an INVITE beyond it is answered 503 with Retry-After.
     /// Default 200.
@@ -514,6 +519,8 @@ impl Default for DialerConfig {
             poll_interval_ms: 200,
             lease_secs: 30,
             reconcile_interval_secs: 5,
+            heartbeat_interval_ms: 1000,
+            node_timeout_ms: 3000,
             max_live_calls: 200,
             max_test_calls_per_account:
                 callsmith_domain::test_calls::DEFAULT_MAX_TEST_CALLS_PER_ACCOUNT,

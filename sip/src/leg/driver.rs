@@ -39,6 +39,10 @@ pub(crate) struct Driver {
     /// Outbound only: the dialog's entry in the stack's table, removed when the leg ends.
     pub outbound: Option<Registered>,
     pub machine: LegMachine,
+    /// Filled with the dialog's record when the call is answered (see [`CallLeg`]).
+    ///
+    /// [`CallLeg`]: super::CallLeg
+    pub answered: super::AnsweredDialog,
 }
 
 /// What woke the driver.
@@ -164,6 +168,11 @@ impl Driver {
         while let Some(action) = self.machine.poll_action() {
             match action {
                 Action::Emit(ev) => {
+                    if matches!(ev, LegEvent::Answered(_)) {
+                        let _ = self
+                            .answered
+                            .set(crate::takeover::DialogRecord::of(&self.dialog));
+                    }
                     let _ = self.events.unbounded_send(ev);
                 }
                 Action::Ringing => {

@@ -10,6 +10,8 @@
 //! Files: `io` (the machine's inputs and actions), `machine`, `driver`, `session_timer`
 //! (RFC 4028), `refer` (REFER/NOTIFY and transfer outcomes), `info` (INFO DTMF).
 
+use std::sync::{Arc, OnceLock};
+
 use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use rsipstack::sip::Header;
@@ -17,6 +19,7 @@ use tokio::sync::oneshot;
 
 use crate::sdp::{LocalMedia, NegotiatedMedia};
 use crate::status::CallStatus;
+use crate::takeover::DialogRecord;
 
 mod driver;
 mod info;
@@ -171,7 +174,13 @@ pub struct CallLeg {
     pub(crate) trunk: String,
     pub(crate) controller: LegController,
     pub(crate) events: UnboundedReceiver<LegEvent>,
+    /// The dialog as it stood when the call was answered (set by the leg's driver before
+    /// it reports `Answered`).
+    pub(crate) answered: AnsweredDialog,
 }
+
+/// Where a leg's driver leaves the [`DialogRecord`] of the answered dialog for the leg.
+pub(crate) type AnsweredDialog = Arc<OnceLock<DialogRecord>>;
 
 impl std::fmt::Debug for CallLeg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -202,6 +211,11 @@ impl CallLeg {
     pub fn controller(&self) -> LegController {
         self.controller.clone()
     }
+    /// The dialog as it stood at the answer, for another process to end it
+    /// ([`crate::SipStack::end_dialog`]); None before the answer.
+    pub fn dialog_record(&self) -> Option<&DialogRecord> {
+        self.answered.get()
+    }
     pub fn hangup(&self) {
         self.controller.hangup()
     }
@@ -230,6 +244,7 @@ pub(crate) fn new_leg(
             trunk,
             controller: LegController { cmd: cmd_tx },
             events: ev_rx,
+            answered: AnsweredDialog::default(),
         },
         cmd_rx,
         ev_tx,

@@ -35,6 +35,8 @@ mod idempotency;
 mod keys;
 mod legacy;
 mod legacy_flow;
+mod login_failures;
+pub mod nodes;
 mod numbers;
 mod pools;
 mod profile;

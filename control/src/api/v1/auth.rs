@@ -1,6 +1,6 @@
 //! Login, logout, password change, password-reset and magic-link consumption.
 
-use std::{net::SocketAddr, time::Instant};
+use std::net::SocketAddr;
 
 use axum::{
     Extension,
@@ -119,8 +119,8 @@ async fn login(
     // Refused before any lookup or hashing: known and unknown emails alike.
     let attempt = state
         .login_throttle
-        .lock()
-        .begin(&email, peer, Instant::now())
+        .begin(&email, peer, chrono::Utc::now())
+        .await?
         .map_err(too_many_attempts)?;
     let Some(user) = state.store.user_by_email(&email).await? else {
         // Same work as a real check, so timing does not reveal which emails exist.
@@ -131,10 +131,7 @@ async fn login(
     if !ok || user.status != "active" || usable_user(&state, &user.sid).await?.is_none() {
         return Err(invalid_credentials());
     }
-    state
-        .login_throttle
-        .lock()
-        .succeeded(attempt, Instant::now());
+    state.login_throttle.succeeded(attempt).await?;
     Ok(Json(super::open_session(&state, &user).await?))
 }
 

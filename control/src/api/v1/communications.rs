@@ -327,13 +327,15 @@ async fn list_attempts(
 
 /// End a live call: a ringing call is canceled, an answered one hung up. The call writes
 /// its end as usual (`end_reason` `hangup_requested`); poll the communication to see it.
+/// Any node takes the request: a call another node runs is marked in the database, and
+/// that node hangs it up at its next heartbeat (`dialer.heartbeat_interval_ms`).
 #[utoipa::path(post, path = "/v1/communication/{id}/hangup", tag = "communications",
     params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
     security(("bearer" = [])),
     responses((status = 202, body = Communication, description = "Hang-up requested; the communication as it is now"),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "`not_live`: the communication is not a live call on this node (not started, or ended)"),
+        (status = 409, body = ErrorBody, description = "`not_live`: the communication is not a live call (not started, or ended)"),
         (status = 500, body = ErrorBody)))]
 async fn hangup_communication(
     State(state): State<AppState>,
@@ -342,11 +344,12 @@ async fn hangup_communication(
 ) -> ApiResult<(StatusCode, Json<Communication>)> {
     let account = auth.account_scope(&state).await?;
     let c = visible_communication(&state, &account, &id).await?;
-    if !state.hangups.request(&c.sid) {
+    // The call runs here, else on the node holding its claim.
+    if !state.hangups.request(&c.sid) && !state.store.communication_request_hangup(&c.sid).await? {
         return Err(ApiError::conflict(
             "not_live",
             format!(
-                "communication {} is not a live call on this node (status {})",
+                "communication {} is not a live call (status {})",
                 c.sid, c.communication_status
             ),
         ));

@@ -232,11 +232,13 @@ async fn answered(
         return Ok(());
     }
     let (mut sid, mut token, mut at, mut call) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut dialogs: Vec<Option<String>> = Vec::new();
     for &i in idx {
         if let CallWrite::Answered {
             sid: s,
             token: t,
             call_id,
+            dialog,
             at: a,
         } = &writes[i]
         {
@@ -244,17 +246,20 @@ async fn answered(
             token.push(t.clone());
             at.push(*a);
             call.push(call_id.clone());
+            dialogs.push(dialog.clone());
         }
     }
     let q = sqlx::query(
         "UPDATE communications c SET communication_status = 'in_progress', answered_at = v.at, call_id = v.call_id, \
-         updated_at = v.at FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::text[]) AS v(sid, token, at, call_id) \
+         sip_dialog = v.dialog, updated_at = v.at \
+         FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[]) AS v(sid, token, at, call_id, dialog) \
          WHERE c.sid = v.sid AND c.claim_token = v.token RETURNING c.sid",
     )
     .bind(sid)
     .bind(token)
     .bind(at)
-    .bind(call);
+    .bind(call)
+    .bind(dialogs);
     let updated = returned_sids(tx, q).await?;
     mark(writes, idx, &updated, changed);
     Ok(())
@@ -301,7 +306,8 @@ async fn finish(
          duration = v.duration, goals = v.goals, variables = v.variables, has_history = v.history_path IS NOT NULL, \
          history_path = v.history_path, has_recording = v.recording_path IS NOT NULL, recording_path = v.recording_path, \
          end_reason = v.end_reason, error = v.error, answered_at = COALESCE(c.answered_at, v.answered_at), ended_at = v.at, \
-         updated_at = v.at, claim_token = NULL, claimed_by = NULL, claimed_until = NULL, consent_granted = v.consent \
+         updated_at = v.at, claim_token = NULL, claimed_by = NULL, claimed_until = NULL, consent_granted = v.consent, sip_dialog = NULL, \
+         hangup_requested_at = NULL \
          FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], \
          $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[], $14::timestamptz[], $15::boolean[]) \
          AS v(sid, token, status, call_status, sip_code, duration, goals, variables, history_path, recording_path, \
@@ -514,6 +520,7 @@ mod tests {
             sid: sid.into(),
             token: "t".into(),
             call_id: "c".into(),
+            dialog: None,
             at: Utc::now(),
         }
     }

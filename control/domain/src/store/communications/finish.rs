@@ -160,6 +160,10 @@ impl CallFinish {
 /// The end reason of a call whose leg ended before an answer.
 pub const NOT_ANSWERED: &str = "not_answered";
 
+/// The end reason of an answered call whose engine was lost (its heartbeat stopped) and
+/// that a peer ended with a BYE from the dialog stored at the answer (`interrupted`).
+pub const NODE_LOST: &str = "node_lost";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -604,15 +604,11 @@ impl Store {
     /// Reconciles expired claims (see the module doc).
     pub async fn communications_reconcile(&self) -> StoreResult<Reconciled> {
         let t = now();
-        let maybe_placed = on_db!(self, p => sqlx::query("UPDATE communications SET communication_status = 'interrupted', \
-            error = 'the engine that claimed the call stopped around its start; it may not have been placed', ended_at = $1, \
-            updated_at = $1, claim_token = NULL, claimed_by = NULL, claimed_until = NULL \
-            WHERE communication_status = 'dialing' AND started_at IS NULL AND claimed_until < $1")
-            .bind(t).execute(p).await.map(|r| r.rows_affected()))?;
-        let interrupted = on_db!(self, p => sqlx::query(sqlx::AssertSqlSafe(format!("UPDATE communications SET communication_status = 'interrupted', \
-            error = 'the engine running the call stopped', ended_at = $1, updated_at = $1, claim_token = NULL, claimed_by = NULL, claimed_until = NULL \
-            WHERE communication_status IN ({LIVE}) AND claimed_until < $1")))
-            .bind(t).execute(p).await.map(|r| r.rows_affected()))?;
+        let [maybe_placed, interrupted] = interrupt_sql("claimed_until < $2");
+        let maybe_placed = on_db!(self, p => sqlx::query(sqlx::AssertSqlSafe(maybe_placed.clone()))
+            .bind(t).bind(t).execute(p).await.map(|r| r.rows_affected()))?;
+        let interrupted = on_db!(self, p => sqlx::query(sqlx::AssertSqlSafe(interrupted.clone()))
+            .bind(t).bind(t).execute(p).await.map(|r| r.rows_affected()))?;
         Ok(Reconciled {
             interrupted,
             maybe_placed,
@@ -620,14 +616,39 @@ impl Store {
     }
 }
 
+/// The two statements that interrupt the live rows whose claims `cond` selects (binds:
+/// `$1` now, `$2` the one value `cond` compares with): first those dialling without a recorded INVITE (it
+/// may have gone out), then every other live one. Expired leases
+/// ([`Store::communications_reconcile`]) and a lost node's claims
+/// ([`Store::node_take_over`]) end this way.
+pub(crate) fn interrupt_sql(cond: &str) -> [String; 2] {
+    [
+        format!(
+            "UPDATE communications SET communication_status = 'interrupted', \
+             error = 'the engine that claimed the call stopped around its start; it may not have been placed', ended_at = $1, \
+             updated_at = $1, claim_token = NULL, claimed_by = NULL, claimed_until = NULL, sip_dialog = NULL \
+             WHERE communication_status = 'dialing' AND started_at IS NULL AND {cond}"
+        ),
+        format!(
+            "UPDATE communications SET communication_status = 'interrupted', \
+             error = 'the engine running the call stopped', ended_at = $1, updated_at = $1, claim_token = NULL, \
+             claimed_by = NULL, claimed_until = NULL, sip_dialog = NULL \
+             WHERE communication_status IN ({LIVE}) AND {cond}"
+        ),
+    ]
+}
+
 mod attempts;
 mod bulk;
+mod due;
 mod finish;
 mod writes;
 
 pub use attempts::CommunicationAttempt;
+pub use due::DUE_CHANNEL;
 pub use finish::{
-    CONSENT_VARIABLE, CallFinish, DECLINED, NOT_ANSWERED, OPT_OUT, ScenarioVerdict, consent_granted,
+    CONSENT_VARIABLE, CallFinish, DECLINED, NODE_LOST, NOT_ANSWERED, OPT_OUT, ScenarioVerdict,
+    consent_granted,
 };
 
 pub use writes::{CallWrite, Deliveries, claimed_record};

@@ -30,11 +30,14 @@ pub enum CallWrite {
         trunk: Option<String>,
         at: DateTime<Utc>,
     },
-    /// The call was answered: `in_progress`.
+    /// The call was answered: `in_progress`, with the SIP dialog a peer ends the call
+    /// from when this process is lost (`callsmith_sip::DialogRecord` as JSON; None for a
+    /// call without one, a browser call).
     Answered {
         sid: String,
         token: String,
         call_id: String,
+        dialog: Option<String>,
         at: DateTime<Utc>,
     },
     /// How the call ended; clears the claim, stores the dial as an attempt of an outbound
@@ -212,18 +215,19 @@ macro_rules! apply_write {
             )
             .bind(sid).bind(token).bind(*at).bind(from_number).bind(trunk)
             .execute(&mut *$tx).await?.rows_affected() == 1,
-            CallWrite::Answered { sid, token, call_id, at } => sqlx::query(
+            CallWrite::Answered { sid, token, call_id, dialog, at } => sqlx::query(
                 "UPDATE communications SET communication_status = 'in_progress', answered_at = $3, call_id = $4, \
-                 updated_at = $3 WHERE sid = $1 AND claim_token = $2",
+                 sip_dialog = $5, updated_at = $3 WHERE sid = $1 AND claim_token = $2",
             )
-            .bind(sid).bind(token).bind(*at).bind(call_id)
+            .bind(sid).bind(token).bind(*at).bind(call_id).bind(dialog)
             .execute(&mut *$tx).await?.rows_affected() == 1,
             CallWrite::Finish { sid, token, finish: f, deliveries, at } => {
                 let changed = sqlx::query(
                 "UPDATE communications SET communication_status = $3, call_status = $4, sip_code = $5, duration = $6, \
                  goals = $7, variables = $8, has_history = $9, history_path = $10, has_recording = $11, recording_path = $12, \
                  end_reason = $13, error = $14, answered_at = COALESCE(answered_at, $15), ended_at = $16, updated_at = $16, \
-                 claim_token = NULL, claimed_by = NULL, claimed_until = NULL, consent_granted = $17 \
+                 claim_token = NULL, claimed_by = NULL, claimed_until = NULL, consent_granted = $17, sip_dialog = NULL, \
+                 hangup_requested_at = NULL \
                  WHERE sid = $1 AND claim_token = $2",
             )
             .bind(sid).bind(token).bind(f.communication_status).bind(&f.call_status).bind(f.sip_code).bind(f.duration)

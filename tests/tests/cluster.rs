@@ -1,0 +1,232 @@
+//! Engines as peers on one PostgreSQL, with real processes:
+//! - a node SIGKILLed during an answered call: a peer notices its heartbeat stop, sends the
+//!   callee a BYE built from the dialog the node stored at the answer, and writes the
+//!   final record (`interrupted`, `end_reason` `node_lost`); nothing is dialled twice.
+
+use std::time::{Duration, Instant};
+
+use callsmith_domain::communication::CommunicationStatus;
+use callsmith_e2e::*;
+use serde_json::json;
+
+/// A fresh PostgreSQL database for one test.
+async fn database() -> String {
+    let admin = std::env::var("CALLSMITH_TEST_PG_ADMIN_URL").expect(
+        "CALLSMITH_TEST_PG_ADMIN_URL is not set: run `eval \"$(bash scripts/test-deps.sh)\"`",
+    );
+    callsmith_domain::store::create_postgres_database(&admin, "cse2e_")
+        .await
+        .expect("a fresh database")
+}
+
+/// Heartbeat and node timeout as shipped (`dialer.heartbeat_interval_ms` 1000,
+/// `dialer.node_timeout_ms` 3000): the SIGKILL to the BYE at the callee takes the node
+/// timeout plus up to one heartbeat, plus the BYE's transaction; the bound leaves room for
+/// a loaded CI machine.
+const BYE_WITHIN: Duration = Duration::from_secs(8);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_nodes_answered_call_is_ended_by_a_peer_within_seconds() {
+    let db = database().await;
+    // Answers one call and waits for its BYE: it exits with success once it answered it.
+    // (SIPp sends its 200 to where the INVITE came from, the dead node, not to the BYE's
+    // Via: the peer writes the end once the BYE is sent, not waiting for the answer.)
+    let mut callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "1"]);
+    let parts = rtp_ranges(2);
+    let opts = |ports| EngineOptions {
+        database_url: Some(db.clone()),
+        trunks: vec![("carrier".into(), callee.addr)],
+        rtp_ports: Some(ports),
+        // No other end comes first: the peer's BYE, not the media timeout.
+        media_toml: "rtp_timeout_ms = 60000\n".into(),
+        ..Default::default()
+    };
+    let mut engines = [
+        Engine::start(opts(parts[0])).await,
+        Engine::start(opts(parts[1])).await,
+    ];
+    let t = provision(&engines[0], "takeover", "carrier", "+4930100850").await;
+    let store = store_of(&engines[0], Some(&db)).await;
+    let long =
+        "This call goes on and on, so that it is still going when its engine dies. ".repeat(8);
+    let scn = create_scenario(&store, &t, &greeting_scenario(&long), true).await;
+    let agent = create_agent(&store, &t, &AgentSpec::new(scn, t.number_id.clone())).await;
+    let id = engines[1]
+        .dispatch(&t, json!({"recipient": "+15550901", "agent_sid": agent}))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let row = eventually(Duration::from_secs(30), || async {
+        let r = store.communication_get(&id).await.ok()??;
+        (r.communication_status == CommunicationStatus::InProgress).then_some(r)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "the call was never answered\nA:\n{}\nB:\n{}",
+            engines[0].log(),
+            engines[1].log()
+        )
+    });
+    // The node running the call (`claimed_by` is its host:pid) dies; the other is the peer.
+    let by = row.claimed_by.clone().expect("claimed");
+    let owner = engines
+        .iter()
+        .position(|e| by.ends_with(&format!(":{}", e.pid().expect("running"))))
+        .unwrap_or_else(|| panic!("no engine is {by}"));
+    // The call is up a while before the node dies.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let killed = Instant::now();
+    engines[owner].kill().await;
+    let peer = &engines[1 - owner];
+    assert!(
+        callee.success(BYE_WITHIN).await,
+        "no BYE within {BYE_WITHIN:?} of the SIGKILL\n{}\npeer:\n{}",
+        callee.dump(),
+        peer.log()
+    );
+    let to_bye = killed.elapsed();
+    eprintln!("SIGKILL to the BYE answered at the callee: {to_bye:?}");
+    let messages = callee.messages();
+    assert!(
+        messages.contains("the node running the call stopped"),
+        "the BYE says why: {messages}"
+    );
+
+    let r = peer
+        .wait_communication(&t.account, &id, Duration::from_secs(20))
+        .await;
+    assert_eq!(r["communication_status"], "interrupted", "{r}");
+    assert_eq!(r["end_reason"], "node_lost", "{r}");
+    assert_eq!(r["call_status"], "answered", "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("ended the call with a BYE")),
+        "{r}"
+    );
+    // Dialled once: one INVITE, one attempt.
+    assert_eq!(callee.invites().len(), 1, "{:?}", callee.invites());
+    let attempts = attempts_of(peer, &t, &id).await;
+    assert_eq!(attempts["total"], 1, "{attempts}");
+}
+
+/// On PostgreSQL a dispatch wakes every engine's dialer (LISTEN/NOTIFY): with polls 30 s
+/// apart, a communication dispatched through either node is dialled within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatch_is_dialled_without_waiting_for_a_poll() {
+    let db = database().await;
+    let mut callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "2"]);
+    let parts = rtp_ranges(2);
+    let opts = |ports| EngineOptions {
+        database_url: Some(db.clone()),
+        trunks: vec![("carrier".into(), callee.addr)],
+        rtp_ports: Some(ports),
+        dialer_toml: "poll_interval_ms = 30000\n".into(),
+        ..Default::default()
+    };
+    let a = Engine::start(opts(parts[0])).await;
+    let b = Engine::start(opts(parts[1])).await;
+    let t = provision(&a, "notify", "carrier", "+4930100860").await;
+    let store = store_of(&a, Some(&db)).await;
+    let scn = create_scenario(&store, &t, &greeting_scenario("Hello there."), true).await;
+    let agent = create_agent(&store, &t, &AgentSpec::new(scn, t.number_id.clone())).await;
+    for (i, e) in [&b, &a].into_iter().enumerate() {
+        let id = e
+            .dispatch(
+                &t,
+                json!({"recipient": format!("+1555090{i}"), "agent_sid": agent}),
+            )
+            .await["id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        let row = eventually(Duration::from_secs(10), || async {
+            let r = store.communication_get(&id).await.ok()??;
+            r.started_at.is_some().then_some(r)
+        })
+        .await
+        .unwrap_or_else(|| panic!("{id} was not dialled\nA:\n{}\nB:\n{}", a.log(), b.log()));
+        let waited = row.started_at.expect("started") - row.created_at;
+        eprintln!("dispatch {i} to its INVITE: {waited}");
+        assert!(
+            waited < chrono::Duration::seconds(2),
+            "{id} waited {waited} for its dial: no wake-up, the poll found it"
+        );
+        let r = e
+            .wait_communication(&t.account, &id, Duration::from_secs(30))
+            .await;
+        assert_eq!(r["communication_status"], "completed", "{r}");
+    }
+    assert!(
+        callee.success(Duration::from_secs(10)).await,
+        "{}",
+        callee.dump()
+    );
+    assert_eq!(callee.invites().len(), 2, "each dialled once");
+}
+
+/// A hang-up sent to the node that does not run the call ends it within about a
+/// heartbeat: the row carries the request to the node holding the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hangup_sent_to_another_node_ends_the_call() {
+    let db = database().await;
+    let mut callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "1"]);
+    let parts = rtp_ranges(2);
+    let opts = |ports| EngineOptions {
+        database_url: Some(db.clone()),
+        trunks: vec![("carrier".into(), callee.addr)],
+        rtp_ports: Some(ports),
+        media_toml: "rtp_timeout_ms = 60000\n".into(),
+        ..Default::default()
+    };
+    let engines = [
+        Engine::start(opts(parts[0])).await,
+        Engine::start(opts(parts[1])).await,
+    ];
+    let t = provision(&engines[0], "hangup", "carrier", "+4930100870").await;
+    let store = store_of(&engines[0], Some(&db)).await;
+    let long = "This call goes on until somebody hangs it up. ".repeat(12);
+    let scn = create_scenario(&store, &t, &greeting_scenario(&long), true).await;
+    let agent = create_agent(&store, &t, &AgentSpec::new(scn, t.number_id.clone())).await;
+    let id = engines[0]
+        .dispatch(&t, json!({"recipient": "+15550911", "agent_sid": agent}))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let row = eventually(Duration::from_secs(30), || async {
+        let r = store.communication_get(&id).await.ok()??;
+        (r.communication_status == CommunicationStatus::InProgress).then_some(r)
+    })
+    .await
+    .expect("answered");
+    let by = row.claimed_by.clone().expect("claimed");
+    let owner = engines
+        .iter()
+        .position(|e| by.ends_with(&format!(":{}", e.pid().expect("running"))))
+        .unwrap_or_else(|| panic!("no engine is {by}"));
+    let other = &engines[1 - owner];
+    let asked = Instant::now();
+    let (status, body) = other
+        .post(
+            &format!("/v1/communication/{id}/hangup"),
+            Some(&t.account),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    assert!(
+        callee.success(Duration::from_secs(5)).await,
+        "no BYE after the hang-up\n{}",
+        callee.dump()
+    );
+    let to_bye = asked.elapsed();
+    eprintln!("hang-up on the other node to the BYE at the callee: {to_bye:?}");
+    let r = other
+        .wait_communication(&t.account, &id, Duration::from_secs(10))
+        .await;
+    assert_eq!(r["communication_status"], "completed", "{r}");
+    assert_eq!(r["end_reason"], "hangup_requested", "{r}");
+}
