@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use tokio::net::UdpSocket;
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 use webrtc::api::APIBuilder;
 use webrtc::api::media_engine::{
     MIME_TYPE_OPUS, MIME_TYPE_PCMU, MIME_TYPE_TELEPHONE_EVENT, MediaEngine,
@@ -83,7 +83,7 @@ pub enum BrowserCodec {
 }
 
 impl BrowserCodec {
-    /// Its name in logs and call history: `opus` or `pcmu`.
+    /// Its name in logs: `opus` or `pcmu`.
     pub fn name(self) -> &'static str {
         match self {
             BrowserCodec::Opus => "opus",
@@ -296,7 +296,6 @@ impl BrowserPeer {
         let event_rtpmap = format!("telephone-event/{}", codec.clock_rate());
         let telephone_event = answer_payload_type(&answer, &[event_rtpmap.as_str()]);
         let answer = with_default_candidates(&answer);
-        info!(codec = codec.name(), "browser call negotiated");
         let to_browser = match codec {
             BrowserCodec::Opus => Some(opus::ToBrowser::new().map_err(opus_error)?),
             BrowserCodec::Pcmu => None,
