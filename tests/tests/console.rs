@@ -7,7 +7,7 @@
 //!   plays flite saying "yes", the local speech node recognises it, the live view shows
 //!   the transcript and the yes branch, and the communication is a completed test call;
 //!   then publishes it and calls version 1 the same way; a third call is hung up from the
-//!   console.
+//!   console. Each call speaks Opus, the codec chromium offers first.
 //! * Chromium runs as a stock browser, with no flag that changes what its WebRTC may
 //!   reach: it offers no loopback candidate, so the call tests give it a machine with a LAN
 //!   address: a network namespace of their own ([`Lan`]). On one machine the browser checks
@@ -367,6 +367,15 @@ async fn draft_and_version_calls() -> Value {
     screenshots(&out, &["10-call", "11-communication", "12-version-call"]);
     let log = engine.log();
     assert!(!log.contains("panicked"), "the engine panicked:\n{log}");
+    // Chromium offers Opus first: every browser call speaks it (wideband both ways).
+    let connected: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("browser call connected"))
+        .collect();
+    assert!(
+        connected.len() >= 2 && connected.iter().all(|l| l.contains("codec=opus")),
+        "each browser call negotiates Opus: {connected:#?}"
+    );
     result
 }
 

@@ -21,7 +21,8 @@ pub struct BrowserCallStarted {
 /// Why a browser call did not start.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum BrowserCallError {
-    /// The offer cannot be answered (not SDP, no PCMU audio, no usable candidate).
+    /// The offer cannot be answered (not SDP, neither Opus nor PCMU audio, no usable
+    /// candidate).
     #[error("{0}")]
     InvalidOffer(String),
     /// The node cannot take the call now (draining, at capacity, no media resources, the

@@ -1,5 +1,12 @@
-//! Browser legs: a WebRTC peer (ICE host candidates, DTLS-SRTP, PCMU/8000) whose audio is
-//! relayed to and from a [`crate::MediaSession`] as plain RTP over loopback.
+//! Browser legs: a WebRTC peer (ICE host candidates, DTLS-SRTP, Opus or PCMU) whose audio
+//! is relayed to and from a [`crate::MediaSession`] as plain PCMU RTP over loopback.
+//!
+//! The peer answers Opus (48 kHz, mono voice, in-band FEC) when the offer has it, as every
+//! browser's does, and PCMU/8000 otherwise; the answer names that one audio codec (and
+//! telephone-event at its clock rate), so the browser sends what the relay expects. With
+//! Opus the relay transcodes ([`opus`]): the browser's Opus is decoded to PCMU for the
+//! session (telephone-event moved from the 48 kHz clock to 8 kHz), and the session's PCMU
+//! is encoded to Opus for the browser, each packet in fixed buffers.
 //!
 //! A browser's microphone and speaker become a call leg like a SIP peer's RTP: the session
 //! sends its RTP to the relay's address and gets the browser's RTP from it, so pacing,
@@ -29,9 +36,11 @@ use std::time::Duration;
 
 use tokio::net::UdpSocket;
 use tokio::sync::watch;
-use tracing::debug;
+use tracing::{debug, warn};
 use webrtc::api::APIBuilder;
-use webrtc::api::media_engine::{MIME_TYPE_PCMU, MIME_TYPE_TELEPHONE_EVENT, MediaEngine};
+use webrtc::api::media_engine::{
+    MIME_TYPE_OPUS, MIME_TYPE_PCMU, MIME_TYPE_TELEPHONE_EVENT, MediaEngine,
+};
 use webrtc::api::setting_engine::SettingEngine;
 use webrtc::ice::mdns::MulticastDnsMode;
 use webrtc::ice::network_type::NetworkType;
@@ -48,6 +57,7 @@ use webrtc::track::track_local::TrackLocalWriter;
 use webrtc::track::track_local::track_local_static_rtp::TrackLocalStaticRTP;
 use webrtc::util::marshal::{Marshal, MarshalSize};
 
+mod opus;
 pub mod policy;
 mod sockets;
 pub mod testing;
@@ -56,13 +66,82 @@ pub use policy::{RemotePolicy, filter_candidates};
 
 /// PCMU's static payload type.
 const PCMU_PT: u8 = 0;
-/// The telephone-event payload type the peer offers in its answer.
+/// The payload type the engine registers Opus under (an answer uses the offer's).
+const OPUS_PT: u8 = 111;
+/// The payload type the engine registers telephone-event under (an answer uses the
+/// offer's).
 const TELEPHONE_EVENT_PT: u8 = 101;
+
+/// The audio codec a browser leg speaks with the browser (the media session always hears
+/// PCMU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrowserCodec {
+    /// Opus/48000/2 (mono content, in-band FEC), transcoded by the relay.
+    Opus,
+    /// PCMU/8000, relayed as it is.
+    Pcmu,
+}
+
+impl BrowserCodec {
+    /// Its name in logs: `opus` or `pcmu`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BrowserCodec::Opus => "opus",
+            BrowserCodec::Pcmu => "pcmu",
+        }
+    }
+
+    /// The codec the engine answers an offer with: Opus when the offer has
+    /// `opus/48000/2`, PCMU otherwise.
+    fn for_offer(offer: &str) -> BrowserCodec {
+        if audio_rtpmaps(offer).any(|c| c.eq_ignore_ascii_case("opus/48000/2")) {
+            BrowserCodec::Opus
+        } else {
+            BrowserCodec::Pcmu
+        }
+    }
+
+    fn capability(self) -> RTCRtpCodecCapability {
+        match self {
+            BrowserCodec::Opus => RTCRtpCodecCapability {
+                mime_type: MIME_TYPE_OPUS.to_owned(),
+                clock_rate: 48000,
+                // WebRTC's rtpmap says 2 channels (RFC 7587); the content is mono.
+                channels: 2,
+                sdp_fmtp_line: "minptime=10;useinbandfec=1".to_owned(),
+                rtcp_feedback: vec![],
+            },
+            BrowserCodec::Pcmu => RTCRtpCodecCapability {
+                mime_type: MIME_TYPE_PCMU.to_owned(),
+                clock_rate: 8000,
+                channels: 1,
+                sdp_fmtp_line: String::new(),
+                rtcp_feedback: vec![],
+            },
+        }
+    }
+
+    fn clock_rate(self) -> u32 {
+        match self {
+            BrowserCodec::Opus => 48000,
+            BrowserCodec::Pcmu => 8000,
+        }
+    }
+
+    /// The rtpmap (lower case) an answer names it with.
+    fn rtpmaps(self) -> &'static [&'static str] {
+        match self {
+            BrowserCodec::Opus => &["opus/48000/2"],
+            BrowserCodec::Pcmu => &["pcmu/8000", "pcmu/8000/1"],
+        }
+    }
+}
 
 /// Why a browser peer could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum BrowserError {
-    /// The offer is not usable (not SDP, no audio, no PCMU, no allowed candidate).
+    /// The offer is not usable (not SDP, no audio, neither Opus nor PCMU, no allowed
+    /// candidate).
     #[error("{0}")]
     InvalidOffer(String),
     /// The local side failed (sockets, the WebRTC stack).
@@ -121,6 +200,7 @@ pub struct BrowserPeer {
     /// Where the browser's RTP goes (the media session's address), once known.
     media_to: Arc<OnceLock<SocketAddr>>,
     telephone_event: Option<u8>,
+    codec: BrowserCodec,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     connect_timeout: Duration,
     /// Sources whose datagrams the ICE socket dropped (the policy refused them).
@@ -135,15 +215,16 @@ impl BrowserPeer {
         offer: &str,
     ) -> Result<(BrowserPeer, String), BrowserError> {
         let offer = filter_candidates(offer, &*config.allow_remote)?;
+        let codec = BrowserCodec::for_offer(&offer);
         let refused = Arc::new(sockets::Refused::default());
-        let api = build_api(config, refused.clone())?;
+        let api = build_api(config, refused.clone(), codec)?;
         let pc = Arc::new(
             api.new_peer_connection(RTCConfiguration::default())
                 .await
                 .map_err(local)?,
         );
         let track = Arc::new(TrackLocalStaticRTP::new(
-            pcmu(),
+            codec.capability(),
             "audio".to_owned(),
             "callsmith".to_owned(),
         ));
@@ -186,31 +267,6 @@ impl BrowserPeer {
             .map_err(|e| BrowserError::Local(e.to_string()))?;
         let media_to: Arc<OnceLock<SocketAddr>> = Arc::new(OnceLock::new());
 
-        // The browser's RTP, decrypted, to the media session.
-        {
-            let relay = relay.clone();
-            let media_to = media_to.clone();
-            pc.on_track(Box::new(move |remote, _, _| {
-                let relay = relay.clone();
-                let media_to = media_to.clone();
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 1500];
-                    let mut out = vec![0u8; 1500];
-                    while let Ok((pkt, _)) = remote.read(&mut buf).await {
-                        let Some(to) = media_to.get().copied() else {
-                            continue;
-                        };
-                        let n = pkt.marshal_size();
-                        if n > out.len() || pkt.marshal_to(&mut out[..n]).is_err() {
-                            continue;
-                        }
-                        let _ = relay.send_to(&out[..n], to).await;
-                    }
-                });
-                Box::pin(async {})
-            }));
-        }
-
         pc.set_remote_description(
             RTCSessionDescription::offer(offer)
                 .map_err(|e| BrowserError::InvalidOffer(format!("not an SDP offer: {e}")))?,
@@ -229,27 +285,102 @@ impl BrowserPeer {
             .await
             .ok_or_else(|| BrowserError::Local("no local description".into()))?
             .sdp;
-        if !answer_has_pcmu(&answer) {
+        let Some(audio_pt) = answer_payload_type(&answer, codec.rtpmaps()) else {
             let _ = pc.close().await;
             return Err(BrowserError::InvalidOffer(
-                "the offer has no PCMU/8000 audio (the browser leg speaks G.711 µ-law)".into(),
+                "the offer has neither Opus/48000/2 nor PCMU/8000 audio (the browser leg \
+                 speaks Opus or G.711 µ-law)"
+                    .into(),
             ));
-        }
-        let telephone_event = answer_has_telephone_event(&answer).then_some(TELEPHONE_EVENT_PT);
+        };
+        let event_rtpmap = format!("telephone-event/{}", codec.clock_rate());
+        let telephone_event = answer_payload_type(&answer, &[event_rtpmap.as_str()]);
         let answer = with_default_candidates(&answer);
+        let to_browser = match codec {
+            BrowserCodec::Opus => Some(opus::ToBrowser::new().map_err(opus_error)?),
+            BrowserCodec::Pcmu => None,
+        };
+
+        // The browser's RTP, decrypted, to the media session (Opus transcoded to PCMU,
+        // telephone-event moved to the 8 kHz clock).
+        {
+            let relay = relay.clone();
+            let media_to = media_to.clone();
+            pc.on_track(Box::new(move |remote, _, _| {
+                let relay = relay.clone();
+                let media_to = media_to.clone();
+                tokio::spawn(async move {
+                    let mut transcoder = match codec {
+                        BrowserCodec::Opus => match opus::ToSession::new() {
+                            Ok(t) => Some(t),
+                            Err(e) => {
+                                warn!(error = %e, "browser leg: no Opus decoder");
+                                return;
+                            }
+                        },
+                        BrowserCodec::Pcmu => None,
+                    };
+                    let mut buf = vec![0u8; 1500];
+                    let mut out = Box::new([0u8; opus::TO_SESSION_BUF]);
+                    while let Ok((pkt, _)) = remote.read(&mut buf).await {
+                        let Some(to) = media_to.get().copied() else {
+                            continue;
+                        };
+                        let pt = pkt.header.payload_type;
+                        if let Some(t) = transcoder.as_mut().filter(|_| pt == audio_pt) {
+                            let header = opus::Header {
+                                marker: pkt.header.marker,
+                                seq: pkt.header.sequence_number,
+                                ts: pkt.header.timestamp,
+                                ssrc: pkt.header.ssrc,
+                            };
+                            let written = t.relay(header, &pkt.payload, &mut out);
+                            for (at, len) in written.into_iter().flatten() {
+                                let _ = relay.send_to(&out[at..at + len], to).await;
+                            }
+                            continue;
+                        }
+                        let n = pkt.marshal_size();
+                        if n > out.len() || pkt.marshal_to(&mut out[..n]).is_err() {
+                            continue;
+                        }
+                        if let Some(t) = transcoder.as_mut()
+                            && Some(pt) == telephone_event
+                            && !t.telephone_event(&mut out[..n])
+                        {
+                            continue;
+                        }
+                        let _ = relay.send_to(&out[..n], to).await;
+                    }
+                });
+                Box::pin(async {})
+            }));
+        }
 
         // The media session's RTP, to the browser (audio only: telephone-event from the
-        // engine is not relayed, the track writes one codec).
+        // engine is not relayed, the track writes one codec; the track sets the payload
+        // type and SSRC it negotiated).
         let to_browser = {
             let relay = relay.clone();
             let media_to = media_to.clone();
+            let mut to_browser = to_browser;
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 1500];
+                let mut out = Box::new([0u8; opus::TO_BROWSER_BUF]);
                 while let Ok((n, from)) = relay.recv_from(&mut buf).await {
                     if media_to.get() != Some(&from) || n < 12 || (buf[1] & 0x7f) != PCMU_PT {
                         continue;
                     }
-                    let _ = track.write(&buf[..n]).await;
+                    match to_browser.as_mut() {
+                        Some(t) => {
+                            if let Some(n) = t.relay(&buf[..n], &mut out) {
+                                let _ = track.write(&out[..n]).await;
+                            }
+                        }
+                        None => {
+                            let _ = track.write(&buf[..n]).await;
+                        }
+                    }
                 }
             })
         };
@@ -261,6 +392,7 @@ impl BrowserPeer {
                 relay_addr,
                 media_to,
                 telephone_event,
+                codec,
                 tasks: vec![to_browser],
                 connect_timeout: config.connect_timeout,
                 refused,
@@ -274,9 +406,15 @@ impl BrowserPeer {
         self.relay_addr
     }
 
-    /// The telephone-event payload type both sides have, if any.
+    /// The telephone-event payload type both sides have, if any: the one the relay's
+    /// events reach the session with (on the 8 kHz clock whatever the browser's codec).
     pub fn telephone_event(&self) -> Option<u8> {
         self.telephone_event
+    }
+
+    /// The audio codec negotiated with the browser.
+    pub fn codec(&self) -> BrowserCodec {
+        self.codec
     }
 
     /// Points the browser's RTP at the media session (its RTP address; an unspecified IP is
@@ -351,14 +489,8 @@ fn local(e: webrtc::Error) -> BrowserError {
     BrowserError::Local(e.to_string())
 }
 
-fn pcmu() -> RTCRtpCodecCapability {
-    RTCRtpCodecCapability {
-        mime_type: MIME_TYPE_PCMU.to_owned(),
-        clock_rate: 8000,
-        channels: 1,
-        sdp_fmtp_line: String::new(),
-        rtcp_feedback: vec![],
-    }
+fn opus_error(e: audiopus::Error) -> BrowserError {
+    BrowserError::Local(format!("Opus: {e}"))
 }
 
 /// This host's interface addresses (every interface, up or not): the addresses a loopback
@@ -418,16 +550,22 @@ fn with_default_candidates(answer: &str) -> String {
     desc.marshal()
 }
 
+/// The peer's API, with `codec` (the one audio codec it answers) and telephone-event at
+/// that codec's clock rate.
 fn build_api(
     config: &BrowserPeerConfig,
     refused: Arc<sockets::Refused>,
+    codec: BrowserCodec,
 ) -> Result<webrtc::api::API, BrowserError> {
     let mut media = MediaEngine::default();
     media
         .register_codec(
             RTCRtpCodecParameters {
-                capability: pcmu(),
-                payload_type: PCMU_PT,
+                capability: codec.capability(),
+                payload_type: match codec {
+                    BrowserCodec::Opus => OPUS_PT,
+                    BrowserCodec::Pcmu => PCMU_PT,
+                },
                 ..Default::default()
             },
             RTPCodecType::Audio,
@@ -438,7 +576,7 @@ fn build_api(
             RTCRtpCodecParameters {
                 capability: RTCRtpCodecCapability {
                     mime_type: MIME_TYPE_TELEPHONE_EVENT.to_owned(),
-                    clock_rate: 8000,
+                    clock_rate: codec.clock_rate(),
                     channels: 1,
                     sdp_fmtp_line: "0-16".to_owned(),
                     rtcp_feedback: vec![],
@@ -509,17 +647,23 @@ fn audio_rtpmaps(sdp: &str) -> impl Iterator<Item = &str> {
         .filter_map(|r| r.split_once(' ').map(|(_, codec)| codec.trim()))
 }
 
-fn answer_has_pcmu(sdp: &str) -> bool {
-    sdp.lines()
+/// The payload type an answer with an active audio section maps to one of `rtpmaps`
+/// (lower case, e.g. `opus/48000/2`).
+fn answer_payload_type(sdp: &str, rtpmaps: &[&str]) -> Option<u8> {
+    if !sdp
+        .lines()
         .any(|l| l.starts_with("m=audio ") && !l.starts_with("m=audio 0 "))
-        && audio_rtpmaps(sdp).any(|c| {
-            let c = c.to_ascii_lowercase();
-            c == "pcmu/8000" || c == "pcmu/8000/1"
+    {
+        return None;
+    }
+    sdp.lines()
+        .filter_map(|l| l.strip_prefix("a=rtpmap:"))
+        .filter_map(|r| r.split_once(' '))
+        .find(|(_, codec)| {
+            let codec = codec.trim().to_ascii_lowercase();
+            rtpmaps.contains(&codec.as_str())
         })
-}
-
-fn answer_has_telephone_event(sdp: &str) -> bool {
-    audio_rtpmaps(sdp).any(|c| c.to_ascii_lowercase().starts_with("telephone-event/8000"))
+        .and_then(|(pt, _)| pt.trim().parse().ok())
 }
 
 #[cfg(test)]
@@ -528,20 +672,31 @@ mod tests {
 
     #[test]
     fn answer_checks() {
-        assert!(answer_has_pcmu(
-            "m=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=rtpmap:0 PCMU/8000\r\n"
-        ));
-        assert!(!answer_has_pcmu(
-            "m=audio 0 UDP/TLS/RTP/SAVPF 0\r\na=rtpmap:0 PCMU/8000\r\n"
-        ));
-        assert!(!answer_has_pcmu(
-            "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=rtpmap:111 opus/48000/2\r\n"
-        ));
-        assert!(answer_has_pcmu(
-            "m=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=rtpmap:0 PCMU/8000/1\r\n"
-        ));
-        assert!(answer_has_telephone_event(
-            "a=rtpmap:101 telephone-event/8000\r\n"
-        ));
+        let pcmu = BrowserCodec::Pcmu.rtpmaps();
+        let opus = BrowserCodec::Opus.rtpmaps();
+        let a = "m=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=rtpmap:0 PCMU/8000\r\n";
+        assert_eq!(answer_payload_type(a, pcmu), Some(0));
+        assert_eq!(answer_payload_type(a, opus), None);
+        let a = "m=audio 0 UDP/TLS/RTP/SAVPF 0\r\na=rtpmap:0 PCMU/8000\r\n";
+        assert_eq!(answer_payload_type(a, pcmu), None, "a refused section");
+        let a = "m=audio 9 UDP/TLS/RTP/SAVPF 111 110\r\na=rtpmap:111 opus/48000/2\r\n\
+                 a=rtpmap:110 telephone-event/48000\r\n";
+        assert_eq!(answer_payload_type(a, opus), Some(111));
+        assert_eq!(
+            answer_payload_type(a, &["telephone-event/48000"]),
+            Some(110)
+        );
+        assert_eq!(answer_payload_type(a, &["telephone-event/8000"]), None);
+        let a = "m=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=rtpmap:0 PCMU/8000/1\r\n";
+        assert_eq!(answer_payload_type(a, pcmu), Some(0));
+    }
+
+    #[test]
+    fn opus_is_answered_when_offered() {
+        let chrome = "m=audio 9 UDP/TLS/RTP/SAVPF 111 0 126\r\na=rtpmap:111 opus/48000/2\r\n\
+                      a=rtpmap:0 PCMU/8000\r\na=rtpmap:126 telephone-event/8000\r\n";
+        assert_eq!(BrowserCodec::for_offer(chrome), BrowserCodec::Opus);
+        let g711 = "m=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=rtpmap:0 PCMU/8000\r\n";
+        assert_eq!(BrowserCodec::for_offer(g711), BrowserCodec::Pcmu);
     }
 }

@@ -1,11 +1,12 @@
-//! A browser stand-in for tests: a WebRTC offerer with a PCMU "microphone" track, gathering
-//! host candidates on loopback only, that keeps what it hears.
+//! A browser stand-in for tests: a WebRTC offerer with a PCMU "microphone" track (or, like
+//! a real browser, an Opus one offering Opus first and PCMU too), gathering host candidates
+//! on loopback only, that keeps what it hears.
 
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use webrtc::api::APIBuilder;
-use webrtc::api::media_engine::{MIME_TYPE_PCMU, MediaEngine};
+use webrtc::api::media_engine::{MIME_TYPE_OPUS, MIME_TYPE_PCMU, MediaEngine};
 use webrtc::api::setting_engine::SettingEngine;
 use webrtc::ice::mdns::MulticastDnsMode;
 use webrtc::peer_connection::RTCPeerConnection;
@@ -34,9 +35,41 @@ fn pcmu() -> RTCRtpCodecCapability {
     }
 }
 
+fn opus_capability() -> RTCRtpCodecCapability {
+    RTCRtpCodecCapability {
+        mime_type: MIME_TYPE_OPUS.to_owned(),
+        clock_rate: 48000,
+        channels: 2,
+        sdp_fmtp_line: "minptime=10;useinbandfec=1".to_owned(),
+        ..Default::default()
+    }
+}
+
 impl TestBrowser {
+    /// A PCMU-only browser.
     pub async fn new() -> TestBrowser {
+        TestBrowser::build(false).await
+    }
+
+    /// A browser offering Opus/48000/2 (`minptime=10;useinbandfec=1`, as browsers do) first
+    /// and PCMU after it; its microphone speaks Opus.
+    pub async fn with_opus() -> TestBrowser {
+        TestBrowser::build(true).await
+    }
+
+    async fn build(opus: bool) -> TestBrowser {
         let mut m = MediaEngine::default();
+        if opus {
+            m.register_codec(
+                RTCRtpCodecParameters {
+                    capability: opus_capability(),
+                    payload_type: 111,
+                    ..Default::default()
+                },
+                RTPCodecType::Audio,
+            )
+            .expect("register Opus");
+        }
         m.register_codec(
             RTCRtpCodecParameters {
                 capability: pcmu(),
@@ -60,7 +93,7 @@ impl TestBrowser {
                 .expect("peer connection"),
         );
         let mic = Arc::new(TrackLocalStaticRTP::new(
-            pcmu(),
+            if opus { opus_capability() } else { pcmu() },
             "mic".into(),
             "browser".into(),
         ));
@@ -108,15 +141,21 @@ impl TestBrowser {
 
     /// Speaks raw µ-law into the microphone, paced at 20 ms a packet.
     pub async fn speak(&self, ulaw: &[u8]) {
+        self.speak_frames(ulaw.chunks(160), 160).await;
+    }
+
+    /// Sends each payload (a 20 ms frame of the microphone's codec) in its own packet, paced
+    /// at 20 ms a packet, the timestamp stepping `ts_step` (160 for PCMU, 960 for Opus).
+    pub async fn speak_frames<'a>(&self, frames: impl Iterator<Item = &'a [u8]>, ts_step: u32) {
         let mut next = tokio::time::Instant::now();
-        for (i, chunk) in ulaw.chunks(160).enumerate() {
+        for (i, chunk) in frames.enumerate() {
             let packet = rtp::packet::Packet {
                 header: rtp::header::Header {
                     version: 2,
                     marker: i == 0,
                     payload_type: 0,
                     sequence_number: i as u16,
-                    timestamp: (i as u32) * 160,
+                    timestamp: (i as u32) * ts_step,
                     ssrc: 0x1234,
                     ..Default::default()
                 },

@@ -48,8 +48,8 @@ pub struct BrowserCallBody {
     #[serde(default)]
     #[schema(pattern = "^(outbound|inbound)$")]
     pub direction: Option<String>,
-    /// The browser's complete SDP offer (ICE gathering finished: no trickle), with PCMU
-    /// audio and host candidates the engine's media address can reach.
+    /// The browser's complete SDP offer (ICE gathering finished: no trickle), with Opus
+    /// or PCMU audio and host candidates the engine's media address can reach.
     #[schema(min_length = 1, max_length = 32768)]
     pub sdp: String,
     /// Test variables (an extension of this service): a flat object of strings, numbers
@@ -75,9 +75,10 @@ pub struct BrowserCallAnswer {
 }
 
 /// Call a scenario from the browser: the browser's microphone and speaker become the
-/// call's leg (WebRTC: ICE host candidates, DTLS-SRTP, PCMU/8000), and the call runs
-/// through the same lifecycle as a SIP call. A draft is validated and frozen as by a test
-/// dispatch; the communication is `is_test`, its recipient and from-number `browser`.
+/// call's leg (WebRTC: ICE host candidates, DTLS-SRTP, Opus when offered, else
+/// PCMU/8000), and the call runs through the same lifecycle as a SIP call. A draft is
+/// validated and frozen as by a test dispatch; the communication is `is_test`, its
+/// recipient and from-number `browser`.
 /// Two extensions of this service serve scenario designers: `data` gives the call test
 /// variables (kept as the communication's `data`), and `record` records it.
 /// Watch it with `GET /v1/communication/{id}/live`; end it with
