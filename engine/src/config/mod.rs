@@ -621,3 +621,5 @@ impl Config {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trunk_tests;
