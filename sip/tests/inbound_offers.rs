@@ -14,23 +14,14 @@ use tokio::net::UdpSocket;
 const T: Duration = Duration::from_secs(10);
 const PLAIN: &str = "m=audio 6000 RTP/AVP 0 8 101\r\n";
 
+/// An INVITE offering `m_line` with PCMU, PCMA and telephone-event mapped.
 fn invite(me: SocketAddr, call_id: &str, m_line: &str) -> String {
-    let sdp = format!(
-        "v=0\r\no=peer 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n{m_line}\
-         a=rtpmap:0 PCMU/8000\r\na=rtpmap:8 PCMA/8000\r\na=rtpmap:101 telephone-event/8000\r\n"
-    );
-    format!(
-        "INVITE sip:15550100@127.0.0.1 SIP/2.0\r\n\
-         Via: SIP/2.0/UDP {me};rport;branch=z9hG4bK-{call_id}\r\n\
-         Max-Forwards: 70\r\n\
-         From: <sip:+15550001@127.0.0.1>;tag=offer\r\n\
-         To: <sip:15550100@127.0.0.1>\r\n\
-         Call-ID: {call_id}@127.0.0.1\r\n\
-         CSeq: 1 INVITE\r\n\
-         Contact: <sip:+15550001@{me}>\r\n\
-         Content-Type: application/sdp\r\n\
-         Content-Length: {}\r\n\r\n{sdp}",
-        sdp.len()
+    raw_invite(
+        me,
+        call_id,
+        &format!(
+            "{m_line}a=rtpmap:0 PCMU/8000\r\na=rtpmap:8 PCMA/8000\r\na=rtpmap:101 telephone-event/8000\r\n"
+        ),
     )
 }
 

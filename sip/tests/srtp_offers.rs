@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use callsmith_sip::{SrtpPolicy, TrunkConfig};
@@ -15,25 +14,6 @@ use tokio::net::UdpSocket;
 const T: Duration = Duration::from_secs(10);
 const KEY: &str = "WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz";
 
-fn invite(me: SocketAddr, call_id: &str, media: &str) -> String {
-    let sdp = format!(
-        "v=0\r\no=peer 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n{media}"
-    );
-    format!(
-        "INVITE sip:15550100@127.0.0.1 SIP/2.0\r\n\
-         Via: SIP/2.0/UDP {me};rport;branch=z9hG4bK-{call_id}\r\n\
-         Max-Forwards: 70\r\n\
-         From: <sip:+15550001@127.0.0.1>;tag=offer\r\n\
-         To: <sip:15550100@127.0.0.1>\r\n\
-         Call-ID: {call_id}@127.0.0.1\r\n\
-         CSeq: 1 INVITE\r\n\
-         Contact: <sip:+15550001@{me}>\r\n\
-         Content-Type: application/sdp\r\n\
-         Content-Length: {}\r\n\r\n{sdp}",
-        sdp.len()
-    )
-}
-
 /// The final response to an INVITE with `offer` (its media lines) on a trunk with `policy`; a call that
 /// reaches the engine is answered, and the answer's SDP comes back in the 200.
 async fn response_for(policy: SrtpPolicy, offer: &str, call_id: &str) -> String {
@@ -42,7 +22,7 @@ async fn response_for(policy: SrtpPolicy, offer: &str, call_id: &str) -> String 
     let stack = start_stack(vec![trunk], &["15550100"]).await;
     let mut calls = stack.take_incoming().unwrap();
     let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let msg = invite(sock.local_addr().unwrap(), call_id, offer);
+    let msg = raw_invite(sock.local_addr().unwrap(), call_id, offer);
     sock.send_to(msg.as_bytes(), stack.udp_addr().unwrap())
         .await
         .unwrap();

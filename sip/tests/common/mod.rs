@@ -206,6 +206,27 @@ pub fn ended(events: &[LegEvent]) -> Option<callsmith_sip::EndInfo> {
     })
 }
 
+/// An INVITE from `me` to 15550100 with an SDP offer whose media section is `media` (its
+/// `m=` line and attributes), as a phone on a plain socket sends it.
+pub fn raw_invite(me: SocketAddr, call_id: &str, media: &str) -> String {
+    let sdp = format!(
+        "v=0\r\no=peer 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n{media}"
+    );
+    format!(
+        "INVITE sip:15550100@127.0.0.1 SIP/2.0\r\n\
+         Via: SIP/2.0/UDP {me};rport;branch=z9hG4bK-{call_id}\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:+15550001@127.0.0.1>;tag=offer\r\n\
+         To: <sip:15550100@127.0.0.1>\r\n\
+         Call-ID: {call_id}@127.0.0.1\r\n\
+         CSeq: 1 INVITE\r\n\
+         Contact: <sip:+15550001@{me}>\r\n\
+         Content-Type: application/sdp\r\n\
+         Content-Length: {}\r\n\r\n{sdp}",
+        sdp.len()
+    )
+}
+
 /// The next final response on `sock` (1xx skipped), as text; `None` when none comes in time.
 pub async fn final_response(sock: &tokio::net::UdpSocket, within: Duration) -> Option<String> {
     let deadline = tokio::time::Instant::now() + within;
