@@ -117,6 +117,8 @@ pub struct Capacity {
     max_lag_us: u64,
     /// `dialer.max_inbound_cps` (None: no limit).
     inbound_rate: Option<Arc<parking_lot::Mutex<StartRate>>>,
+    /// INVITEs answered 503 by admission, by reason (`callsmith_inbound_calls_refused`).
+    refused: Family<Vec<(String, String)>, Counter>,
 }
 
 impl Capacity {
@@ -127,8 +129,15 @@ impl Capacity {
             "Calls of this process from their first step (a claimed row, an INVITE admitted) to their end being stored",
             live.gauge.clone(),
         );
+        let refused = Family::<Vec<(String, String)>, Counter>::default();
+        services.metrics.registry().register(
+            "callsmith_inbound_calls_refused",
+            "Inbound INVITEs answered 503 by admission, by reason (shutting down, at the live-call limit, overloaded, the database is behind, over the node's inbound call rate)",
+            refused.clone(),
+        );
         Capacity {
             live,
+            refused,
             journal: Journal::start(
                 services.store.clone(),
                 dialer.write_queue,
@@ -200,6 +209,9 @@ impl callsmith_sip::CallRouter for Capacity {
             None if over_rate() => "over the node's inbound call rate",
             None => return callsmith_sip::Admission::Admit,
         };
+        self.refused
+            .get_or_create(&vec![("reason".to_string(), reason.to_string())])
+            .inc();
         callsmith_sip::Admission::Busy {
             retry_after_secs: RETRY_AFTER_SECS,
             reason: reason.into(),
@@ -578,6 +590,13 @@ mod tests {
         );
         // The dialer's room is not the inbound rate's business.
         assert!(cap.room() > 0);
+        assert!(
+            services.metrics.render().contains(
+                "callsmith_inbound_calls_refused_total{reason=\"over the node's inbound call rate\"} 1"
+            ),
+            "{}",
+            services.metrics.render()
+        );
         let open = Capacity::new(&services, &DialerConfig::default());
         assert!((0..100).all(|_| open.admit("carrier", "+4930100900") == Admission::Admit));
     }
