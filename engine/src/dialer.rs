@@ -213,15 +213,16 @@ async fn tick(
     Ok(())
 }
 
-/// An agent's limits as the dialer claims with them, polling every `poll_us`: start slots
-/// missed by at most one poll interval may still be taken (the long-run rate stays `cps`),
-/// and those of the next two poll intervals are claimed now, each call started at its
-/// slot (see the module doc's pacing).
+/// An agent's limits as the dialer claims with them, polling every `poll_us`: the start
+/// slots of the next two poll intervals are claimed now, each call started at its slot
+/// (see the module doc's pacing), so a claim up to a poll interval late still finds its
+/// slots ahead of it. A slot already past is never taken: a carrier counts starts in any
+/// one second, and taking a missed slot late puts two starts closer than `1/cps`.
 fn agent_limits(cps: i64, cpl: i64, poll_us: i64) -> AgentLimits {
     AgentLimits {
         cps,
         cpl,
-        slack_us: poll_us,
+        slack_us: 0,
         lookahead_us: 2 * poll_us,
     }
 }
@@ -233,8 +234,8 @@ mod tests {
 
     /// Claims every `poll_us` from `0`, claim `k` read by the store `delays_us[k % len]`
     /// after it was due (it waited behind other writes); returns every slot taken with the
-    /// time of the claim that took it, after the first claim (whose slots include the
-    /// slack's catch-up), as `claim_agent` keeps the agent's next free slot.
+    /// time of the claim that took it, after the first claim, as `claim_agent` keeps the
+    /// agent's next free slot.
     fn slots_taken(limits: &AgentLimits, poll_us: i64, delays_us: &[i64]) -> Vec<(i64, i64)> {
         let mut next_us = 0;
         let mut out = Vec::new();
@@ -284,21 +285,48 @@ mod tests {
     }
 
     #[test]
-    fn one_poll_interval_of_lookahead_starts_calls_late_when_a_claim_is_slow() {
+    fn starts_after_a_pause_in_demand_keep_a_slot_interval_apart() {
+        // cps 2, polls every 100 ms: a call started on its slot at 0, then the agent's
+        // cpl was full until 600 ms, so the slot of 500 ms went unused. The claim at
+        // 600 ms starts no call before 1 s: three starts never fall within one second.
+        let limits = agent_limits(2, 0, 100_000);
+        let s = claimable_slots(500_000, 600_000, &limits);
+        assert_eq!(s.base_us, 600_000, "a missed slot is not taken late");
+        assert!(s.available >= 1);
+        let starts = [0, s.next_after(0), s.next_after(1)];
+        assert!(
+            starts[2] - starts[0] >= 1_000_000,
+            "three starts within a second: {starts:?}"
+        );
+        // After idle time too, the first start is now and the next one 1/cps later.
+        let idle = claimable_slots(0, 60_000_000, &limits);
+        assert_eq!(idle.base_us, 60_000_000);
+        assert_eq!(idle.next_after(1) - idle.next_after(0), 500_000);
+    }
+
+    #[test]
+    fn one_poll_interval_of_lookahead_loses_slots_when_a_claim_is_slow() {
         // What the second interval is for: claiming only the next one, a claim read 90 ms
         // late after one read on time finds the slots between its predecessor's horizon
-        // and itself already due.
+        // and itself already past, and a past slot is never taken: the rate falls short.
         let poll_us = 100_000;
         let one = AgentLimits {
             lookahead_us: poll_us,
             ..agent_limits(500, 0, poll_us)
         };
         let taken = slots_taken(&one, poll_us, &[0, 90_000]);
-        let late = taken
-            .iter()
-            .filter(|(slot, claimed)| slot < claimed)
-            .count();
-        assert!(late > 500, "{late} of {} slots late", taken.len());
+        assert!(
+            taken.len() < 28 * 50 * 3 / 4,
+            "{} slots taken in 2.8 s at 500 cps",
+            taken.len()
+        );
+        assert!(taken.iter().all(|(slot, claimed)| slot >= claimed));
+        let two = slots_taken(&agent_limits(500, 0, poll_us), poll_us, &[0, 90_000]);
+        assert!(
+            two.len() >= 28 * 50,
+            "{} slots with two intervals",
+            two.len()
+        );
     }
 
     #[test]
