@@ -132,6 +132,8 @@ pub struct SippJob<'a> {
     pub service: Option<&'a str>,
     /// `-timeout`: SIPp stops (failing) after this long.
     pub budget_secs: u64,
+    /// More arguments, last before the target.
+    pub extra_args: &'a [&'a str],
 }
 
 /// A SIPp process (killed on drop) and its working directory with its statistics.
@@ -192,6 +194,7 @@ impl Sipp {
         if let Some(s) = job.service {
             cmd.args(["-s", s]);
         }
+        cmd.args(job.extra_args);
         if let Some(t) = job.target {
             cmd.arg(t.to_string());
         }

@@ -707,6 +707,7 @@ async fn inbound_load(
         hold_ms: Some(args.hold_ms),
         service: Some(NUMBER),
         budget_secs: budget,
+        extra_args: &[],
     };
     if args.warmup > 0 {
         let mut warm = Callers::spawn(&caller(args.warmup, 10), 1, args.hold_ms)?;
@@ -827,6 +828,7 @@ async fn outbound_load(
         hold_ms: Some(args.hold_ms),
         service: None,
         budget_secs: budget + 60,
+        extra_args: &[],
     };
     if args.warmup > 0 {
         let mut warm = Sipp::spawn(&callee(args.warmup), args.hold_ms)?;
@@ -1026,6 +1028,7 @@ async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
                     hold_ms: None,
                     service: None,
                     budget_secs: budget + 30,
+                    extra_args: &[],
                 },
                 args.hold_ms,
             )?;
@@ -1043,6 +1046,7 @@ async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
                     hold_ms: Some(args.hold_ms),
                     service: Some(NUMBER),
                     budget_secs: budget,
+                    extra_args: &[],
                 },
                 callers(args, rate),
                 args.hold_ms,
@@ -1088,6 +1092,7 @@ async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
                     hold_ms: Some(args.hold_ms),
                     service: None,
                     budget_secs: budget + 30,
+                    extra_args: &[],
                 },
                 args.hold_ms,
             )?;
@@ -1103,6 +1108,7 @@ async fn sipp_step(args: &Args, dir: Dir, rate: u32) -> Result<Step> {
                     hold_ms: None,
                     service: Some("+15550000000"),
                     budget_secs: budget,
+                    extra_args: &[],
                 },
                 args.hold_ms,
             )?;

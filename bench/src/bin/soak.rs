@@ -174,6 +174,7 @@ async fn run(args: Args) -> Result<Vec<String>> {
             hold_ms: Some(1000),
             service: Some(NUMBER),
             budget_secs: 60,
+            extra_args: &[],
         },
         1000,
     )?;
@@ -200,6 +201,7 @@ async fn run(args: Args) -> Result<Vec<String>> {
             hold_ms: Some(args.hold_ms),
             service: Some(NUMBER),
             budget_secs: args.seconds + args.hold_ms / 1000 + 120,
+            extra_args: &[],
         },
         args.hold_ms,
     )?;
