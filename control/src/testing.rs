@@ -100,6 +100,30 @@ impl TestServer {
             .await
             .expect("bootstrap superuser");
 
+        Self::serve(store, db, dir, superuser_token, tune).await
+    }
+
+    /// A second server on this server's database, as a peer node of a cluster is: keys,
+    /// sessions and rows serve on both, each has its own process state (live feeds).
+    pub async fn peer(&self) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Self::serve(
+            self.store.clone(),
+            self.db,
+            dir,
+            self.superuser_token.clone(),
+            |_| {},
+        )
+        .await
+    }
+
+    async fn serve(
+        store: Store,
+        db: TestDb,
+        dir: tempfile::TempDir,
+        superuser_token: String,
+        tune: impl FnOnce(&mut Settings),
+    ) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind loopback");
