@@ -103,16 +103,18 @@ impl TestServer {
         Self::serve(store, db, dir, superuser_token, tune).await
     }
 
-    /// A second server on this server's database, as a peer node of a cluster is: keys,
-    /// sessions and rows serve on both, each has its own process state (live feeds).
+    /// A second server on this server's database and object storage, as a peer node of a
+    /// cluster is: keys, sessions, rows and stored objects serve on both; each has its own
+    /// process state (live feeds).
     pub async fn peer(&self) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
+        let objects = self.state.settings.objects.clone();
         Self::serve(
             self.store.clone(),
             self.db,
             dir,
             self.superuser_token.clone(),
-            |_| {},
+            move |s| s.objects = objects,
         )
         .await
     }
