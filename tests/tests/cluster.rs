@@ -242,9 +242,19 @@ async fn live_events(
     id: &str,
     within: Duration,
 ) -> Vec<(String, Value)> {
-    let mut resp = e
-        .client
-        .get(format!("{}/v1/communication/{id}/live", e.base_url))
+    live_events_at(e.client.clone(), e.base_url.clone(), account, id, within).await
+}
+
+/// [`live_events`] from the API at `base_url`.
+async fn live_events_at(
+    client: reqwest::Client,
+    base_url: String,
+    account: &str,
+    id: &str,
+    within: Duration,
+) -> Vec<(String, Value)> {
+    let mut resp = client
+        .get(format!("{base_url}/v1/communication/{id}/live"))
         .bearer_auth(SU_TOKEN)
         .header("X-Account-Sid", account)
         .send()
@@ -480,4 +490,72 @@ async fn a_dead_nodes_claimed_delivery_is_sent_once_by_the_peer_with_its_id() {
         assert_eq!(row.status, DeliveryStatus::Delivered, "{row:?}");
         assert_eq!(row.attempts, 1, "{row:?}");
     }
+}
+
+/// The node running a test call is SIGKILLed while a viewer watches the call through its
+/// peer: the relayed stream does not hang; it ends with `ended` once the peer has ended the
+/// call (`interrupted`, `node_lost`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relayed_live_view_ends_when_the_node_running_the_call_dies() {
+    let db = database().await;
+    let callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "1"]);
+    let parts = rtp_ranges(2);
+    let opts = |ports| EngineOptions {
+        database_url: Some(db.clone()),
+        trunks: vec![("carrier".into(), callee.addr)],
+        rtp_ports: Some(ports),
+        media_toml: "rtp_timeout_ms = 60000\n".into(),
+        ..Default::default()
+    };
+    let mut engines = [
+        Engine::start(opts(parts[0])).await,
+        Engine::start(opts(parts[1])).await,
+    ];
+    let t = provision(&engines[0], "livekill", "carrier", "+4930100896").await;
+    let store = store_of(&engines[0], Some(&db)).await;
+    let long = "This test call goes on until its engine dies. ".repeat(12);
+    let scn = create_scenario(&store, &t, &greeting_scenario(&long), true).await;
+    let id = engines[0]
+        .dispatch(&t, json!({"recipient": "+15550941", "scenario_sid": scn}))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let row = eventually(Duration::from_secs(30), || async {
+        let r = store.communication_get(&id).await.ok()??;
+        (r.communication_status == CommunicationStatus::InProgress).then_some(r)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the call was never answered\n{}", engines[0].log()));
+    let by = row.claimed_by.clone().expect("claimed");
+    let owner = engines
+        .iter()
+        .position(|e| by.ends_with(&format!(":{}", e.pid().expect("running"))))
+        .unwrap_or_else(|| panic!("no engine is {by}"));
+    let viewer = 1 - owner;
+    let watch = {
+        let (base, client, account, id) = (
+            engines[viewer].base_url.clone(),
+            engines[viewer].client.clone(),
+            t.account.clone(),
+            id.clone(),
+        );
+        tokio::spawn(async move {
+            live_events_at(client, base, &account, &id, Duration::from_secs(30)).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let killed = Instant::now();
+    engines[owner].kill().await;
+    let events = watch.await.expect("the viewer's stream");
+    eprintln!(
+        "SIGKILL to the relayed stream's end: {:?}",
+        killed.elapsed()
+    );
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"brick"), "{names:?}");
+    let (last, data) = events.last().expect("events");
+    assert_eq!(last, "ended", "{names:?}\n{}", engines[viewer].log());
+    assert_eq!(data["communication_status"], "interrupted", "{data}");
+    assert_eq!(data["end_reason"], "node_lost", "{data}");
 }
