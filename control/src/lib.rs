@@ -14,6 +14,7 @@ pub(crate) use callsmith_domain::{
 };
 
 pub mod api;
+pub mod live_relay;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -100,6 +100,32 @@ impl TestServer {
             .await
             .expect("bootstrap superuser");
 
+        Self::serve(store, db, dir, superuser_token, tune).await
+    }
+
+    /// A second server on this server's database and object storage, as a peer node of a
+    /// cluster is: keys, sessions, rows and stored objects serve on both; each has its own
+    /// process state (live feeds).
+    pub async fn peer(&self) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let objects = self.state.settings.objects.clone();
+        Self::serve(
+            self.store.clone(),
+            self.db,
+            dir,
+            self.superuser_token.clone(),
+            move |s| s.objects = objects,
+        )
+        .await
+    }
+
+    async fn serve(
+        store: Store,
+        db: TestDb,
+        dir: tempfile::TempDir,
+        superuser_token: String,
+        tune: impl FnOnce(&mut Settings),
+    ) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind loopback");

@@ -178,3 +178,101 @@ async fn audio_routes_on_s3_sqlite() {
 async fn audio_routes_on_s3_postgres() {
     audio_routes_on_s3(TestDb::Postgres).await;
 }
+
+/// A recording stored by the node that ran the call is served by a peer on the same
+/// database and bucket, streamed and as a presigned link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recording_made_on_one_node_is_served_by_a_peer() {
+    use callsmith_control::testing::minimal_snapshot;
+    use callsmith_domain::{
+        communication::CommunicationStatus,
+        objects::CallObjects,
+        store::communications::{CallFinish, CallWrite, Claim, ClaimScope},
+    };
+    use chrono::Utc;
+    use serde_json::json;
+
+    let s3 = S3Server::start().await;
+    let owner = s3_server(TestDb::Postgres, &s3, "cluster-recordings").await;
+    let peer = owner.peer().await;
+    let f = owner.fixture().await;
+    let scn = owner.published_scenario(&f, &minimal_snapshot("t")).await;
+    owner
+        .post("/v1/number")
+        .bearer(&f.admin_session)
+        .json(&json!({"identifier": "+4911"}))
+        .send()
+        .await
+        .expect(201);
+    let r = owner
+        .post("/v1/communication/-/dispatch")
+        .bearer(&f.account_key)
+        .json(&json!({"recipient": "+15550001", "scenario_sid": scn}))
+        .send()
+        .await;
+    r.expect(201);
+    let id = r.str("id");
+    // The node running the call records it into the bucket and writes its end.
+    let claim = Claim {
+        token: "owner".into(),
+        by: "owner-host:1".into(),
+        until: Utc::now() + chrono::Duration::seconds(60),
+    };
+    let claimed = owner
+        .store
+        .communication_claim_due(&claim, &ClaimScope::TestCalls, 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let objects = CallObjects::new(&f.account_sid, &id);
+    let wav = bytes::Bytes::from_static(b"RIFF....WAVEfmt recorded on the owner");
+    owner
+        .state
+        .objects
+        .put(&objects.recording(), wav.clone(), Some("audio/wav"))
+        .await
+        .unwrap();
+    let mut end = CallFinish::new(CommunicationStatus::Completed);
+    end.call_status = Some("answered".into());
+    end.recording_path = Some(objects.recording());
+    for w in [
+        CallWrite::Started {
+            sid: id.clone(),
+            token: "owner".into(),
+            from_number: "+4911".into(),
+            trunk: None,
+            at: Utc::now(),
+        },
+        CallWrite::Finish {
+            sid: id.clone(),
+            token: "owner".into(),
+            finish: Box::new(end),
+            deliveries: None,
+            at: Utc::now(),
+        },
+    ] {
+        assert!(owner.store.communication_apply(w).await.unwrap());
+    }
+    drop(owner);
+
+    // The peer serves it: streamed, and as a presigned link to the same bytes.
+    let r = peer
+        .get(&format!("/v1/communication/{id}/recording"))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    r.expect(200);
+    assert_eq!(r.headers["content-type"], "audio/wav");
+    assert_eq!(r.text.as_bytes(), &wav[..]);
+    let r = peer
+        .get(&format!(
+            "/v1/communication/{id}/recording?mode=url&expires_in=60"
+        ))
+        .bearer(&f.account_key)
+        .send()
+        .await;
+    r.expect(200);
+    let got = reqwest::get(&r.str("signed_url")).await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.bytes().await.unwrap(), wav);
+}

@@ -78,20 +78,20 @@ async fn a_lost_node_is_taken_over_once(s: TestServer) {
     let now = Utc::now();
     let timeout = Duration::seconds(3);
     s.store
-        .node_heartbeat("lost", "lost-host:1", now - Duration::seconds(10))
+        .node_heartbeat("lost", "lost-host:1", None, now - Duration::seconds(10))
         .await
         .unwrap();
     s.store
-        .node_heartbeat("peer", "peer-host:2", now)
+        .node_heartbeat("peer", "peer-host:2", None, now)
         .await
         .unwrap();
     // A node whose heartbeat went stale and came back is not lost.
     s.store
-        .node_heartbeat("slow", "slow-host:3", now - Duration::seconds(10))
+        .node_heartbeat("slow", "slow-host:3", None, now - Duration::seconds(10))
         .await
         .unwrap();
     s.store
-        .node_heartbeat("slow", "slow-host:3", now)
+        .node_heartbeat("slow", "slow-host:3", None, now)
         .await
         .unwrap();
     assert_eq!(

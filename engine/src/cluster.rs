@@ -52,7 +52,7 @@ pub async fn run(rt: Runtime, stop: CancellationToken) {
         let s = &rt.settings;
         if let Err(e) = rt
             .store
-            .node_heartbeat(&s.claim_token, &s.instance, now)
+            .node_heartbeat(&s.claim_token, &s.instance, s.internal_url.as_deref(), now)
             .await
         {
             warn!(error = %e, "writing the node heartbeat failed");

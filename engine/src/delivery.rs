@@ -3,6 +3,14 @@
 //! Rows live in `result_deliveries` (claimed with a token and a lease like communications,
 //! so several engines share the work and a crash loses nothing). Payload: see
 //! docs/communications.md.
+//!
+//! Exactly once, as the target sees it: one row per communication and target (a unique
+//! index; queuing again, as a peer ending a lost node's call does, inserts nothing), a
+//! `delivered` or `failed` row is never claimed again, and each POST carries the row's sid
+//! as `delivery_id` in the body and as the `Idempotency-Key` header. A node that dies
+//! after its POST but before recording it leaves the row `delivering`: the peer taking it
+//! over (or any node, once the lease ran out) sends it again with the same key, which the
+//! target dedupes on.
 
 use std::time::Duration;
 
@@ -35,6 +43,11 @@ pub fn deliveries(
         })
     })
 }
+
+/// The header carrying the delivery's `delivery_id` (its row's sid): the same on every
+/// attempt, whichever node sends it, so a target that dedupes on it sees each result once
+/// even when a node dies between its POST and recording it, and a peer sends it again.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// Delay before attempt `attempts + 1`: base · 2^attempts, at most one hour.
 pub fn backoff(base: Duration, attempts: i64) -> Duration {
@@ -118,6 +131,7 @@ async fn attempt(rt: &Runtime, rec: ResultDeliveryRecord, base: Duration) {
     let body = payload(&rec, &Communication::from(&comm), &attempts);
     let req = OutboundRequest::new("POST", rec.url.clone())
         .header("content-type", "application/json")
+        .header(IDEMPOTENCY_KEY, rec.sid.clone())
         .body(serde_json::to_vec(&body).unwrap_or_default())
         .timeout(Duration::from_secs(10))
         .max_body(0);

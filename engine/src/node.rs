@@ -68,6 +68,7 @@ pub async fn start(
     let settings = RuntimeSettings {
         instance: format!("{host}:{}", std::process::id()),
         claim_token: format!("clm_{}", uuid::Uuid::new_v4().simple()),
+        internal_url: cfg.internal_url()?,
         lease: Duration::from_secs(cfg.dialer.lease_secs.max(1)),
         ring_timeout: Duration::from_secs(cfg.sip.ring_timeout_secs.max(1)),
         max_call: Duration::from_secs(cfg.dialer.max_call_secs.max(1)),

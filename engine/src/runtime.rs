@@ -29,6 +29,9 @@ pub struct RuntimeSettings {
     pub instance: String,
     /// The claim token of this process (one per process; see `store::communications`).
     pub claim_token: String,
+    /// Where peers reach this node's control API (`http.internal_url`), written with its
+    /// heartbeat.
+    pub internal_url: Option<String>,
     pub lease: Duration,
     pub ring_timeout: Duration,
     /// A call is hung up after this long (answer to end).

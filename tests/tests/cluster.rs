@@ -2,12 +2,15 @@
 //! - a node SIGKILLed during an answered call: a peer notices its heartbeat stop, sends the
 //!   callee a BYE built from the dialog the node stored at the answer, and writes the
 //!   final record (`interrupted`, `end_reason` `node_lost`); nothing is dialled twice.
+//! - a dispatch wakes every node at once; a hang-up reaches the node running the call;
+//! - the live view of a test call through the node that does not run it (relayed);
+//! - a result delivery left claimed by a dead node is sent once by the peer, with its id.
 
 use std::time::{Duration, Instant};
 
 use callsmith_domain::communication::CommunicationStatus;
 use callsmith_e2e::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// A fresh PostgreSQL database for one test.
 async fn database() -> String {
@@ -229,4 +232,330 @@ async fn a_hangup_sent_to_another_node_ends_the_call() {
         .await;
     assert_eq!(r["communication_status"], "completed", "{r}");
     assert_eq!(r["end_reason"], "hangup_requested", "{r}");
+}
+
+/// Server-Sent Events of `GET /v1/communication/{id}/live` on `e`, read to their end:
+/// (event, data) in order; panics when the stream does not end within `within`.
+async fn live_events(
+    e: &Engine,
+    account: &str,
+    id: &str,
+    within: Duration,
+) -> Vec<(String, Value)> {
+    live_events_at(e.client.clone(), e.base_url.clone(), account, id, within).await
+}
+
+/// [`live_events`] from the API at `base_url`.
+async fn live_events_at(
+    client: reqwest::Client,
+    base_url: String,
+    account: &str,
+    id: &str,
+    within: Duration,
+) -> Vec<(String, Value)> {
+    let mut resp = client
+        .get(format!("{base_url}/v1/communication/{id}/live"))
+        .bearer_auth(SU_TOKEN)
+        .header("X-Account-Sid", account)
+        .send()
+        .await
+        .expect("live");
+    assert_eq!(resp.status().as_u16(), 200, "{:?}", resp.text().await);
+    let deadline = Instant::now() + within;
+    let (mut buf, mut out) = (String::new(), Vec::new());
+    loop {
+        while let Some(end) = buf.find("\n\n") {
+            let block: String = buf.drain(..end + 2).collect();
+            let (mut name, mut data) = (String::new(), String::new());
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("event:") {
+                    name = v.trim().to_string();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.trim_start());
+                }
+            }
+            if !name.is_empty() {
+                out.push((name, serde_json::from_str(&data).expect("event json")));
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, resp.chunk()).await {
+            Ok(Ok(Some(chunk))) => buf.push_str(&String::from_utf8_lossy(&chunk)),
+            Ok(_) => return out,
+            Err(_) => panic!("the live stream did not end within {within:?}: {out:?}"),
+        }
+    }
+}
+
+/// The live view of a test call through the node that does not run it: the same events,
+/// in the same order, as the node running it streams (the replay of what came before the
+/// subscription included), and `ended`, after which the stream closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_view_of_a_call_is_served_by_the_node_that_does_not_run_it() {
+    let db = database().await;
+    let mut callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "1"]);
+    let parts = rtp_ranges(2);
+    let opts = |ports| EngineOptions {
+        database_url: Some(db.clone()),
+        trunks: vec![("carrier".into(), callee.addr)],
+        rtp_ports: Some(ports),
+        ..Default::default()
+    };
+    let engines = [
+        Engine::start(opts(parts[0])).await,
+        Engine::start(opts(parts[1])).await,
+    ];
+    let t = provision(&engines[0], "live", "carrier", "+4930100890").await;
+    let store = store_of(&engines[0], Some(&db)).await;
+    let text = "This test call speaks for a few seconds, watched from both nodes. ".repeat(3);
+    let scn = create_scenario(&store, &t, &greeting_scenario(&text), true).await;
+    // A scenario test dispatch: a test call, with a live feed on the node that dials it.
+    let id = engines[0]
+        .dispatch(&t, json!({"recipient": "+15550921", "scenario_sid": scn}))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let row = eventually(Duration::from_secs(30), || async {
+        let r = store.communication_get(&id).await.ok()??;
+        (r.communication_status == CommunicationStatus::InProgress).then_some(r)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the call was never answered\n{}", engines[0].log()));
+    assert!(row.is_test);
+    let by = row.claimed_by.clone().expect("claimed");
+    let owner = engines
+        .iter()
+        .position(|e| by.ends_with(&format!(":{}", e.pid().expect("running"))))
+        .unwrap_or_else(|| panic!("no engine is {by}"));
+    let (own, other) = (&engines[owner], &engines[1 - owner]);
+    let within = Duration::from_secs(60);
+    let (relayed, direct) = tokio::join!(
+        live_events(other, &t.account, &id, within),
+        live_events(own, &t.account, &id, within)
+    );
+    let names: Vec<&str> = relayed.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names.first(),
+        Some(&"brick"),
+        "the replay comes first: {names:?}"
+    );
+    assert!(names.contains(&"prompt"), "{names:?}");
+    assert_eq!(names.last(), Some(&"ended"), "{names:?}");
+    assert_eq!(
+        relayed
+            .last()
+            .map(|(_, d)| d["communication_status"].clone()),
+        Some(json!("completed")),
+        "{relayed:?}"
+    );
+    assert_eq!(relayed, direct, "the relayed stream is the owner's own");
+    assert!(
+        callee.success(Duration::from_secs(10)).await,
+        "{}",
+        callee.dump()
+    );
+}
+
+/// A result delivery that a node claimed, POSTed and died before recording is sent again
+/// by the peer that takes the node over, once, under the same `delivery_id` (body and
+/// `Idempotency-Key`); a delivery the dead node recorded as delivered is never sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_nodes_claimed_delivery_is_sent_once_by_the_peer_with_its_id() {
+    use callsmith_domain::store::communications::{CallFinish, CallWrite, Claim, Deliveries};
+    use callsmith_domain::store::results::{AttemptOutcome, DeliveryStatus};
+    use callsmith_domain::usecases::{Direction, Parties, ScenarioRun, new_communication};
+
+    let db = database().await;
+    let sink = Sink::start(0).await;
+    let parts = rtp_ranges(2);
+    let opts = |ports| EngineOptions {
+        database_url: Some(db.clone()),
+        trunks: idle_trunk("carrier"),
+        rtp_ports: Some(ports),
+        ..Default::default()
+    };
+    // A first node provisions the tenancy, then stops; the rows below are what a node that
+    // died while delivering leaves.
+    let mut first = Engine::start(opts(parts[0])).await;
+    let t = provision(&first, "deliver", "carrier", "+4930100895").await;
+    let store = store_of(&first, Some(&db)).await;
+    let scn = create_scenario(&store, &t, &greeting_scenario("Hi."), true).await;
+    first.kill().await;
+
+    let dead = Claim {
+        token: "clm_dead".into(),
+        by: "dead-host:1".into(),
+        until: chrono::Utc::now() + chrono::Duration::seconds(600),
+    };
+    let mut sids = Vec::new();
+    for recipient in ["+15550931", "+15550932"] {
+        let new = new_communication(
+            Parties {
+                tenant_sid: t.tenant.clone(),
+                account_sid: t.account.clone(),
+                recipient: recipient.into(),
+                from_number: t.number.clone(),
+                trunk: None,
+                timezone: "UTC".into(),
+            },
+            ScenarioRun {
+                scenario_sid: scn.clone(),
+                version: Some(1),
+                draft_version: None,
+            },
+            Direction::Inbound,
+        );
+        let now = chrono::Utc::now();
+        let finish = CallWrite::Finish {
+            sid: new.sid.clone(),
+            token: dead.token.clone(),
+            finish: Box::new(CallFinish::new(CommunicationStatus::Completed)),
+            deliveries: Some(Box::new(Deliveries {
+                tenant_sid: t.tenant.clone(),
+                account_sid: t.account.clone(),
+                agent_sid: "agt_gone".into(),
+                urls: vec![sink.url.clone()],
+            })),
+            at: now,
+        };
+        sids.push(new.sid.clone());
+        let create = CallWrite::CreateClaimed {
+            new: Box::new(new),
+            claim: dead.clone(),
+            at: now,
+        };
+        store
+            .communications_apply(&[create, finish])
+            .await
+            .expect("stored");
+    }
+    let claimed = store
+        .result_delivery_claim_due(
+            &dead.token,
+            chrono::Utc::now() + chrono::Duration::seconds(60),
+            10,
+        )
+        .await
+        .expect("claimed");
+    assert_eq!(claimed.len(), 2);
+    let done = claimed
+        .iter()
+        .find(|d| d.communication_sid == sids[0])
+        .expect("the first call's delivery");
+    let pending = claimed
+        .iter()
+        .find(|d| d.communication_sid == sids[1])
+        .expect("the second call's delivery");
+    // The dead node recorded the first; it POSTed the second and died before recording it.
+    assert!(
+        store
+            .result_delivery_record(
+                &done.sid,
+                &dead.token,
+                &AttemptOutcome::Delivered { status_code: 200 }
+            )
+            .await
+            .unwrap()
+    );
+    store
+        .node_heartbeat(
+            &dead.token,
+            &dead.by,
+            None,
+            chrono::Utc::now() - chrono::Duration::seconds(60),
+        )
+        .await
+        .unwrap();
+
+    // The peer starts, takes the dead node over and sends what it left.
+    let peer = Engine::start(opts(parts[1])).await;
+    let got = sink.wait_for(1, Duration::from_secs(20)).await;
+    assert_eq!(got.len(), 1, "{got:?}\n{}", peer.log());
+    // Time for a second POST, if one were coming.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let requests = sink.requests();
+    assert_eq!(requests.len(), 1, "sent once: {requests:?}");
+    let r = &requests[0];
+    assert_eq!(r.json()["delivery_id"], pending.sid.as_str());
+    assert_eq!(r.json()["communication"]["id"], sids[1].as_str());
+    assert_eq!(r.header("idempotency-key"), Some(pending.sid.as_str()));
+    let rows = store
+        .result_delivery_list(&t.account, None, 10, 0)
+        .await
+        .unwrap()
+        .0;
+    assert_eq!(rows.len(), 2, "one delivery per call and target");
+    for row in rows {
+        assert_eq!(row.status, DeliveryStatus::Delivered, "{row:?}");
+        assert_eq!(row.attempts, 1, "{row:?}");
+    }
+}
+
+/// The node running a test call is SIGKILLed while a viewer watches the call through its
+/// peer: the relayed stream does not hang; it ends with `ended` once the peer has ended the
+/// call (`interrupted`, `node_lost`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relayed_live_view_ends_when_the_node_running_the_call_dies() {
+    let db = database().await;
+    let callee = Sipp::spawn("dialer_uas_echo.xml", None, None, &["-m", "1"]);
+    let parts = rtp_ranges(2);
+    let opts = |ports| EngineOptions {
+        database_url: Some(db.clone()),
+        trunks: vec![("carrier".into(), callee.addr)],
+        rtp_ports: Some(ports),
+        media_toml: "rtp_timeout_ms = 60000\n".into(),
+        ..Default::default()
+    };
+    let mut engines = [
+        Engine::start(opts(parts[0])).await,
+        Engine::start(opts(parts[1])).await,
+    ];
+    let t = provision(&engines[0], "livekill", "carrier", "+4930100896").await;
+    let store = store_of(&engines[0], Some(&db)).await;
+    let long = "This test call goes on until its engine dies. ".repeat(12);
+    let scn = create_scenario(&store, &t, &greeting_scenario(&long), true).await;
+    let id = engines[0]
+        .dispatch(&t, json!({"recipient": "+15550941", "scenario_sid": scn}))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let row = eventually(Duration::from_secs(30), || async {
+        let r = store.communication_get(&id).await.ok()??;
+        (r.communication_status == CommunicationStatus::InProgress).then_some(r)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the call was never answered\n{}", engines[0].log()));
+    let by = row.claimed_by.clone().expect("claimed");
+    let owner = engines
+        .iter()
+        .position(|e| by.ends_with(&format!(":{}", e.pid().expect("running"))))
+        .unwrap_or_else(|| panic!("no engine is {by}"));
+    let viewer = 1 - owner;
+    let watch = {
+        let (base, client, account, id) = (
+            engines[viewer].base_url.clone(),
+            engines[viewer].client.clone(),
+            t.account.clone(),
+            id.clone(),
+        );
+        tokio::spawn(async move {
+            live_events_at(client, base, &account, &id, Duration::from_secs(30)).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let killed = Instant::now();
+    engines[owner].kill().await;
+    let events = watch.await.expect("the viewer's stream");
+    eprintln!(
+        "SIGKILL to the relayed stream's end: {:?}",
+        killed.elapsed()
+    );
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"brick"), "{names:?}");
+    let (last, data) = events.last().expect("events");
+    assert_eq!(last, "ended", "{names:?}\n{}", engines[viewer].log());
+    assert_eq!(data["communication_status"], "interrupted", "{data}");
+    assert_eq!(data["end_reason"], "node_lost", "{data}");
 }

@@ -5,8 +5,9 @@
 //! console that opens the stream after placing the call sees it from its first brick.
 //!
 //! Feeds exist for test calls (`is_test`: browser calls and scenario test dispatches) on
-//! the node running them; production calls publish nothing and cost nothing here. Like the
-//! hang-up registry, the feeds are per process.
+//! the node running them; production calls publish nothing and cost nothing here. The feeds
+//! are per process: on PostgreSQL another node serves a call's feed by relaying the stream
+//! of the node running it (`callsmith_control::live_relay`).
 
 use std::collections::HashMap;
 use std::sync::Arc;

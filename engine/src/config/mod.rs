@@ -157,6 +157,11 @@ pub struct HttpConfig {
     /// Absolute base URL clients use to reach the API (magic-link `consume_url`s are
     /// built from it). Default: `http://<listen>`.
     pub public_url: Option<String>,
+    /// Base URL this node's peers reach its control API at (operator configuration, never
+    /// a tenant's): a peer serving the live view of a call this node runs relays it from
+    /// here. Default: `http://<listen>` when `listen` names one address; none when it is
+    /// unspecified (`0.0.0.0`, `::`).
+    pub internal_url: Option<String>,
     /// A request head must be complete within this many ms of its first byte, else the
     /// connection is closed. Default 10000.
     pub header_read_timeout_ms: u64,
@@ -324,6 +329,7 @@ impl Default for HttpConfig {
         HttpConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             public_url: None,
+            internal_url: None,
             header_read_timeout_ms: limits.header_read_timeout.as_millis() as u64,
             idle_timeout_ms: limits.idle_timeout.as_millis() as u64,
             body_read_timeout_ms: limits.body_read_timeout.as_millis() as u64,
@@ -598,6 +604,23 @@ impl Config {
             .public_url
             .clone()
             .unwrap_or_else(|| format!("http://{}", self.http.listen))
+    }
+
+    /// Where this node's peers reach its control API (`http.internal_url`, else the listen
+    /// address when it names one); an error names a value that is not an http(s) URL.
+    pub fn internal_url(&self) -> anyhow::Result<Option<String>> {
+        match &self.http.internal_url {
+            Some(u) => {
+                let url = reqwest::Url::parse(u)
+                    .map_err(|e| anyhow::anyhow!("http.internal_url {u:?}: {e}"))?;
+                if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+                    anyhow::bail!("http.internal_url {u:?}: not an http(s) URL with a host");
+                }
+                Ok(Some(u.trim_end_matches('/').to_string()))
+            }
+            None if self.http.listen.ip().is_unspecified() => Ok(None),
+            None => Ok(Some(format!("http://{}", self.http.listen))),
+        }
     }
 
     /// Where the web console opens, for the start-up log: `http.public_url` when set, else

@@ -357,6 +357,31 @@ fn the_console_url_is_the_public_url_or_the_bound_address() {
 }
 
 #[test]
+fn the_internal_url_is_the_setting_or_the_listen_address() {
+    let mut c = Config::default();
+    assert_eq!(
+        c.internal_url().unwrap().as_deref(),
+        Some("http://127.0.0.1:8080")
+    );
+    c.http.listen = "0.0.0.0:8080".parse().unwrap();
+    assert_eq!(
+        c.internal_url().unwrap(),
+        None,
+        "no address peers could use"
+    );
+    c.http.internal_url = Some("http://10.0.0.21:8080/".into());
+    assert_eq!(
+        c.internal_url().unwrap().as_deref(),
+        Some("http://10.0.0.21:8080")
+    );
+    for bad in ["10.0.0.21:8080", "ftp://10.0.0.21/", "http://"] {
+        c.http.internal_url = Some(bad.into());
+        let e = c.internal_url().unwrap_err().to_string();
+        assert!(e.contains("http.internal_url"), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn unknown_keys_are_rejected() {
     figment::Jail::expect_with(|jail| {
         jail.create_file("c.toml", "[http]\nlisten_typo = \"x\"\n")?;

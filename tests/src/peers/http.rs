@@ -258,6 +258,11 @@ impl Sink {
         }
     }
 
+    /// Every request received, refused ones included, with its headers.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.peer.requests()
+    }
+
     /// Bodies of the requests answered 200.
     pub fn bodies(&self) -> Vec<Value> {
         self.peer

@@ -16,10 +16,23 @@
 use chrono::{DateTime, Utc};
 
 use super::communications::{Claim, interrupt_sql};
-use super::{Store, StoreError, StoreResult, on_db};
+use super::{Store, StoreError, StoreResult, on_db, store_row};
 use crate::communication::{CommunicationStatus, SqlList};
 
 const LIVE: SqlList = SqlList(CommunicationStatus::LIVE);
+
+store_row! {
+    /// A node's heartbeat row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct NodeRecord {
+        pub claim_token: String,
+        /// `host:pid`.
+        pub instance: String,
+        /// Where peers reach the node's control API (`http.internal_url`); None: nowhere.
+        pub api_url: Option<String>,
+        pub seen_at: DateTime<Utc>,
+    }
+}
 
 /// A lost node's answered call, now claimed by the peer that took the node over.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,17 +55,26 @@ pub struct TakeOver {
 
 impl Store {
     /// Writes this node's heartbeat (`token` is its claim token, `instance` its
-    /// `host:pid`).
+    /// `host:pid`, `api_url` where its peers reach its control API, if anywhere).
     pub async fn node_heartbeat(
         &self,
         token: &str,
         instance: &str,
+        api_url: Option<&str>,
         at: DateTime<Utc>,
     ) -> StoreResult<()> {
-        on_db!(self, p => sqlx::query("INSERT INTO engine_nodes (claim_token, instance, started_at, seen_at) VALUES ($1, $2, $3, $3) \
-            ON CONFLICT (claim_token) DO UPDATE SET seen_at = excluded.seen_at")
-            .bind(token).bind(instance).bind(at).execute(p).await.map(|_| ()))?;
+        on_db!(self, p => sqlx::query("INSERT INTO engine_nodes (claim_token, instance, started_at, seen_at, api_url) VALUES ($1, $2, $3, $3, $4) \
+            ON CONFLICT (claim_token) DO UPDATE SET seen_at = excluded.seen_at, api_url = excluded.api_url")
+            .bind(token).bind(instance).bind(at).bind(api_url).execute(p).await.map(|_| ()))?;
         Ok(())
+    }
+
+    /// The node holding claim `token`, as its heartbeat row has it; None when no live node
+    /// holds that token (it left, or a peer took it over).
+    pub async fn node_get(&self, token: &str) -> StoreResult<Option<NodeRecord>> {
+        Ok(on_db!(self, p => sqlx::query_as::<_, NodeRecord>(
+            "SELECT claim_token, instance, api_url, seen_at FROM engine_nodes WHERE claim_token = $1")
+            .bind(token).fetch_optional(p).await)?)
     }
 
     /// Removes this node's heartbeat: it stops with nothing left to take over.

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use axum::{
     extract::State,
-    http::StatusCode,
+    http::{HeaderMap, StatusCode},
     response::sse::{Event, KeepAlive, Sse},
 };
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, stream::BoxStream};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -23,6 +23,7 @@ use crate::{
     api::{ApiError, ApiResult, AppState, ErrorBody, Json, Path},
     auth::cap,
     live_feed::LiveEvent,
+    live_relay,
     usecases::{BrowserCallInput, Direction},
 };
 
@@ -135,49 +136,62 @@ async fn browser_call(
 /// history), and `ended` (`communication_status`, `call_status`, `goals`, `end_reason`),
 /// after which the stream closes. A subscriber that comes late first gets what the call
 /// published so far. Comments (`: keepalive`) are sent every 15 s. Test calls only
-/// (`is_test`), on the node running them; a call that has ended answers one `ended` event.
+/// (`is_test`); a call that has ended answers one `ended` event. On PostgreSQL any node
+/// serves the feed of a call another node runs: it relays the feed of the node running
+/// the call (found by the call's claim, reached at its `http.internal_url`), which checks
+/// the caller's credentials again; if that node stops mid-call, the stream gets `ended`
+/// once a peer has ended the call (or closes if none does within 30 s).
 #[utoipa::path(get, path = "/v1/communication/{id}/live", tag = "communications",
     params(("id" = String, Path), ("X-Account-Sid" = Option<String>, Header, description = "Account; required for superuser and tenant keys")),
     security(("bearer" = [])),
     responses((status = 200, content_type = "text/event-stream", body = String, description = "The call's events"),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "`not_live`: the call has not ended and runs no live feed on this node (not a test call, not started yet, or on another node)"),
-        (status = 500, body = ErrorBody)))]
+        (status = 409, body = ErrorBody, description = "`not_live`: the call has not ended and has no live feed (not a test call, or not started yet; on SQLite also a call another process ran)"),
+        (status = 500, body = ErrorBody),
+        (status = 503, body = ErrorBody, description = "`live_node_unreachable`: the call runs on another node whose feed cannot be relayed (the node stopped writing its heartbeat, publishes no `http.internal_url`, or does not answer within 5 s); the message says which")))]
 async fn live(
     State(state): State<AppState>,
+    headers: HeaderMap,
     auth: Authz<cap::ResourcesRead>,
     Path(id): Path<String>,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let account = auth.account_scope(&state).await?;
     let c = visible_communication(&state, &account, &id).await?;
-    let (replay, rx) = match state.live_feeds.subscribe(&c.sid) {
-        Some(sub) => (sub.replay, Some(sub.rx)),
+    let events: BoxStream<'static, Event> = match state.live_feeds.subscribe(&c.sid) {
+        Some(sub) => local(sub.replay, Some(sub.rx)),
         None if c.communication_status.is_final() => {
-            let goals: serde_json::Value =
-                serde_json::from_str(&c.goals).unwrap_or(serde_json::Value::Null);
-            let ended = LiveEvent {
-                name: LiveEvent::ENDED,
-                data: serde_json::json!({
-                    "communication_status": c.communication_status,
-                    "call_status": c.call_status,
-                    "goals": goals,
-                    "end_reason": c.end_reason,
-                }),
-            };
-            (vec![ended], None)
+            local(vec![live_relay::ended_from_row(&c)], None)
+        }
+        None if live_relay::relayable(&state, &c, &headers) => {
+            live_relay::open(&state, &c, &headers)
+                .await?
+                .map(|e| Event::default().event(e.name).data(e.data))
+                .boxed()
         }
         None => {
             return Err(ApiError::conflict(
                 "not_live",
                 format!(
-                    "communication {} has no live feed on this node (status {}; live feeds are \
-                     kept for test calls by the node running them)",
+                    "communication {} has no live feed (status {}; live feeds are kept for \
+                     test calls by the node running them, and relayed from it by its peers)",
                     c.sid, c.communication_status
                 ),
             ));
         }
     };
+    Ok(Sse::new(events.map(Ok::<_, Infallible>)).keep_alive(
+        KeepAlive::new()
+            .interval(Duration::from_secs(15))
+            .text("keepalive"),
+    ))
+}
+
+/// A feed of this node: the replay, then what comes until `ended`.
+fn local(
+    replay: Vec<LiveEvent>,
+    rx: Option<tokio::sync::broadcast::Receiver<LiveEvent>>,
+) -> BoxStream<'static, Event> {
     let ended_in_replay = replay.iter().any(|e| e.name == LiveEvent::ENDED);
     let rest = futures::stream::unfold((rx, ended_in_replay), |(rx, done)| async move {
         let mut rx = rx?;
@@ -196,12 +210,8 @@ async fn live(
             }
         }
     });
-    let events = futures::stream::iter(replay)
+    futures::stream::iter(replay)
         .chain(rest)
-        .map(|e| Ok(Event::default().event(e.name).data(e.data.to_string())));
-    Ok(Sse::new(events).keep_alive(
-        KeepAlive::new()
-            .interval(Duration::from_secs(15))
-            .text("keepalive"),
-    ))
+        .map(|e| Event::default().event(e.name).data(e.data.to_string()))
+        .boxed()
 }

@@ -232,6 +232,7 @@ async fn runtime(
     let settings = RuntimeSettings {
         instance: "in-process:1".into(),
         claim_token: "clm_in_process".into(),
+        internal_url: None,
         lease: Duration::from_secs(60),
         ring_timeout: Duration::from_secs(30),
         max_call,
