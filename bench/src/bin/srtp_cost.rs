@@ -120,6 +120,8 @@ struct Step {
     setup_p99: f64,
     srtp_dropped: u64,
     packets_received: u64,
+    /// Calls the caller placed that were not answered, by how they ended.
+    unanswered: std::collections::BTreeMap<String, u64>,
 }
 
 fn loadavg() -> f64 {
@@ -326,11 +328,21 @@ async fn run_step(
                 && r.call_status.as_deref() == Some("answered")
         })
         .count() as u64;
-    let placed = all_rows(&store_c, &tc.account, &of_agent(&load_agent))
-        .await?
+    let caller_rows = all_rows(&store_c, &tc.account, &of_agent(&load_agent)).await?;
+    let placed = caller_rows
         .iter()
         .filter(|r| r.started_at.is_some())
         .count() as u64;
+    let mut unanswered = std::collections::BTreeMap::new();
+    for r in caller_rows.iter().filter(|r| r.answered_at.is_none()) {
+        let k = format!(
+            "{} {}: {}",
+            r.call_status.as_deref().unwrap_or("-"),
+            r.sip_code.map(|c| c.to_string()).unwrap_or_default(),
+            r.error.as_deref().unwrap_or("no error recorded")
+        );
+        *unanswered.entry(k).or_default() += 1;
+    }
     let cpu = (after.cpu_ticks - before.cpu_ticks) as f64 / CLK_TCK - idle * wall;
     let peak = peak_live(&rows);
     let rss_peak = sampler.peak_rss().max(after.rss_kib);
@@ -391,6 +403,7 @@ async fn run_step(
         },
         srtp_dropped,
         packets_received,
+        unanswered,
     })
 }
 
