@@ -453,6 +453,11 @@ fn print_report(args: &Args, steps: &[Step]) {
             s.load
         );
     }
+    for (i, s) in steps.iter().enumerate() {
+        for (why, n) in &s.unanswered {
+            println!("\nstep {}: {n} calls not answered: {why}", i + 1);
+        }
+    }
     let of =
         |m: Mode, f: &Figure| median(steps.iter().filter(|s| s.mode == m).filter_map(f).collect());
     let figures: [(&str, &Figure); 3] = [
