@@ -589,6 +589,26 @@ mod tests {
             assert!(theirs.unprotect_rtp(&junk, &mut out).is_err());
             assert!(theirs.unprotect_rtcp(&junk, &mut out).is_err());
         }
+        // Random packets with RTP's version bits (any CSRC count, extension flag and
+        // length), to both directions.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut junk = [0u8; 200];
+        for _ in 0..5000 {
+            for b in junk.iter_mut() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                *b = seed as u8;
+            }
+            junk[0] = 0x80 | (junk[0] & 0x3f);
+            let len = (seed >> 32) as usize % junk.len();
+            assert!(theirs.unprotect_rtp(&junk[..len], &mut out).is_err());
+            assert!(theirs.unprotect_rtcp(&junk[..len], &mut out).is_err());
+            let mut copy = junk;
+            let _ = ours.protect_rtp(&mut copy, len);
+            let _ = ours.protect_rtcp(&mut copy, len);
+        }
+        let (mut ours, mut theirs) = pair(SrtpProfile::Aes128CmHmacSha1_80);
         let mut buf = [0u8; 180];
         write_rtp_header(&mut buf, false, 0, 1, 160, 9).unwrap();
         assert_eq!(ours.protect_rtp(&mut buf, 172), Err(SrtpDrop::TooLong));
