@@ -13,9 +13,11 @@
 //! path allocates, except a session's decode buffer the first tick its
 //! caller's audio is wanted: prompts are pre-encoded, other buffers are
 //! preallocated, and every hand-off to async code is a `try_send` on a bounded
-//! channel. With SRTP on (`MediaSession::set_srtp`) each packet protected or
-//! unprotected costs one allocation inside `webrtc::srtp`, which returns its result
-//! in a new buffer (copied back into the scratch buffers here).
+//! channel. With SRTP on (`MediaSession::set_srtp`) packets are protected in place in
+//! the send buffer and unprotected into the scratch buffer (`crate::srtp`), with no
+//! allocation either. Measured against plain RTP (`srtp_cost`, bench/reports/call_rate.md):
+//! 1.15–1.19× the engine's CPU per call and 5–7 KiB more RSS per live call, at 300 calls/s
+//! and with 1,000 live calls.
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};

@@ -1,0 +1,105 @@
+//! SRTP's per-packet path allocates nothing: a counting global allocator watches this
+//! test's thread while 1000 RTP packets (and some RTCP) are protected and unprotected.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use callsmith_media::rtp::write_rtp_header;
+use callsmith_media::srtp::{MASTER_LEN, SrtpParams, SrtpProfile};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static WATCHED: Cell<bool> = const { Cell::new(false) };
+}
+
+fn count() {
+    if WATCHED.try_with(Cell::get).unwrap_or(false) {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every call is passed on to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count();
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made on this thread while `f` runs.
+fn allocations_in(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    WATCHED.with(|w| w.set(true));
+    f();
+    WATCHED.with(|w| w.set(false));
+    ALLOCATIONS.load(Ordering::Relaxed) - before
+}
+
+#[test]
+fn protect_and_unprotect_of_1000_packets_allocate_nothing() {
+    // The counter sees an allocation when there is one.
+    assert!(allocations_in(|| drop(std::hint::black_box(vec![1u8; 64]))) >= 1);
+
+    for profile in [
+        SrtpProfile::Aes128CmHmacSha1_80,
+        SrtpProfile::Aes128CmHmacSha1_32,
+    ] {
+        let (a, b) = ([7u8; MASTER_LEN], [9u8; MASTER_LEN]);
+        let mut tx = SrtpParams {
+            profile,
+            send_key: a,
+            recv_key: b,
+        }
+        .contexts()
+        .unwrap();
+        let mut rx = SrtpParams {
+            profile,
+            send_key: b,
+            recv_key: a,
+        }
+        .contexts()
+        .unwrap();
+        let mut buf = [0u8; 1500];
+        let mut out = [0u8; 1500];
+        let mut received = 0;
+        let n = allocations_in(|| {
+            for i in 0..1000u32 {
+                // Starts near the wrap so the rollover counter moves too.
+                let seq = (65_000 + i) as u16;
+                write_rtp_header(&mut buf, false, 0, seq, i * 160, 0xabcd).unwrap();
+                buf[12..172].fill(i as u8);
+                let len = tx.protect_rtp(&mut buf, 172).unwrap();
+                let m = rx.unprotect_rtp(&buf[..len], &mut out).unwrap();
+                received += (out[12..m] == [i as u8; 160]) as usize;
+                if i % 50 == 0 {
+                    buf[..8].copy_from_slice(&[0x80, 201, 0, 1, 0, 0, 0xab, 0xcd]);
+                    let len = tx.protect_rtcp(&mut buf, 8).unwrap();
+                    rx.unprotect_rtcp(&buf[..len], &mut out).unwrap();
+                }
+            }
+        });
+        assert_eq!(received, 1000, "{profile:?}");
+        assert_eq!(
+            n, 0,
+            "{profile:?}: allocations while protecting and unprotecting"
+        );
+    }
+}
