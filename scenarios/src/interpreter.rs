@@ -1119,6 +1119,7 @@ impl<'p> Run<'p> {
             stt_properties: stt
                 .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
                 .unwrap_or(Value::Null),
+            patience: crate::listening::patience(p, answers),
         });
         let d = p.dtmf_properties.get();
         let dtmf = dtmf_on.then(|| DtmfSpec {

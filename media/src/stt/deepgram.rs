@@ -28,7 +28,9 @@ use super::{Parsed, SttNodeConfig, SttParams};
 ///   activity detection;
 /// * `utterance_end_ms`: the node's setting ([`SttNodeConfig::utterance_end_ms`]), which
 ///   Deepgram sends only with interim results: it is left out when they are off;
-/// * `keyterm` (Nova-3 and the default model) or `keywords` (older models): the hints.
+/// * `keyterm` (Nova-3 and the default model) or `keywords` (older models): the hints;
+/// * `patience`: how soon the turn may end, to a node that takes it
+///   ([`SttNodeConfig::turn_patience`], the local speech node's extension).
 pub(super) fn listen_url(node: &SttNodeConfig, params: &SttParams) -> Result<String, String> {
     let mut u = url::Url::parse(&node.url).map_err(|e| e.to_string())?;
     {
@@ -72,6 +74,9 @@ pub(super) fn listen_url(node: &SttNodeConfig, params: &SttParams) -> Result<Str
         };
         for h in &params.hints {
             q.append_pair(hint_key, h);
+        }
+        if let Some(p) = params.patience_for(node) {
+            q.append_pair("patience", p);
         }
     }
     Ok(u.to_string())
