@@ -338,6 +338,7 @@ class Stream:
         self.utterance_id = 0
         self.partial = ""
         self.partial_at = 0
+        self.partial_end = 0  # stream sample where the audio of `partial` ends
         self.partial_task = None
         self.spec = None  # (future, utterance_id, voice_seq): transcription launched at the turn check
         self.closed = False
@@ -470,6 +471,11 @@ class Stream:
         self.held = True
         self.holds += 1
 
+    def uncovered_ms(self) -> float:
+        """Milliseconds of the utterance's speech after the audio of the latest partial
+        (0 when the partial heard it all)."""
+        return max(0.0, self.ms(self.speech_end - self.partial_end))
+
     def audio(self) -> np.ndarray:
         if not self.utt:
             return np.zeros(0, dtype=np.float32)
@@ -516,6 +522,7 @@ class Stream:
         self.held = False
         self.partial = ""
         self.partial_at = 0
+        self.partial_end = 0
         self.spec = None
         self.utterance_id += 1
         self.finals += 1

@@ -14,7 +14,10 @@ Recognition (websocket):
                 [&language=TAG|multi][&detect_language=TAG...][&keyterm=PHRASE...]; binary
                 audio in, {"type":"Results","is_final","speech_final","start","duration",
                  "channel":{"alternatives":[{"transcript","confidence","words","languages"}]}}
-                out. `language=multi` with `detect_language` tags: each final is decoded in
+                out; with interim results, {"type":"EndOfTurn","transcript","uncovered_ms"}
+                when the turn is judged over, before its final (--end-of-turn-events: the
+                latest interim transcript, and the ms of speech after its audio).
+                `language=multi` with `detect_language` tags: each final is decoded in
                 the most probable of those languages (Whisper's language identification;
                 "languages" names it); `keyterm`/`keywords` are Whisper hotwords.
                 {"type":"Finalize"} finalizes now, {"type":"CloseStream"} flushes, answers
@@ -432,6 +435,7 @@ class RecSession:
         st.partial_at = st.utt_len
         uid = st.utterance_id
         audio = st.audio()
+        end = st.utt_start + st.utt_len
         fut = stt_submit(self.loop, self._job, audio, 0.0, False, lambda: st.closed or st.utterance_id != uid, True)
 
         async def done():
@@ -443,7 +447,7 @@ class RecSession:
             if res is None or st.utterance_id != uid or st.closed:
                 return
             text = res[0]
-            st.partial = text
+            st.partial, st.partial_end = text, end
             if self.on_partial:
                 try:
                     await self.on_partial(text, uid)
@@ -459,7 +463,7 @@ class RecSession:
         audio, start, uid, seq = st.audio(), st.start_s(), st.utterance_id, st.voice_seq
         if st.spec is not None:
             st.spec[3]["cancel"] = True
-        token = {"cancel": False}
+        token = {"cancel": False, "end": st.utt_start + st.utt_len}
         fut = stt_submit(self.loop, self._job, audio, start, self.words, lambda: st.closed or token["cancel"],
                          FINAL_TRIM, True)
         st.spec = (fut, uid, seq, token)
@@ -476,7 +480,7 @@ class RecSession:
         st.turn_checks += 1
         if not self.spec_valid():
             self.launch_spec()
-        fut, uid, audio = st.spec[0], st.utterance_id, st.audio()
+        fut, uid, audio, end = st.spec[0], st.utterance_id, st.audio(), st.spec[3]["end"]
 
         async def spec_partial():
             try:
@@ -484,7 +488,7 @@ class RecSession:
             except Exception:
                 return
             if res is not None and st.utterance_id == uid and not st.closed and res[0] != st.partial:
-                st.partial = res[0]
+                st.partial, st.partial_end = res[0], end
                 if self.on_partial:
                     try:
                         await self.on_partial(res[0], uid)
@@ -521,6 +525,13 @@ class RecSession:
         if res is None or st.closed:
             return False
         text, language = res[0], res[3] or self.opts.current() or "en"
+        if text and text != st.partial:  # the freshest interim transcript there is
+            st.partial, st.partial_end = text, st.spec[3]["end"]
+            if self.on_partial:
+                try:
+                    await self.on_partial(text, st.utterance_id)
+                except Exception:
+                    pass
         if not unfinished(text, language, self.cfg.hold_digits):
             return False
         st.hold()
@@ -742,6 +753,7 @@ async def deepgram_ws(request):
         rate, channels = 0, 0
     interim = q.get("interim_results", "false").lower() == "true"
     vad_events = q.get("vad_events", "false").lower() == "true"
+    eot_events = interim and args.end_of_turn_events == "on"
     ws, ok = await open_ws(request)
     if not ok:
         return ws
@@ -811,6 +823,11 @@ async def deepgram_ws(request):
                 if ev is None:
                     break
                 ev = await sess.decide(ev)
+                if ev == "end" and eot_events and st.partial:
+                    # The end-of-turn decision, ahead of the final's decoding: the client
+                    # may act on the interim transcript it names.
+                    await sess.send({"type": "EndOfTurn", "transcript": st.partial,
+                                     "uncovered_ms": round(st.uncovered_ms())})
                 if ev in ("end", "max"):
                     await final(ev == "end")
                 was_speech = st.speech
@@ -849,6 +866,9 @@ def parse_args(argv=None):
     p.add_argument("--turn-hold", choices=["on", "off"], default="on",
                    help="keep listening, up to the silence cap, when the turn is judged complete but the "
                         "transcript ends unfinished (a trailing 'to', 'and', 'my', 'uh'...; English word lists)")
+    p.add_argument("--end-of-turn-events", choices=["on", "off"], default="on",
+                   help="Deepgram-style streams with interim results: send {\"type\":\"EndOfTurn\"} with the "
+                        "latest interim transcript when the turn is judged over, ahead of the final")
     p.add_argument("--patience", choices=["on", "off"], default="on",
                    help="honour a stream's patience option (short, normal, long, digits); off: every stream "
                         "is normal (the option is still checked)")

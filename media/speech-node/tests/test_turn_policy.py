@@ -185,3 +185,97 @@ def test_smart_turns_complete_is_held_for_an_unfinished_transcript(server):
     assert holds == 1 and out[0][1] == pytest.approx(chunks_for(1200), abs=CHUNK_MS)
     out, holds = run_turn(server, "Yes, please.", energy(mode="smart", turn_check_ms=200, max_silence_ms=1200))
     assert holds == 0 and out[0][1] == pytest.approx(chunks_for(200), abs=CHUNK_MS)
+
+
+# ---------------------------------------------------------------------------
+# The Deepgram-style endpoint end to end (aiohttp test server, scripted models).
+
+
+def listen(srv, monkeypatch, transcript, query, *argv, audio=None, p=0.99):
+    """Streams 600 ms of tone and 2 s of silence (16 kHz) to /v1/listen on a node whose
+    recogniser hears `transcript` and whose turn model always answers `p`; returns the
+    JSON messages the node sent, in order."""
+    import json
+
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    monkeypatch.setattr(srv.E, "rec", types.SimpleNamespace(transcribe=lambda *a, **k: (transcript, [], 0.6, "en")))
+    monkeypatch.setattr(srv.E, "turn", types.SimpleNamespace(predict=lambda audio: p))
+    monkeypatch.setattr(srv.E, "vad", None)
+    srv.E.ready.set()
+    args = srv.parse_args(["--vad", "energy", "--partial-interval", "0.3", *argv])
+
+    async def go():
+        app = web.Application()
+        app["args"] = args
+        app.router.add_get("/v1/listen", srv.deepgram_ws)
+        async with TestClient(TestServer(app)) as client:
+            ws = await client.ws_connect("/v1/listen?encoding=linear16&sample_rate=16000&" + query)
+            data = audio if audio is not None else tone(600) + silence(2000)
+            for i in range(0, len(data), 640):
+                await ws.send_bytes(data[i : i + 640])
+                await asyncio.sleep(0.002)  # lets partials finish between frames
+            await ws.send_str('{"type":"CloseStream"}')
+            out = []
+            async for msg in ws:
+                out.append(json.loads(msg.data))
+            return out
+
+    return asyncio.run(go())
+
+
+def kinds(msgs):
+    return [(m["type"], m.get("is_final")) for m in msgs if m["type"] != "Metadata"]
+
+
+def test_the_end_of_turn_event_names_the_interim_transcript_before_the_final(server, monkeypatch):
+    msgs = listen(server, monkeypatch, "Yes please.", "interim_results=true")
+    eot = [m for m in msgs if m["type"] == "EndOfTurn"]
+    assert len(eot) == 1 and eot[0]["transcript"] == "Yes please."
+    assert eot[0]["uncovered_ms"] >= 0
+    i = msgs.index(eot[0])
+    finals = [j for j, m in enumerate(msgs) if m.get("is_final")]
+    assert finals and finals[0] > i  # ahead of the final
+    # Off, or without interim results: no such event.
+    for query, argv in (("interim_results=true", ("--end-of-turn-events", "off")), ("interim_results=false", ())):
+        msgs = listen(server, monkeypatch, "Yes please.", query, *argv)
+        assert not [m for m in msgs if m["type"] == "EndOfTurn"]
+        assert [m for m in msgs if m.get("is_final")]
+
+
+def test_a_caller_who_pauses_after_an_open_ending_gets_one_turn(server, monkeypatch):
+    # "I'd like to", 500 ms of silence, more words: held, one final for both parts; with
+    # the hold off the pause ends a turn (the bot would talk over the rest).
+    audio = tone(600) + silence(500) + tone(600) + silence(2000)
+
+    def finals(msgs):
+        return [m for m in msgs if m.get("is_final")]
+
+    held = listen(server, monkeypatch, "I'd like to", "interim_results=true&endpointing=1200", audio=audio)
+    assert len(finals(held)) == 1 and finals(held)[0]["speech_final"] is True
+    assert finals(held)[0]["channel"]["alternatives"][0]["transcript"] == "I'd like to"
+    off = listen(server, monkeypatch, "I'd like to", "interim_results=true&endpointing=1200", "--turn-hold", "off",
+                 audio=audio)
+    assert len(finals(off)) == 2
+    # A finished answer is not held: two turns either way.
+    assert len(finals(listen(server, monkeypatch, "Yes.", "interim_results=true&endpointing=1200", audio=audio))) == 2
+
+
+def test_patience_sets_how_sure_the_turn_model_must_be_and_the_cap(server, monkeypatch):
+    # A 1500 ms pause and a turn model 60 % sure the turn is over: enough for a normal
+    # stream (threshold 0.5, two turns); a long one waits (0.7, cap 2000 ms: one turn),
+    # unless the node ignores patience.
+    audio = tone(600) + silence(1500) + tone(600) + silence(2500)
+
+    def turns(query, *argv):
+        msgs = listen(server, monkeypatch, "Yes.", "interim_results=true&" + query, *argv, audio=audio, p=0.6)
+        return len([m for m in msgs if m.get("is_final")])
+
+    assert turns("patience=normal") == 2
+    assert turns("patience=long") == 1
+    assert turns("patience=long", "--patience", "off") == 2
+    # The question's own endpointing wins over the patience's cap.
+    assert turns("patience=long&endpointing=1000") == 2
+    # An unknown patience closes the stream with 1008 before any result.
+    assert listen(server, monkeypatch, "Yes.", "patience=eager") == []
