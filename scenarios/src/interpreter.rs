@@ -1120,6 +1120,7 @@ impl<'p> Run<'p> {
                 .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
                 .unwrap_or(Value::Null),
             patience: crate::listening::patience(p, answers),
+            interim_answers: crate::listening::interim_answers(p, answers),
         });
         let d = p.dtmf_properties.get();
         let dtmf = dtmf_on.then(|| DtmfSpec {
@@ -1261,7 +1262,7 @@ impl<'p> Run<'p> {
                     && if exact {
                         norm == t
                     } else {
-                        format!(" {norm} ").contains(&format!(" {t} "))
+                        crate::listening::says(&norm, &t)
                     }
             }) {
                 return Some(a);

@@ -277,6 +277,72 @@ pub fn patience(p: &QuestionProps, answers: &[Answer]) -> Patience {
     }
 }
 
+/// Whether a normalised transcript says a normalised phrase: the phrase's words, in a
+/// row, as whole words (how a `contains` answer matches).
+pub fn says(transcript: &str, phrase: &str) -> bool {
+    !phrase.is_empty() && format!(" {transcript} ").contains(&format!(" {phrase} "))
+}
+
+/// The answers an interim transcript may decide, as each answer's token phrases
+/// (normalised); empty when only the final may decide. The interim decides only what the
+/// final would decide the same way from more words: every answer decided by speech is a
+/// `contains` token answer, and nothing else reads the transcript — no classifier or
+/// language model, no intent, no entity (the question's or an answer's) and no `filter`.
+pub fn interim_answers(p: &QuestionProps, answers: &[Answer]) -> Vec<Vec<String>> {
+    let stt = p.stt_properties.get();
+    let intents = stt
+        .and_then(|s| s.intent_properties.get())
+        .is_some_and(|i| {
+            i.classifier
+                .get()
+                .is_some_and(|c| !c.id.str().trim().is_empty())
+                || i.llm_properties
+                    .get()
+                    .is_some_and(|l| !l.model.str().is_empty() || !l.messages.items().is_empty())
+        });
+    if intents || !filters(stt).is_empty() || !question_entities(p.entity.get()).is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for si in answers.iter().filter_map(|a| a.speech_input.get()) {
+        let tokens: Vec<String> = si
+            .tokens
+            .get()
+            .map(phrases)
+            .unwrap_or_default()
+            .iter()
+            .map(|t| normalize(t))
+            .filter(|t| !t.is_empty())
+            .collect();
+        let entities = si
+            .entity
+            .get()
+            .is_some_and(|e| !e.entities.items().is_empty());
+        let intent = si
+            .intent
+            .get()
+            .is_some_and(|i| !i.id.str().trim().is_empty());
+        if entities || intent || si.mode.str() == "exact" {
+            return Vec::new();
+        }
+        if !tokens.is_empty() {
+            out.push(tokens);
+        }
+    }
+    out
+}
+
+/// Whether an interim transcript decides the question: it says a phrase of exactly one
+/// of `answers` ([`interim_answers`]).
+pub fn interim_decides(answers: &[Vec<String>], interim: &str) -> bool {
+    let norm = normalize(interim);
+    answers
+        .iter()
+        .filter(|tokens| tokens.iter().any(|t| says(&norm, t)))
+        .count()
+        == 1
+}
+
 /// Warns (SCN129) when a question's `entity` is set but reads nothing: not shaped as
 /// `{"entities": [...]}`, or no entry with a known type and a variable.
 pub fn question_entity_unread(entity: Option<&serde_json::Value>, out: &mut Vec<ScenarioError>) {
@@ -543,6 +609,44 @@ mod tests {
         let p: QuestionProps = serde_json::from_value(props).unwrap();
         let a: Vec<Answer> = serde_json::from_value(answers).unwrap();
         patience(&p, &a)
+    }
+
+    #[test]
+    fn an_interim_transcript_decides_only_token_answers_and_only_one() {
+        let yes_no = serde_json::json!([
+            {"answer_id": "yes", "speech_input": {"tokens": ["yes", "sure thing"], "mode": "contains"}},
+            {"answer_id": "no", "speech_input": {"tokens": "No, not now"}},
+            {"answer_id": "key", "dtmf_input": {"value": "1"}}
+        ]);
+        let of = |props: serde_json::Value, answers: &serde_json::Value| {
+            let p: QuestionProps = serde_json::from_value(props).unwrap();
+            let a: Vec<Answer> = serde_json::from_value(answers.clone()).unwrap();
+            interim_answers(&p, &a)
+        };
+        let a = of(serde_json::json!({}), &yes_no);
+        assert_eq!(a, [vec!["yes", "sure thing"], vec!["no", "not now"]]);
+        assert!(interim_decides(&a, "Yes, in the afternoon"));
+        assert!(interim_decides(&a, "Sure thing."));
+        // Both answers, a part of a phrase, part of a word, nothing: the final decides.
+        assert!(!interim_decides(&a, "yes no"));
+        assert!(!interim_decides(&a, "sure"));
+        assert!(!interim_decides(&a, "yesterday"));
+        assert!(!interim_decides(&a, ""));
+        // Anything else reading the transcript: never from the interim.
+        let exact = serde_json::json!([{"answer_id": "no", "speech_input": {"tokens": ["no"], "mode": "exact"}}]);
+        assert!(of(serde_json::json!({}), &exact).is_empty());
+        let filter = serde_json::json!({"stt_properties": {"filter": {"filters": ["um"]}}});
+        assert!(of(filter, &yes_no).is_empty());
+        let entity = serde_json::json!({"entity": {"entities": [{"type": "date", "variable": {"name": "d"}}]}});
+        assert!(of(entity, &yes_no).is_empty());
+        let classifier = serde_json::json!({"stt_properties":
+            {"intent_properties": {"classifier": {"id": "cls_1"}}}});
+        assert!(of(classifier, &yes_no).is_empty());
+        let intent = serde_json::json!([
+            {"answer_id": "yes", "speech_input": {"tokens": ["yes"]}},
+            {"answer_id": "book", "speech_input": {"intent": {"id": "booking"}}}
+        ]);
+        assert!(of(serde_json::json!({}), &intent).is_empty());
     }
 
     #[test]

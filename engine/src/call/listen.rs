@@ -157,6 +157,18 @@ impl LivePort {
             };
             tokio::select! {
                 ev = stt_next => match ev {
+                    Some(SttEvent::Transcript(t)) if t.end_of_turn => {
+                        // The node's end of turn ahead of its final: the answer when the
+                        // interim decides the question.
+                        listen.handle_event(now(), ListenEvent::EndOfTurn { text: t.text });
+                        if listen.is_done() {
+                            turn.notes.push(
+                                "answer decided from the interim transcript at the recogniser's \
+                                 end of turn, before its final"
+                                    .into(),
+                            );
+                        }
+                    }
                     Some(SttEvent::Transcript(t)) => {
                         self.record.transcript(&t.text, t.is_final);
                         if t.is_final {

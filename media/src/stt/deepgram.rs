@@ -7,7 +7,9 @@
 //! stream) and `{"type":"CloseStream"}` (flush and close).
 //!
 //! The service answers `Results` (a transcript, interim or final), `UtteranceEnd` (no word
-//! for `utterance_end_ms`), `SpeechStarted` and `Metadata`. A final `Results` closes one
+//! for `utterance_end_ms`), `SpeechStarted` and `Metadata`; the local speech node also
+//! `EndOfTurn` (its end-of-turn decision with the interim transcript it had, ahead of the
+//! final: reported as an interim marked `end_of_turn`). A final `Results` closes one
 //! *segment* of speech; the caller's turn ends only at a final with `speech_final: true`
 //! (the service's endpointing), at an `UtteranceEnd`, at a final answering the client's
 //! `Finalize` (`from_finalize`), or when the stream closes after `CloseStream` (what the
@@ -95,6 +97,11 @@ pub(super) enum Event {
     UtteranceEnd {
         last_word_end: Option<f64>,
     },
+    /// The local speech node's end-of-turn decision, ahead of the final: the interim
+    /// transcript it had then.
+    EndOfTurn {
+        text: String,
+    },
 }
 
 /// A `Results` message.
@@ -149,6 +156,9 @@ pub(super) fn parse(text: &str) -> Option<Event> {
         "UtteranceEnd" => Some(Event::UtteranceEnd {
             last_word_end: v.get("last_word_end").and_then(|e| e.as_f64()),
         }),
+        "EndOfTurn" => Some(Event::EndOfTurn {
+            text: v.get("transcript").and_then(|t| t.as_str())?.to_string(),
+        }),
         _ => None,
     }
 }
@@ -183,6 +193,7 @@ impl TurnAssembler {
                     is_final: false,
                     end_s: r.end_s,
                     language: r.language,
+                    end_of_turn: false,
                 })
             }
             Event::Results(r) => {
@@ -197,6 +208,17 @@ impl TurnAssembler {
                     is_final: false,
                     end_s: self.end_s,
                     language: self.language.clone(),
+                    end_of_turn: false,
+                })
+            }
+            Event::EndOfTurn { text } => {
+                let text = self.joined_with(&text);
+                (!text.is_empty()).then(|| Parsed {
+                    text,
+                    is_final: false,
+                    end_s: self.end_s,
+                    language: self.language.clone(),
+                    end_of_turn: true,
                 })
             }
             Event::UtteranceEnd { last_word_end } => {
@@ -243,6 +265,7 @@ impl TurnAssembler {
             is_final: true,
             end_s: self.end_s.take(),
             language: self.language.take(),
+            end_of_turn: false,
         }
     }
 }
@@ -322,6 +345,38 @@ mod tests {
         assert_eq!(
             said(t.on(results("yes", true, Some(true)))),
             Some(("yes".into(), true))
+        );
+    }
+
+    /// The node's end-of-turn event is an interim of the turn so far, marked; the final
+    /// still ends the turn.
+    #[test]
+    fn the_end_of_turn_event_is_a_marked_interim_of_the_turn() {
+        let mut t = TurnAssembler::default();
+        assert_eq!(
+            parse(r#"{"type":"EndOfTurn","transcript":"yes please","uncovered_ms":120}"#),
+            Some(Event::EndOfTurn {
+                text: "yes please".into()
+            })
+        );
+        t.on(results("I'd like", true, Some(false)));
+        let p = t
+            .on(Event::EndOfTurn {
+                text: "maybe next week".into(),
+            })
+            .unwrap();
+        assert!(p.end_of_turn && !p.is_final);
+        assert_eq!(p.text, "I'd like maybe next week");
+        assert_eq!(
+            t.on(Event::EndOfTurn { text: " ".into() }).map(|p| p.text),
+            Some("I'd like".into())
+        );
+        let f = t.on(results("maybe next week", true, Some(true))).unwrap();
+        assert!(f.is_final && !f.end_of_turn);
+        assert!(
+            TurnAssembler::default()
+                .on(Event::EndOfTurn { text: "".into() })
+                .is_none()
         );
     }
 

@@ -305,6 +305,10 @@ pub struct Transcript {
     /// The language the node recognised (`channel.alternatives[0].languages[0]` of a
     /// Deepgram-style result, `language` of a Vosk one), when it reports one.
     pub language: Option<String>,
+    /// An interim transcript the node sent with its end-of-turn decision, ahead of the
+    /// final (the local speech node's `EndOfTurn` event): the listener may decide from it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub end_of_turn: bool,
 }
 
 /// What a stream reports.
@@ -543,6 +547,8 @@ struct Parsed {
     end_s: Option<f64>,
     /// The language the node recognised, if it says.
     language: Option<String>,
+    /// The node's end-of-turn event (an interim transcript ahead of the final).
+    end_of_turn: bool,
 }
 
 /// Parses one Vosk-protocol message into its result (text, finality, speech end,
@@ -555,6 +561,7 @@ fn parse_vosk(text: &str) -> Option<Parsed> {
             is_final: false,
             end_s: None,
             language: None,
+            end_of_turn: false,
         });
     }
     let t = v.get("text").and_then(|t| t.as_str())?;
@@ -570,6 +577,7 @@ fn parse_vosk(text: &str) -> Option<Parsed> {
         is_final: true,
         end_s,
         language: language.filter(|l| !l.is_empty()).map(str::to_string),
+        end_of_turn: false,
     })
 }
 
@@ -724,9 +732,15 @@ async fn run_stream(
             is_final,
             end_s,
             language,
+            end_of_turn,
         } = p;
-        // Nodes repeat the current partial for every audio frame: report changes only.
-        if !is_final && (!params.interim_results || text.is_empty() || text == last_partial) {
+        // Nodes repeat the current partial for every audio frame: report changes only (the
+        // end-of-turn event always: it says when, not what).
+        if !is_final
+            && (!params.interim_results
+                || text.is_empty()
+                || (text == last_partial && !end_of_turn))
+        {
             return None;
         }
         last_partial = if is_final {
@@ -748,6 +762,7 @@ async fn run_stream(
             node: node.name.clone(),
             decision_to_final_ms,
             language,
+            end_of_turn,
         }))
     };
     loop {
@@ -975,6 +990,7 @@ mod tests {
             is_final,
             end_s,
             language: language.map(str::to_string),
+            end_of_turn: false,
         }
     }
 

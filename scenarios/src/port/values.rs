@@ -153,6 +153,12 @@ pub struct SpeechSpec {
     /// How patient the recogniser is before it ends the turn ([`Patience`]).
     #[serde(default)]
     pub patience: Patience,
+    /// The token phrases (normalised) of each answer, when an interim transcript may
+    /// decide the question ([`crate::listening::interim_answers`]): at the recogniser's
+    /// end-of-turn decision, an interim transcript that matches exactly one of them is the
+    /// answer, without waiting for the final. Empty: the final decides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interim_answers: Vec<Vec<String>>,
 }
 
 impl Default for SpeechSpec {
@@ -173,6 +179,7 @@ impl Default for SpeechSpec {
             interruption_shift_ms: None,
             stt_properties: serde_json::Value::Null,
             patience: Patience::Normal,
+            interim_answers: Vec::new(),
         }
     }
 }

@@ -312,6 +312,7 @@ impl Peer {
                 node: NODE.into(),
                 decision_to_final_ms: None,
                 language: None,
+                end_of_turn: false,
             };
             let _ = tx.send(SttEvent::Transcript(t)).await;
         }
