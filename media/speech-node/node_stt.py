@@ -210,7 +210,8 @@ class SmartTurn:
 # that take an object, conjunctions, copulas and auxiliaries, subject pronouns, fillers).
 # Words that often end a finished answer ("about", "in", "on", "up", "it", "that", "you",
 # "so", "well") are not in it. ALONE: words that are no answer when they are all that was
-# said ("well", "so", "okay so").
+# said ("well", "so", "okay so"). LEADING: possessives that make a transcript of at most
+# two words a noun phrase still waiting for its verb ("my number…", "your address…").
 HOLD_WORDS = {
     "en": {
         "trailing": {
@@ -224,6 +225,7 @@ HOLD_WORDS = {
             "uh", "um", "er", "erm", "uhm", "hmm", "hm", "mm", "mhm", "ah", "like", "maybe",
         },
         "alone": {"well", "so", "okay so", "right so", "let me see", "let's see"},
+        "leading": {"my", "your", "our", "their", "his", "her"},
     },
 }
 # Spoken digits (English) for the digit-run hold (patience "digits").
@@ -253,7 +255,8 @@ def _words(text):
 def unfinished(text, language="en", digits=False):
     """Whether a running transcript ends the way a finished answer in `language` (a
     Whisper code) does not: a trailing word of HOLD_WORDS, a transcript of only ALONE
-    words, a trailing ellipsis, comma or dash, and with `digits` (patience "digits") a
+    words, one of at most two words led by a LEADING possessive ("My numbers", as Whisper
+    hears "my number is" on the phone), a trailing ellipsis, comma or dash, and with `digits` (patience "digits") a
     trailing digit or spoken digit. False for an empty transcript and for a language
     without word lists."""
     lists = HOLD_WORDS.get(language or "en")
@@ -266,6 +269,8 @@ def unfinished(text, language="en", digits=False):
     if t.endswith(("...", "\u2026", ",", "-", "\u2014", "\u2013")):
         return True
     if words[-1] in lists["trailing"] or " ".join(words) in lists["alone"]:
+        return True
+    if len(words) <= 2 and words[0] in lists["leading"]:
         return True
     if digits:
         last = words[-1]

@@ -22,7 +22,7 @@ from test_stream import CHUNK_MS, chunks_for, energy, events, silence, tone  # n
 @pytest.mark.parametrize(
     "text",
     ["I'd like to", "My number is", "um", "Yes and", "I want the", "It's for my", "Well", "so",
-     "I'd like to...", "My number is five five five,", "Uh, maybe"],
+     "I'd like to...", "My number is five five five,", "Uh, maybe", "My numbers", "your address"],
 )
 def test_an_answer_that_ends_open_is_unfinished(text):
     assert unfinished(text, "en")
@@ -31,7 +31,7 @@ def test_an_answer_that_ends_open_is_unfinished(text):
 @pytest.mark.parametrize(
     "text",
     ["", "Yes", "No thanks", "Sure, call me back.", "I'd like to maybe next week.", "What is this about?",
-     "Not today.", "Hold on", "I like that", "Thank you", "five five five one two"],
+     "Not today.", "Hold on", "I like that", "Thank you", "five five five one two", "My number is 555 1234."],
 )
 def test_a_finished_answer_is_not(text):
     assert not unfinished(text, "en")
