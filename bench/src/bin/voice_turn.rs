@@ -114,6 +114,8 @@ struct Turn {
     errors: usize,
     words: usize,
     branch_ok: bool,
+    /// The answer was decided from the interim transcript (the turn's `notes` say so).
+    from_interim: bool,
     live: usize,
     transcript: String,
     phrase: String,
@@ -197,6 +199,11 @@ fn turn_of(h: &Value, rec: &CallRecord, phrase: &Phrase) -> Turn {
         errors,
         words,
         branch_ok: goals.contains(&phrase.branch),
+        from_interim: t["notes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|n| n.as_str().is_some_and(|n| n.contains("interim transcript"))),
         live: rec.live_at_speech_end,
         transcript,
         phrase: phrase.text.clone(),
@@ -500,9 +507,9 @@ fn print_level(l: &Level) {
 
 fn print_table(levels: &[Level]) {
     println!(
-        "\n| policy | calls live (cpl) | set | turns | false cut-offs | on-wire p50 / p95 / p99 ms | history response_ms p50 | speech end → final p50 | final → reply requested p50 | → first RTP p50 | mean live at speech end | exact phrases | word errors | branch right | engine CPU % | node CPU % | load 1-min |"
+        "\n| policy | calls live (cpl) | set | turns | false cut-offs | on-wire p50 / p95 / p99 ms | history response_ms p50 | speech end → final p50 | final → reply requested p50 | → first RTP p50 | mean live at speech end | exact phrases | word errors | branch right | from interim | engine CPU % | node CPU % | load 1-min |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for l in levels {
         let wire = sorted(l.turns.iter().filter_map(|t| t.wire_ms));
         let hist = sorted(l.turns.iter().filter_map(|t| t.history_response_ms));
@@ -519,7 +526,7 @@ fn print_table(levels: &[Level]) {
         let cut = l.turns.iter().filter(|t| t.cut_off).count();
         let live = l.turns.iter().map(|t| t.live as f64).sum::<f64>() / n;
         println!(
-            "| {} | {} | {} | {} | {}/{} ({:.0} %) | {} / {} / {} | {} | {} | {} | {} | {:.1} | {}/{} ({:.0} %) | {:.1} % | {}/{} | {:.0} | {:.0} | {:.1}–{:.1} |",
+            "| {} | {} | {} | {} | {}/{} ({:.0} %) | {} / {} / {} | {} | {} | {} | {} | {:.1} | {}/{} ({:.0} %) | {:.1} % | {}/{} | {}/{} | {:.0} | {:.0} | {:.1}–{:.1} |",
             l.policy,
             l.n,
             l.set,
@@ -540,6 +547,8 @@ fn print_table(levels: &[Level]) {
             exact as f64 * 100.0 / n,
             errs as f64 * 100.0 / words.max(1) as f64,
             branch,
+            l.turns.len(),
+            l.turns.iter().filter(|t| t.from_interim).count(),
             l.turns.len(),
             l.engine_cpu_pct,
             l.node_cpu_pct,
