@@ -371,6 +371,7 @@ fn vosk_node(name: &str, port: u16) -> SttNodeConfig {
         api_key_env: None,
         ca_file: None,
         utterance_end_ms: None,
+        turn_patience: false,
     }
 }
 

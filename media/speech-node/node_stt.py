@@ -201,6 +201,83 @@ class SmartTurn:
         return float(np.asarray(out[0]).reshape(-1)[0])
 
 
+# The turn policy: when the end-of-turn check (Smart Turn, or the fixed timer) says the
+# turn is complete but the running transcript ends the way a finished answer does not, the
+# node keeps listening up to the silence cap (the "hold"). Per language (Whisper codes);
+# a language without lists is never held.
+#
+# TRAILING: a last word that leaves the sentence open (articles, possessives, prepositions
+# that take an object, conjunctions, copulas and auxiliaries, subject pronouns, fillers).
+# Words that often end a finished answer ("about", "in", "on", "up", "it", "that", "you",
+# "so", "well") are not in it. ALONE: words that are no answer when they are all that was
+# said ("well", "so", "okay so"). LEADING: possessives that make a transcript of at most
+# two words a noun phrase still waiting for its verb ("my number…", "your address…").
+HOLD_WORDS = {
+    "en": {
+        "trailing": {
+            "a", "an", "the",
+            "my", "your", "our", "their", "his", "her", "its",
+            "to", "of", "for", "with", "at", "from", "into", "by", "than",
+            "and", "or", "but", "because", "if", "nor",
+            "is", "are", "was", "were", "am", "be", "been",
+            "i", "we", "i'd", "i'm", "i'll", "we'd", "we're", "it's", "that's", "there's",
+            "can", "could", "would", "should", "will", "shall", "might", "must", "do", "does", "did",
+            "uh", "um", "er", "erm", "uhm", "hmm", "hm", "mm", "mhm", "ah", "like", "maybe",
+        },
+        "alone": {"well", "so", "okay so", "right so", "let me see", "let's see"},
+        "leading": {"my", "your", "our", "their", "his", "her"},
+    },
+}
+# Spoken digits (English) for the digit-run hold (patience "digits").
+DIGIT_WORDS = {
+    "en": {"zero", "oh", "o", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+           "eleven", "twelve", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+           "hundred", "thousand", "double", "triple"},
+}
+# The question's patience (the stream's `patience` option) as endpointing: the silence
+# after which the end-of-turn model is asked, the model's probability that counts as
+# complete, the silence cap, and whether a trailing digit run is held. `normal` is the
+# node's own settings.
+PATIENCE = {
+    "short": {"turn_check_ms": 150, "max_silence_ms": 800},
+    "normal": {},
+    "long": {"turn_check_ms": 300, "turn_threshold": 0.7, "max_silence_ms": 2000},
+    "digits": {"turn_check_ms": 300, "turn_threshold": 0.7, "max_silence_ms": 2000, "hold_digits": True},
+}
+
+
+def _words(text):
+    import re
+
+    return re.findall(r"[\w']+", str(text or "").lower().replace("\u2019", "'"))
+
+
+def unfinished(text, language="en", digits=False):
+    """Whether a running transcript ends the way a finished answer in `language` (a
+    Whisper code) does not: a trailing word of HOLD_WORDS, a transcript of only ALONE
+    words, one of at most two words led by a LEADING possessive ("My numbers", as Whisper
+    hears "my number is" on the phone), a trailing ellipsis, comma or dash, and with `digits` (patience "digits") a
+    trailing digit or spoken digit. False for an empty transcript and for a language
+    without word lists."""
+    lists = HOLD_WORDS.get(language or "en")
+    t = str(text or "").strip()
+    if lists is None or not t:
+        return False
+    words = _words(t)
+    if not words:
+        return False
+    if t.endswith(("...", "\u2026", ",", "-", "\u2014", "\u2013")):
+        return True
+    if words[-1] in lists["trailing"] or " ".join(words) in lists["alone"]:
+        return True
+    if len(words) <= 2 and words[0] in lists["leading"]:
+        return True
+    if digits:
+        last = words[-1]
+        return last.isdigit() or last in DIGIT_WORDS.get(language or "en", ())
+    return False
+
+
 @dataclass
 class EndpointConfig:
     mode: str = "smart"  # "smart" (VAD + Smart Turn) or "fixed" (VAD + fixed silence timer)
@@ -216,6 +293,23 @@ class EndpointConfig:
     energy_threshold: float = 300.0  # int16 RMS, energy VAD only
     preroll_ms: int = 400
     min_speech_ms: int = 64
+    hold: bool = True  # the unfinished-transcript hold (see `unfinished`)
+    hold_digits: bool = False  # the hold also keeps a trailing digit run open (patience "digits")
+    patience: str = "normal"  # the stream's patience, as applied (PATIENCE)
+
+    def apply_patience(self, patience):
+        """Applies a PATIENCE level over the current settings; an unknown level is
+        refused (ValueError)."""
+        if patience not in PATIENCE:
+            raise ValueError(f"patience {patience!r}: one of {', '.join(PATIENCE)}")
+        for k, v in PATIENCE[patience].items():
+            setattr(self, k, v)
+        self.patience = patience
+
+    def hold_cap_ms(self):
+        """The silence a held turn may last: the smart mode's cap; with the fixed timer the
+        larger of the timer and that cap (no hold when they are equal)."""
+        return self.max_silence_ms if self.mode != "fixed" else max(self.silence_ms, self.max_silence_ms)
 
 
 class Stream:
@@ -242,11 +336,14 @@ class Stream:
         self.speech_end = 0  # stream sample where speech was last heard
         self.turn_checked = False
         self.spec_started = False  # "spec" reported for the current silence
+        self.held = False  # the current silence is held (an unfinished transcript)
+        self.holds = 0  # turns held, for the request log line
         self.quiet_run = 0  # for the Silero state reset outside speech
         self.recent_max = 0.0
         self.utterance_id = 0
         self.partial = ""
         self.partial_at = 0
+        self.partial_end = 0  # stream sample where the audio of `partial` ends
         self.partial_task = None
         self.spec = None  # (future, utterance_id, voice_seq): transcription launched at the turn check
         self.closed = False
@@ -331,6 +428,7 @@ class Stream:
                 self.silence = 0
                 self.turn_checked = False
                 self.spec_started = False
+                self.held = False
                 self.speech_end = self.pos
                 self.voice_seq += 1
                 self.partial_at = 0
@@ -345,6 +443,7 @@ class Stream:
             self.silence = 0
             self.turn_checked = False
             self.spec_started = False
+            self.held = False
             self.speech_end = self.pos
             self.voice_seq += 1
         else:
@@ -353,7 +452,7 @@ class Stream:
             return "max"
         sil_ms = self.ms(self.silence)
         if cfg.mode == "fixed":
-            if sil_ms >= cfg.silence_ms:
+            if sil_ms >= (cfg.hold_cap_ms() if self.held else cfg.silence_ms):
                 return "end"
         elif sil_ms >= cfg.max_silence_ms:
             return "end"
@@ -365,6 +464,22 @@ class Stream:
             self.spec_started = True
             return "spec"
         return None
+
+    def can_hold(self):
+        """Whether the current silence may still be held: the hold is on, not yet held,
+        and the cap lies beyond the silence so far."""
+        return self.cfg.hold and not self.held and self.ms(self.silence) < self.cfg.hold_cap_ms()
+
+    def hold(self):
+        """Keeps the turn open after an end-of-turn decision (an unfinished transcript):
+        it ends at the silence cap ("end") unless the caller goes on."""
+        self.held = True
+        self.holds += 1
+
+    def uncovered_ms(self) -> float:
+        """Milliseconds of the utterance's speech after the audio of the latest partial
+        (0 when the partial heard it all)."""
+        return max(0.0, self.ms(self.speech_end - self.partial_end))
 
     def audio(self) -> np.ndarray:
         if not self.utt:
@@ -409,8 +524,10 @@ class Stream:
         self.silence = 0
         self.turn_checked = False
         self.spec_started = False
+        self.held = False
         self.partial = ""
         self.partial_at = 0
+        self.partial_end = 0
         self.spec = None
         self.utterance_id += 1
         self.finals += 1

@@ -10,17 +10,24 @@ Recognition (websocket):
                 when an utterance ends; {"eof": 1} flushes the last utterance and closes.
   /v1/listen    Deepgram-style protocol: query encoding=linear16&sample_rate=8000
                 &interim_results=true[&endpointing=MS|false][&vad_events=true]
+                [&patience=short|normal|long|digits]
                 [&language=TAG|multi][&detect_language=TAG...][&keyterm=PHRASE...]; binary
                 audio in, {"type":"Results","is_final","speech_final","start","duration",
                  "channel":{"alternatives":[{"transcript","confidence","words","languages"}]}}
-                out. `language=multi` with `detect_language` tags: each final is decoded in
+                out; with interim results, {"type":"EndOfTurn","transcript","uncovered_ms"}
+                when the turn is judged over, before its final (--end-of-turn-events: the
+                latest interim transcript, and the ms of speech after its audio).
+                `language=multi` with `detect_language` tags: each final is decoded in
                 the most probable of those languages (Whisper's language identification;
                 "languages" names it); `keyterm`/`keywords` are Whisper hotwords.
                 {"type":"Finalize"} finalizes now, {"type":"CloseStream"} flushes, answers
                 {"type":"Metadata"} and closes.
   End of utterance: Silero VAD, then after --turn-check-ms of silence the Smart Turn v3
   model decides whether the turn is complete (final now) or not (wait up to
-  --max-silence-ms). --endpoint fixed: a plain --silence-ms timer.
+  --max-silence-ms). --endpoint fixed: a plain --silence-ms timer. A turn judged
+  complete whose transcript ends open ("I'd like to", "um") is held up to the cap
+  (--turn-hold); a stream's patience (query `patience`, Vosk config "patience") sets how
+  soon a turn may end (--patience off ignores it). README.md, "Recognition".
   Every final of both protocols also carries "decision_to_final_ms" (an extension): the
   milliseconds between the end-of-turn decision (or the Finalize/CloseStream/eof asking
   for it) and the final being sent, i.e. its decoding.
@@ -57,7 +64,9 @@ import numpy as np  # noqa: E402
 from aiohttp import WSMsgType, web  # noqa: E402
 
 import node_models  # noqa: E402
-from node_stt import SR, EndpointConfig, Recognizer, RecOptions, SileroVad, SmartTurn, Stream  # noqa: E402
+from node_stt import (  # noqa: E402
+    PATIENCE, SR, EndpointConfig, Recognizer, RecOptions, SileroVad, SmartTurn, Stream, unfinished,
+)
 from node_tts import OPENAI_VOICES, PicoEngine, PiperEngine, pico_languages, wav_header  # noqa: E402
 
 log = logging.getLogger("speech-node")
@@ -426,6 +435,7 @@ class RecSession:
         st.partial_at = st.utt_len
         uid = st.utterance_id
         audio = st.audio()
+        end = st.utt_start + st.utt_len
         fut = stt_submit(self.loop, self._job, audio, 0.0, False, lambda: st.closed or st.utterance_id != uid, True)
 
         async def done():
@@ -437,7 +447,7 @@ class RecSession:
             if res is None or st.utterance_id != uid or st.closed:
                 return
             text = res[0]
-            st.partial = text
+            st.partial, st.partial_end = text, end
             if self.on_partial:
                 try:
                     await self.on_partial(text, uid)
@@ -453,7 +463,7 @@ class RecSession:
         audio, start, uid, seq = st.audio(), st.start_s(), st.utterance_id, st.voice_seq
         if st.spec is not None:
             st.spec[3]["cancel"] = True
-        token = {"cancel": False}
+        token = {"cancel": False, "end": st.utt_start + st.utt_len}
         fut = stt_submit(self.loop, self._job, audio, start, self.words, lambda: st.closed or token["cancel"],
                          FINAL_TRIM, True)
         st.spec = (fut, uid, seq, token)
@@ -470,7 +480,7 @@ class RecSession:
         st.turn_checks += 1
         if not self.spec_valid():
             self.launch_spec()
-        fut, uid, audio = st.spec[0], st.utterance_id, st.audio()
+        fut, uid, audio, end = st.spec[0], st.utterance_id, st.audio(), st.spec[3]["end"]
 
         async def spec_partial():
             try:
@@ -478,7 +488,7 @@ class RecSession:
             except Exception:
                 return
             if res is not None and st.utterance_id == uid and not st.closed and res[0] != st.partial:
-                st.partial = res[0]
+                st.partial, st.partial_end = res[0], end
                 if self.on_partial:
                     try:
                         await self.on_partial(res[0], uid)
@@ -492,9 +502,54 @@ class RecSession:
             p = 0.0
         complete = p >= self.cfg.turn_threshold
         log.debug("smart turn p=%.3f complete=%s after %.0f ms", p, complete, (time.monotonic() - t0) * 1000)
+        if complete and await self.held():
+            complete = False
         if not complete:
             asyncio.ensure_future(spec_partial())
         return complete
+
+    async def held(self):
+        """After an end-of-turn decision: whether the running transcript (the final
+        transcription under way, which the final would wait for anyway) ends unfinished
+        (node_stt.unfinished, in the language it was decoded in), in which case the stream
+        holds the turn open up to the silence cap. False when the stream cannot hold."""
+        st = self.stream
+        if not st.can_hold():
+            return False
+        if not self.spec_valid():
+            self.launch_spec()
+        try:
+            res = await st.spec[0]
+        except Exception:
+            return False
+        if res is None or st.closed:
+            return False
+        text, language = res[0], res[3] or self.opts.current() or "en"
+        if text and text != st.partial:  # the freshest interim transcript there is
+            st.partial, st.partial_end = text, st.spec[3]["end"]
+            if self.on_partial:
+                try:
+                    await self.on_partial(text, st.utterance_id)
+                except Exception:
+                    pass
+        if not unfinished(text, language, self.cfg.hold_digits):
+            return False
+        st.hold()
+        log.debug("turn held: %r ends unfinished", text)
+        return True
+
+    async def decide(self, ev):
+        """Acts on a stream event: starts the speculative final ("spec"), asks the turn
+        model ("check"), and for the fixed timer's "end" applies the hold. Returns "end" or
+        "max" when the utterance is over, else None."""
+        if ev == "spec":
+            self.launch_spec()
+            return None
+        if ev == "check":
+            return "end" if await self.turn_check() else None
+        if ev == "end" and self.cfg.mode == "fixed" and await self.held():
+            return None
+        return ev if ev in ("end", "max") else None
 
     async def final(self, endpoint=True):
         """Ends the utterance; returns (text, words, start_s, end_s, language)."""
@@ -533,17 +588,19 @@ class RecSession:
         lat = st.turn_latencies
         return (
             f"proto={proto} rate={st.rate} audio={st.total_in / max(1, st.rate):.1f}s finals={st.finals} "
-            f"endpoint={self.cfg.mode} turn_checks={st.turn_checks} "
+            f"endpoint={self.cfg.mode} patience={self.cfg.patience} turn_checks={st.turn_checks} holds={st.holds} "
             f"silence_to_decision_ms={np.mean(lat) if lat else 0:.0f} "
             f"final_proc_ms={np.mean(self.proc_ms) if self.proc_ms else 0:.0f}"
         )
 
 
-def endpoint_cfg(args, endpointing=None, endpoint=None):
+def endpoint_cfg(args, endpointing=None, endpoint=None, patience=None):
     """A stream's endpointing: the node's options, then the stream's `endpoint`
-    (`smart`/`fixed`) and `endpointing` (ms of silence, or `false`). With Smart Turn,
-    `endpointing` caps the silence (Smart Turn may end the turn sooner); with the fixed
-    timer it is the timer."""
+    (`smart`/`fixed`), its `patience` (PATIENCE: how soon the turn may end; ignored with
+    --patience off) and `endpointing` (ms of silence, or `false`), which wins over the
+    patience's cap. With Smart Turn, `endpointing` caps the silence (Smart Turn may end
+    the turn sooner); with the fixed timer it is the timer. An unknown patience is a
+    ValueError."""
     cfg = EndpointConfig(
         mode=args.endpoint if E.turn is not None else "fixed",
         silence_ms=args.silence_ms,
@@ -555,11 +612,18 @@ def endpoint_cfg(args, endpointing=None, endpoint=None):
         partial_interval=args.partial_interval,
         vad=args.vad if E.vad is not None else "energy",
         energy_threshold=args.energy_threshold,
+        hold=args.turn_hold == "on",
     )
     if str(endpoint).lower() == "fixed":
         cfg.mode = "fixed"
     elif str(endpoint).lower() == "smart" and E.turn is not None:
         cfg.mode = "smart"
+    if patience is not None and str(patience) != "":
+        level = str(patience).lower()
+        if level not in PATIENCE:
+            raise ValueError(f"patience {patience!r}: one of {', '.join(PATIENCE)}")
+        if args.patience == "on":
+            cfg.apply_patience(level)
     if endpointing is not None:
         s = str(endpointing).lower()
         if s == "false":
@@ -609,8 +673,13 @@ async def vosk_ws(request):
                     if rate < 4000 or rate > 48000:
                         await sess.send({"error": "unsupported sample_rate"})
                         continue
-                    if "endpointing" in cfg or "endpoint" in cfg:  # extensions, as in endpoint_cfg
-                        sess.cfg = st.cfg = endpoint_cfg(args, cfg.get("endpointing"), cfg.get("endpoint"))
+                    if "endpointing" in cfg or "endpoint" in cfg or "patience" in cfg:  # extensions, as in endpoint_cfg
+                        try:
+                            sess.cfg = st.cfg = endpoint_cfg(args, cfg.get("endpointing"), cfg.get("endpoint"),
+                                                             cfg.get("patience"))
+                        except ValueError as exc:
+                            await sess.send({"error": str(exc)})
+                            continue
                     if "languages" in cfg or "hints" in cfg:  # extensions: languages to identify, hints
                         langs = cfg.get("languages") if isinstance(cfg.get("languages"), list) else []
                         hints = cfg.get("hints") if isinstance(cfg.get("hints"), list) else []
@@ -633,11 +702,7 @@ async def vosk_ws(request):
             sent_final = False
             ev = st.feed(msg.data)
             while ev is not None:
-                if ev == "spec":
-                    sess.launch_spec()
-                if ev == "check":
-                    if await sess.turn_check():
-                        ev = "end"
+                ev = await sess.decide(ev)
                 if ev in ("end", "max"):
                     text, words, _s, _e, lang = await sess.final()
                     await sess.send({"result": words, "text": text, "language": lang,
@@ -688,6 +753,7 @@ async def deepgram_ws(request):
         rate, channels = 0, 0
     interim = q.get("interim_results", "false").lower() == "true"
     vad_events = q.get("vad_events", "false").lower() == "true"
+    eot_events = interim and args.end_of_turn_events == "on"
     ws, ok = await open_ws(request)
     if not ok:
         return ws
@@ -700,7 +766,12 @@ async def deepgram_ws(request):
     # `keyterm`/`keywords` (hints) choose the languages and hotwords of the stream.
     opts = RecOptions.from_request(q.get("language"), q.getall("detect_language", []),
                                    q.getall("keyterm", []) + q.getall("keywords", []))
-    sess = RecSession(ws, endpoint_cfg(args, q.get("endpointing"), q.get("endpoint")), rate, words, opts)
+    try:
+        cfg = endpoint_cfg(args, q.get("endpointing"), q.get("endpoint"), q.get("patience"))
+    except ValueError as exc:
+        await ws.close(code=1008, message=str(exc).encode()[:120])
+        return ws
+    sess = RecSession(ws, cfg, rate, words, opts)
     st = sess.stream
     last_sent = {"text": ""}
 
@@ -751,11 +822,12 @@ async def deepgram_ws(request):
                                      "timestamp": round(st.start_s(), 3)})
                 if ev is None:
                     break
-                if ev == "spec":
-                    sess.launch_spec()
-                if ev == "check":
-                    if await sess.turn_check():
-                        ev = "end"
+                ev = await sess.decide(ev)
+                if ev == "end" and eot_events and st.partial:
+                    # The end-of-turn decision, ahead of the final's decoding: the client
+                    # may act on the interim transcript it names.
+                    await sess.send({"type": "EndOfTurn", "transcript": st.partial,
+                                     "uncovered_ms": round(st.uncovered_ms())})
                 if ev in ("end", "max"):
                     await final(ev == "end")
                 was_speech = st.speech
@@ -791,6 +863,15 @@ def parse_args(argv=None):
     p.add_argument("--max-silence-ms", type=int, default=1200, help="smart: silence that always ends an utterance")
     p.add_argument("--turn-threshold", type=float, default=0.5, help="smart: Smart Turn probability for complete")
     p.add_argument("--silence-ms", type=int, default=700, help="fixed: silence that ends an utterance")
+    p.add_argument("--turn-hold", choices=["on", "off"], default="on",
+                   help="keep listening, up to the silence cap, when the turn is judged complete but the "
+                        "transcript ends unfinished (a trailing 'to', 'and', 'my', 'uh'...; English word lists)")
+    p.add_argument("--end-of-turn-events", choices=["on", "off"], default="on",
+                   help="Deepgram-style streams with interim results: send {\"type\":\"EndOfTurn\"} with the "
+                        "latest interim transcript when the turn is judged over, ahead of the final")
+    p.add_argument("--patience", choices=["on", "off"], default="on",
+                   help="honour a stream's patience option (short, normal, long, digits); off: every stream "
+                        "is normal (the option is still checked)")
     p.add_argument("--final-window", choices=["full", "trim"], default="trim",
                    help="Whisper encoder window for finals: full 30 s (accurate) or the utterance + 3 s "
                         "(about 4x faster, more word errors); partials always use trim")

@@ -270,6 +270,7 @@ async fn speech_round_trips_through_the_recognition_node() {
         api_key_env: None,
         ca_file: None,
         utterance_end_ms: None,
+        turn_patience: false,
     };
     let pool2 = SttPool::new(vec![dead, node.vosk("live")]);
     for _ in 0..3 {

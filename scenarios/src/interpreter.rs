@@ -1119,6 +1119,8 @@ impl<'p> Run<'p> {
             stt_properties: stt
                 .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
                 .unwrap_or(Value::Null),
+            patience: crate::listening::patience(p, answers),
+            interim_answers: crate::listening::interim_answers(p, answers),
         });
         let d = p.dtmf_properties.get();
         let dtmf = dtmf_on.then(|| DtmfSpec {
@@ -1260,7 +1262,7 @@ impl<'p> Run<'p> {
                     && if exact {
                         norm == t
                     } else {
-                        format!(" {norm} ").contains(&format!(" {t} "))
+                        crate::listening::says(&norm, &t)
                     }
             }) {
                 return Some(a);

@@ -7,8 +7,8 @@
 use crate::codes::{Code, ScenarioError};
 use crate::interpreter::normalize;
 use crate::interpreter::phrases;
-use crate::model::{Entity, EntitySet, Shift, SttProperties};
-use crate::port::{Heard, Interruption, SpeechBargeIn};
+use crate::model::{Answer, Entity, EntitySet, QuestionProps, Shift, SttProperties};
+use crate::port::{Heard, Interruption, Patience, SpeechBargeIn};
 
 /// Whether a hint names one of the account's STT dictionaries (`dic_…`) rather than
 /// being a phrase.
@@ -195,6 +195,152 @@ pub fn question_entities(entity: Option<&serde_json::Value>) -> Vec<Entity> {
         .and_then(|e| serde_json::from_value::<EntitySet>(e.clone()).ok())
         .map(|s| s.entities.items().to_vec())
         .unwrap_or_default()
+}
+
+/// The most words a keyword answer's phrase has for the question to be [`Patience::Short`].
+const SHORT_ANSWER_WORDS: usize = 2;
+
+/// How patient the recogniser is with a question's answer ([`Patience`]), from what the
+/// question expects:
+/// * `digits`: the question's `entity` or an answer's `speech_input.entity` reads a number,
+///   digits, a date or a time;
+/// * `long`: one of them reads free text or an e-mail address, or no answer is decided by
+///   what was said (no tokens, intents, entities, classifier or language model: the
+///   answer is whatever the caller says);
+/// * `short`: every answer decided by speech is decided by tokens alone, each of at most
+///   [`SHORT_ANSWER_WORDS`] words (yes/no, keywords), and no classifier or language model
+///   reads the answer;
+/// * else `normal`.
+///
+/// The question's own `speech_timeout` is sent beside it and wins over the patience's
+/// silence cap (docs/voice.md, "Turn policy").
+pub fn patience(p: &QuestionProps, answers: &[Answer]) -> Patience {
+    let speech: Vec<_> = answers
+        .iter()
+        .filter_map(|a| a.speech_input.get())
+        .collect();
+    let kinds: Vec<String> = question_entities(p.entity.get())
+        .iter()
+        .chain(
+            speech
+                .iter()
+                .filter_map(|s| s.entity.get())
+                .flat_map(|e| e.entities.items()),
+        )
+        .map(|e| e.kind.str().trim().to_ascii_lowercase())
+        .collect();
+    if kinds
+        .iter()
+        .any(|k| matches!(k.as_str(), "number" | "digits" | "date" | "time"))
+    {
+        return Patience::Digits;
+    }
+    if kinds.iter().any(|k| matches!(k.as_str(), "text" | "email")) {
+        return Patience::Long;
+    }
+    let intents = p
+        .stt_properties
+        .get()
+        .and_then(|s| s.intent_properties.get())
+        .is_some_and(|i| {
+            i.classifier
+                .get()
+                .is_some_and(|c| !c.id.str().trim().is_empty())
+                || i.llm_properties
+                    .get()
+                    .is_some_and(|l| !l.model.str().is_empty() || !l.messages.items().is_empty())
+        });
+    let tokens = |s: &&crate::model::SpeechInput| s.tokens.get().map(phrases).unwrap_or_default();
+    let by_intent = |s: &&crate::model::SpeechInput| {
+        s.intent
+            .get()
+            .is_some_and(|i| !i.id.str().trim().is_empty())
+    };
+    let decided: Vec<_> = speech
+        .iter()
+        .filter(|s| !tokens(s).is_empty() || by_intent(s))
+        .collect();
+    if decided.is_empty() && !intents {
+        return Patience::Long;
+    }
+    let short = !intents
+        && decided.iter().all(|s| {
+            !by_intent(s)
+                && tokens(s)
+                    .iter()
+                    .all(|t| normalize(t).split(' ').count() <= SHORT_ANSWER_WORDS)
+        });
+    if short {
+        Patience::Short
+    } else {
+        Patience::Normal
+    }
+}
+
+/// Whether a normalised transcript says a normalised phrase: the phrase's words, in a
+/// row, as whole words (how a `contains` answer matches).
+pub fn says(transcript: &str, phrase: &str) -> bool {
+    !phrase.is_empty() && format!(" {transcript} ").contains(&format!(" {phrase} "))
+}
+
+/// The answers an interim transcript may decide, as each answer's token phrases
+/// (normalised); empty when only the final may decide. The interim decides only what the
+/// final would decide the same way from more words: every answer decided by speech is a
+/// `contains` token answer, and nothing else reads the transcript — no classifier or
+/// language model, no intent, no entity (the question's or an answer's) and no `filter`.
+pub fn interim_answers(p: &QuestionProps, answers: &[Answer]) -> Vec<Vec<String>> {
+    let stt = p.stt_properties.get();
+    let intents = stt
+        .and_then(|s| s.intent_properties.get())
+        .is_some_and(|i| {
+            i.classifier
+                .get()
+                .is_some_and(|c| !c.id.str().trim().is_empty())
+                || i.llm_properties
+                    .get()
+                    .is_some_and(|l| !l.model.str().is_empty() || !l.messages.items().is_empty())
+        });
+    if intents || !filters(stt).is_empty() || !question_entities(p.entity.get()).is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for si in answers.iter().filter_map(|a| a.speech_input.get()) {
+        let tokens: Vec<String> = si
+            .tokens
+            .get()
+            .map(phrases)
+            .unwrap_or_default()
+            .iter()
+            .map(|t| normalize(t))
+            .filter(|t| !t.is_empty())
+            .collect();
+        let entities = si
+            .entity
+            .get()
+            .is_some_and(|e| !e.entities.items().is_empty());
+        let intent = si
+            .intent
+            .get()
+            .is_some_and(|i| !i.id.str().trim().is_empty());
+        if entities || intent || si.mode.str() == "exact" {
+            return Vec::new();
+        }
+        if !tokens.is_empty() {
+            out.push(tokens);
+        }
+    }
+    out
+}
+
+/// Whether an interim transcript decides the question: it says a phrase of exactly one
+/// of `answers` ([`interim_answers`]).
+pub fn interim_decides(answers: &[Vec<String>], interim: &str) -> bool {
+    let norm = normalize(interim);
+    answers
+        .iter()
+        .filter(|tokens| tokens.iter().any(|t| says(&norm, t)))
+        .count()
+        == 1
 }
 
 /// Warns (SCN129) when a question's `entity` is set but reads nothing: not shaped as
@@ -456,6 +602,95 @@ mod tests {
 
     fn stt(v: serde_json::Value) -> SttProperties {
         serde_json::from_value(v).unwrap()
+    }
+
+    /// The patience of a question with these properties besides its `answer.answers`.
+    fn patience_of(props: serde_json::Value, answers: serde_json::Value) -> Patience {
+        let p: QuestionProps = serde_json::from_value(props).unwrap();
+        let a: Vec<Answer> = serde_json::from_value(answers).unwrap();
+        patience(&p, &a)
+    }
+
+    #[test]
+    fn an_interim_transcript_decides_only_token_answers_and_only_one() {
+        let yes_no = serde_json::json!([
+            {"answer_id": "yes", "speech_input": {"tokens": ["yes", "sure thing"], "mode": "contains"}},
+            {"answer_id": "no", "speech_input": {"tokens": "No, not now"}},
+            {"answer_id": "key", "dtmf_input": {"value": "1"}}
+        ]);
+        let of = |props: serde_json::Value, answers: &serde_json::Value| {
+            let p: QuestionProps = serde_json::from_value(props).unwrap();
+            let a: Vec<Answer> = serde_json::from_value(answers.clone()).unwrap();
+            interim_answers(&p, &a)
+        };
+        let a = of(serde_json::json!({}), &yes_no);
+        assert_eq!(a, [vec!["yes", "sure thing"], vec!["no", "not now"]]);
+        assert!(interim_decides(&a, "Yes, in the afternoon"));
+        assert!(interim_decides(&a, "Sure thing."));
+        // Both answers, a part of a phrase, part of a word, nothing: the final decides.
+        assert!(!interim_decides(&a, "yes no"));
+        assert!(!interim_decides(&a, "sure"));
+        assert!(!interim_decides(&a, "yesterday"));
+        assert!(!interim_decides(&a, ""));
+        // Anything else reading the transcript: never from the interim.
+        let exact = serde_json::json!([{"answer_id": "no", "speech_input": {"tokens": ["no"], "mode": "exact"}}]);
+        assert!(of(serde_json::json!({}), &exact).is_empty());
+        let filter = serde_json::json!({"stt_properties": {"filter": {"filters": ["um"]}}});
+        assert!(of(filter, &yes_no).is_empty());
+        let entity = serde_json::json!({"entity": {"entities": [{"type": "date", "variable": {"name": "d"}}]}});
+        assert!(of(entity, &yes_no).is_empty());
+        let classifier = serde_json::json!({"stt_properties":
+            {"intent_properties": {"classifier": {"id": "cls_1"}}}});
+        assert!(of(classifier, &yes_no).is_empty());
+        let intent = serde_json::json!([
+            {"answer_id": "yes", "speech_input": {"tokens": ["yes"]}},
+            {"answer_id": "book", "speech_input": {"intent": {"id": "booking"}}}
+        ]);
+        assert!(of(serde_json::json!({}), &intent).is_empty());
+    }
+
+    #[test]
+    fn the_question_says_how_patient_the_recogniser_is() {
+        let yes_no = serde_json::json!([
+            {"answer_id": "yes", "speech_input": {"tokens": ["yes", "yeah", "sure thing"]}},
+            {"answer_id": "no", "speech_input": {"tokens": "no, not now"}},
+            {"answer_id": "key", "dtmf_input": {"value": "1"}}
+        ]);
+        assert_eq!(
+            patience_of(serde_json::json!({}), yes_no.clone()),
+            Patience::Short
+        );
+        // A longer phrase, an intent or a classifier: the answer may take more words.
+        let phrase = serde_json::json!([
+            {"answer_id": "yes", "speech_input": {"tokens": ["yes please call me"]}}
+        ]);
+        assert_eq!(patience_of(serde_json::json!({}), phrase), Patience::Normal);
+        let intent = serde_json::json!([
+            {"answer_id": "yes", "speech_input": {"tokens": ["yes"]}},
+            {"answer_id": "book", "speech_input": {"intent": {"id": "booking"}}}
+        ]);
+        assert_eq!(patience_of(serde_json::json!({}), intent), Patience::Normal);
+        let classifier = serde_json::json!({"stt_properties":
+            {"intent_properties": {"classifier": {"id": "cls_1"}}}});
+        assert_eq!(patience_of(classifier, yes_no.clone()), Patience::Normal);
+        // Digits, numbers, dates, times: the question's own entity or an answer's.
+        let date = serde_json::json!({"entity": {"entities": [{"type": "date", "variable": {"name": "d"}}]}});
+        assert_eq!(patience_of(date, yes_no), Patience::Digits);
+        let digits = serde_json::json!([
+            {"answer_id": "n", "speech_input": {"entity": {"entities": [{"type": "digits", "variable": {"name": "n"}}]}}}
+        ]);
+        assert_eq!(patience_of(serde_json::json!({}), digits), Patience::Digits);
+        // Free text, an e-mail address, or no answer decided by speech: a long answer.
+        let email = serde_json::json!([
+            {"answer_id": "m", "speech_input": {"entity": {"entities": [{"type": "email", "variable": {"name": "m"}}]}}}
+        ]);
+        assert_eq!(patience_of(serde_json::json!({}), email), Patience::Long);
+        assert_eq!(
+            patience_of(serde_json::json!({}), serde_json::json!([])),
+            Patience::Long
+        );
+        assert_eq!(Patience::default(), Patience::Normal);
+        assert_eq!(Patience::Digits.as_str(), "digits");
     }
 
     #[test]

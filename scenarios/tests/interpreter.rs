@@ -162,6 +162,8 @@ async fn full_outbound_path_through_every_linear_kind() {
     );
     assert_eq!(speech.tokens, vec!["order", "deliver"]);
     assert_eq!(speech.speech_timeout_secs, Some(1.5));
+    // yes/sure/no answers: the recogniser may end the turn soonest.
+    assert_eq!(speech.patience, callsmith_scenarios::port::Patience::Short);
     assert_eq!(
         speech.stt_properties["grammar_parameter"]["parameters"][0]["key"],
         "k"

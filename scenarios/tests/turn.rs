@@ -679,3 +679,83 @@ fn without_vad_the_turn_is_the_whole_no_input_window() {
         ))
     );
 }
+
+/// A yes/no question whose answers an interim transcript may decide.
+fn yes_no_interim(no_input: f64) -> ListenSpec {
+    ListenSpec {
+        speech: Some(SpeechSpec {
+            interim_answers: vec![vec!["yes".into(), "sure".into()], vec!["no".into()]],
+            ..SpeechSpec::default()
+        }),
+        dtmf: None,
+        no_input_timeout_secs: no_input,
+    }
+}
+
+#[test]
+fn an_end_of_turn_interim_that_decides_the_question_is_the_answer_at_once() {
+    let mut sim = Sim::new(&yes_no_interim(5.0));
+    sim.event(1000, ListenEvent::SpeechStarted);
+    sim.interim(1500, "Yes");
+    assert_eq!(sim.done(), None, "an interim alone decides nothing");
+    sim.event(
+        1800,
+        ListenEvent::EndOfTurn {
+            text: "Yes, in the afternoon".into(),
+        },
+    );
+    assert_eq!(
+        sim.done(),
+        Some((
+            1800,
+            Heard::Speech {
+                transcript: "Yes, in the afternoon".into(),
+                confidence: None
+            }
+        ))
+    );
+    assert_eq!(sim.count(|a| *a == ListenAction::Final), 1);
+}
+
+#[test]
+fn an_end_of_turn_interim_that_does_not_decide_waits_for_the_final() {
+    for (spec, text) in [
+        // Two answers, or none.
+        (yes_no_interim(5.0), "yes no"),
+        (yes_no_interim(5.0), "I already paid"),
+        // The question does not let an interim decide.
+        (speech_only(5.0), "yes"),
+        (
+            ListenSpec {
+                speech: Some(SpeechSpec {
+                    enable_voice_activity_detection: false,
+                    ..yes_no_interim(5.0).speech.unwrap()
+                }),
+                ..yes_no_interim(5.0)
+            },
+            "yes",
+        ),
+    ] {
+        let mut sim = Sim::new(&spec);
+        sim.event(1000, ListenEvent::SpeechStarted);
+        sim.event(1800, ListenEvent::EndOfTurn { text: text.into() });
+        assert_eq!(sim.done(), None, "{text:?}");
+        sim.final_transcript(2100, "the final");
+        if spec
+            .speech
+            .as_ref()
+            .is_some_and(|s| s.enable_voice_activity_detection)
+        {
+            assert_eq!(
+                sim.done(),
+                Some((
+                    2100,
+                    Heard::Speech {
+                        transcript: "the final".into(),
+                        confidence: None
+                    }
+                ))
+            );
+        }
+    }
+}

@@ -21,11 +21,22 @@
 //! node (% of one core over the level). Writes `voice_turn[_TAG].svg` (the plain set) to
 //! `--out` and prints a markdown table.
 //!
+//! Turn policies (`--policy baseline,hold,patience,interim,all`, docs/voice.md "Turn
+//! policy") are measured side by side in one sitting: each runs on a fresh engine and
+//! speech node whose remedies are switched on or off by the node's flags
+//! (`--turn-hold`, `--patience`, `--end-of-turn-events`), with its own warm-up; every row
+//! of the table names its policy, and each policy gets its plot (`voice_turn[_TAG]_POLICY.svg`
+//! when several ran).
+//!
 //! ```sh
 //! eval "$(bash scripts/test-deps.sh)"   # CALLSMITH_STT_PYTHON: the speech node's venv
 //! cargo build --release -p callsmith-bench -p callsmith-cli --bin voice_turn --bin callsmith
 //! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith \
 //!   $CARGO_TARGET_DIR/release/voice_turn --concurrency 1,5,10 --calls-per-level 12
+//! # the remedies side by side
+//! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith $CARGO_TARGET_DIR/release/voice_turn \
+//!   --concurrency 1,5 --calls-per-level 10 --sets plain,paused \
+//!   --policy baseline,hold,patience,interim,all --tag policies
 //! ```
 
 use std::collections::BTreeMap;
@@ -66,6 +77,12 @@ struct Args {
     /// Whisper/Piper threads of the speech node (default: the node's, half the cores).
     #[arg(long)]
     speech_threads: Option<usize>,
+    /// Turn policies, each measured on a fresh engine and speech node, in this order:
+    /// `baseline` (none of the remedies), `hold`, `patience`, `interim`, several joined with
+    /// `+` (`hold+patience`), or `all`. Each names the speech node's switches
+    /// ([`policy_args`]); the node's defaults are `all`.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    policy: Vec<String>,
     /// More arguments of the speech node's server.py (`[speech] args`), e.g.
     /// `--speech-args=--final-window,trim`.
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
@@ -97,6 +114,8 @@ struct Turn {
     errors: usize,
     words: usize,
     branch_ok: bool,
+    /// The answer was decided from the interim transcript (the turn's `notes` say so).
+    from_interim: bool,
     live: usize,
     transcript: String,
     phrase: String,
@@ -104,6 +123,7 @@ struct Turn {
 
 #[derive(Debug, Clone, Default)]
 struct Level {
+    policy: String,
     n: u32,
     set: String,
     calls: usize,
@@ -179,10 +199,47 @@ fn turn_of(h: &Value, rec: &CallRecord, phrase: &Phrase) -> Turn {
         errors,
         words,
         branch_ok: goals.contains(&phrase.branch),
+        from_interim: t["notes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|n| n.as_str().is_some_and(|n| n.contains("interim transcript"))),
         live: rec.live_at_speech_end,
         transcript,
         phrase: phrase.text.clone(),
     }
+}
+
+/// The remedies of the turn policy, each a switch of the speech node (docs/voice.md,
+/// "Turn policy"): the unfinished-transcript hold, the question's patience, and the
+/// end-of-turn event that lets an interim transcript decide the answer.
+const REMEDIES: &[(&str, &str)] = &[
+    ("hold", "--turn-hold"),
+    ("patience", "--patience"),
+    ("interim", "--end-of-turn-events"),
+];
+
+/// The speech node's arguments for a policy: `baseline`, `all`, or remedies joined with
+/// `+`; each remedy named is on, the others off.
+fn policy_args(policy: &str) -> Result<Vec<String>> {
+    let on: Vec<&str> = match policy {
+        "baseline" => Vec::new(),
+        "all" => REMEDIES.iter().map(|(name, _)| *name).collect(),
+        p => p.split('+').map(str::trim).collect(),
+    };
+    if let Some(bad) = on
+        .iter()
+        .find(|n| !REMEDIES.iter().any(|(name, _)| name == *n))
+    {
+        bail!("--policy {policy:?}: {bad:?} is not baseline, all, hold, patience or interim");
+    }
+    Ok(REMEDIES
+        .iter()
+        .flat_map(|(name, flag)| {
+            let state = if on.contains(name) { "on" } else { "off" };
+            [flag.to_string(), state.to_string()]
+        })
+        .collect())
 }
 
 async fn wait_speech_ready(e: &Engine) -> Result<()> {
@@ -224,13 +281,51 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
         .collect::<Result<_>>()?;
     let phrases: Vec<Phrase> = plain.into_iter().chain(paused).collect();
     let callee = Callee::start(phrases.clone()).await?;
+    let policies: Vec<(String, Vec<String>)> = args
+        .policy
+        .iter()
+        .map(|p| Ok((p.clone(), policy_args(p)?)))
+        .collect::<Result<_>>()?;
+    // Numbers stay unique across policies: the callee keys its records by them.
+    let mut next_call = 0usize;
+    for (policy, node_args) in &policies {
+        println!("policy {policy}: speech node {}", node_args.join(" "));
+        run_policy(
+            args,
+            &python,
+            policy,
+            node_args,
+            &callee,
+            &phrases,
+            &sets,
+            &mut next_call,
+            levels,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// One policy: a fresh engine and speech node with the policy's switches, its warm-up,
+/// then every level and set.
+#[allow(clippy::too_many_arguments)]
+async fn run_policy(
+    args: &Args,
+    python: &str,
+    policy: &str,
+    node_args: &[String],
+    callee: &Callee,
+    phrases: &[Phrase],
+    sets: &[(String, std::ops::Range<usize>)],
+    next_call: &mut usize,
+    levels: &mut Vec<Level>,
+) -> Result<()> {
     let mut speech = format!("[speech]\nlocal = true\npython = {python:?}\n");
     if let Some(t) = args.speech_threads {
         speech.push_str(&format!("threads = {t}\n"));
     }
-    if !args.speech_args.is_empty() {
-        speech.push_str(&format!("args = {:?}\n", args.speech_args));
-    }
+    let speech_args: Vec<&String> = args.speech_args.iter().chain(node_args).collect();
+    speech.push_str(&format!("args = {speech_args:?}\n"));
     let e = Engine::start(EngineOptions {
         trunks: vec![("carrier".into(), callee.addr)],
         extra_toml: speech,
@@ -249,7 +344,6 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
     let t = provision(&e, "voice", "carrier", "+4930100900").await;
     let store = store_of(&e, None).await;
     let scn = create_scenario(&store, &t, &voice::scenario(), true).await;
-    let mut next_call = 0usize;
 
     // Warm-up: one call per phrase of a different branch, one after the other.
     if args.warmup > 0 {
@@ -262,14 +356,16 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
             },
         )
         .await;
-        for i in 0..args.warmup as usize {
+        for _ in 0..args.warmup as usize {
+            // Phrases of different branches, one after the other.
+            let number = *next_call * phrases.len() + *next_call % phrases.len();
             e.dispatch(
                 &t,
-                json!({"recipient": format!("+1555{i:07}"), "agent_sid": agent}),
+                json!({"recipient": format!("+1555{number:07}"), "agent_sid": agent}),
             )
             .await;
+            *next_call += 1;
         }
-        next_call = args.warmup as usize;
         let f = CommunicationFilter {
             agent_sid: Some(agent),
             ..Default::default()
@@ -305,13 +401,13 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
         for i in 0..calls as usize {
             // A number whose phrase (number modulo the phrases) is the set's i-th.
             let phrase = range.start + i % range.len();
-            let number = next_call * phrases.len() + phrase;
+            let number = *next_call * phrases.len() + phrase;
             e.dispatch(
                 &t,
                 json!({"recipient": format!("+1555{number:07}"), "agent_sid": agent}),
             )
             .await;
-            next_call += 1;
+            *next_call += 1;
         }
         let f = CommunicationFilter {
             agent_sid: Some(agent),
@@ -323,6 +419,7 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
         // The callee's record of a call is written when its BYE arrived.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let mut level = Level {
+            policy: policy.to_string(),
             n,
             set: set.clone(),
             secs: end.duration_since(start).as_secs_f64(),
@@ -383,7 +480,8 @@ async fn run(args: &Args, levels: &mut Vec<Level>) -> Result<()> {
 fn print_level(l: &Level) {
     let wire = sorted(l.turns.iter().filter_map(|t| t.wire_ms));
     println!(
-        "level {} ({} set): {} calls, {} turns measured, {} false cut-offs in {:.0} s; on-wire p50 {} p95 {} ms; engine {:.0} %, node {:.0} % of a core",
+        "policy {}, level {} ({} set): {} calls, {} turns measured, {} false cut-offs in {:.0} s; on-wire p50 {} p95 {} ms; engine {:.0} %, node {:.0} % of a core",
+        l.policy,
         l.n,
         l.set,
         l.calls,
@@ -409,9 +507,9 @@ fn print_level(l: &Level) {
 
 fn print_table(levels: &[Level]) {
     println!(
-        "\n| calls live (cpl) | set | turns | false cut-offs | on-wire p50 / p95 / p99 ms | history response_ms p50 | speech end → final p50 | final → reply requested p50 | → first RTP p50 | mean live at speech end | exact phrases | word errors | branch right | engine CPU % | node CPU % | load 1-min |"
+        "\n| policy | calls live (cpl) | set | turns | false cut-offs | on-wire p50 / p95 / p99 ms | history response_ms p50 | speech end → final p50 | final → reply requested p50 | → first RTP p50 | mean live at speech end | exact phrases | word errors | branch right | from interim | engine CPU % | node CPU % | load 1-min |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for l in levels {
         let wire = sorted(l.turns.iter().filter_map(|t| t.wire_ms));
         let hist = sorted(l.turns.iter().filter_map(|t| t.history_response_ms));
@@ -428,7 +526,8 @@ fn print_table(levels: &[Level]) {
         let cut = l.turns.iter().filter(|t| t.cut_off).count();
         let live = l.turns.iter().map(|t| t.live as f64).sum::<f64>() / n;
         println!(
-            "| {} | {} | {} | {}/{} ({:.0} %) | {} / {} / {} | {} | {} | {} | {} | {:.1} | {}/{} ({:.0} %) | {:.1} % | {}/{} | {:.0} | {:.0} | {:.1}–{:.1} |",
+            "| {} | {} | {} | {} | {}/{} ({:.0} %) | {} / {} / {} | {} | {} | {} | {} | {:.1} | {}/{} ({:.0} %) | {:.1} % | {}/{} | {}/{} | {:.0} | {:.0} | {:.1}–{:.1} |",
+            l.policy,
             l.n,
             l.set,
             l.turns.len(),
@@ -448,6 +547,8 @@ fn print_table(levels: &[Level]) {
             exact as f64 * 100.0 / n,
             errs as f64 * 100.0 / words.max(1) as f64,
             branch,
+            l.turns.len(),
+            l.turns.iter().filter(|t| t.from_interim).count(),
             l.turns.len(),
             l.engine_cpu_pct,
             l.node_cpu_pct,
@@ -472,7 +573,28 @@ fn print_table(levels: &[Level]) {
     }
 }
 
-fn write_plot(args: &Args, levels: &[Level]) -> Result<PathBuf> {
+/// One plot per policy (`voice_turn[_TAG][_POLICY].svg`, the policy named when several
+/// ran).
+fn write_plots(args: &Args, levels: &[Level]) -> Result<Vec<PathBuf>> {
+    let several = args.policy.len() > 1;
+    args.policy
+        .iter()
+        .map(|policy| {
+            let of: Vec<Level> = levels
+                .iter()
+                .filter(|l| &l.policy == policy)
+                .cloned()
+                .collect();
+            let suffix: Vec<&str> = [args.tag.as_str(), if several { policy } else { "" }]
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect();
+            write_plot(args, &of, policy, &suffix.join("_"))
+        })
+        .collect()
+}
+
+fn write_plot(args: &Args, levels: &[Level], policy: &str, suffix: &str) -> Result<PathBuf> {
     let paused: Vec<&Level> = levels.iter().filter(|l| l.set == "paused").collect();
     let levels: Vec<&Level> = levels.iter().filter(|l| l.set == "plain").collect();
     let q = |f: fn(&Turn) -> Option<f64>, pct: f64| -> Vec<(f64, f64)> {
@@ -545,18 +667,19 @@ fn write_plot(args: &Args, levels: &[Level]) -> Result<PathBuf> {
             label: "p95 target 600".into(),
         },
     ];
+    let title = format!("End of caller speech → first reply audio (voice_turn, policy {policy})");
     let svg = svg_plot(
-        "End of caller speech → first reply audio (voice_turn)",
+        &title,
         "concurrent speech calls (cpl)",
         "ms",
         &series,
         &limits,
     );
     std::fs::create_dir_all(&args.out)?;
-    let name = if args.tag.is_empty() {
+    let name = if suffix.is_empty() {
         "voice_turn.svg".to_string()
     } else {
-        format!("voice_turn_{}.svg", args.tag)
+        format!("voice_turn_{suffix}.svg")
     };
     let path = args.out.join(name);
     std::fs::write(&path, svg)?;
@@ -567,6 +690,9 @@ fn main() -> Result<()> {
     let args = Args::parse();
     if args.concurrency.contains(&0) || args.calls_per_level == 0 {
         bail!("--concurrency levels and --calls-per-level must be at least 1");
+    }
+    for p in &args.policy {
+        policy_args(p)?;
     }
     if std::env::var_os("CALLSMITH_E2E_LOG").is_none() {
         // SAFETY: no other thread exists yet (the runtime is built below).
@@ -596,7 +722,37 @@ fn main() -> Result<()> {
     );
     if !levels.is_empty() {
         print_table(&levels);
-        println!("\nplot: {}", write_plot(&args, &levels)?.display());
+        for path in write_plots(&args, &levels)? {
+            println!("\nplot: {}", path.display());
+        }
     }
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::policy_args;
+
+    #[test]
+    fn each_policy_names_the_speech_nodes_switches() {
+        let flags = |p: &str| policy_args(p).unwrap().join(" ");
+        assert_eq!(
+            flags("baseline"),
+            "--turn-hold off --patience off --end-of-turn-events off"
+        );
+        assert_eq!(
+            flags("hold"),
+            "--turn-hold on --patience off --end-of-turn-events off"
+        );
+        assert_eq!(
+            flags("patience+interim"),
+            "--turn-hold off --patience on --end-of-turn-events on"
+        );
+        assert_eq!(
+            flags("all"),
+            "--turn-hold on --patience on --end-of-turn-events on"
+        );
+        assert!(policy_args("eager").is_err());
+        assert!(policy_args("hold+eager").is_err());
+    }
 }

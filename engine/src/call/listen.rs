@@ -157,6 +157,18 @@ impl LivePort {
             };
             tokio::select! {
                 ev = stt_next => match ev {
+                    Some(SttEvent::Transcript(t)) if t.end_of_turn => {
+                        // The node's end of turn ahead of its final: the answer when the
+                        // interim decides the question.
+                        listen.handle_event(now(), ListenEvent::EndOfTurn { text: t.text });
+                        if listen.is_done() {
+                            turn.notes.push(
+                                "answer decided from the interim transcript at the recogniser's \
+                                 end of turn, before its final"
+                                    .into(),
+                            );
+                        }
+                    }
                     Some(SttEvent::Transcript(t)) => {
                         self.record.transcript(&t.text, t.is_final);
                         if t.is_final {
@@ -284,7 +296,7 @@ impl LivePort {
 /// What a question's listening settings ask of the recognition stream: the recognition
 /// language and the others to identify among, the hints (the question's, then the words
 /// of its dictionaries, without repeats), the endpointing (none without voice activity
-/// detection).
+/// detection) and the question's patience (sent to a node that takes it).
 fn stt_params(speech: &SpeechSpec, dictionary_words: &[String]) -> SttParams {
     let mut hints = speech.tokens.clone();
     for w in dictionary_words {
@@ -306,6 +318,7 @@ fn stt_params(speech: &SpeechSpec, dictionary_words: &[String]) -> SttParams {
         vad_endpointing: speech.enable_voice_activity_detection,
         alternative_languages: speech.other_languages(),
         hints,
+        patience: Some(speech.patience.as_str().to_string()),
     }
 }
 
@@ -397,6 +410,12 @@ mod tests {
         assert_eq!(p.hints, ["Callsmith"]);
         assert!(!p.vad_endpointing);
         assert_eq!(p.endpointing_ms, Some(1200));
+        assert_eq!(p.patience.as_deref(), Some("normal"));
+        let digits = SpeechSpec {
+            patience: callsmith_scenarios::port::Patience::Digits,
+            ..SpeechSpec::default()
+        };
+        assert_eq!(stt_params(&digits, &[]).patience.as_deref(), Some("digits"));
         // Nothing named: English, voice activity detection on.
         let p = stt_params(
             &SpeechSpec {

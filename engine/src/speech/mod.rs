@@ -8,7 +8,8 @@
 //!   (`dialer.default_stt_engine`, `whisper`), Deepgram-style protocol at
 //!   `ws://<listen>/v1/listen?words=false` (the node's extension that skips the word timing
 //!   pass, which the engine does not use: finals still carry where the speech ends), probed
-//!   at `/ready`, unless `[stt]` configures nodes for that engine itself;
+//!   at `/ready`, taking the questions' `patience` (`turn_patience`), unless `[stt]`
+//!   configures nodes for that engine itself;
 //! * an `openai` synthesizer `piper` at `http://<listen>` with `speech.voice`, unless a
 //!   `[[tts.engines]]` entry is named `piper`; it is the default synthesizer unless
 //!   `tts.default_engine` names another.
@@ -105,6 +106,7 @@ fn register(cfg: &mut Config, plan: &SpeechPlan, listen: SocketAddr) -> Option<S
                 api_key_env: None,
                 ca_file: None,
                 utterance_end_ms: None,
+                turn_patience: true,
             }],
         );
     }
@@ -192,6 +194,8 @@ mod tests {
         let nodes = &cfg.stt.engines["whisper"];
         assert_eq!(nodes[0].url, format!("ws://{listen}/v1/listen?words=false"));
         assert_eq!(nodes[0].protocol, SttProtocol::Deepgram);
+        // It takes the questions' patience (docs/voice.md, "Turn policy").
+        assert!(nodes[0].turn_patience);
         assert_eq!(
             nodes[0].ready_url.as_deref(),
             Some(format!("http://{listen}/ready").as_str())
@@ -219,6 +223,7 @@ mod tests {
                 api_key_env: None,
                 ca_file: None,
                 utterance_end_ms: None,
+                turn_patience: false,
             }],
         );
         assert!(matches!(prepare(&mut cfg).unwrap(), Decision::Start { .. }));

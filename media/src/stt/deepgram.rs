@@ -7,7 +7,9 @@
 //! stream) and `{"type":"CloseStream"}` (flush and close).
 //!
 //! The service answers `Results` (a transcript, interim or final), `UtteranceEnd` (no word
-//! for `utterance_end_ms`), `SpeechStarted` and `Metadata`. A final `Results` closes one
+//! for `utterance_end_ms`), `SpeechStarted` and `Metadata`; the local speech node also
+//! `EndOfTurn` (its end-of-turn decision with the interim transcript it had, ahead of the
+//! final: reported as an interim marked `end_of_turn`). A final `Results` closes one
 //! *segment* of speech; the caller's turn ends only at a final with `speech_final: true`
 //! (the service's endpointing), at an `UtteranceEnd`, at a final answering the client's
 //! `Finalize` (`from_finalize`), or when the stream closes after `CloseStream` (what the
@@ -28,7 +30,9 @@ use super::{Parsed, SttNodeConfig, SttParams};
 ///   activity detection;
 /// * `utterance_end_ms`: the node's setting ([`SttNodeConfig::utterance_end_ms`]), which
 ///   Deepgram sends only with interim results: it is left out when they are off;
-/// * `keyterm` (Nova-3 and the default model) or `keywords` (older models): the hints.
+/// * `keyterm` (Nova-3 and the default model) or `keywords` (older models): the hints;
+/// * `patience`: how soon the turn may end, to a node that takes it
+///   ([`SttNodeConfig::turn_patience`], the local speech node's extension).
 pub(super) fn listen_url(node: &SttNodeConfig, params: &SttParams) -> Result<String, String> {
     let mut u = url::Url::parse(&node.url).map_err(|e| e.to_string())?;
     {
@@ -73,6 +77,9 @@ pub(super) fn listen_url(node: &SttNodeConfig, params: &SttParams) -> Result<Str
         for h in &params.hints {
             q.append_pair(hint_key, h);
         }
+        if let Some(p) = params.patience_for(node) {
+            q.append_pair("patience", p);
+        }
     }
     Ok(u.to_string())
 }
@@ -89,6 +96,11 @@ pub(super) enum Event {
     /// No word for `utterance_end_ms`; `last_word_end` in seconds of the stream.
     UtteranceEnd {
         last_word_end: Option<f64>,
+    },
+    /// The local speech node's end-of-turn decision, ahead of the final: the interim
+    /// transcript it had then.
+    EndOfTurn {
+        text: String,
     },
 }
 
@@ -144,6 +156,9 @@ pub(super) fn parse(text: &str) -> Option<Event> {
         "UtteranceEnd" => Some(Event::UtteranceEnd {
             last_word_end: v.get("last_word_end").and_then(|e| e.as_f64()),
         }),
+        "EndOfTurn" => Some(Event::EndOfTurn {
+            text: v.get("transcript").and_then(|t| t.as_str())?.to_string(),
+        }),
         _ => None,
     }
 }
@@ -178,6 +193,7 @@ impl TurnAssembler {
                     is_final: false,
                     end_s: r.end_s,
                     language: r.language,
+                    end_of_turn: false,
                 })
             }
             Event::Results(r) => {
@@ -192,6 +208,17 @@ impl TurnAssembler {
                     is_final: false,
                     end_s: self.end_s,
                     language: self.language.clone(),
+                    end_of_turn: false,
+                })
+            }
+            Event::EndOfTurn { text } => {
+                let text = self.joined_with(&text);
+                (!text.is_empty()).then(|| Parsed {
+                    text,
+                    is_final: false,
+                    end_s: self.end_s,
+                    language: self.language.clone(),
+                    end_of_turn: true,
                 })
             }
             Event::UtteranceEnd { last_word_end } => {
@@ -238,6 +265,7 @@ impl TurnAssembler {
             is_final: true,
             end_s: self.end_s.take(),
             language: self.language.take(),
+            end_of_turn: false,
         }
     }
 }
@@ -317,6 +345,38 @@ mod tests {
         assert_eq!(
             said(t.on(results("yes", true, Some(true)))),
             Some(("yes".into(), true))
+        );
+    }
+
+    /// The node's end-of-turn event is an interim of the turn so far, marked; the final
+    /// still ends the turn.
+    #[test]
+    fn the_end_of_turn_event_is_a_marked_interim_of_the_turn() {
+        let mut t = TurnAssembler::default();
+        assert_eq!(
+            parse(r#"{"type":"EndOfTurn","transcript":"yes please","uncovered_ms":120}"#),
+            Some(Event::EndOfTurn {
+                text: "yes please".into()
+            })
+        );
+        t.on(results("I'd like", true, Some(false)));
+        let p = t
+            .on(Event::EndOfTurn {
+                text: "maybe next week".into(),
+            })
+            .unwrap();
+        assert!(p.end_of_turn && !p.is_final);
+        assert_eq!(p.text, "I'd like maybe next week");
+        assert_eq!(
+            t.on(Event::EndOfTurn { text: " ".into() }).map(|p| p.text),
+            Some("I'd like".into())
+        );
+        let f = t.on(results("maybe next week", true, Some(true))).unwrap();
+        assert!(f.is_final && !f.end_of_turn);
+        assert!(
+            TurnAssembler::default()
+                .on(Event::EndOfTurn { text: "".into() })
+                .is_none()
         );
     }
 

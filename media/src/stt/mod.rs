@@ -84,6 +84,11 @@ pub struct SttNodeConfig {
     /// not asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub utterance_end_ms: Option<u32>,
+    /// The node takes the local speech node's `patience` stream option (how soon it may end
+    /// the caller's turn; docs/voice.md, "Turn policy"): sent only to such a node. The local
+    /// node registered by `[speech]` has it on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub turn_patience: bool,
 }
 
 impl SttNodeConfig {
@@ -98,6 +103,7 @@ impl SttNodeConfig {
             api_key_env: None,
             ca_file: None,
             utterance_end_ms: None,
+            turn_patience: false,
         }
     }
 
@@ -215,6 +221,13 @@ pub struct SttParams {
     /// Words and phrases to favour (a question's `tokens` and `class_token.tokens`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hints: Vec<String>,
+    /// How soon the node may end the caller's turn (`short`, `normal`, `long`, `digits`:
+    /// from the question, `callsmith_scenarios::listening::patience`). Sent as `patience`
+    /// (a query parameter, or in the Vosk config frame) to a node that takes it
+    /// ([`SttNodeConfig::turn_patience`]); the question's `speech_timeout`
+    /// (`endpointing_ms`) wins over the patience's silence cap. `None`: not sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patience: Option<String>,
 }
 
 fn yes() -> bool {
@@ -231,6 +244,7 @@ impl Default for SttParams {
             vad_endpointing: true,
             alternative_languages: Vec::new(),
             hints: Vec::new(),
+            patience: None,
         }
     }
 }
@@ -248,6 +262,11 @@ impl SttParams {
             }
         }
         out
+    }
+
+    /// The patience to send to `node`: the stream's, when the node takes it.
+    fn patience_for(&self, node: &SttNodeConfig) -> Option<&str> {
+        self.patience.as_deref().filter(|_| node.turn_patience)
     }
 
     /// Whether a Deepgram-style node takes the hints as `keyterm` (Nova-3 models, and the
@@ -286,6 +305,10 @@ pub struct Transcript {
     /// The language the node recognised (`channel.alternatives[0].languages[0]` of a
     /// Deepgram-style result, `language` of a Vosk one), when it reports one.
     pub language: Option<String>,
+    /// An interim transcript the node sent with its end-of-turn decision, ahead of the
+    /// final (the local speech node's `EndOfTurn` event): the listener may decide from it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub end_of_turn: bool,
 }
 
 /// What a stream reports.
@@ -479,7 +502,7 @@ pub fn start_stream(
 }
 
 /// The Vosk protocol's first text frame.
-fn vosk_config(params: &SttParams) -> String {
+fn vosk_config(node: &SttNodeConfig, params: &SttParams) -> String {
     let mut config = serde_json::json!({"sample_rate": 8000});
     if !params.vad_endpointing {
         config["endpointing"] = false.into();
@@ -492,6 +515,9 @@ fn vosk_config(params: &SttParams) -> String {
     }
     if !params.hints.is_empty() {
         config["hints"] = params.hints.clone().into();
+    }
+    if let Some(p) = params.patience_for(node) {
+        config["patience"] = p.into();
     }
     serde_json::json!({ "config": config }).to_string()
 }
@@ -521,6 +547,8 @@ struct Parsed {
     end_s: Option<f64>,
     /// The language the node recognised, if it says.
     language: Option<String>,
+    /// The node's end-of-turn event (an interim transcript ahead of the final).
+    end_of_turn: bool,
 }
 
 /// Parses one Vosk-protocol message into its result (text, finality, speech end,
@@ -533,6 +561,7 @@ fn parse_vosk(text: &str) -> Option<Parsed> {
             is_final: false,
             end_s: None,
             language: None,
+            end_of_turn: false,
         });
     }
     let t = v.get("text").and_then(|t| t.as_str())?;
@@ -548,6 +577,7 @@ fn parse_vosk(text: &str) -> Option<Parsed> {
         is_final: true,
         end_s,
         language: language.filter(|l| !l.is_empty()).map(str::to_string),
+        end_of_turn: false,
     })
 }
 
@@ -679,7 +709,7 @@ async fn run_stream(
         .map_err(|_| "connect timed out".to_string())??;
     let (mut tx, mut rx) = ws.split();
     if node.protocol == SttProtocol::Vosk {
-        tx.send(Message::text(vosk_config(params)))
+        tx.send(Message::text(vosk_config(node, params)))
             .await
             .map_err(|e| e.to_string())?;
     }
@@ -702,9 +732,15 @@ async fn run_stream(
             is_final,
             end_s,
             language,
+            end_of_turn,
         } = p;
-        // Nodes repeat the current partial for every audio frame: report changes only.
-        if !is_final && (!params.interim_results || text.is_empty() || text == last_partial) {
+        // Nodes repeat the current partial for every audio frame: report changes only (the
+        // end-of-turn event always: it says when, not what).
+        if !is_final
+            && (!params.interim_results
+                || text.is_empty()
+                || (text == last_partial && !end_of_turn))
+        {
             return None;
         }
         last_partial = if is_final {
@@ -726,6 +762,7 @@ async fn run_stream(
             node: node.name.clone(),
             decision_to_final_ms,
             language,
+            end_of_turn,
         }))
     };
     loop {
@@ -953,6 +990,7 @@ mod tests {
             is_final,
             end_s,
             language: language.map(str::to_string),
+            end_of_turn: false,
         }
     }
 
@@ -1091,7 +1129,7 @@ mod tests {
             endpointing_ms: Some(900),
             ..SttParams::default()
         };
-        let v: serde_json::Value = serde_json::from_str(&vosk_config(&p)).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&vosk_config(&vosk_node(), &p)).unwrap();
         assert_eq!(
             v["config"],
             serde_json::json!({"sample_rate": 8000, "endpointing": false,
@@ -1099,16 +1137,53 @@ mod tests {
         );
     }
 
+    fn vosk_node() -> SttNodeConfig {
+        SttNodeConfig::new("v", "ws://127.0.0.1:1/", SttProtocol::Vosk)
+    }
+
+    /// The question's patience reaches a node that takes it (the local speech node), in
+    /// either protocol, and no other node.
+    #[test]
+    fn patience_is_sent_only_to_a_node_that_takes_it() {
+        let p = SttParams {
+            patience: Some("digits".into()),
+            endpointing_ms: Some(1000),
+            ..SttParams::default()
+        };
+        let mut dg = SttNodeConfig::new("d", "ws://127.0.0.1:1/v1/listen", SttProtocol::Deepgram);
+        assert!(!stream_url(&dg, &p).unwrap().contains("patience"));
+        dg.turn_patience = true;
+        let u = stream_url(&dg, &p).unwrap();
+        assert!(
+            u.contains("patience=digits") && u.contains("endpointing=1000"),
+            "{u}"
+        );
+        let mut vosk = vosk_node();
+        let config = |n: &SttNodeConfig| -> serde_json::Value {
+            serde_json::from_str(&vosk_config(n, &p)).unwrap()
+        };
+        assert!(config(&vosk)["config"].get("patience").is_none());
+        vosk.turn_patience = true;
+        assert_eq!(config(&vosk)["config"]["patience"], "digits");
+        // None asked: none sent.
+        assert!(
+            !stream_url(&dg, &SttParams::default())
+                .unwrap()
+                .contains("patience")
+        );
+    }
+
     #[test]
     fn vosk_config_carries_the_endpointing() {
         let v: serde_json::Value =
-            serde_json::from_str(&vosk_config(&SttParams::default())).unwrap();
+            serde_json::from_str(&vosk_config(&vosk_node(), &SttParams::default())).unwrap();
         assert_eq!(v, serde_json::json!({"config": {"sample_rate": 8000}}));
         let timed = SttParams {
             endpointing_ms: Some(900),
             ..SttParams::default()
         };
-        let v: serde_json::Value = serde_json::from_str(&vosk_config(&timed)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&vosk_config(&vosk_node(), &timed)).unwrap();
         assert_eq!(v["config"]["endpointing"], 900);
     }
 

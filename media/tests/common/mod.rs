@@ -227,6 +227,7 @@ impl SttNode {
             api_key_env: None,
             ca_file: None,
             utterance_end_ms: None,
+            turn_patience: false,
         }
     }
 
@@ -240,6 +241,7 @@ impl SttNode {
             api_key_env: None,
             ca_file: None,
             utterance_end_ms: None,
+            turn_patience: false,
         }
     }
 }

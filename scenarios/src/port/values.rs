@@ -90,6 +90,36 @@ impl Interruption {
     }
 }
 
+/// How patient the recogniser is before it ends the caller's turn, derived from the
+/// question ([`crate::listening::patience`]) and sent to the recognition node as its
+/// stream option (the local speech node's `patience`; docs/voice.md, "Turn policy").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Patience {
+    /// Answers are short keywords (yes/no): the turn may end soonest.
+    Short,
+    /// The node's own settings.
+    #[default]
+    Normal,
+    /// A long free answer: the turn model must be surer, the silence cap is longer.
+    Long,
+    /// Numbers, digit strings, dates or times: as `Long`, and a transcript ending in a digit
+    /// run is held open (the caller may go on with more digits).
+    Digits,
+}
+
+impl Patience {
+    /// The level as the stream option names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Patience::Short => "short",
+            Patience::Normal => "normal",
+            Patience::Long => "long",
+            Patience::Digits => "digits",
+        }
+    }
+}
+
 /// Speech recognition settings after merging `stt_properties` over `stt_general`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpeechSpec {
@@ -120,6 +150,15 @@ pub struct SpeechSpec {
     /// The brick's whole `stt_properties` object as stored (grammar parameters, class tokens,
     /// filters, timezone...), for engines that use more than the fields above; `Null` when absent.
     pub stt_properties: serde_json::Value,
+    /// How patient the recogniser is before it ends the turn ([`Patience`]).
+    #[serde(default)]
+    pub patience: Patience,
+    /// The token phrases (normalised) of each answer, when an interim transcript may
+    /// decide the question ([`crate::listening::interim_answers`]): at the recogniser's
+    /// end-of-turn decision, an interim transcript that matches exactly one of them is the
+    /// answer, without waiting for the final. Empty: the final decides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interim_answers: Vec<Vec<String>>,
 }
 
 impl Default for SpeechSpec {
@@ -139,6 +178,8 @@ impl Default for SpeechSpec {
             recognition_shift_ms: None,
             interruption_shift_ms: None,
             stt_properties: serde_json::Value::Null,
+            patience: Patience::Normal,
+            interim_answers: Vec::new(),
         }
     }
 }

@@ -15,6 +15,10 @@ use crate::port::{DtmfSpec, Heard, ListenSpec};
 pub enum ListenEvent {
     /// A transcript from the recognition stream (interim or final).
     Transcript { text: String, is_final: bool },
+    /// The recogniser's end-of-turn decision, ahead of its final, with the interim
+    /// transcript it had: the answer when it decides the question
+    /// ([`crate::listening::interim_decides`] over the spec's `interim_answers`).
+    EndOfTurn { text: String },
     /// The recognition stream failed or could not start: the turn goes on without it (keys
     /// still count, silence ends it as no input).
     RecognitionFailed,
@@ -35,7 +39,8 @@ pub enum ListenAction {
     SpeechStarted,
     /// A non-empty interim transcript, as received; `first` for the turn's first partial.
     Interim { text: String, first: bool },
-    /// A non-empty final transcript arrived (the turn's `final`); `Done(Speech)` follows.
+    /// A non-empty final transcript arrived (the turn's `final`), or an end-of-turn
+    /// interim transcript decided the question; `Done(Speech)` follows.
     Final,
     /// End the audio sent to recognition so it gives its final transcript.
     FinishRecognition,
@@ -56,6 +61,10 @@ pub enum ListenAction {
 /// recognition still runs, recognition is finished and its final transcript awaited for
 /// [`FINAL_GRACE`]; else the caller said nothing.
 ///
+/// With voice activity detection, the recogniser's end of turn with an interim transcript
+/// that says a phrase of exactly one of the spec's `interim_answers` ends the turn with
+/// that transcript at once, without waiting for the final.
+///
 /// Without voice activity detection (the speech spec's `enable_voice_activity_detection`
 /// false) the turn is the no-input window and nothing else: speech onsets and interim
 /// transcripts do not extend it, final transcripts before it ends are kept and do not end
@@ -68,6 +77,8 @@ pub struct ListenTurn {
     vad: bool,
     /// Final transcripts kept so far (without voice activity detection).
     said: Vec<String>,
+    /// The answers an end-of-turn interim transcript may decide (the speech spec's).
+    interim_answers: Vec<Vec<String>>,
     recognizing: bool,
     digits: String,
     deadline: Instant,
@@ -104,6 +115,11 @@ impl ListenTurn {
                 .as_ref()
                 .is_none_or(|s| s.enable_voice_activity_detection),
             said: Vec::new(),
+            interim_answers: spec
+                .speech
+                .as_ref()
+                .map(|s| s.interim_answers.clone())
+                .unwrap_or_default(),
             recognizing: spec.speech.is_some(),
             digits: String::new(),
             deadline: now + no_input,
@@ -172,6 +188,17 @@ impl ListenTurn {
                     if self.vad {
                         self.deadline = self.deadline.max(now + INTERIM_EXTENSION);
                     }
+                }
+            }
+            ListenEvent::EndOfTurn { text } => {
+                if self.vad
+                    && self.recognizing
+                    && !self.finishing
+                    && crate::listening::interim_decides(&self.interim_answers, &text)
+                {
+                    self.actions.push_back(ListenAction::Final);
+                    self.said.push(text.trim().to_string());
+                    self.finish_with_speech();
                 }
             }
             ListenEvent::RecognitionFailed => self.recognizing = false,

@@ -227,7 +227,9 @@ pub struct TurnLog {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
     /// Listening settings of the question the recognition stream could not carry, one line
-    /// each (docs/voice.md, "Listening settings per engine").
+    /// each (docs/voice.md, "Listening settings per engine"), and a line when the answer was
+    /// decided from the interim transcript at the recogniser's end of turn (docs/voice.md,
+    /// "Turn policy").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// Bucket-qualified storage path of the caller audio of this turn

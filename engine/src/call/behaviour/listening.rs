@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::super::testing::{Act, CallTest, Script};
-use super::{question_with, taken};
+use super::{question, question_with, taken};
 
 const LONG: &str = "Please say your code after this rather long introduction. \
     We will read it back to you, so speak clearly and slowly. Thank you for calling.";
@@ -154,5 +154,51 @@ async fn a_dictionary_the_store_cannot_give_is_left_out_and_noted() {
         notes.contains("dictionary dic_elsewhere: not read") && notes.contains("left out"),
         "{}",
         h["turns"]
+    );
+}
+
+/// The recogniser's end of turn with an interim transcript that names one answer
+/// ("forty two" of seven / forty two) ends the turn at once with it, before the final
+/// ("forty two please"), and the turn's notes say so; an interim naming no answer leaves
+/// the turn to the final.
+#[tokio::test(start_paused = true)]
+async fn an_end_of_turn_interim_that_names_one_answer_decides_the_question() {
+    let say = |interim: &str| {
+        Script::new().at(
+            3000,
+            Act::SayWithEndOfTurn {
+                interim: interim.into(),
+                text: "forty two please".into(),
+            },
+        )
+    };
+    let done = CallTest::new(question("Your code?", false, "speech"))
+        .caller(say("forty two"))
+        .run()
+        .await;
+    let h = &done.history;
+    assert_eq!(taken(h, "ask"), "code42", "{}", h["trace"]);
+    let turn = &h["turns"][0];
+    assert_eq!(turn["transcript"], "forty two", "{turn}");
+    assert!(
+        turn["notes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|n| n.as_str().unwrap().contains("interim transcript")),
+        "{turn}"
+    );
+
+    let undecided = CallTest::new(question("Your code?", false, "speech"))
+        .caller(say("forty"))
+        .run()
+        .await;
+    let turn = &undecided.history["turns"][0];
+    assert_eq!(taken(&undecided.history, "ask"), "code42");
+    assert_eq!(turn["transcript"], "forty two please", "{turn}");
+    assert!(
+        turn.get("notes")
+            .is_none_or(|n| n.as_array().unwrap().is_empty()),
+        "{turn}"
     );
 }

@@ -39,6 +39,10 @@ pub enum Act {
     /// recogniser reports its first word as an interim result half-way and the whole text
     /// as the final one when the speech ends, 60 ms a character (at least 400 ms) later.
     Say(String),
+    /// Says `text` as [`Act::Say`] does, but the recogniser first reports its end of turn
+    /// with the interim transcript `interim` (the local speech node's `EndOfTurn`) and
+    /// sends the final 300 ms later.
+    SayWithEndOfTurn { interim: String, text: String },
     /// Hangs up (a BYE).
     HangUp,
 }
@@ -237,7 +241,8 @@ impl Peer {
             match act {
                 Act::Keys(keys) => self.keys(&keys, true).await,
                 Act::InfoKeys(keys) => self.keys(&keys, false).await,
-                Act::Say(text) => self.say(&text).await,
+                Act::Say(text) => self.say(&text, None).await,
+                Act::SayWithEndOfTurn { interim, text } => self.say(&text, Some(&interim)).await,
                 Act::HangUp => self.end(EndInfo {
                     call_status: CallStatus::Answered,
                     sip_code: None,
@@ -268,7 +273,7 @@ impl Peer {
         }
     }
 
-    async fn say(&self, text: &str) {
+    async fn say(&self, text: &str, end_of_turn: Option<&str>) {
         let long = Duration::from_millis((text.chars().count() as u64 * 60).max(400));
         {
             let mut s = self.0.lock();
@@ -283,9 +288,13 @@ impl Peer {
         }
         tokio::time::sleep(long / 2).await;
         let first = text.split_whitespace().next().unwrap_or_default();
-        self.transcript(first, false).await;
+        self.transcript(first, false, false).await;
         tokio::time::sleep(long - long / 2).await;
-        self.transcript(text, true).await;
+        if let Some(interim) = end_of_turn {
+            self.transcript(interim, false, true).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        self.transcript(text, true, false).await;
         let mut s = self.0.lock();
         if s.watching {
             let at_ms = Peer::ms(&s);
@@ -298,7 +307,7 @@ impl Peer {
     }
 
     /// Tells the recogniser listening now, if any, what it heard.
-    async fn transcript(&self, text: &str, is_final: bool) {
+    async fn transcript(&self, text: &str, is_final: bool, end_of_turn: bool) {
         let (tx, at_ms) = {
             let s = self.0.lock();
             (s.recognizer.clone(), Peer::ms(&s))
@@ -312,6 +321,7 @@ impl Peer {
                 node: NODE.into(),
                 decision_to_final_ms: None,
                 language: None,
+                end_of_turn,
             };
             let _ = tx.send(SttEvent::Transcript(t)).await;
         }
@@ -507,7 +517,7 @@ impl FakeMedia {
             let peer = self.peer.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(ANSWER_DELAY).await;
-                peer.say(&text).await;
+                peer.say(&text, None).await;
             });
         }
         tokio::spawn(async move {
