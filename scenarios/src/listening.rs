@@ -197,6 +197,20 @@ pub fn question_entities(entity: Option<&serde_json::Value>) -> Vec<Entity> {
         .unwrap_or_default()
 }
 
+/// Whether a classifier or a language model reads the question's answer (its
+/// `stt_properties.intent_properties` names a classifier, or a model or messages).
+fn reads_intents(stt: Option<&SttProperties>) -> bool {
+    stt.and_then(|s| s.intent_properties.get())
+        .is_some_and(|i| {
+            i.classifier
+                .get()
+                .is_some_and(|c| !c.id.str().trim().is_empty())
+                || i.llm_properties
+                    .get()
+                    .is_some_and(|l| !l.model.str().is_empty() || !l.messages.items().is_empty())
+        })
+}
+
 /// The most words a keyword answer's phrase has for the question to be [`Patience::Short`].
 const SHORT_ANSWER_WORDS: usize = 2;
 
@@ -238,18 +252,7 @@ pub fn patience(p: &QuestionProps, answers: &[Answer]) -> Patience {
     if kinds.iter().any(|k| matches!(k.as_str(), "text" | "email")) {
         return Patience::Long;
     }
-    let intents = p
-        .stt_properties
-        .get()
-        .and_then(|s| s.intent_properties.get())
-        .is_some_and(|i| {
-            i.classifier
-                .get()
-                .is_some_and(|c| !c.id.str().trim().is_empty())
-                || i.llm_properties
-                    .get()
-                    .is_some_and(|l| !l.model.str().is_empty() || !l.messages.items().is_empty())
-        });
+    let intents = reads_intents(p.stt_properties.get());
     let tokens = |s: &&crate::model::SpeechInput| s.tokens.get().map(phrases).unwrap_or_default();
     let by_intent = |s: &&crate::model::SpeechInput| {
         s.intent
@@ -290,16 +293,7 @@ pub fn says(transcript: &str, phrase: &str) -> bool {
 /// language model, no intent, no entity (the question's or an answer's) and no `filter`.
 pub fn interim_answers(p: &QuestionProps, answers: &[Answer]) -> Vec<Vec<String>> {
     let stt = p.stt_properties.get();
-    let intents = stt
-        .and_then(|s| s.intent_properties.get())
-        .is_some_and(|i| {
-            i.classifier
-                .get()
-                .is_some_and(|c| !c.id.str().trim().is_empty())
-                || i.llm_properties
-                    .get()
-                    .is_some_and(|l| !l.model.str().is_empty() || !l.messages.items().is_empty())
-        });
+    let intents = reads_intents(stt);
     if intents || !filters(stt).is_empty() || !question_entities(p.entity.get()).is_empty() {
         return Vec::new();
     }

@@ -10,7 +10,7 @@
 //!
 //! Every step starts fresh processes: a new database, `n` nodes (the release binary from
 //! `CALLSMITH_BIN`; each its own RTP range), Kamailio with the shipped configuration
-//! (`deploy/kamailio/kamailio.cfg`, two workers) in front of them, and a SIPp caller
+//! (`deploy/kamailio/kamailio.cfg`, four workers, 512 MB of shared memory) in front of them, and a SIPp caller
 //! (`bench/sipp/rate_uac_edge_caller.xml`) calling the edge at `--rate` for `--seconds`,
 //! each call held `--hold-ms` with RTP both ways; the nodes answer with the `call_rate` bot
 //! (a TTS question, then listening for DTMF). A step `direct` has SIPp call one node
@@ -31,6 +31,7 @@ use anyhow::{Context, Result, bail};
 use callsmith_bench::calls::{Sipp, SippJob, rate_scenario, wait_all_ended};
 use callsmith_bench::{CLK_TCK, cpu_ticks_of_command, fmt_setup, proc_stat};
 use callsmith_domain::store::communications::CommunicationFilter;
+use callsmith_e2e::peers::kamailio::Sizing;
 use callsmith_e2e::{
     AgentSpec, Engine, EngineOptions, Kamailio, create_agent, create_scenario, free_udp_port,
     provision, store_of,
@@ -81,7 +82,27 @@ struct Step {
     errors: Vec<(String, usize)>,
 }
 
+/// Whether a process named `kamailio` is alive (the previous step's edge is killed on drop
+/// and its workers take a moment to go; their CPU must not count in this step's).
+fn kamailio_alive() -> bool {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("comm")).ok())
+        .any(|c| c.trim() == "kamailio")
+}
+
 async fn step(args: &Args, nodes: usize, through_edge: bool) -> Result<Step> {
+    for _ in 0..100 {
+        if !kamailio_alive() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if kamailio_alive() {
+        bail!("a kamailio process is still running: stop it first, its CPU would count");
+    }
     let admin = std::env::var("CALLSMITH_TEST_PG_ADMIN_URL")
         .context("CALLSMITH_TEST_PG_ADMIN_URL: run `eval \"$(bash scripts/test-deps.sh)\"`")?;
     let db = callsmith_domain::store::create_postgres_database(&admin, "csbench_")
@@ -111,7 +132,10 @@ async fn step(args: &Args, nodes: usize, through_edge: bool) -> Result<Step> {
     // The edge's trunk gateway: a port nothing answers on (these calls stay inbound).
     let nowhere = SocketAddr::from(([127, 0, 0, 1], free_udp_port()));
     let edge = if through_edge {
-        Some(Kamailio::start(edge_addr, &addrs, &[nowhere]).await)
+        Some(
+            Kamailio::start_sized(edge_addr, &addrs, &[("carrier", &[nowhere])], Sizing::LOAD)
+                .await,
+        )
     } else {
         None
     };

@@ -97,7 +97,7 @@ def test_patience_sets_how_soon_the_turn_may_end():
     assert (cfg.turn_check_ms, cfg.turn_threshold, cfg.max_silence_ms, cfg.hold_digits) == (300, 0.7, 2000, True)
     cfg = EndpointConfig()
     cfg.apply_patience("short")
-    assert (cfg.turn_check_ms, cfg.max_silence_ms, cfg.hold_digits) == (150, 800, False)
+    assert (cfg.turn_check_ms, cfg.max_silence_ms, cfg.hold_digits) == (200, 800, False)
     with pytest.raises(ValueError):
         EndpointConfig().apply_patience("eager")
 

@@ -30,6 +30,30 @@ pub fn kamailio_binary() -> PathBuf {
         .unwrap_or_else(|_| PathBuf::from("/usr/sbin/kamailio"))
 }
 
+/// The edge's worker processes and memory (`-n`, `-m` shared MB, `-M` per-process MB).
+#[derive(Debug, Clone, Copy)]
+pub struct Sizing {
+    pub workers: u32,
+    pub shm_mb: u32,
+    pub pkg_mb: u32,
+}
+
+impl Sizing {
+    /// Two workers and small memory: enough for a test's few calls.
+    pub const TEST: Sizing = Sizing {
+        workers: 2,
+        shm_mb: 32,
+        pkg_mb: 4,
+    };
+    /// Four workers, 512 MB shared and 32 MB per process: hundreds of calls a second
+    /// at once.
+    pub const LOAD: Sizing = Sizing {
+        workers: 4,
+        shm_mb: 512,
+        pkg_mb: 32,
+    };
+}
+
 /// A running edge.
 pub struct Kamailio {
     child: Child,
@@ -61,6 +85,18 @@ impl Kamailio {
         addr: SocketAddr,
         nodes: &[SocketAddr],
         trunks: &[(&str, &[SocketAddr])],
+    ) -> Kamailio {
+        Kamailio::start_sized(addr, nodes, trunks, Sizing::TEST).await
+    }
+
+    /// Starts the edge with `sizing` (worker processes and memory): a test's few calls
+    /// need little, a load of hundreds of calls a second needs a deployment's sizes
+    /// (a Kamailio short of shared memory answers `500 … (2/SL)`).
+    pub async fn start_sized(
+        addr: SocketAddr,
+        nodes: &[SocketAddr],
+        trunks: &[(&str, &[SocketAddr])],
+        sizing: Sizing,
     ) -> Kamailio {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut list = String::new();
@@ -95,8 +131,11 @@ impl Kamailio {
         let child = Command::new(kamailio_binary())
             .arg("-f")
             .arg(&cfg)
-            // Foreground, log to stderr, two workers, small memory.
-            .args(["-DD", "-E", "-n", "2", "-m", "32", "-M", "4"])
+            // Foreground, log to stderr.
+            .args(["-DD", "-E"])
+            .args(["-n", &sizing.workers.to_string()])
+            .args(["-m", &sizing.shm_mb.to_string()])
+            .args(["-M", &sizing.pkg_mb.to_string()])
             .arg("-Y")
             .arg(dir.path())
             .arg("-P")
