@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use callsmith_e2e::peers::kamailio::{NODE_TIMEOUT_MS, PROBE_INTERVAL_SECS};
+use callsmith_e2e::peers::kamailio::{NODE_TIMEOUT_MS, PROBE_INTERVAL_SECS, edge_callers};
 use callsmith_e2e::peers::s3::S3Server;
 use callsmith_e2e::*;
 use chrono::{DateTime, Utc};
@@ -52,28 +52,10 @@ fn ts(v: &Value) -> DateTime<Utc> {
         .unwrap_or_else(|| panic!("not a timestamp: {v}"))
 }
 
-/// SIPp calling through the edge: `n` calls at `rate` a second, each held `hold_ms`.
+/// SIPp calling the number through the edge: `n` calls at `rate` a second, each held
+/// `hold_ms`.
 fn callers(edge: SocketAddr, n: usize, rate: u32, hold_ms: u64) -> Sipp {
-    Sipp::spawn(
-        "uac_edge_call.xml",
-        None,
-        Some(edge),
-        &[
-            "-m",
-            &n.to_string(),
-            "-r",
-            &rate.to_string(),
-            "-l",
-            &n.to_string(),
-            "-d",
-            &hold_ms.to_string(),
-            "-s",
-            INBOUND,
-            // Kamailio's workers may pass a 180 on after the 200 that overtook it.
-            "-default_behaviors",
-            "all,-abortunexp",
-        ],
-    )
+    edge_callers(edge, INBOUND, n, rate, hold_ms)
 }
 
 /// The INVITEs a node admitted so far.

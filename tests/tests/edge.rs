@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use callsmith_domain::communication::CommunicationStatus;
-use callsmith_e2e::peers::kamailio::{NODE_TIMEOUT_MS, PROBE_INTERVAL_SECS};
+use callsmith_e2e::peers::kamailio::{NODE_TIMEOUT_MS, PROBE_INTERVAL_SECS, edge_callers};
 use callsmith_e2e::*;
 use serde_json::Value;
 
@@ -94,29 +94,10 @@ impl Node {
     }
 }
 
-/// SIPp calling through the edge: `n` calls at `rate` a second, each held `hold_ms`.
+/// SIPp calling the number through the edge: `n` calls at `rate` a second, each held
+/// `hold_ms`.
 fn callers(edge: SocketAddr, n: usize, rate: u32, hold_ms: u64) -> Sipp {
-    Sipp::spawn(
-        "uac_edge_call.xml",
-        None,
-        Some(edge),
-        &[
-            "-m",
-            &n.to_string(),
-            "-r",
-            &rate.to_string(),
-            "-l",
-            &n.to_string(),
-            "-d",
-            &hold_ms.to_string(),
-            "-s",
-            NUMBER,
-            // Kamailio's workers may pass a 180 on after the 200 that overtook it: a late
-            // provisional answer is ignored, not a failed call.
-            "-default_behaviors",
-            "all,-abortunexp",
-        ],
-    )
+    edge_callers(edge, NUMBER, n, rate, hold_ms)
 }
 
 async fn all_succeed(caller: &mut Sipp, what: &str, edge: &Kamailio, nodes: &[&Node]) {

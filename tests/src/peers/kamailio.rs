@@ -214,6 +214,38 @@ impl Drop for Kamailio {
     }
 }
 
+/// SIPp callers calling `service` through the edge at `edge` (`tests/sipp/uac_edge_call.xml`,
+/// whose ACK and BYE follow the Record-Route): `n` calls at `rate` a second, each held
+/// `hold_ms`. Kamailio's workers may pass a 180 on after the 200 that overtook it, so a
+/// late provisional answer is ignored, not a failed call.
+pub fn edge_callers(
+    edge: SocketAddr,
+    service: &str,
+    n: usize,
+    rate: u32,
+    hold_ms: u64,
+) -> crate::peers::sipp::Sipp {
+    crate::peers::sipp::Sipp::spawn(
+        "uac_edge_call.xml",
+        None,
+        Some(edge),
+        &[
+            "-m",
+            &n.to_string(),
+            "-r",
+            &rate.to_string(),
+            "-l",
+            &n.to_string(),
+            "-d",
+            &hold_ms.to_string(),
+            "-s",
+            service,
+            "-default_behaviors",
+            "all,-abortunexp",
+        ],
+    )
+}
+
 /// The status code a SIP peer at `to` answers an OPTIONS with, None without an answer
 /// within `within`.
 pub async fn options_status(to: SocketAddr, within: Duration) -> Option<u16> {
