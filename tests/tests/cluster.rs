@@ -22,6 +22,30 @@ async fn database() -> String {
         .expect("a fresh database")
 }
 
+/// Waits until the call `id` is answered (in progress) and returns its row and the index
+/// of the engine running it (`claimed_by` is its host:pid).
+async fn answered_on(
+    store: &callsmith_domain::Store,
+    engines: &[Engine],
+    id: &str,
+) -> (callsmith_domain::store::CommunicationRecord, usize) {
+    let row = eventually(Duration::from_secs(30), || async {
+        let r = store.communication_get(id).await.ok()??;
+        (r.communication_status == CommunicationStatus::InProgress).then_some(r)
+    })
+    .await
+    .unwrap_or_else(|| {
+        let logs: Vec<String> = engines.iter().map(Engine::log).collect();
+        panic!("the call was never answered\n{}", logs.join("\n=====\n"))
+    });
+    let by = row.claimed_by.clone().expect("claimed");
+    let owner = engines
+        .iter()
+        .position(|e| by.ends_with(&format!(":{}", e.pid().expect("running"))))
+        .unwrap_or_else(|| panic!("no engine is {by}"));
+    (row, owner)
+}
+
 /// Heartbeat and node timeout as shipped (`dialer.heartbeat_interval_ms` 1000,
 /// `dialer.node_timeout_ms` 3000): the SIGKILL to the BYE at the callee takes the node
 /// timeout plus up to one heartbeat, plus the BYE's transaction; the bound leaves room for
@@ -60,24 +84,8 @@ async fn a_killed_nodes_answered_call_is_ended_by_a_peer_within_seconds() {
         .as_str()
         .expect("id")
         .to_string();
-    let row = eventually(Duration::from_secs(30), || async {
-        let r = store.communication_get(&id).await.ok()??;
-        (r.communication_status == CommunicationStatus::InProgress).then_some(r)
-    })
-    .await
-    .unwrap_or_else(|| {
-        panic!(
-            "the call was never answered\nA:\n{}\nB:\n{}",
-            engines[0].log(),
-            engines[1].log()
-        )
-    });
-    // The node running the call (`claimed_by` is its host:pid) dies; the other is the peer.
-    let by = row.claimed_by.clone().expect("claimed");
-    let owner = engines
-        .iter()
-        .position(|e| by.ends_with(&format!(":{}", e.pid().expect("running"))))
-        .unwrap_or_else(|| panic!("no engine is {by}"));
+    let (_, owner) = answered_on(&store, &engines, &id).await;
+    // The node running the call dies; the other is the peer.
     // The call is up a while before the node dies.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let killed = Instant::now();
@@ -199,17 +207,7 @@ async fn a_hangup_sent_to_another_node_ends_the_call() {
         .as_str()
         .expect("id")
         .to_string();
-    let row = eventually(Duration::from_secs(30), || async {
-        let r = store.communication_get(&id).await.ok()??;
-        (r.communication_status == CommunicationStatus::InProgress).then_some(r)
-    })
-    .await
-    .expect("answered");
-    let by = row.claimed_by.clone().expect("claimed");
-    let owner = engines
-        .iter()
-        .position(|e| by.ends_with(&format!(":{}", e.pid().expect("running"))))
-        .unwrap_or_else(|| panic!("no engine is {by}"));
+    let (_, owner) = answered_on(&store, &engines, &id).await;
     let other = &engines[1 - owner];
     let asked = Instant::now();
     let (status, body) = other
@@ -316,18 +314,8 @@ async fn the_live_view_of_a_call_is_served_by_the_node_that_does_not_run_it() {
         .as_str()
         .expect("id")
         .to_string();
-    let row = eventually(Duration::from_secs(30), || async {
-        let r = store.communication_get(&id).await.ok()??;
-        (r.communication_status == CommunicationStatus::InProgress).then_some(r)
-    })
-    .await
-    .unwrap_or_else(|| panic!("the call was never answered\n{}", engines[0].log()));
+    let (row, owner) = answered_on(&store, &engines, &id).await;
     assert!(row.is_test);
-    let by = row.claimed_by.clone().expect("claimed");
-    let owner = engines
-        .iter()
-        .position(|e| by.ends_with(&format!(":{}", e.pid().expect("running"))))
-        .unwrap_or_else(|| panic!("no engine is {by}"));
     let (own, other) = (&engines[owner], &engines[1 - owner]);
     let within = Duration::from_secs(60);
     let (relayed, direct) = tokio::join!(
@@ -521,17 +509,7 @@ async fn a_relayed_live_view_ends_when_the_node_running_the_call_dies() {
         .as_str()
         .expect("id")
         .to_string();
-    let row = eventually(Duration::from_secs(30), || async {
-        let r = store.communication_get(&id).await.ok()??;
-        (r.communication_status == CommunicationStatus::InProgress).then_some(r)
-    })
-    .await
-    .unwrap_or_else(|| panic!("the call was never answered\n{}", engines[0].log()));
-    let by = row.claimed_by.clone().expect("claimed");
-    let owner = engines
-        .iter()
-        .position(|e| by.ends_with(&format!(":{}", e.pid().expect("running"))))
-        .unwrap_or_else(|| panic!("no engine is {by}"));
+    let (_, owner) = answered_on(&store, &engines, &id).await;
     let viewer = 1 - owner;
     let watch = {
         let (base, client, account, id) = (
