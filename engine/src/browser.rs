@@ -18,6 +18,7 @@ use callsmith_domain::store::{
 };
 use callsmith_media::MediaSession;
 use callsmith_media::browser::{BrowserPeer, BrowserPeerConfig};
+use callsmith_media::codec::RtpCodec;
 use callsmith_scenarios::interpreter::CallDirection;
 use callsmith_sip::{MediaDirection, NegotiatedMedia, SdpCodec};
 use chrono::Utc;
@@ -228,17 +229,24 @@ impl lifecycle::Setup for Browser {
                 at: Utc::now(),
             })
             .await;
-        // The codec the browser speaks (Opus when it offers it, PCMU otherwise); the media
-        // session hears PCMU either way, the browser leg's relay transcodes.
+        // The codec the browser speaks (Opus when it offers it, PCMU otherwise) and the one
+        // the media session hears from the browser leg's relay: G.722 (wideband) for Opus,
+        // PCMU for PCMU.
+        let session_codec = peer.codec().session_codec();
         info!(
             communication = %comm.sid,
             codec = %peer.codec().name(),
+            session_codec = ?session_codec,
             "browser call connected"
         );
         let media = NegotiatedMedia {
             remote_rtp: peer.rtp_addr(),
-            codec: SdpCodec::Pcmu,
-            payload_type: 0,
+            codec: match session_codec {
+                RtpCodec::Pcmu => SdpCodec::Pcmu,
+                RtpCodec::Pcma => SdpCodec::Pcma,
+                RtpCodec::G722 => SdpCodec::G722,
+            },
+            payload_type: session_codec.payload_type(),
             telephone_event: peer.telephone_event(),
             remote_direction: MediaDirection::SendRecv,
             ptime: Some(20),

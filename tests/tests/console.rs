@@ -367,14 +367,18 @@ async fn draft_and_version_calls() -> Value {
     screenshots(&out, &["10-call", "11-communication", "12-version-call"]);
     let log = engine.log();
     assert!(!log.contains("panicked"), "the engine panicked:\n{log}");
-    // Chromium offers Opus first: every browser call speaks it (wideband both ways).
+    // Chromium offers Opus first: every browser call speaks it, and the relay speaks
+    // G.722 with the media session, so the call is wideband both ways.
     let connected: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("browser call connected"))
         .collect();
     assert!(
-        connected.len() >= 2 && connected.iter().all(|l| l.contains("codec=opus")),
-        "each browser call negotiates Opus: {connected:#?}"
+        connected.len() >= 2
+            && connected
+                .iter()
+                .all(|l| l.contains("codec=opus") && l.contains("session_codec=G722")),
+        "each browser call negotiates Opus, relayed as G.722: {connected:#?}"
     );
     result
 }

@@ -1,12 +1,14 @@
 //! Browser legs: a WebRTC peer (ICE host candidates, DTLS-SRTP, Opus or PCMU) whose audio
-//! is relayed to and from a [`crate::MediaSession`] as plain PCMU RTP over loopback.
+//! is relayed to and from a [`crate::MediaSession`] as plain RTP over loopback.
 //!
 //! The peer answers Opus (48 kHz, mono voice, in-band FEC) when the offer has it, as every
 //! browser's does, and PCMU/8000 otherwise; the answer names that one audio codec (and
 //! telephone-event at its clock rate), so the browser sends what the relay expects. With
-//! Opus the relay transcodes ([`opus`]): the browser's Opus is decoded to PCMU for the
-//! session (telephone-event moved from the 48 kHz clock to 8 kHz), and the session's PCMU
-//! is encoded to Opus for the browser, each packet in fixed buffers.
+//! Opus the relay transcodes ([`opus`]) to and from G.722, the wideband codec the session
+//! speaks on SIP legs too: the browser's Opus is decoded at 16 kHz and coded as G.722 for
+//! the session (telephone-event moved from the 48 kHz clock to 8 kHz), and the session's
+//! G.722 is decoded at 16 kHz and encoded to Opus for the browser, each packet in fixed
+//! buffers. With PCMU the relay passes the packets as they are.
 //!
 //! A browser's microphone and speaker become a call leg like a SIP peer's RTP: the session
 //! sends its RTP to the relay's address and gets the browser's RTP from it, so pacing,
@@ -57,6 +59,8 @@ use webrtc::track::track_local::TrackLocalWriter;
 use webrtc::track::track_local::track_local_static_rtp::TrackLocalStaticRTP;
 use webrtc::util::marshal::{Marshal, MarshalSize};
 
+use crate::codec::RtpCodec;
+
 mod opus;
 pub mod policy;
 mod sockets;
@@ -72,8 +76,8 @@ const OPUS_PT: u8 = 111;
 /// offer's).
 const TELEPHONE_EVENT_PT: u8 = 101;
 
-/// The audio codec a browser leg speaks with the browser (the media session always hears
-/// PCMU).
+/// The audio codec a browser leg speaks with the browser (the media session hears
+/// [`BrowserCodec::session_codec`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BrowserCodec {
     /// Opus/48000/2 (mono content, in-band FEC), transcoded by the relay.
@@ -88,6 +92,16 @@ impl BrowserCodec {
         match self {
             BrowserCodec::Opus => "opus",
             BrowserCodec::Pcmu => "pcmu",
+        }
+    }
+
+    /// The codec the relay speaks with the media session: G.722 for Opus, so the call's
+    /// audio stays wideband (16 kHz) between the browser and the session, and PCMU as it
+    /// is for PCMU.
+    pub fn session_codec(self) -> RtpCodec {
+        match self {
+            BrowserCodec::Opus => RtpCodec::G722,
+            BrowserCodec::Pcmu => RtpCodec::Pcmu,
         }
     }
 
@@ -361,6 +375,7 @@ impl BrowserPeer {
         // engine is not relayed, the track writes one codec; the track sets the payload
         // type and SSRC it negotiated).
         let to_browser = {
+            let session_pt = codec.session_codec().payload_type();
             let relay = relay.clone();
             let media_to = media_to.clone();
             let mut to_browser = to_browser;
@@ -368,7 +383,7 @@ impl BrowserPeer {
                 let mut buf = vec![0u8; 1500];
                 let mut out = Box::new([0u8; opus::TO_BROWSER_BUF]);
                 while let Ok((n, from)) = relay.recv_from(&mut buf).await {
-                    if media_to.get() != Some(&from) || n < 12 || (buf[1] & 0x7f) != PCMU_PT {
+                    if media_to.get() != Some(&from) || n < 12 || (buf[1] & 0x7f) != session_pt {
                         continue;
                     }
                     match to_browser.as_mut() {
