@@ -225,6 +225,7 @@ impl MediaEngine {
             events: Some(erx),
             recorder: Mutex::new(None),
             recording_queue_frames: cfg.recording_queue_frames,
+            wide: std::sync::atomic::AtomicBool::new(false),
             load: worker.sessions.clone(),
         })
     }
