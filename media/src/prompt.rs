@@ -315,6 +315,15 @@ impl StreamingAudio {
         }
     }
 
+    /// Appends a prompt's audio at the source's rate: its 16 kHz samples to a wideband
+    /// source when it has them.
+    pub fn push_prompt(&self, p: &Prompt) {
+        match (self.rate, p.wide()) {
+            (AudioRate::Wide, Some(w)) => self.push(w),
+            _ => self.push_from(p.pcm(), AudioRate::Narrow),
+        }
+    }
+
     /// Appends samples at the source's rate ([`Self::rate`]).
     pub fn push(&self, pcm: &[i16]) {
         let mut s = self.inner.lock();

@@ -5,10 +5,12 @@
 //!
 //! A narrowband session's frames stay 160 samples: only wideband sessions hold 320-sample
 //! frames. Both conversions are stateless and allocate nothing (they run on the media
-//! worker's tick): doubling interpolates linearly between neighbours, halving averages
-//! each pair (a two-tap low-pass ahead of the decimation, enough for speech detection and
-//! for a narrowband listener of wideband audio; decoded files and synthesis are resampled
-//! properly to each rate instead, see [`crate::prompt`]).
+//! worker's tick): doubling interpolates linearly between neighbours; halving keeps every
+//! other sample of a 7-tap half-band low-pass (about 25 dB down at 6 kHz, so the upper
+//! band barely folds into the lower one), the slice's edge samples repeated beyond it.
+//! They serve speech detection and a listener of the other rate (a bridge between a
+//! wideband and a narrowband call); decoded files and synthesis are resampled properly to
+//! each rate instead (see [`crate::prompt`]).
 
 /// The sample rate of a session's audio pipeline.
 #[derive(
@@ -94,11 +96,18 @@ pub fn upsample_2x(src: &[i16], dst: &mut [i16]) {
     }
 }
 
-/// 16 kHz to 8 kHz: the mean of each pair.
+/// 16 kHz to 8 kHz: the half-band low-pass at every even sample.
 pub fn decimate_2x(src: &[i16], dst: &mut [i16]) {
-    for (o, pair) in dst.iter_mut().zip(src.chunks_exact(2)) {
-        *o = ((pair[0] as i32 + pair[1] as i32) / 2) as i16;
+    for (i, o) in dst.iter_mut().take(src.len() / 2).enumerate() {
+        *o = half_band(src, 2 * i);
     }
+}
+
+/// The half-band filter `[-1, 0, 9, 16, 9, 0, -1] / 32` at `src[c]`, edges repeated.
+fn half_band(src: &[i16], c: usize) -> i16 {
+    let at = |k: isize| src[(c as isize + k).clamp(0, src.len() as isize - 1) as usize] as i32;
+    let v = 16 * at(0) + 9 * (at(-1) + at(1)) - (at(-3) + at(3));
+    (v / 32).clamp(i16::MIN as i32, i16::MAX as i32) as i16
 }
 
 /// `src` at `from` as samples at `to`, one by one (nothing allocated): for appending to a
@@ -111,7 +120,7 @@ pub fn samples_at(src: &[i16], from: AudioRate, to: AudioRate) -> impl Iterator<
     };
     src.chunks(step).enumerate().flat_map(move |(i, c)| {
         let v = if step == 2 {
-            ((c[0] as i32 + *c.get(1).unwrap_or(&c[0]) as i32) / 2) as i16
+            half_band(src, 2 * i)
         } else {
             c[0]
         };
@@ -147,12 +156,34 @@ mod tests {
         assert_eq!(wide, [0, 50, 100, 150, 200, 250, 300, 300]);
         let mut back = [0i16; 4];
         convert(&wide, AudioRate::Wide, &mut back, AudioRate::Narrow);
-        assert_eq!(back, [25, 125, 225, 300]);
+        assert_eq!(back, [9, 98, 201, 290]);
         let it: Vec<i16> = samples_at(&narrow, AudioRate::Narrow, AudioRate::Wide).collect();
         assert_eq!(it, wide);
         let it: Vec<i16> = samples_at(&wide, AudioRate::Wide, AudioRate::Narrow).collect();
         assert_eq!(it, back);
         let it: Vec<i16> = samples_at(&narrow, AudioRate::Narrow, AudioRate::Narrow).collect();
         assert_eq!(it, narrow);
+    }
+
+    #[test]
+    fn halving_keeps_the_lower_band_and_folds_little_of_the_upper() {
+        let tone = |f: f64| -> Vec<i16> {
+            (0..3200)
+                .map(|i| {
+                    ((i as f64 * 2.0 * std::f64::consts::PI * f / 16000.0).sin() * 8000.0) as i16
+                })
+                .collect()
+        };
+        let rms = |x: &[i16]| {
+            (x.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / x.len() as f64).sqrt()
+        };
+        let mut out = [0i16; 1600];
+        decimate_2x(&tone(1000.0), &mut out);
+        assert!(rms(&out[10..1590]) > 5500.0, "1 kHz passes");
+        decimate_2x(&tone(6000.0), &mut out);
+        assert!(
+            rms(&out[10..1590]) < 600.0,
+            "6 kHz folds 20 dB down or more"
+        );
     }
 }

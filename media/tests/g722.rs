@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use callsmith_media::codec::RtpCodec;
 use callsmith_media::g722::{G722Decoder, G722Encoder};
-use callsmith_media::prompt::Prompt;
+use callsmith_media::prompt::{Prompt, StreamingAudio};
 use callsmith_media::recording::RecordingTarget;
 use callsmith_media::rtp::write_rtp;
 use callsmith_media::stt::{SttNodeConfig, SttParams, SttPool, SttProtocol};
@@ -155,6 +155,53 @@ async fn a_16k_prompt_reaches_a_g722_peer_with_its_upper_band() {
     let between = power_at(voiced, 5000.0, 16000.0);
     assert!(upper > 0.1 * lower, "6 kHz {upper} vs 1 kHz {lower}");
     assert!(upper > 100.0 * between, "6 kHz {upper} vs 5 kHz {between}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_16k_growing_source_reaches_a_g722_peer_and_a_g711_peer() {
+    let engine = engine();
+    let wide_peer = RawPeer::new().await;
+    let narrow_peer = RawPeer::new().await;
+    let wide = engine.open_session(None).unwrap();
+    wide.set_remote(wide_peer.addr(), RtpCodec::G722, None)
+        .unwrap();
+    let narrow = engine.open_session(None).unwrap();
+    narrow
+        .set_remote(narrow_peer.addr(), RtpCodec::Pcmu, None)
+        .unwrap();
+    // Streamed synthesis at 16 kHz: a 1 kHz and a 6 kHz tone.
+    let pcm = mix(
+        &tone(1000.0, 16000.0, 800, 6000.0),
+        &tone(6000.0, 16000.0, 800, 6000.0),
+    );
+    let play = |s: &MediaSession| {
+        let src = StreamingAudio::new_at(AudioRate::Wide, usize::MAX / 2);
+        src.push(&pcm);
+        src.finish();
+        s.play(src, false).unwrap()
+    };
+    let (a, b) = (play(&wide), play(&narrow));
+    let wide_packets = wide_peer
+        .collect(Duration::from_secs(3), |p| p.len() >= 40)
+        .await;
+    let narrow_packets = narrow_peer
+        .collect(Duration::from_secs(3), |p| p.len() >= 40)
+        .await;
+    a.wait().await;
+    b.wait().await;
+    let mut dec = G722Decoder::new();
+    let mut heard = vec![0i16; wide_packets.len() * 320];
+    for (p, out) in wide_packets.iter().zip(heard.chunks_mut(320)) {
+        dec.decode(&p.payload, out);
+    }
+    let voiced = &heard[320 * 5..320 * 35];
+    let upper = power_at(voiced, 6000.0, 16000.0);
+    assert!(upper > 0.1 * power_at(voiced, 1000.0, 16000.0));
+    assert!(upper > 100.0 * power_at(voiced, 5000.0, 16000.0));
+    // The G.711 peer hears the 1 kHz tone at 8 kHz.
+    let heard = decode(&narrow_packets, callsmith_media::g711::Codec::Pcmu);
+    let voiced = &heard[160 * 5..160 * 35];
+    assert!(power_at(voiced, 1000.0, 8000.0) > 10.0 * power_at(voiced, 2000.0, 8000.0));
 }
 
 /// Reads a stored stereo recording: its rate, left (caller) and right (bot) channels.
