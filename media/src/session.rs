@@ -207,9 +207,8 @@ impl MediaSession {
         if slot.is_some() {
             return Err(MediaError::InvalidInput("already recording".into()));
         }
-        let queue = self.recording_queue_frames * self.audio_rate().factor();
-        let (rec, tap) =
-            Recorder::start(target, queue).map_err(|e| MediaError::Recording(e.to_string()))?;
+        let (rec, tap) = Recorder::start(target, self.recording_queue_frames)
+            .map_err(|e| MediaError::Recording(e.to_string()))?;
         self.send(Command::StartRecording { id: self.id, tap })?;
         *slot = Some(rec);
         Ok(())

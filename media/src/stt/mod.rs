@@ -1210,6 +1210,22 @@ mod tests {
     }
 
     #[test]
+    fn a_wideband_stream_says_16000_in_both_protocols() {
+        let wide = SttParams {
+            audio_rate: crate::rate::AudioRate::Wide,
+            ..SttParams::default()
+        };
+        let v: serde_json::Value = serde_json::from_str(&vosk_config(&vosk_node(), &wide)).unwrap();
+        assert_eq!(v, serde_json::json!({"config": {"sample_rate": 16000}}));
+        let dg = SttNodeConfig::new("dg", "ws://127.0.0.1:1/v1/listen", SttProtocol::Deepgram);
+        let u = stream_url(&dg, &wide).unwrap();
+        assert!(
+            u.contains("encoding=linear16&sample_rate=16000&channels=1"),
+            "{u}"
+        );
+    }
+
+    #[test]
     fn transcripts_normalise() {
         assert_eq!(
             normalize_transcript(" The quick, brown FOX!  "),
