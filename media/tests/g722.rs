@@ -8,13 +8,15 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use callsmith_media::amd::{AmdConfig, AmdDecision};
 use callsmith_media::codec::RtpCodec;
 use callsmith_media::g722::{G722Decoder, G722Encoder};
 use callsmith_media::prompt::{Prompt, StreamingAudio};
 use callsmith_media::recording::RecordingTarget;
 use callsmith_media::rtp::write_rtp;
 use callsmith_media::stt::{SttNodeConfig, SttParams, SttPool, SttProtocol};
-use callsmith_media::{AudioRate, MediaSession};
+use callsmith_media::tts::{TtsRequest, TtsService};
+use callsmith_media::{AudioRate, MediaEvent, MediaSession};
 use common::*;
 use object_store::ObjectStore;
 
@@ -202,6 +204,47 @@ async fn a_16k_growing_source_reaches_a_g722_peer_and_a_g711_peer() {
     let heard = decode(&narrow_packets, callsmith_media::g711::Codec::Pcmu);
     let voiced = &heard[160 * 5..160 * 35];
     assert!(power_at(voiced, 1000.0, 8000.0) > 10.0 * power_at(voiced, 2000.0, 8000.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speech_and_answering_machine_detection_work_on_a_g722_call() {
+    let engine = engine();
+    let caller = engine.open_session(None).unwrap();
+    let mut bot = engine.open_session(None).unwrap();
+    caller
+        .set_remote(bot.local_addr(), RtpCodec::G722, None)
+        .unwrap();
+    bot.set_remote(caller.local_addr(), RtpCodec::G722, None)
+        .unwrap();
+    bot.watch_speech(true).unwrap();
+    let amd = bot
+        .spawn_answering_machine_detection(AmdConfig::default())
+        .unwrap();
+    let greeting = TtsService::with_local_engines(4)
+        .prompt(&TtsRequest {
+            engine: "flite".into(),
+            text: "Hello, you have reached the voicemail of John Smith. I am not available \
+                   right now, please leave a message"
+                .into(),
+            speed: 1.0,
+            rate: AudioRate::Wide,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    caller.play(greeting, false).unwrap();
+    let verdict = tokio::time::timeout(Duration::from_secs(15), amd)
+        .await
+        .expect("a verdict")
+        .unwrap();
+    assert_eq!(verdict, AmdDecision::Machine);
+    let mut started = false;
+    while let Ok(Some(ev)) =
+        tokio::time::timeout(Duration::from_millis(200), bot.next_event()).await
+    {
+        started |= matches!(ev, MediaEvent::SpeechStarted { .. });
+    }
+    assert!(started, "speech detected at 16 kHz");
 }
 
 /// Reads a stored stereo recording: its rate, left (caller) and right (bot) channels.

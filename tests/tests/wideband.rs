@@ -53,7 +53,8 @@ fn speech_wav(dir: &std::path::Path, text: &str, rate: u32, lead_ms: u32) -> std
 
 /// Runs an agent call to a baresip offering and accepting `baresip_codecs` over a trunk
 /// listing `trunk_codecs`; returns the finished communication, its history, the engine's
-/// log, the stored recording and baresip's output.
+/// log, the stored recording (with the first speech turn's stored audio) and baresip's
+/// output.
 async fn call_baresip(
     ip: std::net::IpAddr,
     baresip_codecs: &str,
@@ -63,7 +64,7 @@ async fn call_baresip(
     serde_json::Value,
     serde_json::Value,
     String,
-    Vec<u8>,
+    (Vec<u8>, Vec<u8>),
     String,
 ) {
     let node = SttNode::start().await;
@@ -113,8 +114,14 @@ async fn call_baresip(
             .join(format!("calls/{}/{id}/recording.wav", t.account)),
     )
     .unwrap_or_default();
+    let turn = std::fs::read(
+        e.data_dir
+            .join("objects")
+            .join(format!("calls/{}/{id}/speech/1.wav", t.account)),
+    )
+    .unwrap_or_default();
     let log = e.log();
-    (done, history, log, recording, phone.output().await)
+    (done, history, log, (recording, turn), phone.output().await)
 }
 
 const V4: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
@@ -153,7 +160,7 @@ fn caller_tone_6k(wav: &[u8]) -> (f64, f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_g722_call_with_baresip_is_recognised_and_recorded() {
-    let (done, h, log, recording, phone) =
+    let (done, h, log, (recording, turn), phone) =
         call_baresip(V4, "G722/16000/1", 16000, "[\"G722\", \"PCMU\"]").await;
     assert_eq!(
         done["communication_status"], "completed",
@@ -187,11 +194,13 @@ async fn a_g722_call_with_baresip_is_recognised_and_recorded() {
         tone > 1000.0 && tone > 10.0 * beside,
         "6 kHz tone {tone:.0}, 5 kHz {beside:.0}"
     );
+    // The speech turn's stored audio, what recognition got, is 16 kHz too.
+    assert_eq!(wav_rate(&turn), 16000, "{}", h["turns"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pcmu_only_phone_still_gets_pcmu() {
-    let (done, h, log, recording, phone) =
+    let (done, h, log, (recording, turn), phone) =
         call_baresip(V4, "PCMU", 8000, "[\"G722\", \"PCMU\"]").await;
     assert_eq!(
         done["communication_status"], "completed",
@@ -201,6 +210,7 @@ async fn a_pcmu_only_phone_still_gets_pcmu() {
     assert_eq!(done["goals"], json!(["agreed"]), "history: {}", h["turns"]);
     // A G.711 call stays narrowband.
     assert_eq!(wav_rate(&recording), 8000);
+    assert_eq!(wav_rate(&turn), 8000);
 }
 
 /// IPv6 loopback end to end: the engine listens for SIP and binds RTP on `::1`, its trunk's
