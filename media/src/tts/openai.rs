@@ -1,5 +1,6 @@
 //! An OpenAI-compatible speech endpoint (`POST /v1/audio/speech`): 16-bit PCM (or WAV)
-//! read as it streams in, converted to 8 kHz.
+//! read as it streams in, converted to the request's rate (8 kHz, or 16 kHz for a G.722
+//! call).
 
 use std::time::Duration;
 
