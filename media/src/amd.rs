@@ -341,9 +341,25 @@ impl crate::MediaSession {
         Ok(tokio::task::spawn_blocking(move || {
             let mut vad = crate::vad::SpeechDetector::new(crate::vad::VadConfig::default());
             let mut det = AmdDetector::new(cfg);
+            // The detector takes 8 kHz frames: a wideband session's two 16 kHz frames per
+            // tick are halved into one.
+            let mut narrow = [0i16; crate::prompt::FRAME_SAMPLES];
+            let mut filled = 0;
             while let Some(f) = rx.blocking_recv() {
-                let voiced = vad.is_voiced(&f.pcm);
-                det.push(&f.pcm, voiced);
+                let n = crate::prompt::FRAME_SAMPLES / f.rate.factor();
+                crate::rate::convert(
+                    &f.pcm,
+                    f.rate,
+                    &mut narrow[filled..filled + n],
+                    crate::rate::AudioRate::Narrow,
+                );
+                filled += n;
+                if filled < narrow.len() {
+                    continue;
+                }
+                filled = 0;
+                let voiced = vad.is_voiced(&narrow);
+                det.push(&narrow, voiced);
                 if det.finished() {
                     return det.verdict();
                 }

@@ -33,7 +33,9 @@ pub struct MediaConfig {
     pub vad: Option<VadConfig>,
     /// Duration of each sent DTMF digit.
     pub dtmf_duration_ms: u32,
-    /// Recording hand-off queue, in 20 ms frames.
+    /// Recording hand-off queue, in 160-sample stereo frames (each 20 ms at 8 kHz, 10 ms on
+    /// a G.722 call: the queue, allocated when a recording starts, is the same size for
+    /// either and holds half as long of a wideband call).
     pub recording_queue_frames: usize,
     /// Event channel capacity per session.
     pub event_capacity: usize,
@@ -225,6 +227,7 @@ impl MediaEngine {
             events: Some(erx),
             recorder: Mutex::new(None),
             recording_queue_frames: cfg.recording_queue_frames,
+            wide: std::sync::atomic::AtomicBool::new(false),
             load: worker.sessions.clone(),
         })
     }

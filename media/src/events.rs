@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 
 use crate::prompt::FRAME_SAMPLES;
+use crate::rate::AudioRate;
 
 /// Something that happened on a session, in call time (`at_ms` since the session opened).
 #[derive(Debug, Clone, PartialEq)]
@@ -33,18 +34,37 @@ pub enum MediaEvent {
 /// Events are rare (a digit, a VAD edge), so the worker allocates seldom.
 pub type MediaEvents = futures::channel::mpsc::Receiver<MediaEvent>;
 
-/// Caller audio from a tap, one frame per 20 ms (see [`crate::MediaSession::tap_caller_audio`]).
+/// Caller audio from a tap, 20 ms of it per tick (see [`crate::MediaSession::tap_caller_audio`]).
 ///
 /// A tokio channel: it reserves 32 frames (10.5 KiB) when made but reuses its blocks,
 /// so the media worker does not allocate per frame. A tap lives for one turn.
 pub type AudioReceiver = tokio::sync::mpsc::Receiver<AudioFrame>;
 
-/// One 20 ms frame of caller audio, 8 kHz linear.
+/// 160 samples of caller audio, linear at the session's [`AudioRate`]: 20 ms at 8 kHz, or
+/// 10 ms at 16 kHz (a wideband session's tap gets two frames per 20 ms tick, so a tap's
+/// slot is the same size for every session).
 #[derive(Debug, Clone, Copy)]
 pub struct AudioFrame {
     pub pcm: [i16; FRAME_SAMPLES],
     /// Start of the frame in call time.
     pub at_ms: u64,
+    pub rate: AudioRate,
+}
+
+impl AudioFrame {
+    /// An 8 kHz frame (20 ms).
+    pub fn narrow(pcm: [i16; FRAME_SAMPLES], at_ms: u64) -> AudioFrame {
+        AudioFrame {
+            pcm,
+            at_ms,
+            rate: AudioRate::Narrow,
+        }
+    }
+
+    /// How much audio the frame holds: 20 or 10 ms.
+    pub fn duration_ms(&self) -> u64 {
+        (FRAME_SAMPLES / self.rate.samples_per_ms()) as u64
+    }
 }
 
 /// When caller speech may stop a prompt (barge-in): from its start, from part way

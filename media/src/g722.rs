@@ -7,9 +7,9 @@
 //!
 //! Two sample rates on the linear side:
 //! - 16 kHz ([`G722Encoder::new`]): the full codec, the quadrature mirror filters splitting
-//!   and joining the two bands;
+//!   and joining the two bands (what a G.722 session uses, see [`crate::codec`]);
 //! - 8 kHz ([`G722Encoder::new_8k`]): the lower band alone, the filters bypassed, for a
-//!   pipeline that runs at 8 kHz: encoding sends the upper band as the code of least
+//!   caller that has 8 kHz audio only: encoding sends the upper band as the code of least
 //!   magnitude, decoding keeps only the lower band, and one code stands for one 8 kHz
 //!   sample, so 20 ms is 160 codes either way.
 //!

@@ -2,7 +2,9 @@
 //! nothing of SIP or scenarios.
 //!
 //! Layers, bottom up:
-//! - sans-IO cores: [`g711`], [`g722`] (with [`codec`], a stream's codec state), [`rtp`], [`rtcp`], [`dtmf`], [`jitter`], [`vad`], [`amd`];
+//! - sans-IO cores: [`g711`], [`g722`] (with [`codec`], a stream's codec state, and
+//!   [`rate`], the 8 or 16 kHz audio rate the codec gives a session), [`rtp`], [`rtcp`],
+//!   [`dtmf`], [`jitter`], [`vad`], [`amd`];
 //! - audio sources: [`prompt`] (decode, resample, cache, growing sources), [`tts`]
 //!   (spoken sentence by sentence, split by [`sentences`]);
 //! - the pacing workers ([`worker`], private) behind [`MediaEngine`] / [`MediaSession`];
@@ -33,6 +35,7 @@ pub mod g711;
 pub mod g722;
 pub mod jitter;
 pub mod prompt;
+pub mod rate;
 pub mod recording;
 pub mod rtcp;
 pub mod rtp;
@@ -49,6 +52,7 @@ pub use engine::{MediaConfig, MediaEngine, PacingSnapshot};
 pub use events::{
     AudioFrame, AudioReceiver, BargeIn, MediaEvent, MediaEvents, PlayEnd, Playout, SessionStats,
 };
+pub use rate::AudioRate;
 pub use session::{Bridge, MediaSession, PlayHandle};
 
 /// Errors of the session facade.

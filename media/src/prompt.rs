@@ -1,7 +1,8 @@
 //! Prompts: audio decoded once to 8 kHz mono, pre-encoded to both G.711 laws,
 //! and shared across calls through `Arc`, so playing a prompt on the hot path
-//! is a slice copy. Also the growing source (`StreamingAudio`) used for
-//! streamed synthesis and for bridging two sessions.
+//! is a slice copy. A source of 16 kHz or more is also kept at 16 kHz, for
+//! wideband (G.722) sessions ([`AudioRate`]). Also the growing source
+//! (`StreamingAudio`) used for streamed synthesis and for bridging two sessions.
 //!
 //! Decoding: WAV through hound (falling back to symphonia for formats hound
 //! does not read, e.g. µ-law WAV), MP3/OGG-Vorbis/FLAC through symphonia;
@@ -14,6 +15,7 @@ use parking_lot::Mutex;
 use thiserror::Error;
 
 use crate::g711::Codec;
+use crate::rate::AudioRate;
 
 /// Telephony sample rate.
 pub const SAMPLE_RATE: u32 = 8000;
@@ -33,12 +35,15 @@ pub enum PromptError {
     Empty,
 }
 
-/// A decoded prompt: 8 kHz mono samples plus both G.711 encodings.
+/// A decoded prompt: 8 kHz mono samples plus both G.711 encodings, and 16 kHz samples
+/// when its source had them.
 #[derive(Debug)]
 pub struct Prompt {
     pcm: Vec<i16>,
     ulaw: Vec<u8>,
     alaw: Vec<u8>,
+    /// The 16 kHz samples, twice as many as `pcm`, when the source was 16 kHz or more.
+    wide: Option<Vec<i16>>,
 }
 
 impl Prompt {
@@ -50,7 +55,34 @@ impl Prompt {
         }
         let ulaw = pcm.iter().map(|s| Codec::Pcmu.encode(*s)).collect();
         let alaw = pcm.iter().map(|s| Codec::Pcma.encode(*s)).collect();
-        Prompt { pcm, ulaw, alaw }
+        Prompt {
+            pcm,
+            ulaw,
+            alaw,
+            wide: None,
+        }
+    }
+
+    /// Builds a prompt from the same audio at 8 kHz (`pcm`) and at 16 kHz (`wide`), for
+    /// narrowband and wideband sessions; the 16 kHz samples are padded or cut to twice the
+    /// (padded) 8 kHz length.
+    pub fn from_pcm_wide(pcm: Vec<i16>, mut wide: Vec<i16>) -> Prompt {
+        let mut p = Prompt::from_pcm(pcm);
+        wide.resize(p.pcm.len() * 2, 0);
+        p.wide = Some(wide);
+        p
+    }
+
+    /// Builds a prompt from samples at `rate`: 16 kHz samples are also decimated to 8 kHz
+    /// (the proper resampler, [`resample`], is for whole decoded files).
+    pub fn from_pcm_at(pcm: Vec<i16>, rate: AudioRate) -> Prompt {
+        match rate {
+            AudioRate::Narrow => Prompt::from_pcm(pcm),
+            AudioRate::Wide => {
+                let narrow = crate::rate::samples_at(&pcm, rate, AudioRate::Narrow).collect();
+                Prompt::from_pcm_wide(narrow, pcm)
+            }
+        }
     }
 
     /// [`Prompt::decode`] on tokio's blocking pool: decoding and resampling a whole file
@@ -69,19 +101,44 @@ impl Prompt {
         .map_err(|e| PromptError::Decode(e.to_string()))?
     }
 
-    /// Decodes any supported container at any rate/channel count.
+    /// Decodes any supported container at any rate/channel count; a source of 16 kHz or
+    /// more is kept at 16 kHz as well.
     pub fn decode(bytes: &[u8], extension_hint: Option<&str>) -> Result<Prompt, PromptError> {
         let (samples, rate) = decode_mono(bytes, extension_hint)?;
         let pcm = resample_to_8k(&samples, rate)?;
         if pcm.is_empty() {
             return Err(PromptError::Empty);
         }
-        Ok(Prompt::from_pcm(pcm))
+        match AudioRate::for_source(rate) {
+            AudioRate::Wide => {
+                let wide = resample(&samples, rate, AudioRate::Wide.hz())?;
+                Ok(Prompt::from_pcm_wide(pcm, wide))
+            }
+            AudioRate::Narrow => Ok(Prompt::from_pcm(pcm)),
+        }
     }
 
     /// The 8 kHz samples.
     pub fn pcm(&self) -> &[i16] {
         &self.pcm
+    }
+
+    /// The 16 kHz samples, when the source had them.
+    pub fn wide(&self) -> Option<&[i16]> {
+        self.wide.as_deref()
+    }
+
+    /// The frame starting at 8 kHz sample `from`, at `rate`, into `out` (one frame at that
+    /// rate): 16 kHz from the prompt's own samples when it has them, else doubled.
+    pub fn frame_into(&self, from: usize, rate: AudioRate, out: &mut [i16]) {
+        let narrow = &self.pcm[from..from + FRAME_SAMPLES];
+        match (rate, &self.wide) {
+            (AudioRate::Narrow, _) => out[..FRAME_SAMPLES].copy_from_slice(narrow),
+            (AudioRate::Wide, Some(w)) => {
+                out[..2 * FRAME_SAMPLES].copy_from_slice(&w[2 * from..2 * (from + FRAME_SAMPLES)])
+            }
+            (AudioRate::Wide, None) => crate::rate::upsample_2x(narrow, out),
+        }
     }
 
     /// The pre-encoded bytes for `codec`.
@@ -103,14 +160,16 @@ impl Prompt {
     }
 }
 
-/// A growing 8 kHz source: a producer pushes samples while the player drains
-/// them one frame per tick. Used for streamed synthesis and session bridges.
-/// The player only `try_lock`s, so a busy producer costs a silent frame, never a stall.
+/// A growing source at 8 or 16 kHz ([`AudioRate`]): a producer pushes samples while the
+/// player drains them one frame per tick, at the player's rate (converted when the two
+/// differ). Used for streamed synthesis and session bridges. The player only `try_lock`s,
+/// so a busy producer costs a silent frame, never a stall.
 #[derive(Debug)]
 pub struct StreamingAudio {
     inner: Mutex<StreamState>,
     /// Oldest samples are dropped beyond this many (bridges keep latency bounded).
     max_buffered: usize,
+    rate: AudioRate,
 }
 
 #[derive(Debug)]
@@ -144,18 +203,38 @@ pub enum StreamFrame {
 const INITIAL_CAPACITY: usize = 800;
 
 impl StreamingAudio {
-    /// A source that buffers at most `max_buffered` samples (oldest dropped first).
+    /// An 8 kHz source that buffers at most `max_buffered` samples (oldest dropped first).
     pub fn new(max_buffered: usize) -> Arc<StreamingAudio> {
-        Self::build(max_buffered, None)
+        Self::build(AudioRate::Narrow, max_buffered, None)
+    }
+
+    /// A source of samples at `rate` that buffers at most `max_buffered` of them.
+    pub fn new_at(rate: AudioRate, max_buffered: usize) -> Arc<StreamingAudio> {
+        Self::build(rate, max_buffered, None)
     }
 
     /// Like `new`, and keeps a copy of everything pushed (see `take_history`).
     pub fn new_with_history(max_buffered: usize) -> Arc<StreamingAudio> {
-        Self::build(max_buffered, Some(Vec::new()))
+        Self::build(AudioRate::Narrow, max_buffered, Some(Vec::new()))
     }
 
-    fn build(max_buffered: usize, history: Option<Vec<i16>>) -> Arc<StreamingAudio> {
+    /// Like `new_at`, and keeps a copy of everything pushed (see `take_history`).
+    pub fn new_with_history_at(rate: AudioRate, max_buffered: usize) -> Arc<StreamingAudio> {
+        Self::build(rate, max_buffered, Some(Vec::new()))
+    }
+
+    /// The rate of the samples pushed and kept.
+    pub fn rate(&self) -> AudioRate {
+        self.rate
+    }
+
+    fn build(
+        rate: AudioRate,
+        max_buffered: usize,
+        history: Option<Vec<i16>>,
+    ) -> Arc<StreamingAudio> {
         Arc::new(StreamingAudio {
+            rate,
             inner: Mutex::new(StreamState {
                 // Grows with the producer; a streamed synthesis may be bounded only by
                 // `usize::MAX / 2`, and reserving its worst case up front cost 128 KiB.
@@ -166,7 +245,7 @@ impl StreamingAudio {
                 first_audio_ns: None,
                 passed_to: Vec::new(),
             }),
-            max_buffered: max_buffered.max(FRAME_SAMPLES),
+            max_buffered: max_buffered.max(rate.frame_samples()),
         })
     }
 
@@ -203,7 +282,7 @@ impl StreamingAudio {
     /// with this source.
     pub fn follow(&self, max_buffered: usize) -> Arc<StreamingAudio> {
         let mut s = self.inner.lock();
-        let f = StreamingAudio::new(max_buffered);
+        let f = StreamingAudio::new_at(self.rate, max_buffered);
         if let Some(h) = &s.history {
             f.push(h);
         }
@@ -222,7 +301,30 @@ impl StreamingAudio {
         self.inner.lock().passed_to.push(target);
     }
 
-    /// Appends 8 kHz samples.
+    /// Appends samples at `rate`, converted to the source's own rate.
+    pub fn push_from(&self, pcm: &[i16], rate: AudioRate) {
+        if rate == self.rate {
+            return self.push(pcm);
+        }
+        let mut buf = [0i16; crate::rate::MAX_FRAME_SAMPLES];
+        let step = (crate::rate::MAX_FRAME_SAMPLES / 2).max(1);
+        for chunk in pcm.chunks(step) {
+            let n = chunk.len() * self.rate.factor() / rate.factor();
+            crate::rate::convert(chunk, rate, &mut buf[..n], self.rate);
+            self.push(&buf[..n]);
+        }
+    }
+
+    /// Appends a prompt's audio at the source's rate: its 16 kHz samples to a wideband
+    /// source when it has them.
+    pub fn push_prompt(&self, p: &Prompt) {
+        match (self.rate, p.wide()) {
+            (AudioRate::Wide, Some(w)) => self.push(w),
+            _ => self.push_from(p.pcm(), AudioRate::Narrow),
+        }
+    }
+
+    /// Appends samples at the source's rate ([`Self::rate`]).
     pub fn push(&self, pcm: &[i16]) {
         let mut s = self.inner.lock();
         if s.finished {
@@ -263,29 +365,35 @@ impl StreamingAudio {
         self.inner.lock().samples.len()
     }
 
-    /// Takes one frame (player side, non-blocking).
+    /// Takes one 8 kHz frame (player side, non-blocking).
     pub fn take_frame(&self, out: &mut [i16; FRAME_SAMPLES]) -> StreamFrame {
+        self.take_frame_as(AudioRate::Narrow, out)
+    }
+
+    /// Takes one 20 ms frame at `rate` into `out[..rate.frame_samples()]` (player side,
+    /// non-blocking), converted when the source's rate is another.
+    pub fn take_frame_as(&self, rate: AudioRate, out: &mut [i16]) -> StreamFrame {
         let Some(mut s) = self.inner.try_lock() else {
             return StreamFrame::Starved;
         };
-        if s.samples.len() >= FRAME_SAMPLES {
-            for (o, v) in out.iter_mut().zip(s.samples.drain(..FRAME_SAMPLES)) {
+        let n = self.rate.frame_samples();
+        let mut own = [0i16; crate::rate::MAX_FRAME_SAMPLES];
+        if s.samples.len() >= n {
+            for (o, v) in own.iter_mut().zip(s.samples.drain(..n)) {
                 *o = v;
             }
-            StreamFrame::Frame
         } else if s.finished {
             if s.samples.is_empty() {
-                StreamFrame::Finished
-            } else {
-                out.fill(0);
-                for (o, v) in out.iter_mut().zip(s.samples.drain(..)) {
-                    *o = v;
-                }
-                StreamFrame::Frame
+                return StreamFrame::Finished;
+            }
+            for (o, v) in own.iter_mut().zip(s.samples.drain(..)) {
+                *o = v;
             }
         } else {
-            StreamFrame::Starved
+            return StreamFrame::Starved;
         }
+        crate::rate::convert(&own[..n], self.rate, out, rate);
+        StreamFrame::Frame
     }
 }
 
@@ -439,9 +547,14 @@ pub const SOURCE_RATES: std::ops::RangeInclusive<u32> = 1_000..=384_000;
 
 /// Resamples mono f32 to 8 kHz i16.
 pub fn resample_to_8k(samples: &[f32], rate: u32) -> Result<Vec<i16>, PromptError> {
+    resample(samples, rate, SAMPLE_RATE)
+}
+
+/// Resamples mono f32 at `rate` to i16 at `target` (8000 or 16000).
+pub fn resample(samples: &[f32], rate: u32, target: u32) -> Result<Vec<i16>, PromptError> {
     use rubato::{FftFixedInOut, Resampler};
     let to_i16 = |v: f32| (v * 32768.0).round().clamp(-32768.0, 32767.0) as i16;
-    if rate == SAMPLE_RATE {
+    if rate == target {
         return Ok(samples.iter().map(|v| to_i16(*v)).collect());
     }
     if !SOURCE_RATES.contains(&rate) {
@@ -471,9 +584,9 @@ pub fn resample_to_8k(samples: &[f32], rate: u32) -> Result<Vec<i16>, PromptErro
         &clipped
     };
     let rerr = |e: &dyn std::fmt::Display| PromptError::Resample(e.to_string());
-    let mut rs = FftFixedInOut::<f32>::new(rate as usize, SAMPLE_RATE as usize, 1024, 1)
-        .map_err(|e| rerr(&e))?;
-    let expected = (samples.len() as u64 * SAMPLE_RATE as u64 / rate as u64) as usize;
+    let mut rs =
+        FftFixedInOut::<f32>::new(rate as usize, target as usize, 1024, 1).map_err(|e| rerr(&e))?;
+    let expected = (samples.len() as u64 * target as u64 / rate as u64) as usize;
     let delay = rs.output_delay();
     let mut out: Vec<f32> = Vec::with_capacity(expected + delay + 2048);
     let mut pos = 0;
@@ -544,13 +657,15 @@ struct Slot {
     bytes: usize,
 }
 
-/// Default byte budget of [`PromptCache::new`]: 64 MiB, about 4.6 hours of 8 kHz audio.
+/// Default byte budget of [`PromptCache::new`]: 64 MiB, about 4.6 hours of 8 kHz audio
+/// (2.3 hours of prompts that also keep 16 kHz samples).
 pub const PROMPT_CACHE_BYTES: usize = 64 << 20;
 
 impl Prompt {
-    /// Memory the decoded prompt holds (samples and both encodings).
+    /// Memory the decoded prompt holds (samples at each rate and both encodings).
     pub fn memory_bytes(&self) -> usize {
-        self.pcm.len() * std::mem::size_of::<i16>() + self.ulaw.len() + self.alaw.len()
+        let wide = self.wide.as_ref().map_or(0, Vec::len);
+        (self.pcm.len() + wide) * std::mem::size_of::<i16>() + self.ulaw.len() + self.alaw.len()
     }
 }
 
@@ -726,6 +841,57 @@ mod tests {
             .filter(|w| (w[0] >= 0) != (w[1] >= 0))
             .count();
         assert!((860..=900).contains(&zc), "zero crossings {zc}");
+    }
+
+    #[test]
+    fn a_16k_source_keeps_16k_samples_counted_in_the_cache_budget() {
+        let tone = |rate: u32| {
+            let spec = hound::WavSpec {
+                channels: 1,
+                sample_rate: rate,
+                bits_per_sample: 16,
+                sample_format: hound::SampleFormat::Int,
+            };
+            let mut out = std::io::Cursor::new(Vec::new());
+            let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+            for i in 0..rate {
+                let t = i as f32 / rate as f32;
+                w.write_sample(((t * 2.0 * std::f32::consts::PI * 6000.0).sin() * 8000.0) as i16)
+                    .unwrap();
+            }
+            w.finalize().unwrap();
+            out.into_inner()
+        };
+        let p = Prompt::decode(&tone(16000), Some("wav")).unwrap();
+        let wide = p.wide().expect("16 kHz kept");
+        assert_eq!((p.pcm().len(), wide.len()), (8000, 16000));
+        assert_eq!(p.memory_bytes(), 8000 * 4 + 16000 * 2);
+        // The 6 kHz tone lives in the 16 kHz samples only.
+        let level = |x: &[i16]| x.iter().map(|v| (*v as f64).abs()).sum::<f64>() / x.len() as f64;
+        assert!(level(&wide[800..15000]) > 3000.0);
+        assert!(level(&p.pcm()[400..7500]) < 300.0);
+        let mut f = [0i16; 320];
+        p.frame_into(160, AudioRate::Wide, &mut f);
+        assert_eq!(f[..], wide[320..640]);
+        // 48 kHz sources keep 16 kHz too; narrowband ones do not.
+        assert!(Prompt::decode(&tone(48000), None).unwrap().wide().is_some());
+        assert!(Prompt::decode(&tone(11025), None).unwrap().wide().is_none());
+    }
+
+    #[test]
+    fn streaming_audio_plays_at_the_players_rate() {
+        let s = StreamingAudio::new_at(AudioRate::Wide, 16000);
+        s.push(&[100; 320]);
+        s.push_from(&[300; 160], AudioRate::Narrow);
+        let mut narrow = [0i16; FRAME_SAMPLES];
+        assert_eq!(s.take_frame(&mut narrow), StreamFrame::Frame);
+        assert_eq!(narrow, [100; FRAME_SAMPLES]);
+        let mut wide = [0i16; 320];
+        assert_eq!(
+            s.take_frame_as(AudioRate::Wide, &mut wide),
+            StreamFrame::Frame
+        );
+        assert_eq!(wide, [300; 320]);
     }
 
     #[test]

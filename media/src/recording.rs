@@ -1,5 +1,7 @@
-//! Call recording: one stereo 8 kHz 16-bit WAV per session, caller on the
-//! left channel, bot (what the engine sent) on the right. The media worker
+//! Call recording: one stereo 16-bit WAV per session, caller on the left
+//! channel, bot (what the engine sent) on the right, at the session's audio rate
+//! when the recording starts (16 kHz for a G.722 call, 8 kHz for G.711; frames of
+//! another rate after a codec change are converted to the file's). The media worker
 //! hands frame pairs to a writer thread through a bounded queue (`try_send`;
 //! a full queue drops the frame and counts it, never blocks the pacing loop).
 //! When the recording stops, the file is uploaded through object_store.
@@ -13,6 +15,7 @@ use object_store::ObjectStore;
 use thiserror::Error;
 
 use crate::prompt::FRAME_SAMPLES;
+use crate::rate::{AudioRate, MAX_FRAME_SAMPLES};
 
 #[derive(Debug, Error)]
 pub enum RecordingError {
@@ -22,8 +25,9 @@ pub enum RecordingError {
     Store(String),
 }
 
-/// One 20 ms stereo frame.
-pub type FramePair = ([i16; FRAME_SAMPLES], [i16; FRAME_SAMPLES]);
+/// 160 stereo samples at a rate: 20 ms at 8 kHz, 10 ms at 16 kHz (a wideband session
+/// sends two per tick, so the queue's slots are the same size for every session).
+pub type FramePair = (AudioRate, [i16; FRAME_SAMPLES], [i16; FRAME_SAMPLES]);
 
 /// Where a finished recording goes.
 #[derive(Clone, Debug)]
@@ -37,7 +41,10 @@ pub struct RecordingTarget {
 pub struct RecordingInfo {
     pub path: String,
     pub bytes: u64,
+    /// 160-sample stereo frames written (20 ms each at 8 kHz, 10 ms each at 16 kHz).
     pub frames: u64,
+    /// The file's sample rate.
+    pub sample_rate: u32,
     /// Frames dropped because the writer fell behind.
     pub dropped_frames: u64,
 }
@@ -49,11 +56,21 @@ pub struct RecorderTap {
 }
 
 impl RecorderTap {
-    pub fn push(&self, caller: &[i16; FRAME_SAMPLES], bot: &[i16; FRAME_SAMPLES]) {
-        match self.tx.try_send((*caller, *bot)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+    /// Queues one 20 ms frame of each party at `rate` (`rate.frame_samples()` samples each).
+    pub fn push(&self, rate: AudioRate, caller: &[i16], bot: &[i16]) {
+        let n = rate.frame_samples();
+        for (c, b) in caller[..n]
+            .chunks_exact(FRAME_SAMPLES)
+            .zip(bot[..n].chunks_exact(FRAME_SAMPLES))
+        {
+            let mut pair = (rate, [0; FRAME_SAMPLES], [0; FRAME_SAMPLES]);
+            pair.1.copy_from_slice(c);
+            pair.2.copy_from_slice(b);
+            match self.tx.try_send(pair) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -61,7 +78,7 @@ impl RecorderTap {
 
 /// The control-side end: owns the writer thread.
 pub struct Recorder {
-    writer: Option<std::thread::JoinHandle<Result<(PathBuf, u64), RecordingError>>>,
+    writer: Option<std::thread::JoinHandle<Result<Written, RecordingError>>>,
     dropped: Arc<AtomicU64>,
     target: RecordingTarget,
     _dir: tempfile_dir::TempDir,
@@ -89,7 +106,8 @@ mod tempfile_dir {
 }
 
 impl Recorder {
-    /// Starts the writer thread; `queue_frames` bounds the hand-off queue.
+    /// Starts the writer thread; `queue_frames` bounds the hand-off queue (in
+    /// [`FramePair`]s).
     pub fn start(
         target: RecordingTarget,
         queue_frames: usize,
@@ -119,7 +137,7 @@ impl Recorder {
             .writer
             .take()
             .ok_or_else(|| RecordingError::Io("already finished".into()))?;
-        let (file, frames) = tokio::task::spawn_blocking(move || writer.join())
+        let (file, frames, sample_rate) = tokio::task::spawn_blocking(move || writer.join())
             .await
             .map_err(|e| RecordingError::Io(e.to_string()))?
             .map_err(|_| RecordingError::Io("writer thread panicked".into()))??;
@@ -136,31 +154,41 @@ impl Recorder {
             path: self.target.path.to_string(),
             bytes: len,
             frames,
+            sample_rate,
             dropped_frames: self.dropped.load(Ordering::Relaxed),
         })
     }
 }
 
-fn write_loop(file: PathBuf, rx: Receiver<FramePair>) -> Result<(PathBuf, u64), RecordingError> {
+type Written = (PathBuf, u64, u32);
+
+/// Writes the frames to `file`, at the rate of the first one (8 kHz when none came).
+fn write_loop(file: PathBuf, rx: Receiver<FramePair>) -> Result<Written, RecordingError> {
+    let first = rx.recv().ok();
+    let rate = first.map_or(AudioRate::Narrow, |f| f.0);
     let spec = hound::WavSpec {
         channels: 2,
-        sample_rate: 8000,
+        sample_rate: rate.hz(),
         bits_per_sample: 16,
         sample_format: hound::SampleFormat::Int,
     };
     let ioerr = |e: hound::Error| RecordingError::Io(e.to_string());
     let mut w = hound::WavWriter::create(&file, spec).map_err(ioerr)?;
     let mut frames = 0u64;
+    let (mut caller, mut bot) = ([0; MAX_FRAME_SAMPLES], [0; MAX_FRAME_SAMPLES]);
     // Ends when the tap (sender) is dropped.
-    while let Ok((caller, bot)) = rx.recv() {
-        for (c, b) in caller.iter().zip(bot.iter()) {
+    for (at, c, b) in first.into_iter().chain(rx.iter()) {
+        let n = FRAME_SAMPLES * rate.factor() / at.factor();
+        crate::rate::convert(&c, at, &mut caller[..n], rate);
+        crate::rate::convert(&b, at, &mut bot[..n], rate);
+        for (c, b) in caller[..n].iter().zip(&bot[..n]) {
             w.write_sample(*c).map_err(ioerr)?;
             w.write_sample(*b).map_err(ioerr)?;
         }
         frames += 1;
     }
     w.finalize().map_err(ioerr)?;
-    Ok((file, frames))
+    Ok((file, frames, rate.hz()))
 }
 
 #[cfg(test)]
@@ -176,7 +204,11 @@ mod tests {
         };
         let (rec, tap) = Recorder::start(target, 16).unwrap();
         for i in 0..10 {
-            tap.push(&[i as i16; FRAME_SAMPLES], &[-(i as i16); FRAME_SAMPLES]);
+            tap.push(
+                AudioRate::Narrow,
+                &[i as i16; FRAME_SAMPLES],
+                &[-(i as i16); FRAME_SAMPLES],
+            );
         }
         drop(tap);
         let info = rec.finish().await.unwrap();
@@ -190,6 +222,7 @@ mod tests {
             .unwrap();
         let r = hound::WavReader::new(std::io::Cursor::new(got.to_vec())).unwrap();
         assert_eq!(r.spec().channels, 2);
+        assert_eq!((r.spec().sample_rate, info.sample_rate), (8000, 8000));
         let s: Vec<i16> = r.into_samples::<i16>().map(|x| x.unwrap()).collect();
         assert_eq!(s.len(), 10 * 160 * 2);
         assert_eq!((s[2 * 160 * 3], s[2 * 160 * 3 + 1]), (3, -3));

@@ -14,6 +14,7 @@ use crate::events::{
     AudioReceiver, BargeIn, MediaEvent, MediaEvents, PlayEnd, Playout, SessionStats,
 };
 use crate::prompt::{Playable, StreamingAudio};
+use crate::rate::AudioRate;
 use crate::recording::{Recorder, RecordingInfo, RecordingTarget};
 use crate::worker::{Command, Tap};
 
@@ -47,6 +48,8 @@ pub struct MediaSession {
     pub(crate) events: Option<MediaEvents>,
     pub(crate) recorder: Mutex<Option<Recorder>>,
     pub(crate) recording_queue_frames: usize,
+    /// Whether the negotiated codec makes the session wideband (see [`Self::audio_rate`]).
+    pub(crate) wide: std::sync::atomic::AtomicBool,
     /// The worker's session count (for least-loaded placement).
     pub(crate) load: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -68,18 +71,35 @@ impl MediaSession {
 
     /// Sets the negotiated peer, codec and telephone-event payload type (None: no DTMF).
     /// Until the first packet arrives RTP goes here; then it goes where packets come from.
+    /// The codec sets the session's [`AudioRate`] (see [`Self::audio_rate`]).
     pub fn set_remote(
         &self,
         addr: SocketAddr,
         codec: impl Into<RtpCodec>,
         te_payload_type: Option<u8>,
     ) -> Result<(), MediaError> {
+        let codec = codec.into();
+        self.wide.store(
+            codec.audio_rate() == AudioRate::Wide,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         self.send(Command::SetRemote {
             id: self.id,
             addr,
-            codec: codec.into(),
+            codec,
             te_pt: te_payload_type,
         })
+    }
+
+    /// The rate of the session's audio, chosen by its codec: 16 kHz with G.722, 8 kHz with
+    /// G.711 (and before a codec is set). Caller audio taps, recognition and recordings
+    /// carry it; prompts and synthesis play at it.
+    pub fn audio_rate(&self) -> AudioRate {
+        if self.wide.load(std::sync::atomic::Ordering::Relaxed) {
+            AudioRate::Wide
+        } else {
+            AudioRate::Narrow
+        }
     }
 
     /// Holds the session's media until [`Self::set_srtp`] brings the keys (or says the call
@@ -160,10 +180,12 @@ impl MediaSession {
         }
     }
 
-    /// A copy of caller audio, one frame per 20 ms, on a bounded channel
-    /// (frames are dropped, and counted, when the reader lags `capacity` frames).
+    /// A copy of caller audio at the session's [`AudioRate`] on a bounded channel: 20 ms per
+    /// tick, in one 8 kHz frame or two 16 kHz frames (frames are dropped, and counted, when
+    /// the reader lags `capacity` ticks).
     pub fn tap_caller_audio(&self, capacity: usize) -> Result<AudioReceiver, MediaError> {
-        let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
+        let slots = capacity.max(1) * self.audio_rate().factor();
+        let (tx, rx) = tokio::sync::mpsc::channel(slots);
         self.send(Command::AddTap {
             id: self.id,
             tap: Tap::Channel(tx),
@@ -178,8 +200,8 @@ impl MediaSession {
         })
     }
 
-    /// Starts recording both parties to one stereo WAV (caller left, bot right),
-    /// uploaded to `target` by `stop_recording` or `close`.
+    /// Starts recording both parties to one stereo WAV (caller left, bot right) at the
+    /// session's [`AudioRate`], uploaded to `target` by `stop_recording` or `close`.
     pub fn start_recording(&self, target: RecordingTarget) -> Result<(), MediaError> {
         let mut slot = self.recorder.lock();
         if slot.is_some() {
@@ -242,10 +264,15 @@ pub struct Bridge {
 
 impl Bridge {
     /// Starts relaying: what A's caller says is played to B's caller and back.
-    /// Each direction buffers at most 200 ms (older audio is dropped).
+    /// Each direction buffers at most 200 ms (older audio is dropped), at the rate of the
+    /// session whose caller it carries.
     pub fn start(a: &MediaSession, b: &MediaSession) -> Result<Bridge, MediaError> {
-        let a_to_b = StreamingAudio::new(1600);
-        let b_to_a = StreamingAudio::new(1600);
+        let relay = |s: &MediaSession| {
+            let rate = s.audio_rate();
+            StreamingAudio::new_at(rate, 200 * rate.samples_per_ms())
+        };
+        let a_to_b = relay(a);
+        let b_to_a = relay(b);
         a.tap_into_stream(a_to_b.clone())?;
         b.tap_into_stream(b_to_a.clone())?;
         a.stop_playout()?;

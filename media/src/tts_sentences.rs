@@ -86,7 +86,7 @@ impl TtsService {
             }
             // Nobody plays the primary itself (every player follows it): it keeps its
             // history and one frame.
-            let primary = StreamingAudio::new_with_history(0);
+            let primary = StreamingAudio::new_with_history_at(req.rate, 0);
             let status = Arc::new(SynthStatus::default());
             in_flight.insert(key.clone(), (primary.clone(), status.clone()));
             (primary, status)
@@ -116,7 +116,7 @@ impl TtsService {
                 let mut in_flight = svc.in_flight.lock();
                 let pcm = out.take_history();
                 if result.is_ok() && !pcm.is_empty() {
-                    svc.store(key.clone(), Arc::new(Prompt::from_pcm(pcm)));
+                    svc.store(key.clone(), Arc::new(Prompt::from_pcm_at(pcm, out.rate())));
                 }
                 in_flight.remove(&key);
                 st.set(result.as_ref().map(|_| ()).map_err(|e| e.to_string()));
@@ -137,7 +137,7 @@ impl TtsService {
     /// in the cache and cached under its own key once synthesised.
     pub fn speech(self: &Arc<Self>, voice: &TtsRequest) -> Result<Speech, TtsError> {
         let engine = self.engine(&voice.engine)?;
-        let out = StreamingAudio::new(STREAM_BUFFER);
+        let out = StreamingAudio::new_at(voice.rate, STREAM_BUFFER);
         let status = Arc::new(SynthStatus::default());
         let stop = CancellationToken::new();
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
@@ -189,19 +189,22 @@ impl TtsService {
             ..base.clone()
         };
         if let Some(p) = self.cached(&req) {
-            out.push(p.pcm());
+            out.push_prompt(&p);
             return Ok(());
         }
         if !cache_it {
             return engine.synthesize_into(&req, out).await;
         }
         // The sentence's own source passes everything on to `out` and keeps a copy.
-        let own = StreamingAudio::new_with_history(0);
+        let own = StreamingAudio::new_with_history_at(out.rate(), 0);
         own.pass_to(out.clone());
         engine.synthesize_into(&req, &own).await?;
         let pcm = own.take_history();
         if !pcm.is_empty() {
-            self.store(req.cache_key(), Arc::new(Prompt::from_pcm(pcm)));
+            self.store(
+                req.cache_key(),
+                Arc::new(Prompt::from_pcm_at(pcm, own.rate())),
+            );
         }
         Ok(())
     }

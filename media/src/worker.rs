@@ -9,7 +9,10 @@
 //!
 //! Per session and tick: drain the sockets (non-blocking), play one caller
 //! frame out of the jitter buffer (decoded only for VAD, taps and recording),
-//! then send one packet: DTMF event, prompt audio or silence. Nothing on this
+//! then send one packet: DTMF event, prompt audio or silence. Frames are at the
+//! session's audio rate (its codec's, [`crate::rate::AudioRate`]): 160 samples for a
+//! G.711 session, 320 for a G.722 one, whose caller audio is halved to 8 kHz for the
+//! speech detector only. The RTP clock is 8000 Hz for every codec. Nothing on this
 //! path allocates, except a session's decode buffer the first tick its
 //! caller's audio is wanted: prompts are pre-encoded, other buffers are
 //! preallocated, and every hand-off to async code is a `try_send` on a bounded
@@ -33,6 +36,7 @@ use crate::dtmf::{DtmfDetector, DtmfGenerator, EventPacket};
 use crate::events::{AudioFrame, BargeIn, MediaEvent, PlayEnd, Playout, SessionStats};
 use crate::jitter::{JitterBuffer, Pop};
 use crate::prompt::{FRAME_SAMPLES, Playable, StreamFrame};
+use crate::rate::{AudioRate, MAX_FRAME_SAMPLES};
 use crate::recording::RecorderTap;
 use crate::rtcp::{ReceiverStats, ReportBlock, RtcpReport, SenderInfo, ntp_timestamp};
 use crate::rtp::{RtpPacket, looks_like_rtcp, write_rtp_header};
@@ -47,9 +51,12 @@ const SLOT_NS: u64 = PERIOD_NS / SLOTS as u64;
 const SLOT_BATCH: usize = 16;
 /// Max datagrams drained per socket per tick (bounds work under a flood).
 const MAX_RX_PER_TICK: usize = 64;
-/// Decoded caller samples a session holds between ticks: `caller_frame` tops them up
-/// only while below one frame, one packet (at most `MAX_PAYLOAD` samples) at a time.
-const RX_PCM_CAPACITY: usize = FRAME_SAMPLES + crate::jitter::MAX_PAYLOAD;
+/// Decoded caller samples a session at `rate` holds between ticks: `caller_frame` tops
+/// them up only while below one frame, one packet (at most `MAX_PAYLOAD` codes, one or two
+/// samples each) at a time.
+const fn rx_pcm_capacity(rate: AudioRate) -> usize {
+    (FRAME_SAMPLES + crate::jitter::MAX_PAYLOAD) * rate.factor()
+}
 
 /// Receive totals of the sources a peer used before its current one: the call's figures
 /// are these plus the current source's.
@@ -186,9 +193,9 @@ impl ActivePlay {
             (BargeIn::Last(_), Playable::Prompt(p)) => {
                 Some((p.pcm().len().saturating_sub(self.pos) / 8) as u64)
             }
-            (BargeIn::Last(_), Playable::Stream(st)) => {
-                st.is_finished().then(|| st.buffered() as u64 / 8)
-            }
+            (BargeIn::Last(_), Playable::Stream(st)) => st
+                .is_finished()
+                .then(|| (st.buffered() / st.rate().samples_per_ms()) as u64),
             _ => None,
         };
         self.barge_in.open(self.frames_played * 20, left_ms)
@@ -369,10 +376,13 @@ struct Scratch {
     plain: [u8; 1500],
     rx_batch: RxBatch,
     tx: [[u8; 1500]; 3],
-    caller: [i16; FRAME_SAMPLES],
-    bot: [i16; FRAME_SAMPLES],
-    /// One received payload, decoded.
-    decode: [i16; crate::jitter::MAX_PAYLOAD],
+    /// This tick's caller and bot frames at the session's rate (the first 160 or 320).
+    caller: [i16; MAX_FRAME_SAMPLES],
+    bot: [i16; MAX_FRAME_SAMPLES],
+    /// A wideband caller frame halved to 8 kHz, for the speech detector.
+    narrow: [i16; FRAME_SAMPLES],
+    /// One received payload, decoded (two samples per code at 16 kHz).
+    decode: [i16; 2 * crate::jitter::MAX_PAYLOAD],
 }
 
 /// The sessions of one slot. Boxed (a session is about 1 KiB) so a slot's spare capacity,
@@ -402,9 +412,10 @@ pub(crate) fn run_worker(
             meta: [(0, SocketAddr::from(([0, 0, 0, 0], 0))); RX_BATCH],
         },
         tx: [[0; 1500]; 3],
-        caller: [0; FRAME_SAMPLES],
-        bot: [0; FRAME_SAMPLES],
-        decode: [0; crate::jitter::MAX_PAYLOAD],
+        caller: [0; MAX_FRAME_SAMPLES],
+        bot: [0; MAX_FRAME_SAMPLES],
+        narrow: [0; FRAME_SAMPLES],
+        decode: [0; 2 * crate::jitter::MAX_PAYLOAD],
     });
     let start = now_ns();
     let mut step: u64 = 0;
@@ -500,6 +511,11 @@ fn handle_command(cmd: Command, slots: &mut [Slot], now: u64) {
         } => {
             if let Some(s) = find(slots, id) {
                 if s.codec.codec() != codec {
+                    // Decoded samples of the old codec may be at another rate.
+                    if s.codec.rate() != codec.audio_rate() {
+                        s.rx_pcm.clear();
+                        s.rx_skipped = 0;
+                    }
                     s.codec = StreamCodec::new(codec);
                 }
                 s.te_pt = te_pt;
@@ -605,9 +621,19 @@ fn tick_session(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &Pacin
     let detect = s.vad.is_some() && (s.speech_watched || may_barge_in);
     caller_frame(s, sc, detect || !s.taps.is_empty() || s.recorder.is_some());
     let at_ms = s.at_ms();
+    let rate = s.codec.rate();
+    let frame = rate.frame_samples();
 
     if let Some(vad) = s.vad.as_mut().filter(|_| detect) {
-        let transition = vad.push(&sc.caller);
+        // The detector is tuned for 8 kHz frames.
+        let narrow = match rate {
+            AudioRate::Narrow => &sc.caller[..FRAME_SAMPLES],
+            AudioRate::Wide => {
+                crate::rate::decimate_2x(&sc.caller[..frame], &mut sc.narrow);
+                &sc.narrow[..]
+            }
+        };
+        let transition = vad.push(narrow);
         let hangover_ms = vad.hangover_ms();
         // Speech interrupts once it has lasted `barge_in_min_ms`; shorter speech that ends
         // while an interruptible prompt plays is a backchannel.
@@ -633,24 +659,30 @@ fn tick_session(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &Pacin
         }
     }
 
-    // Caller audio taps; closed receivers are removed.
+    // Caller audio taps, in 160-sample frames (two a tick at 16 kHz); closed receivers
+    // are removed.
     if !s.taps.is_empty() {
-        let frame = AudioFrame {
-            pcm: sc.caller,
-            at_ms,
-        };
         let mut dropped = 0;
+        let caller = &sc.caller[..frame];
         s.taps.retain(|t| match t {
-            Tap::Channel(tx) => match tx.try_send(frame) {
-                Ok(()) => true,
-                Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
-                    dropped += 1;
-                    true
+            Tap::Channel(tx) => {
+                for (i, chunk) in caller.chunks_exact(FRAME_SAMPLES).enumerate() {
+                    let mut f = AudioFrame {
+                        pcm: [0; FRAME_SAMPLES],
+                        at_ms: at_ms + (i * 20 / rate.factor()) as u64,
+                        rate,
+                    };
+                    f.pcm.copy_from_slice(chunk);
+                    match tx.try_send(f) {
+                        Ok(()) => {}
+                        Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => dropped += 1,
+                        Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return false,
+                    }
                 }
-                Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => false,
-            },
+                true
+            }
             Tap::Stream(st) => {
-                st.push(&sc.caller);
+                st.push_from(caller, rate);
                 Arc::strong_count(st) > 1 && !st.is_finished()
             }
         });
@@ -660,7 +692,7 @@ fn tick_session(s: &mut Session, sc: &mut Scratch, deadline: u64, pacing: &Pacin
     send_tick(s, sc, deadline, pacing);
 
     if let Some(r) = &s.recorder {
-        r.push(&sc.caller, &sc.bot);
+        r.push(rate, &sc.caller, &sc.bot);
     }
 
     if s.tick >= s.next_rtcp_tick {
@@ -852,9 +884,13 @@ fn on_rtcp(s: &mut Session, buf: &[u8], now: u64, plain: &mut [u8; 1500]) {
 /// tick anything wants the audio. Undecoded samples are counted in `rx_skipped`, so
 /// playout keeps its place.
 fn caller_frame(s: &mut Session, sc: &mut Scratch, wanted: bool) {
+    let rate = s.codec.rate();
+    let k = rate.factor();
+    let frame = rate.frame_samples();
     if wanted {
-        if s.rx_pcm.capacity() == 0 {
-            s.rx_pcm.reserve_exact(RX_PCM_CAPACITY);
+        let capacity = rx_pcm_capacity(rate);
+        if s.rx_pcm.capacity() < capacity {
+            s.rx_pcm.reserve_exact(capacity - s.rx_pcm.len());
         }
         // Samples skipped while nothing wanted them: their remainder plays as silence.
         if s.rx_skipped > 0 {
@@ -863,26 +899,27 @@ fn caller_frame(s: &mut Session, sc: &mut Scratch, wanted: bool) {
         }
     }
     let mut guard = 0;
-    while s.rx_pcm.len() + s.rx_skipped < FRAME_SAMPLES && guard < 8 {
+    while s.rx_pcm.len() + s.rx_skipped < frame && guard < 8 {
         guard += 1;
+        // `n`: the samples the payload stands for at the session's rate.
         let (payload, n) = match s.jb.pop() {
             Pop::Frame(p) => {
                 s.last_payload_len = p.len().max(1);
-                (Some(p), p.len())
+                (Some(p), p.len() * k)
             }
-            Pop::Lost => (None, s.last_payload_len),
+            Pop::Lost => (None, s.last_payload_len * k),
             Pop::Empty => break,
         };
         if !wanted {
             // An adaptive decoder must see every payload to stay in step with the sender.
             if let Some(p) = payload.filter(|_| s.codec.decodes_with_state()) {
-                s.codec.decode(p, &mut sc.decode[..p.len()]);
+                s.codec.decode(p, &mut sc.decode[..n]);
             }
             s.rx_skipped += n;
         } else if s.rx_pcm.len() + n <= s.rx_pcm.capacity() {
             match payload {
                 Some(p) => {
-                    let out = &mut sc.decode[..p.len()];
+                    let out = &mut sc.decode[..n];
                     s.codec.decode(p, out);
                     s.rx_pcm.extend(out.iter().copied());
                 }
@@ -890,19 +927,20 @@ fn caller_frame(s: &mut Session, sc: &mut Scratch, wanted: bool) {
             }
         }
     }
+    let caller = &mut sc.caller[..frame];
     if !wanted {
-        sc.caller.fill(0);
-        if s.rx_pcm.len() + s.rx_skipped >= FRAME_SAMPLES {
-            let from_pcm = s.rx_pcm.len().min(FRAME_SAMPLES);
+        caller.fill(0);
+        if s.rx_pcm.len() + s.rx_skipped >= frame {
+            let from_pcm = s.rx_pcm.len().min(frame);
             s.rx_pcm.drain(..from_pcm);
-            s.rx_skipped -= FRAME_SAMPLES - from_pcm;
+            s.rx_skipped -= frame - from_pcm;
         }
-    } else if s.rx_pcm.len() >= FRAME_SAMPLES {
-        for (o, v) in sc.caller.iter_mut().zip(s.rx_pcm.drain(..FRAME_SAMPLES)) {
+    } else if s.rx_pcm.len() >= frame {
+        for (o, v) in caller.iter_mut().zip(s.rx_pcm.drain(..frame)) {
             *o = v;
         }
     } else {
-        sc.caller.fill(0);
+        caller.fill(0);
     }
 }
 
@@ -1063,9 +1101,12 @@ fn advance_playout_without_sending(s: &mut Session, sc: &mut Scratch) {
     let _ = fill_bot_frame(s, &mut scratch, &mut sc.bot);
 }
 
-/// Produces the bot's next frame: encoded into `payload`, linear into `bot`.
+/// Produces the bot's next frame: encoded into `payload`, linear into `bot` (its first
+/// 160 or 320 samples, at the session's rate).
 /// Returns true when the frame is the first one of a playback (a talkspurt start).
-fn fill_bot_frame(s: &mut Session, payload: &mut [u8], bot: &mut [i16; FRAME_SAMPLES]) -> bool {
+fn fill_bot_frame(s: &mut Session, payload: &mut [u8], bot: &mut [i16; MAX_FRAME_SAMPLES]) -> bool {
+    let rate = s.codec.rate();
+    let bot = &mut bot[..rate.frame_samples()];
     loop {
         let Some(play) = s.current.as_mut() else {
             s.codec.encode_silence(payload);
@@ -1075,15 +1116,16 @@ fn fill_bot_frame(s: &mut Session, payload: &mut [u8], bot: &mut [i16; FRAME_SAM
         let first = play.frames_played == 0;
         match &play.source {
             Playable::Prompt(p) => {
+                // `pos` counts the prompt's 8 kHz samples.
                 if play.pos + FRAME_SAMPLES <= p.pcm().len() {
-                    s.codec.encode_prompt(p, play.pos, payload);
-                    bot.copy_from_slice(&p.pcm()[play.pos..play.pos + FRAME_SAMPLES]);
+                    p.frame_into(play.pos, rate, bot);
+                    s.codec.encode_prompt(p, play.pos, bot, payload);
                     play.pos += FRAME_SAMPLES;
                     play.frames_played += 1;
                     return first;
                 }
             }
-            Playable::Stream(st) => match st.take_frame(bot) {
+            Playable::Stream(st) => match st.take_frame_as(rate, bot) {
                 StreamFrame::Frame => {
                     s.codec.encode(bot, payload);
                     play.frames_played += 1;

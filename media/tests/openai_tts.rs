@@ -195,6 +195,65 @@ fn chunked_head(extra: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Power of `x` at `freq` (Goertzel) at `rate`, normalised by length.
+fn power_at(x: &[i16], freq: f64, rate: f64) -> f64 {
+    let w = 2.0 * std::f64::consts::PI * freq / rate;
+    let (mut s1, mut s2) = (0f64, 0f64);
+    for v in x {
+        let s = *v as f64 + 2.0 * w.cos() * s1 - s2;
+        s2 = s1;
+        s1 = s;
+    }
+    (s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2) / (x.len() as f64).powi(2)
+}
+
+#[tokio::test]
+async fn a_wideband_request_asks_for_16k_and_keeps_the_upper_band() {
+    // The endpoint answers one second of a 6 kHz tone at 24 kHz.
+    let rate = 24000u32;
+    let pcm: Vec<u8> = (0..rate)
+        .map(|i| {
+            ((i as f64 * 2.0 * std::f64::consts::PI * 6000.0 / rate as f64).sin() * 8000.0) as i16
+        })
+        .flat_map(i16::to_le_bytes)
+        .collect();
+    let mut parts = vec![chunked_head("X-Sample-Rate: 24000\r\n")];
+    parts.extend(pcm.chunks(6001).map(chunk));
+    parts.push(b"0\r\n\r\n".to_vec());
+    let (url, seen) = peer(parts, Then::Close).await;
+    let tts = OpenAiTts::new(config(url.clone())).unwrap();
+    let wide = TtsRequest {
+        rate: callsmith_media::AudioRate::Wide,
+        ..request("Hello.")
+    };
+    let p = tts.synthesize(&wide).await.expect("synthesized");
+    let w = p.wide().expect("16 kHz samples");
+    assert!((15_900..=16_100).contains(&w.len()), "{} samples", w.len());
+    assert!(level(&w[1000..15000]) > 3000.0, "the 6 kHz tone is kept");
+    // Streamed into a wideband source, as a G.722 call plays it.
+    let out = StreamingAudio::new_at(callsmith_media::AudioRate::Wide, usize::MAX / 2);
+    // A client of its own: the peer closes each connection after one answer.
+    let tts = OpenAiTts::new(config(url)).unwrap();
+    tts.synthesize_into(&wide, &out).await.expect("streamed");
+    let mut frame = [0i16; 320];
+    let mut got = Vec::new();
+    out.finish();
+    while out.take_frame_as(callsmith_media::AudioRate::Wide, &mut frame)
+        == callsmith_media::prompt::StreamFrame::Frame
+    {
+        got.extend_from_slice(&frame);
+    }
+    assert!((15_900..=16_400).contains(&got.len()), "{}", got.len());
+    let voiced = &got[1000..15000];
+    assert!(power_at(voiced, 6000.0, 16000.0) > 100.0 * power_at(voiced, 3000.0, 16000.0));
+    let seen = seen.lock().unwrap().clone();
+    for s in &seen {
+        let body: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+        assert_eq!(body["sample_rate"], 16000, "{body}");
+    }
+    assert_eq!(seen.len(), 2);
+}
+
 #[tokio::test]
 async fn the_request_carries_what_an_openai_endpoint_expects() {
     let pcm = tone_bytes(16000);

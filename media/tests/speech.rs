@@ -285,10 +285,7 @@ async fn speech_round_trips_through_the_recognition_node() {
         callsmith_media::stt::start_stream(pool3.clone(), first, SttParams::default(), arx);
     let feeder = tokio::spawn(async move {
         for i in 0..500u64 {
-            let f = callsmith_media::AudioFrame {
-                pcm: [0; 160],
-                at_ms: i * 20,
-            };
+            let f = callsmith_media::AudioFrame::narrow([0; 160], i * 20);
             if atx.send(f).await.is_err() {
                 break;
             }

@@ -132,7 +132,7 @@ async fn stream(node: SttNodeConfig) -> Vec<SttEvent> {
     tokio::spawn(async move {
         for i in 0..25u64 {
             let pcm = [((i * 37) % 2000) as i16; 160];
-            if atx.send(AudioFrame { pcm, at_ms: i * 20 }).await.is_err() {
+            if atx.send(AudioFrame::narrow(pcm, i * 20)).await.is_err() {
                 return;
             }
         }

@@ -1,14 +1,17 @@
 //! Wideband SIP legs end to end: the real `callsmith` binary calls baresip (Debian's SIP
-//! phone) over a trunk that prefers G.722; baresip answers in G.722 and says "yes" (flite,
-//! 16 kHz), the real recognition node transcribes it, and the call is recorded.
+//! phone) over a trunk that prefers G.722; baresip answers in G.722, plays a 6 kHz tone and
+//! says "yes" (flite, 16 kHz), the real recognition node transcribes it (streamed at
+//! 16 kHz), and the call is recorded at 16 kHz with the tone in it: audio above 4 kHz, which
+//! no 8 kHz stage could have carried.
 
 use std::time::Duration;
 
 use callsmith_e2e::*;
 use serde_json::json;
 
-/// flite saying `text` as a mono WAV at `rate`, after `lead_ms` of silence and with 3 s
-/// after (baresip's `aufile` plays a file only at its codec's own rate).
+/// One second of a quiet 6 kHz tone (about -20 dBFS), then flite saying `text` as a mono WAV
+/// at `rate`, after `lead_ms` of silence and with 3 s after (baresip's `aufile` plays a
+/// file only at its codec's own rate; at 8 kHz the tone cannot be carried and is left out).
 fn speech_wav(dir: &std::path::Path, text: &str, rate: u32, lead_ms: u32) -> std::path::PathBuf {
     let raw = dir.join("flite.wav");
     let st = std::process::Command::new("flite")
@@ -26,12 +29,32 @@ fn speech_wav(dir: &std::path::Path, text: &str, rate: u32, lead_ms: u32) -> std
         .status()
         .expect("run sox");
     assert!(st.success(), "sox failed");
-    out
+    if rate < 16000 {
+        return out;
+    }
+    let tone = dir.join("tone.wav");
+    let st = std::process::Command::new("sox")
+        .args(["-n", "-r", &rate.to_string(), "-c", "1", "-b", "16"])
+        .arg(&tone)
+        .args(["synth", "1.0", "sine", "6000", "vol", "0.1"])
+        .status()
+        .expect("run sox");
+    assert!(st.success(), "sox synth failed");
+    let both = dir.join("tone-speech.wav");
+    let st = std::process::Command::new("sox")
+        .arg(&tone)
+        .arg(&out)
+        .arg(&both)
+        .status()
+        .expect("run sox");
+    assert!(st.success(), "sox concatenation failed");
+    both
 }
 
 /// Runs an agent call to a baresip offering and accepting `baresip_codecs` over a trunk
 /// listing `trunk_codecs`; returns the finished communication, its history, the engine's
-/// log, the stored recording and baresip's output.
+/// log, the stored recording (with the first speech turn's stored audio) and baresip's
+/// output.
 async fn call_baresip(
     ip: std::net::IpAddr,
     baresip_codecs: &str,
@@ -41,7 +64,7 @@ async fn call_baresip(
     serde_json::Value,
     serde_json::Value,
     String,
-    Vec<u8>,
+    (Vec<u8>, Vec<u8>),
     String,
 ) {
     let node = SttNode::start().await;
@@ -91,8 +114,14 @@ async fn call_baresip(
             .join(format!("calls/{}/{id}/recording.wav", t.account)),
     )
     .unwrap_or_default();
+    let turn = std::fs::read(
+        e.data_dir
+            .join("objects")
+            .join(format!("calls/{}/{id}/speech/1.wav", t.account)),
+    )
+    .unwrap_or_default();
     let log = e.log();
-    (done, history, log, recording, phone.output().await)
+    (done, history, log, (recording, turn), phone.output().await)
 }
 
 const V4: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
@@ -103,9 +132,35 @@ fn wav_rate(wav: &[u8]) -> u32 {
     u32::from_le_bytes(wav[24..28].try_into().unwrap())
 }
 
+/// Power of `x` at `freq` (Goertzel) at `rate`, normalised by length.
+fn power_at(x: &[i16], freq: f64, rate: f64) -> f64 {
+    let w = 2.0 * std::f64::consts::PI * freq / rate;
+    let (mut s1, mut s2) = (0f64, 0f64);
+    for v in x {
+        let s = *v as f64 + 2.0 * w.cos() * s1 - s2;
+        s2 = s1;
+        s1 = s;
+    }
+    (s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2) / (x.len() as f64).powi(2)
+}
+
+/// The loudest 20 ms of a 6 kHz tone in a stereo 16 kHz recording's left (caller) channel,
+/// as the tone's amplitude, with the power beside it (at 5 kHz) in the same window.
+fn caller_tone_6k(wav: &[u8]) -> (f64, f64) {
+    let r = hound::WavReader::new(std::io::Cursor::new(wav)).expect("recording parses");
+    assert_eq!(r.spec().channels, 2);
+    let s: Vec<i16> = r.into_samples::<i16>().map(|x| x.unwrap()).collect();
+    let left: Vec<i16> = s.iter().step_by(2).copied().collect();
+    left.chunks_exact(320)
+        .map(|w| (power_at(w, 6000.0, 16000.0), power_at(w, 5000.0, 16000.0)))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(p, beside)| ((4.0 * p).sqrt(), (4.0 * beside).sqrt()))
+        .unwrap_or((0.0, 0.0))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_g722_call_with_baresip_is_recognised_and_recorded() {
-    let (done, h, log, recording, phone) =
+    let (done, h, log, (recording, turn), phone) =
         call_baresip(V4, "G722/16000/1", 16000, "[\"G722\", \"PCMU\"]").await;
     assert_eq!(
         done["communication_status"], "completed",
@@ -131,19 +186,31 @@ async fn a_g722_call_with_baresip_is_recognised_and_recorded() {
         .to_lowercase();
     assert!(transcript.contains("yes"), "{}", h["turns"]);
     assert_eq!(done["has_recording"], true);
-    // The pipeline records at 8 kHz (docs/trunks.md#codecs).
-    assert_eq!(wav_rate(&recording), 8000);
+    // A G.722 call is recorded at 16 kHz, the caller's upper band included: the phone's
+    // 6 kHz tone (amplitude about 3300) is there (docs/trunks.md#g722).
+    assert_eq!(wav_rate(&recording), 16000);
+    let (tone, beside) = caller_tone_6k(&recording);
+    assert!(
+        tone > 1000.0 && tone > 10.0 * beside,
+        "6 kHz tone {tone:.0}, 5 kHz {beside:.0}"
+    );
+    // The speech turn's stored audio, what recognition got, is 16 kHz too.
+    assert_eq!(wav_rate(&turn), 16000, "{}", h["turns"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pcmu_only_phone_still_gets_pcmu() {
-    let (done, h, log, _, phone) = call_baresip(V4, "PCMU", 8000, "[\"G722\", \"PCMU\"]").await;
+    let (done, h, log, (recording, turn), phone) =
+        call_baresip(V4, "PCMU", 8000, "[\"G722\", \"PCMU\"]").await;
     assert_eq!(
         done["communication_status"], "completed",
         "{done}\n{log}\n{phone}"
     );
     assert!(log.contains("codec=\"PCMU\""), "{log}");
     assert_eq!(done["goals"], json!(["agreed"]), "history: {}", h["turns"]);
+    // A G.711 call stays narrowband.
+    assert_eq!(wav_rate(&recording), 8000);
+    assert_eq!(wav_rate(&turn), 8000);
 }
 
 /// IPv6 loopback end to end: the engine listens for SIP and binds RTP on `::1`, its trunk's

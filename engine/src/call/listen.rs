@@ -15,8 +15,8 @@ use super::history::{self, TurnLog};
 use super::io::CallEvent;
 use super::port::LivePort;
 
-/// A 16-bit PCM mono WAV at 8 kHz.
-pub(super) fn wav_8k_mono(pcm: &[i16]) -> Vec<u8> {
+/// A 16-bit PCM mono WAV at `rate` Hz.
+pub(super) fn wav_mono(pcm: &[i16], rate: u32) -> Vec<u8> {
     let data_len = (pcm.len() * 2) as u32;
     let mut out = Vec::with_capacity(44 + data_len as usize);
     out.extend_from_slice(b"RIFF");
@@ -25,8 +25,8 @@ pub(super) fn wav_8k_mono(pcm: &[i16]) -> Vec<u8> {
     out.extend_from_slice(&16u32.to_le_bytes());
     out.extend_from_slice(&1u16.to_le_bytes());
     out.extend_from_slice(&1u16.to_le_bytes());
-    out.extend_from_slice(&8000u32.to_le_bytes());
-    out.extend_from_slice(&16000u32.to_le_bytes());
+    out.extend_from_slice(&rate.to_le_bytes());
+    out.extend_from_slice(&(rate * 2).to_le_bytes());
     out.extend_from_slice(&2u16.to_le_bytes());
     out.extend_from_slice(&16u16.to_le_bytes());
     out.extend_from_slice(b"data");
@@ -97,6 +97,8 @@ impl LivePort {
             None
         };
         let mut pcm: Vec<i16> = Vec::new();
+        // The session's audio rate (16 kHz on a wideband call): the turn's audio is kept at it.
+        let mut rate = self.io.session.audio_rate();
         // The no-input time runs once recognition is up (or known to be missing).
         let mut listen = ListenTurn::new(spec, now());
         if spec.speech.is_some() && stt.is_none() {
@@ -192,7 +194,11 @@ impl LivePort {
                     }
                 },
                 f = frame => match f {
-                    Some(f) => if pcm.len() < 8000 * 60 { pcm.extend_from_slice(&f.pcm) },
+                    Some(f) => if pcm.len() < 60 * rate.hz() as usize {
+                        // A codec change mid-turn starts the audio again at its rate.
+                        if f.rate != rate { pcm.clear(); rate = f.rate; }
+                        pcm.extend_from_slice(&f.pcm);
+                    },
                     None => audio = None,
                 },
                 ev = self.next() => match ev {
@@ -230,7 +236,7 @@ impl LivePort {
             Heard::HungUp => turn.heard = history::Heard::HungUp,
         }
         let upload = if spec.speech.is_some() {
-            self.save_turn_audio(turn.index, pcm)
+            self.save_turn_audio(turn.index, pcm, rate.hz())
                 .map(|(reference, upload)| {
                     turn.speech_recognition_recording = Some(reference);
                     upload
@@ -244,7 +250,12 @@ impl LivePort {
 
     /// Starts storing a turn's caller audio off the reply's path (the reply must not wait
     /// for object storage): the reference it will have, and its upload.
-    fn save_turn_audio(&self, index: usize, pcm: Vec<i16>) -> Option<(String, JoinHandle<bool>)> {
+    fn save_turn_audio(
+        &self,
+        index: usize,
+        pcm: Vec<i16>,
+        rate: u32,
+    ) -> Option<(String, JoinHandle<bool>)> {
         if pcm.is_empty() {
             return None;
         }
@@ -253,7 +264,7 @@ impl LivePort {
         let reference = callsmith_domain::objects::bucket_reference(&path);
         let objects = self.ctx.rt.objects().clone();
         let upload = tokio::spawn(async move {
-            let bytes = wav_8k_mono(&pcm);
+            let bytes = wav_mono(&pcm, rate);
             match objects
                 .put(&path, Bytes::from(bytes), Some("audio/wav"))
                 .await
@@ -319,6 +330,8 @@ fn stt_params(speech: &SpeechSpec, dictionary_words: &[String]) -> SttParams {
         alternative_languages: speech.other_languages(),
         hints,
         patience: Some(speech.patience.as_str().to_string()),
+        // The session's rate, set when the stream starts.
+        ..SttParams::default()
     }
 }
 

@@ -74,6 +74,15 @@ impl CallMedia {
         }
     }
 
+    /// The rate of the call's audio (see [`MediaSession::audio_rate`]).
+    pub(super) fn audio_rate(&self) -> callsmith_media::AudioRate {
+        match self {
+            CallMedia::Session(s) => s.audio_rate(),
+            #[cfg(any(test, feature = "testing"))]
+            CallMedia::Fake(_) => callsmith_media::AudioRate::Narrow,
+        }
+    }
+
     /// A copy of the caller's audio (see [`MediaSession::tap_caller_audio`]).
     pub(super) fn tap_caller_audio(&self, capacity: usize) -> Result<AudioReceiver, MediaError> {
         match self {

@@ -22,9 +22,9 @@ use super::port::LivePort;
 use super::record::ReplyTimes;
 
 impl LivePort {
-    /// The synthesis request for `text` in `voice`: the default synthesizer when the voice
-    /// names none or one that is not configured, espeak-ng while the local speech node is
-    /// not ready.
+    /// The synthesis request for `text` in `voice`, at the call's audio rate: the default
+    /// synthesizer when the voice names none or one that is not configured, espeak-ng while
+    /// the local speech node is not ready.
     pub(super) fn tts_request(&mut self, text: &str, voice: &TtsVoice) -> TtsRequest {
         let req = TtsRequest {
             engine: if voice.engine.is_empty() {
@@ -37,6 +37,8 @@ impl LivePort {
             model: voice.model.clone(),
             speed: voice.speed.unwrap_or(1.0),
             text: text.to_string(),
+            // 16 kHz audio on a wideband (G.722) call.
+            rate: self.io.session.audio_rate(),
         };
         let rt = &self.ctx.rt;
         let req = if rt.tts.cached(&req).is_none() && !rt.tts.has_engine(&req.engine) {

@@ -21,7 +21,8 @@ use super::{Parsed, SttNodeConfig, SttParams};
 
 /// The stream URL: the node's URL (its own query kept) with the stream's options.
 ///
-/// * `encoding=linear16`, `sample_rate=8000`, `channels=1`: the call's audio;
+/// * `encoding=linear16`, `sample_rate` (8000, or 16000 on a wideband call:
+///   [`SttParams::audio_rate`]), `channels=1`: the call's audio;
 /// * `language`: the question's language, or `multi` with each candidate as
 ///   `detect_language` when the question names fallback languages;
 /// * `interim_results`: as asked (the turn machine uses interim transcripts);
@@ -44,7 +45,7 @@ pub(super) fn listen_url(node: &SttNodeConfig, params: &SttParams) -> Result<Str
             "multi"
         };
         q.append_pair("encoding", "linear16")
-            .append_pair("sample_rate", "8000")
+            .append_pair("sample_rate", &params.audio_rate.hz().to_string())
             .append_pair("channels", "1")
             .append_pair("language", language)
             .append_pair(

@@ -228,6 +228,11 @@ pub struct SttParams {
     /// (`endpointing_ms`) wins over the patience's silence cap. `None`: not sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patience: Option<String>,
+    /// The rate of the audio streamed (sent as `sample_rate`): the session's
+    /// ([`MediaSession::audio_rate`], set by [`MediaSession::start_stt`]), 16 kHz on a
+    /// G.722 call. Frames of another rate are converted to it.
+    #[serde(skip)]
+    pub audio_rate: crate::rate::AudioRate,
 }
 
 fn yes() -> bool {
@@ -245,6 +250,7 @@ impl Default for SttParams {
             alternative_languages: Vec::new(),
             hints: Vec::new(),
             patience: None,
+            audio_rate: crate::rate::AudioRate::Narrow,
         }
     }
 }
@@ -461,19 +467,22 @@ impl SttStream {
 }
 
 impl MediaSession {
-    /// Streams this session's caller audio to a ready node of `pool`.
+    /// Streams this session's caller audio to a ready node of `pool`, at the session's
+    /// audio rate.
     pub async fn start_stt(
         &self,
         pool: &SttPool,
-        params: SttParams,
+        mut params: SttParams,
     ) -> Result<SttStream, SttError> {
         let node = pool.pick().await?;
+        params.audio_rate = self.audio_rate();
         let audio = self.tap_caller_audio(500)?;
         Ok(start_stream(pool.clone(), node, params, audio))
     }
 }
 
-/// Streams 8 kHz frames from `audio` to `node` (ends when `audio` closes or on `finish`).
+/// Streams the frames from `audio` to `node` at `params.audio_rate` (ends when `audio`
+/// closes or on `finish`).
 pub fn start_stream(
     pool: SttPool,
     node: SttNodeConfig,
@@ -503,7 +512,7 @@ pub fn start_stream(
 
 /// The Vosk protocol's first text frame.
 fn vosk_config(node: &SttNodeConfig, params: &SttParams) -> String {
-    let mut config = serde_json::json!({"sample_rate": 8000});
+    let mut config = serde_json::json!({"sample_rate": params.audio_rate.hz()});
     if !params.vad_endpointing {
         config["endpointing"] = false.into();
     } else if let Some(ms) = params.endpointing_ms {
@@ -717,7 +726,10 @@ async fn run_stream(
     // First frame's call time: the node counts time from its first sample.
     let mut first_ms: Option<u64> = None;
     let mut sent_ms: u64 = 0;
-    let mut batch: Vec<u8> = Vec::with_capacity(FRAME_SAMPLES * 2 * 5);
+    // 100 ms of audio per message.
+    let rate = params.audio_rate;
+    let batch_bytes = 100 * rate.samples_per_ms() * 2;
+    let mut batch: Vec<u8> = Vec::with_capacity(batch_bytes);
     let mut audio_open = true;
     let mut eof_sent = false;
     let mut last_partial = String::new();
@@ -771,13 +783,13 @@ async fn run_stream(
                 match frame {
                     Some(f) => {
                         first_ms.get_or_insert(f.at_ms);
-                        sent_ms = f.at_ms + 20;
-                        for s in f.pcm {
+                        sent_ms = f.at_ms + f.duration_ms();
+                        for s in crate::rate::samples_at(&f.pcm, f.rate, rate) {
                             batch.extend_from_slice(&s.to_le_bytes());
                         }
-                        if batch.len() >= FRAME_SAMPLES * 2 * 5 {
+                        if batch.len() >= batch_bytes {
                             tx.send(Message::binary(std::mem::take(&mut batch))).await.map_err(|e| e.to_string())?;
-                            batch.reserve(FRAME_SAMPLES * 2 * 5);
+                            batch.reserve(batch_bytes);
                             idle.as_mut().reset(tokio::time::Instant::now() + KEEP_ALIVE_AFTER);
                         }
                     }
@@ -887,11 +899,20 @@ pub async fn recognize(
 ) -> Result<RecognizeOutcome, SttError> {
     let node = pool.pick().await?;
     let (atx, arx) = mpsc::channel::<AudioFrame>(64);
+    // Audio decoded from a source of 16 kHz or more is recognised at 16 kHz.
+    let (rate, pcm) = match prompt.wide() {
+        Some(w) => (crate::rate::AudioRate::Wide, w.to_vec()),
+        None => (crate::rate::AudioRate::Narrow, prompt.pcm().to_vec()),
+    };
+    let params = SttParams {
+        audio_rate: rate,
+        ..params.clone()
+    };
     let mut stream = start_stream(pool.clone(), node.clone(), params.clone(), arx);
-    let pcm: Vec<i16> = prompt.pcm().to_vec();
     let started = Instant::now();
     let feeder = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        let frame_ms = 20 / rate.factor() as u64;
+        let mut tick = tokio::time::interval(Duration::from_millis(frame_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         for (i, chunk) in pcm.chunks(FRAME_SAMPLES).enumerate() {
             if realtime {
@@ -902,7 +923,8 @@ pub async fn recognize(
             if atx
                 .send(AudioFrame {
                     pcm: f,
-                    at_ms: i as u64 * 20,
+                    at_ms: i as u64 * frame_ms,
+                    rate,
                 })
                 .await
                 .is_err()
@@ -1185,6 +1207,22 @@ mod tests {
         let v: serde_json::Value =
             serde_json::from_str(&vosk_config(&vosk_node(), &timed)).unwrap();
         assert_eq!(v["config"]["endpointing"], 900);
+    }
+
+    #[test]
+    fn a_wideband_stream_says_16000_in_both_protocols() {
+        let wide = SttParams {
+            audio_rate: crate::rate::AudioRate::Wide,
+            ..SttParams::default()
+        };
+        let v: serde_json::Value = serde_json::from_str(&vosk_config(&vosk_node(), &wide)).unwrap();
+        assert_eq!(v, serde_json::json!({"config": {"sample_rate": 16000}}));
+        let dg = SttNodeConfig::new("dg", "ws://127.0.0.1:1/v1/listen", SttProtocol::Deepgram);
+        let u = stream_url(&dg, &wide).unwrap();
+        assert!(
+            u.contains("encoding=linear16&sample_rate=16000&channels=1"),
+            "{u}"
+        );
     }
 
     #[test]

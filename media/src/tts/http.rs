@@ -68,8 +68,8 @@ impl TtsEngine for HttpTts {
         Ok(Prompt::decode_off_runtime(bytes, Some("wav".into())).await?)
     }
 
-    /// Streams 16-bit PCM WAV bodies into `out` as they download; other
-    /// encodings are decoded once complete.
+    /// Streams 16-bit PCM WAV bodies into `out` as they download (resampled to its rate);
+    /// other encodings are decoded once complete.
     async fn synthesize_into(
         &self,
         req: &TtsRequest,
@@ -91,7 +91,7 @@ impl TtsEngine for HttpTts {
                             channels,
                             data_offset,
                         } => {
-                            let mut dec = WavStreamDecoder::new(rate, channels)?;
+                            let mut dec = WavStreamDecoder::new(rate, channels, out.rate())?;
                             out.push(&dec.feed(&head[data_offset..])?);
                             wav = Some((dec, data_offset));
                         }
@@ -104,7 +104,7 @@ impl TtsEngine for HttpTts {
                                 );
                             }
                             let p = Prompt::decode_off_runtime(head, None).await?;
-                            out.push(p.pcm());
+                            out.push_prompt(&p);
                             return Ok(());
                         }
                     }
@@ -115,7 +115,7 @@ impl TtsEngine for HttpTts {
             Some((dec, _)) => out.push(&dec.flush()?),
             None => {
                 let p = Prompt::decode(&head, None)?;
-                out.push(p.pcm());
+                out.push_prompt(&p);
             }
         }
         Ok(())

@@ -16,7 +16,8 @@ pub enum LocalProgram {
     Flite,
 }
 
-/// espeak-ng or flite run as a subprocess writing a WAV file (converted to 8 kHz).
+/// espeak-ng or flite run as a subprocess writing a WAV file (decoded as a prompt: 8 kHz,
+/// and 16 kHz as well from a program writing 16 kHz or more, as espeak-ng's 22.05 kHz).
 #[derive(Debug, Clone)]
 pub struct LocalTts {
     pub program: LocalProgram,

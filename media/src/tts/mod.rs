@@ -1,10 +1,12 @@
 //! Speech synthesis: the engine trait ([`TtsEngine`]) and its requests; the engines: local
 //! programs (espeak-ng or flite as a subprocess, [`LocalTts`]), a synthesis URL (GET
 //! returning WAV, streamed into a growing source as it downloads, [`HttpTts`]) and an
-//! OpenAI-compatible endpoint (POST `/v1/audio/speech`, 8 kHz PCM streamed as it arrives,
+//! OpenAI-compatible endpoint (POST `/v1/audio/speech`, PCM streamed as it arrives,
 //! [`OpenAiTts`]); and [`TtsService`], the engines by name with a cache keyed by (engine,
-//! voice, language, model, speed, text). [`normalize_tts_url`] is the pure URL normaliser
-//! behind GET /v1/adapters/tts/normalize/{path}. Playing a synthesis as it is made,
+//! voice, language, model, speed, text, rate). A request's [`TtsRequest::rate`] is the
+//! session's audio rate: a wideband (G.722) call's synthesis is made at 16 kHz, from a
+//! synthesizer's 16 kHz (or higher) audio, a narrowband call's at 8 kHz.
+//! [`normalize_tts_url`] is the pure URL normaliser behind GET /v1/adapters/tts/normalize/{path}. Playing a synthesis as it is made,
 //! sentence by sentence, is in `tts_sentences` ([`TtsService::synthesis`],
 //! [`TtsService::speech`]).
 
@@ -18,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::prompt::{Prompt, PromptError, StreamingAudio};
+use crate::rate::AudioRate;
 pub use crate::tts_sentences::{Speech, SynthStatus, Synthesis};
 
 mod http;
@@ -68,6 +71,9 @@ pub struct TtsRequest {
     #[serde(default = "one")]
     pub speed: f64,
     pub text: String,
+    /// The rate the audio is made at: the playing session's ([`crate::MediaSession::audio_rate`]).
+    #[serde(skip)]
+    pub rate: AudioRate,
 }
 
 fn one() -> f64 {
@@ -75,15 +81,19 @@ fn one() -> f64 {
 }
 
 impl TtsRequest {
-    /// The cache key (speed rounded to 1/1000).
+    /// The cache key (speed rounded to 1/1000; a 16 kHz synthesis is its own entry).
     pub fn cache_key(&self) -> String {
         let speed = if self.speed.is_finite() && self.speed > 0.0 {
             self.speed
         } else {
             1.0
         };
+        let rate = match self.rate {
+            AudioRate::Narrow => "",
+            AudioRate::Wide => "\u{1f}16000",
+        };
         format!(
-            "{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{:.3}\u{1f}{}",
+            "{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{:.3}\u{1f}{}{rate}",
             self.engine, self.voice, self.language, self.model, speed, self.text
         )
     }
@@ -97,13 +107,14 @@ impl TtsRequest {
     }
 }
 
-/// A speech synthesizer producing 8 kHz audio.
+/// A speech synthesizer.
 #[async_trait]
 pub trait TtsEngine: Send + Sync {
-    /// Synthesizes the whole text.
+    /// Synthesizes the whole text: a prompt with 16 kHz samples too when the request is
+    /// wideband and the synthesizer's audio has them.
     async fn synthesize(&self, req: &TtsRequest) -> Result<Prompt, TtsError>;
 
-    /// Synthesizes into a growing source (default: all at once, then pushed).
+    /// Synthesizes into a growing source at its rate (default: all at once, then pushed).
     /// Engines that stream push audio as it arrives, so playout can start early.
     async fn synthesize_into(
         &self,
@@ -111,7 +122,7 @@ pub trait TtsEngine: Send + Sync {
         out: &StreamingAudio,
     ) -> Result<(), TtsError> {
         let p = self.synthesize(req).await?;
-        out.push(p.pcm());
+        out.push_prompt(&p);
         Ok(())
     }
 }
@@ -266,6 +277,7 @@ mod tests {
             model: String::new(),
             speed: 1.0,
             text: "hello".into(),
+            ..Default::default()
         };
         let Playable::Stream(first) = svc.playable(&req).unwrap() else {
             panic!("not cached yet")
@@ -295,6 +307,14 @@ mod tests {
             speed: 1.0,
             ..Default::default()
         };
+        let mut wide = a.clone();
+        wide.rate = AudioRate::Wide;
+        assert_ne!(a.cache_key(), wide.cache_key());
+        assert_eq!(
+            a.cache_key(),
+            "flite\u{1f}\u{1f}\u{1f}\u{1f}1.000\u{1f}hi",
+            "a narrowband key is as it always was"
+        );
         let mut b = a.clone();
         b.voice = "slt".into();
         assert_ne!(a.cache_key(), b.cache_key());

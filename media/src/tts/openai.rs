@@ -1,5 +1,6 @@
 //! An OpenAI-compatible speech endpoint (`POST /v1/audio/speech`): 16-bit PCM (or WAV)
-//! read as it streams in, converted to 8 kHz.
+//! read as it streams in, converted to the request's rate (8 kHz, or 16 kHz for a G.722
+//! call).
 
 use std::time::Duration;
 
@@ -8,7 +9,8 @@ use futures::StreamExt;
 
 use super::wav::{WavHeader, WavStreamDecoder, parse_wav_header};
 use super::{TtsEngine, TtsError, TtsRequest};
-use crate::prompt::{Prompt, SAMPLE_RATE, StreamingAudio};
+use crate::prompt::{Prompt, StreamingAudio};
+use crate::rate::AudioRate;
 
 /// Settings of an [`OpenAiTts`] engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +48,8 @@ impl Default for OpenAiTtsConfig {
 const PCM_RATES: std::ops::RangeInclusive<u32> = 4000..=192_000;
 
 /// An OpenAI-compatible speech endpoint: `POST {url}/v1/audio/speech` with
-/// `{"model","input","voice","response_format":"pcm","speed","sample_rate":8000}`, the
+/// `{"model","input","voice","response_format":"pcm","speed","sample_rate"}` (the
+/// request's rate: 8000, or 16000 for a wideband session), the
 /// body read as it streams in (16-bit mono PCM at the `X-Sample-Rate` the answer names,
 /// else [`OpenAiTtsConfig::pcm_sample_rate`]; a WAV body is recognised by its header).
 #[derive(Debug, Clone)]
@@ -115,7 +118,7 @@ impl OpenAiTts {
             "voice": or(&req.voice, &self.config.voice),
             "response_format": "pcm",
             "speed": req.speed(),
-            "sample_rate": SAMPLE_RATE,
+            "sample_rate": req.rate.hz(),
         })
     }
 
@@ -181,11 +184,12 @@ impl OpenAiTts {
         Ok(resp)
     }
 
-    /// Posts `req` and hands the 8 kHz samples to `sink` as they arrive; returns how
-    /// many there were in all.
+    /// Posts `req` and hands the samples, at `target`, to `sink` as they arrive; returns
+    /// how many there were in all.
     async fn stream(
         &self,
         req: &TtsRequest,
+        target: AudioRate,
         mut sink: impl FnMut(&[i16]),
     ) -> Result<usize, TtsError> {
         let deadline = tokio::time::Instant::now() + self.config.timeout;
@@ -221,7 +225,7 @@ impl OpenAiTts {
                 continue;
             }
             head.extend_from_slice(&chunk);
-            if let Some((d, rest)) = self.start_decoder(&head, declared, false)? {
+            if let Some((d, rest)) = self.start_decoder(&head, declared, target, false)? {
                 let mut d = d;
                 let pcm = d.feed(&head[rest..])?;
                 total += pcm.len();
@@ -231,7 +235,7 @@ impl OpenAiTts {
             }
         }
         if dec.is_none() {
-            match self.start_decoder(&head, declared, true)? {
+            match self.start_decoder(&head, declared, target, true)? {
                 Some((mut d, rest)) => {
                     let pcm = d.feed(&head[rest..])?;
                     total += pcm.len();
@@ -259,6 +263,7 @@ impl OpenAiTts {
         &self,
         head: &[u8],
         declared: Option<u32>,
+        target: AudioRate,
         end: bool,
     ) -> Result<Option<(WavStreamDecoder, usize)>, TtsError> {
         if head.len() < 4 && !end {
@@ -269,14 +274,17 @@ impl OpenAiTts {
                 return Ok(None);
             }
             let rate = declared.unwrap_or(self.config.pcm_sample_rate);
-            return Ok(Some((WavStreamDecoder::new(rate, 1)?, 0)));
+            return Ok(Some((WavStreamDecoder::new(rate, 1, target)?, 0)));
         }
         match parse_wav_header(head) {
             WavHeader::Pcm16 {
                 rate,
                 channels,
                 data_offset,
-            } => Ok(Some((WavStreamDecoder::new(rate, channels)?, data_offset))),
+            } => Ok(Some((
+                WavStreamDecoder::new(rate, channels, target)?,
+                data_offset,
+            ))),
             WavHeader::NeedMore if !end && head.len() < 64 * 1024 => Ok(None),
             WavHeader::NeedMore => Err(TtsError::Synth(
                 "the synthesizer's WAV answer has no complete header".into(),
@@ -313,8 +321,9 @@ fn error_message(body: &[u8]) -> Option<String> {
 impl TtsEngine for OpenAiTts {
     async fn synthesize(&self, req: &TtsRequest) -> Result<Prompt, TtsError> {
         let mut pcm = Vec::new();
-        self.stream(req, |s| pcm.extend_from_slice(s)).await?;
-        Ok(Prompt::from_pcm(pcm))
+        self.stream(req, req.rate, |s| pcm.extend_from_slice(s))
+            .await?;
+        Ok(Prompt::from_pcm_at(pcm, req.rate))
     }
 
     /// Pushes audio into `out` as the body arrives (the speech node sends each sentence
@@ -324,7 +333,7 @@ impl TtsEngine for OpenAiTts {
         req: &TtsRequest,
         out: &StreamingAudio,
     ) -> Result<(), TtsError> {
-        self.stream(req, |s| {
+        self.stream(req, out.rate(), |s| {
             if !s.is_empty() {
                 out.push(s)
             }

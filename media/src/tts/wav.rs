@@ -1,8 +1,8 @@
-//! Streamed synthesis bodies: a WAV header parser and an incremental 16-bit PCM to 8 kHz
-//! mono converter.
+//! Streamed synthesis bodies: a WAV header parser and an incremental 16-bit PCM to 8 or
+//! 16 kHz mono converter.
 
 use super::TtsError;
-use crate::prompt::SAMPLE_RATE;
+use crate::rate::AudioRate;
 
 /// What the start of a WAV body says: more bytes needed, 16-bit PCM and where its
 /// samples start, or anything else.
@@ -64,7 +64,7 @@ pub(super) fn parse_wav_header(b: &[u8]) -> WavHeader {
     }
 }
 
-/// Incremental 16-bit PCM → 8 kHz mono converter.
+/// Incremental 16-bit PCM → mono converter at a session's rate.
 pub(super) struct WavStreamDecoder {
     channels: usize,
     carry: Vec<u8>,
@@ -72,18 +72,26 @@ pub(super) struct WavStreamDecoder {
     pending: Vec<f32>,
     delay_left: usize,
     rate: u32,
+    /// The output rate.
+    target: u32,
     in_total: u64,
     out_total: u64,
 }
 
 impl WavStreamDecoder {
-    pub(super) fn new(rate: u32, channels: u16) -> Result<WavStreamDecoder, TtsError> {
+    /// A converter of `channels` at `rate` to mono at `target`.
+    pub(super) fn new(
+        rate: u32,
+        channels: u16,
+        target: AudioRate,
+    ) -> Result<WavStreamDecoder, TtsError> {
         use rubato::Resampler;
-        let resampler = if rate == SAMPLE_RATE {
+        let target = target.hz();
+        let resampler = if rate == target {
             None
         } else {
             Some(
-                rubato::FftFixedInOut::<f32>::new(rate as usize, SAMPLE_RATE as usize, 1024, 1)
+                rubato::FftFixedInOut::<f32>::new(rate as usize, target as usize, 1024, 1)
                     .map_err(|e| TtsError::Synth(e.to_string()))?,
             )
         };
@@ -95,6 +103,7 @@ impl WavStreamDecoder {
             pending: Vec::new(),
             delay_left,
             rate,
+            target,
             in_total: 0,
             out_total: 0,
         })
@@ -152,7 +161,7 @@ impl WavStreamDecoder {
         self.delay_left -= skip;
         // Never emit more than the input's duration (the final partial chunk is zero-padded).
         let allowed =
-            (self.in_total * SAMPLE_RATE as u64 / self.rate as u64).saturating_sub(self.out_total);
+            (self.in_total * self.target as u64 / self.rate as u64).saturating_sub(self.out_total);
         let n = ((out.len() - skip) as u64).min(allowed) as usize;
         self.out_total += n as u64;
         Ok(out[skip..skip + n].iter().map(|v| to_i16(*v)).collect())
@@ -191,15 +200,35 @@ mod tests {
 
     #[test]
     fn streaming_decoder_resamples_16k() {
-        let mut d = WavStreamDecoder::new(16000, 1).unwrap();
         let bytes: Vec<u8> = (0..16000i32)
             .flat_map(|i| (((i % 40) as i16 - 20) * 500).to_le_bytes())
             .collect();
+        let mut d = WavStreamDecoder::new(16000, 1, AudioRate::Narrow).unwrap();
         let mut total = 0;
         for c in bytes.chunks(777) {
             total += d.feed(c).unwrap().len();
         }
         total += d.flush().unwrap().len();
         assert!((7800..=8300).contains(&total), "got {total} samples");
+        // A wideband session's synthesis keeps the 16 kHz samples as they are.
+        let mut d = WavStreamDecoder::new(16000, 1, AudioRate::Wide).unwrap();
+        let mut wide = Vec::new();
+        for c in bytes.chunks(777) {
+            wide.extend(d.feed(c).unwrap());
+        }
+        wide.extend(d.flush().unwrap());
+        assert_eq!(wide.len(), 16000);
+        assert_eq!(wide[..40], bytes_as_i16(&bytes[..80]));
+        // 24 kHz to 16 kHz.
+        let mut d = WavStreamDecoder::new(24000, 1, AudioRate::Wide).unwrap();
+        let mut n = d.feed(&bytes).unwrap().len();
+        n += d.flush().unwrap().len();
+        assert!((10_400..=10_700).contains(&n), "got {n} samples");
+    }
+
+    fn bytes_as_i16(b: &[u8]) -> Vec<i16> {
+        b.chunks_exact(2)
+            .map(|s| i16::from_le_bytes([s[0], s[1]]))
+            .collect()
     }
 }
