@@ -17,6 +17,7 @@ use super::io::{Action, Input, Reply};
 use super::refer::{Decision, Transfers};
 use super::session_timer::{SessionDeadlines, SessionTimer};
 use super::{EndInfo, LegDirection, LegEvent, Party};
+use crate::sdes::SrtpKeys;
 use crate::sdp::{self, LocalMedia, NegotiatedMedia, SessionDescription};
 use crate::status::{CallStatus, CancelCause};
 
@@ -107,6 +108,9 @@ pub(crate) struct LegMachine {
     rang: bool,
     /// The peer holds the call (its last offer was sendonly or inactive).
     on_hold: bool,
+    /// The SRTP keys the answered call's media uses (None: plain RTP); a re-offer
+    /// with new keys replaces them (see [`sdp::answer_reoffer`]).
+    srtp_keys: Option<SrtpKeys>,
     /// Inbound: our 200 is being sent with this media; the answer's outcome follows.
     answering: Option<(LocalMedia, NegotiatedMedia)>,
     refer_host: String,
@@ -136,6 +140,7 @@ impl LegMachine {
             provisional: false,
             rang: false,
             on_hold: false,
+            srtp_keys: None,
             answering: None,
             refer_host: setup.refer_host,
             refer_timeout: setup.refer_timeout,
@@ -385,6 +390,7 @@ impl LegMachine {
             Ok(()) => {
                 self.phase = Phase::Answered;
                 self.on_hold = neg.remote_direction.is_hold();
+                self.srtp_keys = neg.srtp;
                 self.local_media = Some(local);
                 self.arm_session_timer(now);
                 self.emit(LegEvent::Answered(neg.clone()));
