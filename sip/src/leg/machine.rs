@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tracing::info;
 
 use super::io::{Action, Input, Reply};
-use super::refer::{Decision, Transfers};
+use super::refer::{Decision, ReferBase, Transfers};
 use super::session_timer::{SessionDeadlines, SessionTimer};
 use super::{EndInfo, LegDirection, LegEvent, Party};
 use crate::sdes::SrtpKeys;
@@ -41,8 +41,8 @@ pub(crate) struct LegSetup {
     pub ring_timeout: Option<Duration>,
     /// Inbound: the timer the INVITE asked for.
     pub session_timer: Option<SessionTimer>,
-    /// Host used to turn a number into a REFER target URI.
-    pub refer_host: String,
+    /// How a number becomes a REFER target URI, and whether `sips:` targets may be used.
+    pub refer: ReferBase,
     /// How long a transfer waits for its final NOTIFY.
     pub refer_timeout: Duration,
     /// SDP o= session id and the version of the last SDP we sent.
@@ -113,7 +113,7 @@ pub(crate) struct LegMachine {
     srtp_keys: Option<SrtpKeys>,
     /// Inbound: our 200 is being sent with this media; the answer's outcome follows.
     answering: Option<(LocalMedia, NegotiatedMedia)>,
-    refer_host: String,
+    refer: ReferBase,
     refer_timeout: Duration,
     transfers: Transfers,
     actions: VecDeque<Action>,
@@ -142,7 +142,7 @@ impl LegMachine {
             on_hold: false,
             srtp_keys: None,
             answering: None,
-            refer_host: setup.refer_host,
+            refer: setup.refer,
             refer_timeout: setup.refer_timeout,
             transfers: Transfers::default(),
             actions: VecDeque::new(),

@@ -31,6 +31,7 @@ mod session_timer;
 
 pub(crate) use driver::Driver;
 pub(crate) use machine::{LegMachine, LegSetup};
+pub(crate) use refer::ReferBase;
 pub(crate) use session_timer::SessionTimer;
 
 /// Which way the leg was set up.

@@ -142,7 +142,7 @@ impl LegMachine {
         } else if self.transfers.in_progress() {
             self.push(failed("a transfer is already in progress".into()));
         } else {
-            match refer_target(target, &self.refer_host) {
+            match refer_target(target, &self.refer) {
                 Ok(uri) => {
                     self.transfers.start(id, now + self.refer_timeout);
                     self.push(Action::Refer { id, target: uri });
