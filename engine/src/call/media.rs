@@ -70,7 +70,10 @@ impl CallMedia {
         match self {
             CallMedia::Session(s) => s.set_srtp(Some(params)),
             #[cfg(any(test, feature = "testing"))]
-            CallMedia::Fake(_) => Ok(()),
+            CallMedia::Fake(f) => {
+                f.rekey(params);
+                Ok(())
+            }
         }
     }
 
