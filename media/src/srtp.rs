@@ -168,12 +168,9 @@ impl SrtpContexts {
     /// Unprotects an SRTP packet into `out`; returns the plain packet's length.
     pub fn unprotect_rtp(&mut self, packet: &[u8], out: &mut [u8]) -> Result<usize, SrtpDrop> {
         match self.recv.unprotect_rtp(packet, out) {
-            Err(SrtpDrop::Unauthenticated) if self.recv_before.is_some() => self
-                .recv_before
-                .as_mut()
-                .map_or(Err(SrtpDrop::Unauthenticated), |d| {
-                    d.unprotect_rtp(packet, out)
-                }),
+            Err(SrtpDrop::Unauthenticated) if self.recv_before.is_some() => {
+                self.with_previous_key(|d| d.unprotect_rtp(packet, out))
+            }
             done => self.settled(done),
         }
     }
@@ -181,12 +178,9 @@ impl SrtpContexts {
     /// Unprotects an SRTCP packet into `out`; returns the plain packet's length.
     pub fn unprotect_rtcp(&mut self, packet: &[u8], out: &mut [u8]) -> Result<usize, SrtpDrop> {
         match self.recv.unprotect_rtcp(packet, out) {
-            Err(SrtpDrop::Unauthenticated) if self.recv_before.is_some() => self
-                .recv_before
-                .as_mut()
-                .map_or(Err(SrtpDrop::Unauthenticated), |d| {
-                    d.unprotect_rtcp(packet, out)
-                }),
+            Err(SrtpDrop::Unauthenticated) if self.recv_before.is_some() => {
+                self.with_previous_key(|d| d.unprotect_rtcp(packet, out))
+            }
             done => self.settled(done),
         }
     }
@@ -195,6 +189,20 @@ impl SrtpContexts {
     /// a packet authenticates under the new one).
     pub fn previous_key_kept(&self) -> bool {
         self.recv_before.is_some()
+    }
+
+    /// Unprotects with the peer's previous key; a packet taken so also moves the new key's
+    /// rollover counter, highest sequence number and replay windows on (nothing was
+    /// taken under the new key yet, so the previous key's are the exact state): a wrap of
+    /// the sequence during the overlap leaves the new key's index right.
+    fn with_previous_key(
+        &mut self,
+        unprotect: impl FnOnce(&mut Direction) -> Result<usize, SrtpDrop>,
+    ) -> Result<usize, SrtpDrop> {
+        let before = self.recv_before.as_mut().ok_or(SrtpDrop::Unauthenticated)?;
+        let done = unprotect(before)?;
+        self.recv.continue_counters(before);
+        Ok(done)
     }
 
     /// Drops the peer's previous key once a packet authenticated under the new one (its
@@ -769,6 +777,26 @@ mod tests {
         let n = tx.protect_rtcp(&mut buf, 8).unwrap();
         let mut out = [0u8; 64];
         assert_eq!(rx.unprotect_rtcp(&buf[..n], &mut out), Ok(8));
+    }
+
+    /// A re-key before anything arrived, then the peer's sequence wraps while its packets
+    /// are still under the old key: the new key's first packet (ROC 1) authenticates.
+    #[test]
+    fn a_wrap_during_the_overlap_moves_the_new_keys_rollover_counter() {
+        let mut tx = params(1, 2).contexts().unwrap();
+        let mut rx = params(4, 3).contexts().unwrap();
+        rx.continue_from(params(2, 1).contexts().unwrap());
+        for seq in [65_534, 65_535, 0] {
+            assert_eq!(opened(&mut rx, &sealed(&mut tx, seq)), Ok(seq), "old key");
+        }
+        let mut tx_new = params(3, 4).contexts().unwrap();
+        tx_new.continue_from(tx);
+        assert_eq!(
+            opened(&mut rx, &sealed(&mut tx_new, 1)),
+            Ok(1),
+            "new key, ROC 1"
+        );
+        assert!(!rx.previous_key_kept());
     }
 
     /// What was taken before a re-key is a replay after it; taking over the same keys
