@@ -1,7 +1,8 @@
 //! Bounded fuzzing of the media parsers fed with network or uploaded bytes: RTP, RTCP (and the
-//! receive statistics the RTP headers drive), SRTP across a re-key, RFC 4733 telephone-events, the jitter buffer
-//! under arbitrary packet sequences, G.711 decoding and prompt decoding (WAV/MP3/…), and the
-//! browser-call ICE candidate filter against the WebRTC stack's own SDP and candidate parsers.
+//! receive statistics the RTP headers drive), SRTP across a re-key, RFC 4733
+//! telephone-events, the jitter buffer under arbitrary packet sequences, G.711 decoding and
+//! prompt decoding (WAV/MP3/…), and the browser-call ICE candidate filter against the WebRTC
+//! stack's own SDP and candidate parsers.
 //!
 //! Each target replays `tests/fuzz_corpus/<target>/` and then mutations of it for at most
 //! ~3 s or its iteration cap, whichever comes first (see `tests/fuzz/harness.rs`).
