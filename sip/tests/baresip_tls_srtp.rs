@@ -75,8 +75,20 @@ fn baresip_dir(certs: &Path, port: u16, account_params: &str) -> tempfile::TempD
 }
 
 fn spawn_baresip(dir: &tempfile::TempDir, commands: &[String]) -> tokio::process::Child {
+    spawn_baresip_with(dir, commands, false)
+}
+
+/// [`spawn_baresip`], with its SIP trace (every message in its log) when `trace`.
+fn spawn_baresip_with(
+    dir: &tempfile::TempDir,
+    commands: &[String],
+    trace: bool,
+) -> tokio::process::Child {
     let mut cmd = Command::new("baresip");
     cmd.arg("-f").arg(dir.path()).args(["-t", "25"]);
+    if trace {
+        cmd.arg("-s");
+    }
     for c in commands {
         cmd.arg("-e").arg(c);
     }
@@ -225,6 +237,28 @@ async fn baresip_calls_in_over_tls_with_srtp() {
 
 #[tokio::test]
 async fn the_engine_calls_baresip_over_tls_with_srtp() {
+    calls_baresip(false).await;
+}
+
+/// The trunk's gateway written as a `sips:` URI: the INVITE's Request-URI and Contact are
+/// `sips:` (no `transport=tls`), and the phone takes the call over TLS with SRTP.
+#[tokio::test]
+async fn the_engine_calls_baresip_at_a_sips_gateway() {
+    let log = calls_baresip(true).await;
+    let invite = log
+        .lines()
+        .find(|l| l.starts_with("INVITE "))
+        .unwrap_or_else(|| panic!("no INVITE in the trace: {log}"));
+    assert!(
+        invite.starts_with("INVITE sips:tester@127.0.0.1:"),
+        "{invite}"
+    );
+    assert!(!invite.contains("transport="), "{invite}");
+}
+
+/// Calls baresip (auto-answer, SRTP mandatory) through a TLS trunk whose gateway is
+/// `IP:port`, or `sips:IP:port` with `sips`; returns baresip's log.
+async fn calls_baresip(sips: bool) -> String {
     let certs = tempfile::tempdir().unwrap();
     certificates(certs.path());
     let mut attempt = 0;
@@ -232,7 +266,7 @@ async fn the_engine_calls_baresip_over_tls_with_srtp() {
         attempt += 1;
         let port = free_udp_port("127.0.0.1");
         let dir = baresip_dir(certs.path(), port, &format!("{SRTP};answermode=auto"));
-        let mut child = spawn_baresip(&dir, &[]);
+        let mut child = spawn_baresip_with(&dir, &[], sips);
         tokio::time::sleep(Duration::from_millis(800)).await;
         match child.try_wait() {
             Ok(None) => break (child, dir, port),
@@ -241,7 +275,9 @@ async fn the_engine_calls_baresip_over_tls_with_srtp() {
         }
     };
     // libre listens for TLS one port above the SIP port.
-    let mut trunk = TrunkConfig::new("phone", format!("127.0.0.1:{}", port + 1).parse().unwrap());
+    let scheme = if sips { "sips:" } else { "" };
+    let mut trunk = TrunkConfig::new("phone", "127.0.0.1:1".parse().unwrap());
+    trunk.gateway = format!("{scheme}127.0.0.1:{}", port + 1).parse().unwrap();
     trunk.transport = SipTransport::Tls;
     trunk.srtp = SrtpPolicy::Required;
     trunk.number_format = NumberFormat::AsIs;
@@ -287,6 +323,7 @@ async fn the_engine_calls_baresip_over_tls_with_srtp() {
         !log.contains("failed to decrypt"),
         "baresip read our SRTP: {log}"
     );
+    log
 }
 
 #[tokio::test]
