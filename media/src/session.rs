@@ -114,7 +114,8 @@ impl MediaSession {
     /// Protects the session's RTP and RTCP with SRTP from now on (None: plain RTP again),
     /// with keys agreed in the signalling. Call it before [`Self::set_remote`] so that no
     /// packet goes to the peer unprotected; the contexts are derived here, not on the
-    /// worker.
+    /// worker. Called again with other keys (a re-INVITE's), it re-keys: see
+    /// [`crate::srtp::SrtpContexts::continue_from`].
     pub fn set_srtp(&self, params: Option<&crate::srtp::SrtpParams>) -> Result<(), MediaError> {
         let contexts = params.map(|p| p.contexts()).transpose()?;
         self.send(Command::SetSrtp {

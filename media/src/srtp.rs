@@ -12,7 +12,17 @@
 //! Per packet nothing allocates: RTP and RTCP are protected in place in the caller's
 //! buffer, and unprotected into the caller's output buffer; the cipher and the keyed MAC
 //! state live in the context and are used by reference or copied on the stack. The
-//! session keys (AES round keys, salts, MAC state) are overwritten when a context drops.
+//! session keys (AES round keys, salts, MAC state) are overwritten when a context drops,
+//! and so are the master keys of an [`SrtpParams`] (it is not `Copy`, so no stray copy
+//! outlives it).
+//!
+//! Re-keying (RFC 4568 §7.1.4: a re-INVITE brings new keys) builds new contexts off the
+//! worker as for a first key, and [`SrtpContexts::continue_from`] carries the old ones'
+//! state over on the worker: the rollover counters, highest sequence numbers, SRTCP index
+//! and replay windows continue (RFC 3711 §3.3.1: the ROC is never reset by a re-key),
+//! and the peer's previous key stays usable for what arrives until the first packet under
+//! its new key authenticates (packets sent before the peer switched may arrive after our
+//! answer).
 
 use std::fmt;
 
@@ -68,8 +78,9 @@ impl SrtpProfile {
 }
 
 /// What a session needs for SRTP: the suite, the key it sends with and the peer's key.
-/// Debug prints the suite only.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// Debug prints the suite only; both keys are overwritten when it drops (it is `Clone`,
+/// not `Copy`: each clone is wiped in turn).
+#[derive(Clone, PartialEq, Eq)]
 pub struct SrtpParams {
     pub profile: SrtpProfile,
     /// Master key (16 bytes) and salt (14 bytes) this side protects with.
@@ -88,10 +99,20 @@ impl fmt::Debug for SrtpParams {
     }
 }
 
+impl Drop for SrtpParams {
+    fn drop(&mut self) {
+        self.send_key.zeroize();
+        self.recv_key.zeroize();
+    }
+}
+
 /// A session's two SRTP directions, ready for the worker.
 pub struct SrtpContexts {
     send: Direction,
     recv: Direction,
+    /// After a re-key: the receiving direction under the peer's previous key, used for
+    /// what fails under the new one until a packet authenticates under the new one.
+    recv_before: Option<Direction>,
 }
 
 impl fmt::Debug for SrtpContexts {
@@ -106,6 +127,7 @@ impl SrtpParams {
         Ok(SrtpContexts {
             send: Direction::new(self.profile, &self.send_key),
             recv: Direction::new(self.profile, &self.recv_key),
+            recv_before: None,
         })
     }
 }
@@ -120,6 +142,19 @@ pub enum SrtpDrop {
 }
 
 impl SrtpContexts {
+    /// Takes over from `old`, the contexts these new keys replace (a re-key): both
+    /// directions keep their rollover counter, highest sequence number, SRTCP index and
+    /// replay windows, so the packet index runs on (RFC 3711 §3.3.1) and nothing replayed
+    /// from before the re-key is accepted again; `old`'s receiving direction stays usable
+    /// until a packet authenticates under the new key (one previous key is kept: a re-key
+    /// before that drops the oldest). With the same keys as `old` nothing changes for the
+    /// packets. Not per packet: it runs when the worker takes the new contexts.
+    pub fn continue_from(&mut self, old: SrtpContexts) {
+        self.send.continue_counters(&old.send);
+        self.recv.continue_counters(&old.recv);
+        self.recv_before = Some(old.recv);
+    }
+
     /// Protects the RTP packet in `buf[..len]` in place; returns the protected length.
     pub fn protect_rtp(&mut self, buf: &mut [u8], len: usize) -> Result<usize, SrtpDrop> {
         self.send.protect_rtp(buf, len)
@@ -132,12 +167,51 @@ impl SrtpContexts {
 
     /// Unprotects an SRTP packet into `out`; returns the plain packet's length.
     pub fn unprotect_rtp(&mut self, packet: &[u8], out: &mut [u8]) -> Result<usize, SrtpDrop> {
-        self.recv.unprotect_rtp(packet, out)
+        match self.recv.unprotect_rtp(packet, out) {
+            Err(SrtpDrop::Unauthenticated) if self.recv_before.is_some() => {
+                self.with_previous_key(|d| d.unprotect_rtp(packet, out))
+            }
+            done => self.settled(done),
+        }
     }
 
     /// Unprotects an SRTCP packet into `out`; returns the plain packet's length.
     pub fn unprotect_rtcp(&mut self, packet: &[u8], out: &mut [u8]) -> Result<usize, SrtpDrop> {
-        self.recv.unprotect_rtcp(packet, out)
+        match self.recv.unprotect_rtcp(packet, out) {
+            Err(SrtpDrop::Unauthenticated) if self.recv_before.is_some() => {
+                self.with_previous_key(|d| d.unprotect_rtcp(packet, out))
+            }
+            done => self.settled(done),
+        }
+    }
+
+    /// Whether the peer's previous key is still kept for late packets (after a re-key, until
+    /// a packet authenticates under the new one).
+    pub fn previous_key_kept(&self) -> bool {
+        self.recv_before.is_some()
+    }
+
+    /// Unprotects with the peer's previous key; a packet taken so also moves the new key's
+    /// rollover counter, highest sequence number and replay windows on (nothing was
+    /// taken under the new key yet, so the previous key's are the exact state): a wrap of
+    /// the sequence during the overlap leaves the new key's index right.
+    fn with_previous_key(
+        &mut self,
+        unprotect: impl FnOnce(&mut Direction) -> Result<usize, SrtpDrop>,
+    ) -> Result<usize, SrtpDrop> {
+        let before = self.recv_before.as_mut().ok_or(SrtpDrop::Unauthenticated)?;
+        let done = unprotect(before)?;
+        self.recv.continue_counters(before);
+        Ok(done)
+    }
+
+    /// Drops the peer's previous key once a packet authenticated under the new one (its
+    /// keys are overwritten in place: nothing is freed on the packet path).
+    fn settled(&mut self, done: Result<usize, SrtpDrop>) -> Result<usize, SrtpDrop> {
+        if done.is_ok() {
+            self.recv_before = None;
+        }
+        done
     }
 }
 
@@ -218,7 +292,7 @@ fn prf(master: &Aes128Enc, master_salt: &[u8; SALT_LEN], label: u8, out: &mut [u
 }
 
 /// Indices seen below the highest one, for replay protection (RFC 3711 §3.3.2).
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct ReplayWindow {
     /// The highest index accepted; meaningful once `started`.
     top: u64,
@@ -289,6 +363,16 @@ impl Direction {
         };
         salt.zeroize();
         d
+    }
+
+    /// Takes over `old`'s counters and replay windows (a re-key of this direction).
+    fn continue_counters(&mut self, old: &Direction) {
+        self.roc = old.roc;
+        self.s_l = old.s_l;
+        self.rtp_started = old.rtp_started;
+        self.rtcp_index = old.rtcp_index;
+        self.rtp_replay = old.rtp_replay;
+        self.rtcp_replay = old.rtcp_replay;
     }
 
     /// The rollover counter `seq` belongs to (RFC 3711 §3.3.1): the current one, the one
@@ -617,6 +701,139 @@ mod tests {
             theirs.unprotect_rtp(&buf[..n], &mut out[..100]),
             Err(SrtpDrop::TooLong)
         );
+    }
+
+    /// Protects RTP packet `seq` (payload `seq` as bytes) with `tx`, returning its bytes.
+    fn sealed(tx: &mut SrtpContexts, seq: u16) -> Vec<u8> {
+        let mut buf = [0u8; 200];
+        write_rtp_header(&mut buf, false, 0, seq, seq as u32 * 160, 0x77).unwrap();
+        buf[12..172].fill(seq as u8);
+        let n = tx.protect_rtp(&mut buf, 172).unwrap();
+        buf[..n].to_vec()
+    }
+
+    fn opened(rx: &mut SrtpContexts, packet: &[u8]) -> Result<u16, SrtpDrop> {
+        let mut out = [0u8; 200];
+        let n = rx.unprotect_rtp(packet, &mut out)?;
+        assert_eq!(n, 172);
+        assert!(out[12..n].iter().all(|&b| b == out[3]), "decrypted");
+        Ok(u16::from_be_bytes([out[2], out[3]]))
+    }
+
+    fn params(send: u8, recv: u8) -> SrtpParams {
+        SrtpParams {
+            profile: SrtpProfile::Aes128CmHmacSha1_80,
+            send_key: [send; MASTER_LEN],
+            recv_key: [recv; MASTER_LEN],
+        }
+    }
+
+    /// Both sides re-key across a sequence number wrap while packets under the old key are
+    /// in flight: every packet is taken once, the rollover counter runs on, and the old key
+    /// is let go after the first packet under the new one.
+    #[test]
+    fn a_re_key_mid_stream_loses_no_packet_and_keeps_the_rollover_counter() {
+        let (mut tx, mut rx) = (
+            params(1, 2).contexts().unwrap(),
+            params(2, 1).contexts().unwrap(),
+        );
+        for seq in 65_530..=65_535 {
+            assert_eq!(opened(&mut rx, &sealed(&mut tx, seq)), Ok(seq));
+        }
+        // Sent under the old key (seq 0 starts ROC 1), received after the re-key.
+        let late = [sealed(&mut tx, 0), sealed(&mut tx, 1)];
+        let mut rx_new = params(4, 3).contexts().unwrap();
+        rx_new.continue_from(rx);
+        let mut rx = rx_new;
+        let mut tx_new = params(3, 4).contexts().unwrap();
+        tx_new.continue_from(tx);
+        let mut tx = tx_new;
+        assert!(rx.previous_key_kept());
+        assert_eq!(
+            opened(&mut rx, &late[0]),
+            Ok(0),
+            "old key, after the re-key"
+        );
+        assert_eq!(
+            opened(&mut rx, &sealed(&mut tx, 2)),
+            Ok(2),
+            "new key, ROC 1"
+        );
+        assert!(
+            !rx.previous_key_kept(),
+            "the old key goes with the first new packet"
+        );
+        assert_eq!(
+            opened(&mut rx, &late[1]),
+            Err(SrtpDrop::Unauthenticated),
+            "the old key is gone"
+        );
+        for seq in 3..100 {
+            assert_eq!(opened(&mut rx, &sealed(&mut tx, seq)), Ok(seq));
+        }
+        // RTCP under the new keys.
+        let mut buf = [0u8; 64];
+        buf[..8].copy_from_slice(&[0x80u8, 201, 0, 1, 0, 0, 0, 0x77]);
+        let n = tx.protect_rtcp(&mut buf, 8).unwrap();
+        let mut out = [0u8; 64];
+        assert_eq!(rx.unprotect_rtcp(&buf[..n], &mut out), Ok(8));
+    }
+
+    /// A re-key before anything arrived, then the peer's sequence wraps while its packets
+    /// are still under the old key: the new key's first packet (ROC 1) authenticates.
+    #[test]
+    fn a_wrap_during_the_overlap_moves_the_new_keys_rollover_counter() {
+        let mut tx = params(1, 2).contexts().unwrap();
+        let mut rx = params(4, 3).contexts().unwrap();
+        rx.continue_from(params(2, 1).contexts().unwrap());
+        for seq in [65_534, 65_535, 0] {
+            assert_eq!(opened(&mut rx, &sealed(&mut tx, seq)), Ok(seq), "old key");
+        }
+        let mut tx_new = params(3, 4).contexts().unwrap();
+        tx_new.continue_from(tx);
+        assert_eq!(
+            opened(&mut rx, &sealed(&mut tx_new, 1)),
+            Ok(1),
+            "new key, ROC 1"
+        );
+        assert!(!rx.previous_key_kept());
+    }
+
+    /// What was taken before a re-key is a replay after it; taking over the same keys
+    /// changes nothing for the packets.
+    #[test]
+    fn replays_stay_refused_across_a_re_key_and_the_same_keys_change_nothing() {
+        let (mut tx, mut rx) = (
+            params(1, 2).contexts().unwrap(),
+            params(2, 1).contexts().unwrap(),
+        );
+        let first = sealed(&mut tx, 10);
+        assert_eq!(opened(&mut rx, &first), Ok(10));
+        let mut same = params(2, 1).contexts().unwrap();
+        same.continue_from(rx);
+        let mut rx = same;
+        assert_eq!(opened(&mut rx, &first), Err(SrtpDrop::Unauthenticated));
+        assert_eq!(opened(&mut rx, &sealed(&mut tx, 11)), Ok(11));
+        let mut tx_same = params(1, 2).contexts().unwrap();
+        tx_same.continue_from(tx);
+        let eleven_again = sealed(&mut tx_same, 11);
+        assert_eq!(
+            opened(&mut rx, &eleven_again),
+            Err(SrtpDrop::Unauthenticated)
+        );
+        assert_eq!(opened(&mut rx, &sealed(&mut tx_same, 12)), Ok(12));
+        let mut rx_new = params(4, 3).contexts().unwrap();
+        rx_new.continue_from(rx);
+        assert_eq!(opened(&mut rx_new, &first), Err(SrtpDrop::Unauthenticated));
+    }
+
+    #[test]
+    fn params_are_wiped_when_dropped() {
+        let mut p = std::mem::ManuallyDrop::new(params(0xab, 0xcd));
+        // SAFETY: dropped once in place; its fields are plain arrays, read after the drop.
+        unsafe { std::mem::ManuallyDrop::drop(&mut p) };
+        assert_eq!(p.send_key, [0; MASTER_LEN]);
+        assert_eq!(p.recv_key, [0; MASTER_LEN]);
     }
 
     #[test]

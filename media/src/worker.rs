@@ -544,7 +544,14 @@ fn handle_command(cmd: Command, slots: &mut [Slot], now: u64) {
         }
         Command::SetSrtp { id, contexts } => {
             if let Some(s) = find(slots, id) {
-                s.srtp = contexts;
+                s.srtp = match (contexts, s.srtp.take()) {
+                    // A re-key: the counters run on, the peer's old key serves late packets.
+                    (Some(mut new), Some(old)) => {
+                        new.continue_from(*old);
+                        Some(new)
+                    }
+                    (contexts, _) => contexts,
+                };
                 s.srtp_pending = false;
             }
         }

@@ -1,7 +1,8 @@
 //! Bounded fuzzing of the media parsers fed with network or uploaded bytes: RTP, RTCP (and the
-//! receive statistics the RTP headers drive), RFC 4733 telephone-events, the jitter buffer
-//! under arbitrary packet sequences, G.711 decoding and prompt decoding (WAV/MP3/…), and the
-//! browser-call ICE candidate filter against the WebRTC stack's own SDP and candidate parsers.
+//! receive statistics the RTP headers drive), SRTP across a re-key, RFC 4733
+//! telephone-events, the jitter buffer under arbitrary packet sequences, G.711 decoding and
+//! prompt decoding (WAV/MP3/…), and the browser-call ICE candidate filter against the WebRTC
+//! stack's own SDP and candidate parsers.
 //!
 //! Each target replays `tests/fuzz_corpus/<target>/` and then mutations of it for at most
 //! ~3 s or its iteration cap, whichever comes first (see `tests/fuzz/harness.rs`).
@@ -643,6 +644,80 @@ fn fuzz_ice_candidates() {
                     Ok(again) => return Err(format!("{name}: refiltered into {again:?}")),
                     Err(e) => return Err(format!("{name}: the output is refused: {e}")),
                 }
+            }
+            Ok(())
+        },
+    );
+}
+
+/// SRTP across a re-key (the peer's old key kept for late packets): arbitrary datagrams
+/// never authenticate and never end the overlap; an RTP packet (the `rtp` corpus and its
+/// mutations) protected under the old key is taken once and keeps the overlap, and one
+/// under the new key is taken and ends it. Each input gets fresh contexts.
+#[test]
+fn fuzz_srtp_across_a_re_key() {
+    use callsmith_media::srtp::{MASTER_LEN, SrtpContexts, SrtpParams, SrtpProfile};
+    let contexts = |send: u8, recv: u8| {
+        SrtpParams {
+            profile: SrtpProfile::Aes128CmHmacSha1_80,
+            send_key: [send; MASTER_LEN],
+            recv_key: [recv; MASTER_LEN],
+        }
+        .contexts()
+        .unwrap()
+    };
+    let rekeyed = |old_tx: SrtpContexts| {
+        let mut new_tx = contexts(3, 4);
+        new_tx.continue_from(old_tx);
+        let mut rx = contexts(4, 3);
+        rx.continue_from(contexts(2, 1));
+        (new_tx, rx)
+    };
+    harness::run(
+        "srtp_rekey",
+        &harness::corpus_dir("rtp"),
+        Vec::new(),
+        20_000,
+        |input| {
+            let mut old_tx = contexts(1, 2);
+            let mut out = vec![0u8; input.len() + 64];
+            let mut buf = input.to_vec();
+            buf.resize(input.len() + 16, 0);
+            let protected = old_tx.protect_rtp(&mut buf, input.len()).ok();
+            let (mut new_tx, mut rx) = rekeyed(old_tx);
+            if rx.unprotect_rtp(input, &mut out).is_ok()
+                || rx.unprotect_rtcp(input, &mut out).is_ok()
+            {
+                return Err("an unprotected datagram authenticated".into());
+            }
+            if !rx.previous_key_kept() {
+                return Err("a forged datagram ended the overlap".into());
+            }
+            let Some(n) = protected else {
+                return Ok(());
+            };
+            let m = rx
+                .unprotect_rtp(&buf[..n], &mut out)
+                .map_err(|e| format!("the old key's packet: {e:?}"))?;
+            if out[..m] != input[..] {
+                return Err("the old key's packet decrypted to something else".into());
+            }
+            if !rx.previous_key_kept() || rx.unprotect_rtp(&buf[..n], &mut out).is_ok() {
+                return Err("an old-key packet ended the overlap or was taken twice".into());
+            }
+            // The same packet again from the sender, now under the new key: a replay of
+            // its index, refused; its successor is taken and ends the overlap.
+            let mut next = input.to_vec();
+            let seq = u16::from_be_bytes([next[2], next[3]]).wrapping_add(1);
+            next[2..4].copy_from_slice(&seq.to_be_bytes());
+            next.resize(input.len() + 16, 0);
+            let n = new_tx
+                .protect_rtp(&mut next, input.len())
+                .map_err(|e| format!("protect under the new key: {e:?}"))?;
+            rx.unprotect_rtp(&next[..n], &mut out)
+                .map_err(|e| format!("the new key's packet: {e:?}"))?;
+            if rx.previous_key_kept() {
+                return Err("the new key's packet left the old key in place".into());
             }
             Ok(())
         },

@@ -178,3 +178,84 @@ async fn what_goes_out_is_protected_with_the_suites_tag() {
         assert!(buf[12..n].iter().all(|b| *b == 0xFF), "{profile:?}");
     }
 }
+
+/// Sends RTP packets `seqs` (PCMU silence, SSRC 7) protected with `ctx` to `to`.
+async fn send_protected(
+    peer: &RawPeer,
+    ctx: &mut callsmith_media::srtp::SrtpContexts,
+    seqs: std::ops::RangeInclusive<u16>,
+    to: std::net::SocketAddr,
+) {
+    let mut buf = [0u8; 1500];
+    for seq in seqs {
+        let n = callsmith_media::rtp::write_rtp(
+            &mut buf,
+            false,
+            0,
+            seq,
+            seq as u32 * 160,
+            7,
+            &[0xFF; 160],
+        )
+        .unwrap();
+        let n = ctx.protect_rtp(&mut buf, n).unwrap();
+        peer.sock.send_to(&buf[..n], to).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A re-key in the middle of a call (a re-INVITE's new keys): the session sends under its
+/// new key at once, takes the peer's packets sent under the old key until the first one
+/// under the new key, and none is lost on the way.
+#[tokio::test]
+async fn a_re_key_mid_call_switches_both_ways_without_losing_a_packet() {
+    const A2: [u8; MASTER_LEN] = [0x44; MASTER_LEN];
+    const B2: [u8; MASTER_LEN] = [0x55; MASTER_LEN];
+    let profile = SrtpProfile::Aes128CmHmacSha1_80;
+    let engine = engine();
+    let session = engine.open_session(None).unwrap();
+    session.set_srtp(Some(&params(profile, B, A))).unwrap();
+    let peer = RawPeer::new().await;
+    session
+        .set_remote(peer.addr(), Codec::Pcmu, Some(101))
+        .unwrap();
+    let mut peer_tx = params(profile, A, B).contexts().unwrap();
+    send_protected(&peer, &mut peer_tx, 1..=5, session.local_addr()).await;
+
+    // Our answer carries our new key and takes the peer's new one.
+    session.set_srtp(Some(&params(profile, B2, A2))).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Late packets under the peer's old key, then the peer switches.
+    send_protected(&peer, &mut peer_tx, 6..=8, session.local_addr()).await;
+    let mut peer_tx2 = params(profile, A2, B2).contexts().unwrap();
+    peer_tx2.continue_from(peer_tx);
+    send_protected(&peer, &mut peer_tx2, 9..=15, session.local_addr()).await;
+    // The old key is let go after the new one was heard.
+    let mut stale = params(profile, A, B).contexts().unwrap();
+    send_protected(&peer, &mut stale, 16..=16, session.local_addr()).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stats = session.stats().await.unwrap();
+    assert_eq!(stats.packets_received, 15, "{stats:?}");
+    assert_eq!(stats.srtp_dropped, 1, "{stats:?}");
+
+    // What the session sends now is under its new key (the last of what came meanwhile).
+    let heard = peer.collect(Duration::from_millis(500), |_| false).await;
+    let last = heard.last().expect("packets after the re-key");
+    let mut wire = vec![0u8; 12];
+    wire.extend_from_slice(&last.payload);
+    callsmith_media::rtp::write_rtp_header(
+        &mut wire,
+        last.marker,
+        last.pt,
+        last.seq,
+        last.ts,
+        last.ssrc,
+    )
+    .unwrap();
+    let mut buf = [0u8; 1500];
+    let mut peer_rx = params(profile, A2, B2).contexts().unwrap();
+    let n = peer_rx.unprotect_rtp(&wire, &mut buf).unwrap();
+    assert!(buf[12..n].iter().all(|b| *b == 0xFF), "silence under B2");
+    let mut old_rx = params(profile, A, B).contexts().unwrap();
+    assert!(old_rx.unprotect_rtp(&wire, &mut buf).is_err());
+}

@@ -103,3 +103,41 @@ fn protect_and_unprotect_of_1000_packets_allocate_nothing() {
         );
     }
 }
+
+/// A re-key's overlap (late packets under the peer's old key, then the first under its new
+/// one, which lets the old key go) allocates nothing on the packet path either.
+#[test]
+fn packets_across_a_re_key_allocate_nothing() {
+    let profile = SrtpProfile::Aes128CmHmacSha1_80;
+    let params = |send: u8, recv: u8| SrtpParams {
+        profile,
+        send_key: [send; MASTER_LEN],
+        recv_key: [recv; MASTER_LEN],
+    };
+    let mut old_tx = params(1, 2).contexts().unwrap();
+    let mut rx = params(2, 1).contexts().unwrap();
+    let mut new_rx = params(4, 3).contexts().unwrap();
+    let mut new_tx = params(3, 4).contexts().unwrap();
+    let mut buf = [0u8; 1500];
+    let mut out = [0u8; 1500];
+    let mut seal = |tx: &mut callsmith_media::srtp::SrtpContexts, seq: u16| {
+        write_rtp_header(&mut buf, false, 0, seq, seq as u32 * 160, 0xabcd).unwrap();
+        let len = tx.protect_rtp(&mut buf, 172).unwrap();
+        buf[..len].to_vec()
+    };
+    let first = seal(&mut old_tx, 1);
+    let late: Vec<Vec<u8>> = (2..50).map(|s| seal(&mut old_tx, s)).collect();
+    rx.unprotect_rtp(&first, &mut out).unwrap();
+    new_tx.continue_from(old_tx);
+    let fresh: Vec<Vec<u8>> = (50..100).map(|s| seal(&mut new_tx, s)).collect();
+    new_rx.continue_from(rx);
+    let mut received = 0;
+    let n = allocations_in(|| {
+        for p in late.iter().chain(&fresh) {
+            received += new_rx.unprotect_rtp(p, &mut out).is_ok() as usize;
+        }
+    });
+    assert_eq!(received, 98);
+    assert!(!new_rx.previous_key_kept());
+    assert_eq!(n, 0, "allocations across a re-key");
+}

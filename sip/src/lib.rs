@@ -47,5 +47,6 @@ pub use status::CallStatus;
 pub use takeover::{CSEQ_GAP, DialogRecord};
 pub use tls::SipTlsConfig;
 pub use trunk::{
-    DigestCredentials, EDGE_TRUNK_HEADER, Gateway, NumberFormat, SipTransport, TrunkConfig,
+    DigestCredentials, EDGE_TRUNK_HEADER, Gateway, GatewayUri, NumberFormat, SipTransport,
+    TrunkConfig,
 };

@@ -274,6 +274,9 @@ pub enum SdesError {
     /// The stream's profile is SRTP (`RTP/SAVP`) and it carries no crypto.
     #[error("an RTP/SAVP stream without a=crypto")]
     SavpWithoutCrypto,
+    /// A re-offer without crypto in a call whose media is SRTP: the call keeps its keys.
+    #[error("the call's media is SRTP and the new offer has no a=crypto")]
+    Downgrade,
 }
 
 /// The answerer's choice among an offer's `a=crypto` values (RFC 4568 §7.1.2): the first
@@ -282,10 +285,18 @@ pub enum SdesError {
 /// Ok(None): answer plain RTP (policy off, or optional and no crypto offered beside
 /// `RTP/AVP`). Errors mean 488: crypto offered and none usable (whatever the policy,
 /// unless off with `RTP/AVP`), `RTP/SAVP` without crypto, or `required` without crypto.
+///
+/// `current`: in a call whose media is SRTP, the keys in use, and the offer is a re-offer
+/// (a re-INVITE or UPDATE, RFC 4568 §7.1.4). The peer keeping its key and suite is
+/// answered with our current key (nothing changes); a new key or suite from the peer is
+/// answered with a fresh key of ours, so both directions re-key together. A re-offer
+/// without crypto is refused ([`SdesError::Downgrade`], 488) whatever the policy: a call
+/// never drops from SRTP to plain RTP.
 pub fn answer_crypto(
     offered: &[String],
     savp: bool,
     local: Option<&LocalSrtp>,
+    current: Option<&SrtpKeys>,
 ) -> Result<Option<(CryptoAttribute, SrtpKeys)>, SdesError> {
     let Some(local) = local else {
         return Ok(None);
@@ -294,13 +305,15 @@ pub fn answer_crypto(
     for value in offered {
         match CryptoAttribute::parse(value) {
             Ok(theirs) => {
-                let ours = CryptoAttribute {
-                    key: local.key,
-                    ..theirs
+                let key = match current {
+                    Some(c) if c.remote == theirs.key && c.suite == theirs.suite => c.local,
+                    Some(_) => MasterKey::random(),
+                    None => local.key,
                 };
+                let ours = CryptoAttribute { key, ..theirs };
                 let keys = SrtpKeys {
                     suite: theirs.suite,
-                    local: local.key,
+                    local: key,
                     remote: theirs.key,
                 };
                 return Ok(Some((ours, keys)));
@@ -314,6 +327,7 @@ pub fn answer_crypto(
         Some(e) => Err(SdesError::Unusable(e)),
         None if savp => Err(SdesError::SavpWithoutCrypto),
         None if local.policy == SrtpPolicy::Required => Err(SdesError::Required),
+        None if current.is_some() => Err(SdesError::Downgrade),
         None => Ok(None),
     }
 }
@@ -516,7 +530,7 @@ mod tests {
             if let Ok(a) = CryptoAttribute::parse(&value) {
                 assert_eq!(CryptoAttribute::parse(&a.render()), Ok(a), "{value:?}");
             }
-            let _ = answer_crypto(std::slice::from_ref(&value), true, Some(&local));
+            let _ = answer_crypto(std::slice::from_ref(&value), true, Some(&local), None);
             let _ = keys_from_answer(std::slice::from_ref(&value), Some(&local));
             let _ = redact_keys(&value);
         }
@@ -546,7 +560,7 @@ mod tests {
             format!("2 AES_CM_128_HMAC_SHA1_32 inline:{KEY}"),
             format!("3 AES_CM_128_HMAC_SHA1_80 inline:{KEY}"),
         ];
-        let (ours, keys) = answer_crypto(&offered, true, Some(&local))
+        let (ours, keys) = answer_crypto(&offered, true, Some(&local), None)
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -557,29 +571,71 @@ mod tests {
         assert_eq!(keys.local, local.key);
         assert_eq!(keys.remote.0.to_vec(), STANDARD.decode(KEY).unwrap());
         // Policy off: crypto is not looked at.
-        assert_eq!(answer_crypto(&offered, false, None), Ok(None));
+        assert_eq!(answer_crypto(&offered, false, None, None), Ok(None));
     }
 
     #[test]
     fn the_answerer_refuses_what_the_policy_cannot_take() {
         let optional = LocalSrtp::for_policy(SrtpPolicy::Optional).unwrap();
         let required = LocalSrtp::for_policy(SrtpPolicy::Required).unwrap();
-        assert_eq!(answer_crypto(&[], false, Some(&optional)), Ok(None));
+        assert_eq!(answer_crypto(&[], false, Some(&optional), None), Ok(None));
         assert_eq!(
-            answer_crypto(&[], false, Some(&required)),
+            answer_crypto(&[], false, Some(&required), None),
             Err(SdesError::Required)
         );
         assert_eq!(
-            answer_crypto(&[], true, Some(&optional)),
+            answer_crypto(&[], true, Some(&optional), None),
             Err(SdesError::SavpWithoutCrypto)
         );
         let e = answer_crypto(
             &[format!("1 AEAD_AES_256_GCM inline:{KEY}")],
             false,
             Some(&optional),
+            None,
         )
         .unwrap_err();
         assert!(e.to_string().contains("unknown suite"), "{e}");
+    }
+
+    /// RFC 4568 §7.1.4: a re-offer keeping the peer's key keeps ours; a new key (or suite)
+    /// from the peer gets a fresh key of ours; no crypto in an SRTP call is refused.
+    #[test]
+    fn a_re_offer_with_new_keys_is_answered_with_a_fresh_key_and_without_keys_is_refused() {
+        let local = LocalSrtp::for_policy(SrtpPolicy::Optional).unwrap();
+        let first = format!("1 AES_CM_128_HMAC_SHA1_80 inline:{KEY}");
+        let (_, current) = answer_crypto(std::slice::from_ref(&first), false, Some(&local), None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(current.local, local.key);
+        let (ours, same) = answer_crypto(&[first], false, Some(&local), Some(&current))
+            .unwrap()
+            .unwrap();
+        assert_eq!(same, current, "the same key: nothing changes");
+        assert_eq!(ours.key, local.key);
+        let new_key = STANDARD.encode([9u8; MASTER_LEN]);
+        for offer in [
+            format!("1 AES_CM_128_HMAC_SHA1_80 inline:{new_key}"),
+            format!("2 AES_CM_128_HMAC_SHA1_32 inline:{KEY}"),
+        ] {
+            let (ours, rekeyed) = answer_crypto(&[offer], false, Some(&local), Some(&current))
+                .unwrap()
+                .unwrap();
+            assert_ne!(rekeyed.local, current.local, "a fresh key of ours");
+            assert_eq!(ours.key, rekeyed.local);
+            assert_ne!(
+                (rekeyed.remote, rekeyed.suite),
+                (current.remote, current.suite)
+            );
+        }
+        assert_eq!(
+            answer_crypto(&[], false, Some(&local), Some(&current)),
+            Err(SdesError::Downgrade)
+        );
+        let required = LocalSrtp::for_policy(SrtpPolicy::Required).unwrap();
+        assert_eq!(
+            answer_crypto(&[], false, Some(&required), Some(&current)),
+            Err(SdesError::Required)
+        );
     }
 
     #[test]

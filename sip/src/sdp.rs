@@ -498,8 +498,23 @@ pub fn answer_offer(
     session_id: u64,
     version: u64,
 ) -> Result<(String, NegotiatedMedia), SdpError> {
+    answer_reoffer(offer, local, None, session_id, version)
+}
+
+/// [`answer_offer`] for an offer inside a dialog (a re-INVITE or UPDATE) whose media
+/// uses the SRTP keys `current` (None: plain RTP): the SRTP answer follows
+/// [`sdes::answer_crypto`]'s rules for a re-offer (same keys kept, new keys from the peer
+/// answered with a fresh key of ours, no downgrade to plain RTP). The answer's
+/// `srtp.local` is the key this side sends with from now on.
+pub fn answer_reoffer(
+    offer: &SessionDescription,
+    local: &LocalMedia,
+    current: Option<&SrtpKeys>,
+    session_id: u64,
+    version: u64,
+) -> Result<(String, NegotiatedMedia), SdpError> {
     let audio = offer.usable_audio_for(local.srtp.is_some())?;
-    let crypto = sdes::answer_crypto(&audio.crypto, audio.is_savp(), local.srtp.as_ref())?;
+    let crypto = sdes::answer_crypto(&audio.crypto, audio.is_savp(), local.srtp.as_ref(), current)?;
     let (pt, codec) = audio
         .formats
         .iter()

@@ -27,7 +27,8 @@ use crate::config::SipConfig;
 pub use crate::error::SipError;
 use crate::headers::custom_headers;
 use crate::leg::{
-    CallLeg, Command, Driver, LegDirection, LegEvent, LegMachine, LegSetup, SessionTimer, new_leg,
+    CallLeg, Command, Driver, LegDirection, LegEvent, LegMachine, LegSetup, ReferBase,
+    SessionTimer, new_leg,
 };
 use crate::logging::{MessageLog, redact_number};
 use crate::outbound::{self, ForkInspector, ForkWatch, OutboundDialogs};
@@ -277,7 +278,7 @@ fn sip_addr(t: SipTransport, addr: SocketAddr) -> SipAddr {
 /// name as SNI and verifies the certificate for it (an address would be checked against
 /// the certificate's IP addresses, which a carrier's certificate does not name).
 fn destination(trunk: &TrunkConfig, gateway_addr: SocketAddr) -> SipAddr {
-    match (&trunk.gateway, trunk.transport) {
+    match (&trunk.gateway.target, trunk.transport) {
         (trunk::Gateway::Host { name, port }, SipTransport::Tls) => SipAddr {
             r#type: Some(rsipstack::sip::Transport::Tls),
             addr: rsipstack::sip::HostWithPort {
@@ -655,24 +656,30 @@ impl SipStack {
         }
         .ok_or(SipError::TransportDisabled(trunk.transport))?;
 
+        // A sips: URI says TLS by its scheme (RFC 5630 §3.2 deprecates transport=tls).
         let transport_param = match trunk.transport {
+            _ if trunk.gateway.sips => "",
             SipTransport::Udp => "",
             SipTransport::Tcp => ";transport=tcp",
             SipTransport::Tls => ";transport=tls",
         };
+        let scheme = trunk.gateway.scheme();
         let parse = |s: String| {
             rsipstack::sip::Uri::try_from(s.as_str())
                 .map_err(|e| SipError::Stack(format!("bad uri {s}: {e}")))
         };
         let caller = parse(format!("sip:{from}@{}", trunk.from_host()))?;
-        let callee = parse(format!("sip:{to}@{}{transport_param}", trunk.gateway))?;
+        let callee = parse(format!(
+            "{scheme}:{to}@{}{transport_param}",
+            trunk.gateway.target
+        ))?;
         let gateway_addr = inner
             .gateway_addr(&trunk)
             .ok_or_else(|| SipError::Gateway {
                 trunk: trunk.name.clone(),
                 reason: format!("{} has no address", trunk.gateway),
             })?;
-        let contact = parse(format!("sip:{from}@{local_addr}{transport_param}"))?;
+        let contact = parse(format!("{scheme}:{from}@{local_addr}{transport_param}"))?;
 
         call.local_media.srtp = LocalSrtp::for_policy(trunk.srtp);
         let session_id = rand::random::<u32>() as u64;
@@ -718,7 +725,11 @@ impl SipStack {
             local_media: Some(call.local_media),
             ring_timeout: Some(call.ring_timeout),
             session_timer: None,
-            refer_host: trunk.gateway.to_string(),
+            refer: ReferBase {
+                host: trunk.gateway.target.to_string(),
+                sips: trunk.gateway.sips,
+                tls: trunk.transport == SipTransport::Tls,
+            },
             refer_timeout: inner.config.timers.refer_timeout,
             session_id,
             session_version: 1,
@@ -815,6 +826,24 @@ async fn handle_request(
         tx.reply(StatusCode::Forbidden).await?;
         return Ok(());
     };
+    let tls = tx
+        .connection
+        .as_ref()
+        .is_some_and(|c| c.transport() == rsipstack::sip::Transport::Tls);
+    if let Err(reason) = crate::tls::check_sips(&tx.original.uri.to_string(), tls) {
+        info!(method = %tx.original.method, trunk = %trunk.name, %reason, "sips: Request-URI not over TLS");
+        let warning = Header::Other(
+            "Warning".into(),
+            format!("399 callsmith \"{}\"", warning_text(&reason)),
+        );
+        tx.reply_with(
+            StatusCode::from(crate::tls::SIPS_WITHOUT_TLS),
+            vec![warning],
+            None,
+        )
+        .await?;
+        return Ok(());
+    }
     match tx.original.method {
         Method::Invite => handle_invite(inner, tx, calls, trunk, source).await,
         Method::Options => {
@@ -966,14 +995,23 @@ async fn handle_invite(
         None => None,
     };
 
-    // Contact on the transport the INVITE came in on, so in-dialog requests use it too.
-    let (local_addr, tp) = match tx.connection.as_ref().map(|c| c.transport()) {
+    // Contact on the transport the INVITE came in on, so in-dialog requests use it too;
+    // a sips: Request-URI (over TLS: handle_request refused it otherwise) gets a sips:
+    // Contact (RFC 3261 §12.1.1), whose scheme says TLS.
+    let transport = tx.connection.as_ref().map(|c| c.transport());
+    let tls = transport == Some(rsipstack::sip::Transport::Tls);
+    let (local_addr, tp) = match transport {
         Some(rsipstack::sip::Transport::Tcp) => (inner.tcp_addr, ";transport=tcp"),
         Some(rsipstack::sip::Transport::Tls) => (inner.tls_addr, ";transport=tls"),
         _ => (inner.udp_addr, ""),
     };
-    let contact = local_addr
-        .and_then(|a| rsipstack::sip::Uri::try_from(format!("sip:{called}@{a}{tp}").as_str()).ok());
+    let sips = req.uri.scheme == Some(rsipstack::sip::Scheme::Sips);
+    let contact_uri = match local_addr {
+        Some(a) if sips => Some(format!("sips:{called}@{a}")),
+        Some(a) => Some(format!("sip:{called}@{a}{tp}")),
+        None => None,
+    };
+    let contact = contact_uri.and_then(|u| rsipstack::sip::Uri::try_from(u.as_str()).ok());
     // The dialog gets the relay's sender, not a clone of the transaction's own, so the
     // transaction's channel is freed when it ends instead of when the call does.
     let own_sender = std::mem::replace(&mut tx.tu_sender, inner.relay.sender());
@@ -995,7 +1033,11 @@ async fn handle_invite(
         local_media: None,
         ring_timeout: None,
         session_timer,
-        refer_host: trunk.gateway.to_string(),
+        refer: ReferBase {
+            host: trunk.gateway.target.to_string(),
+            sips,
+            tls,
+        },
         refer_timeout: inner.config.timers.refer_timeout,
         session_id: rand::random::<u32>() as u64,
         session_version: 1,

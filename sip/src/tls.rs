@@ -29,6 +29,32 @@ use tracing::{debug, info, warn};
 /// The port of `sips:` and `transport=tls` URIs without one (RFC 3261 §19.1.2).
 pub const DEFAULT_TLS_PORT: u16 = 5061;
 
+/// The answer to a request for a `sips:` Request-URI that did not arrive over TLS: 416
+/// Unsupported URI Scheme. RFC 5630 §4.1 leaves the UAS 416 or 480; 416 says what is
+/// wrong (the scheme cannot be served on that transport) and is final, where 480 would
+/// invite the caller to try again the same way.
+pub const SIPS_WITHOUT_TLS: u16 = 416;
+
+/// Whether `uri` is a `sips:` URI (the scheme is case-insensitive, RFC 3261 §19.1.1).
+pub fn is_sips(uri: &str) -> bool {
+    uri.get(..5)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("sips:"))
+}
+
+/// The one `sips:` rule (RFC 3261 §19.1 and §26.2.2, RFC 5630): a `sips:` URI is only
+/// used where the signalling is TLS, for a trunk's gateway, a transfer target or an
+/// inbound Request-URI alike. `tls`: the signalling it would go over is TLS. The error
+/// names the URI and the rule.
+pub fn check_sips(uri: &str, tls: bool) -> Result<(), String> {
+    if is_sips(uri) && !tls {
+        Err(format!(
+            "{uri} is a sips: URI, which is only used over TLS (transport = \"tls\")"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// How long an inbound TLS handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -268,5 +294,34 @@ pub async fn serve(
                 Err(error) => warn!(%remote, %error, "sip tls: connection not usable"),
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sips_uris_need_tls() {
+        for uri in [
+            "sips:+15550100@sip.carrier.example",
+            "SIPS:carrier",
+            "Sips:[::1]:5061",
+        ] {
+            assert!(is_sips(uri), "{uri}");
+            assert_eq!(check_sips(uri, true), Ok(()));
+            let e = check_sips(uri, false).unwrap_err();
+            assert!(e.contains(uri) && e.contains("only used over TLS"), "{e}");
+        }
+        for uri in [
+            "sip:+15550100@carrier",
+            "tel:+15550100",
+            "sips",
+            "",
+            "sip:sips@x",
+        ] {
+            assert!(!is_sips(uri), "{uri}");
+            assert_eq!(check_sips(uri, false), Ok(()));
+        }
     }
 }

@@ -109,6 +109,103 @@ pub enum Gateway {
     Host { name: String, port: u16 },
 }
 
+/// A trunk's `gateway` as written: a [`Gateway`], or a `sips:` URI of one
+/// (`sips:host[:port]`, port [`crate::tls::DEFAULT_TLS_PORT`] when left out; RFC 3261
+/// §19.1). With `sips:` every request the trunk sends has a `sips:` Request-URI and
+/// Contact (TLS on every hop to the callee, RFC 5630), which needs `transport = "tls"`
+/// ([`check_trunks`]). Dereferences to the [`Gateway`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct GatewayUri {
+    /// Written as a `sips:` URI.
+    pub sips: bool,
+    pub target: Gateway,
+}
+
+impl std::ops::Deref for GatewayUri {
+    type Target = Gateway;
+
+    fn deref(&self) -> &Gateway {
+        &self.target
+    }
+}
+
+impl PartialEq<Gateway> for GatewayUri {
+    fn eq(&self, other: &Gateway) -> bool {
+        !self.sips && self.target == *other
+    }
+}
+
+impl FromStr for GatewayUri {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if !crate::tls::is_sips(s) {
+            return Ok(GatewayUri {
+                sips: false,
+                target: s.parse()?,
+            });
+        }
+        let rest = &s[5..];
+        let target = rest
+            .parse::<Gateway>()
+            .or_else(|e| {
+                format!("{rest}:{}", crate::tls::DEFAULT_TLS_PORT)
+                    .parse::<Gateway>()
+                    .map_err(|_| e)
+            })
+            .map_err(|e| format!("{e}; a sips: gateway is sips:host or sips:host:port"))?;
+        Ok(GatewayUri { sips: true, target })
+    }
+}
+
+impl TryFrom<String> for GatewayUri {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<GatewayUri> for String {
+    fn from(g: GatewayUri) -> String {
+        g.to_string()
+    }
+}
+
+impl From<Gateway> for GatewayUri {
+    fn from(target: Gateway) -> Self {
+        GatewayUri {
+            sips: false,
+            target,
+        }
+    }
+}
+
+impl From<SocketAddr> for GatewayUri {
+    fn from(addr: SocketAddr) -> Self {
+        Gateway::Addr(addr).into()
+    }
+}
+
+impl fmt::Display for GatewayUri {
+    /// As written: the gateway, after `sips:` when it is a `sips:` URI.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.sips {
+            write!(f, "sips:{}", self.target)
+        } else {
+            write!(f, "{}", self.target)
+        }
+    }
+}
+
+impl GatewayUri {
+    /// The scheme of the URIs the trunk's requests carry: `sips` or `sip`.
+    pub fn scheme(&self) -> &'static str {
+        if self.sips { "sips" } else { "sip" }
+    }
+}
+
 /// How long one resolution of a gateway's name may take.
 pub const GATEWAY_RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -281,8 +378,9 @@ fn choose_gateway_addr(
 pub struct TrunkConfig {
     /// The spec's Trunk.name, the edge routing key.
     pub name: String,
-    /// Where outbound INVITEs go: `IP:port` or `host:port` (see [`Gateway`]).
-    pub gateway: Gateway,
+    /// Where outbound INVITEs go: `IP:port`, `host:port`, or either as a `sips:` URI
+    /// (see [`GatewayUri`]).
+    pub gateway: GatewayUri,
     #[serde(default)]
     pub transport: SipTransport,
     #[serde(default)]
@@ -333,7 +431,7 @@ impl TrunkConfig {
     pub fn new(name: impl Into<String>, gateway: SocketAddr) -> Self {
         TrunkConfig {
             name: name.into(),
-            gateway: Gateway::Addr(gateway),
+            gateway: gateway.into(),
             transport: SipTransport::Udp,
             credentials: None,
             from_domain: String::new(),
@@ -425,6 +523,8 @@ pub fn check_trunks(trunks: &[TrunkConfig], default: Option<&str>) -> Result<(),
         if !seen.insert(t.name.as_str()) {
             return Err(format!("trunks: two trunks are named {:?}", t.name));
         }
+        crate::tls::check_sips(&t.gateway.to_string(), t.transport == SipTransport::Tls)
+            .map_err(|e| format!("trunks: trunk {:?}: gateway {e}", t.name))?;
         if t.codecs.is_empty() {
             return Err(format!(
                 "trunks: trunk {:?} has an empty codecs list (name at least one of PCMU, PCMA, G722)",
@@ -600,6 +700,63 @@ mod tests {
         assert!(format_number("", &NumberFormat::E164).is_err());
         assert!(format_number("a@b", &NumberFormat::AsIs).is_err());
         assert_eq!(normalize_received("+1 (555) 0100"), "+15550100");
+    }
+
+    /// `sips:` gateways (RFC 3261 §19.1): port 5061 when left out, written back as given,
+    /// and refused on a trunk whose transport is not TLS.
+    #[test]
+    fn a_sips_gateway_defaults_to_5061_and_needs_a_tls_trunk() {
+        for (written, target, shown) in [
+            (
+                "sips:SIP.Carrier.example",
+                "sip.carrier.example:5061",
+                "sips:sip.carrier.example:5061",
+            ),
+            (
+                "sips:carrier.example:5071",
+                "carrier.example:5071",
+                "sips:carrier.example:5071",
+            ),
+            ("SIPS:192.0.2.10", "192.0.2.10:5061", "sips:192.0.2.10:5061"),
+            ("sips:[::1]", "[::1]:5061", "sips:[::1]:5061"),
+            ("sips:[::1]:5062", "[::1]:5062", "sips:[::1]:5062"),
+        ] {
+            let g: GatewayUri = written.parse().unwrap();
+            assert!(g.sips, "{written}");
+            assert_eq!(g.scheme(), "sips");
+            assert_eq!(g.target.to_string(), target, "{written}");
+            assert_eq!(g.to_string(), shown);
+            assert_eq!(shown.parse::<GatewayUri>().unwrap(), g, "round trip");
+        }
+        let plain: GatewayUri = "127.0.0.1:5070".parse().unwrap();
+        assert!(!plain.sips);
+        assert_eq!(plain.scheme(), "sip");
+        assert_eq!(plain.to_string(), "127.0.0.1:5070");
+        for bad in [
+            "sips:",
+            "sips:host:0",
+            "sips:bad_name",
+            "sips:0.0.0.0",
+            "sips:h:99999",
+        ] {
+            let e = bad.parse::<GatewayUri>().unwrap_err();
+            assert!(e.contains("sips:host"), "{bad}: {e}");
+        }
+
+        let mut t = TrunkConfig::new("secure", "127.0.0.1:5061".parse().unwrap());
+        t.gateway = "sips:sip.carrier.example".parse().unwrap();
+        for transport in [SipTransport::Udp, SipTransport::Tcp] {
+            t.transport = transport;
+            let e = check_trunks(std::slice::from_ref(&t), None).unwrap_err();
+            assert!(
+                e.contains("\"secure\"")
+                    && e.contains("sips:sip.carrier.example:5061")
+                    && e.contains("only used over TLS"),
+                "{e}"
+            );
+        }
+        t.transport = SipTransport::Tls;
+        assert_eq!(check_trunks(&[t], None), Ok(()));
     }
 
     #[test]

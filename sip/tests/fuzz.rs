@@ -11,10 +11,12 @@
 #[path = "../../tests/fuzz/harness.rs"]
 mod harness;
 
-use callsmith_sip::sdes::{LocalSrtp, SrtpPolicy};
+use callsmith_sip::sdes::{CryptoSuite, LocalSrtp, MasterKey, SrtpKeys, SrtpPolicy};
 use callsmith_sip::sdp::{
-    LOOPBACK, LocalMedia, SdpError, SessionDescription, answer_offer, negotiated_from_answer,
+    LOOPBACK, LocalMedia, SdpError, SessionDescription, answer_offer, answer_reoffer,
+    negotiated_from_answer,
 };
+use callsmith_sip::tls::check_sips;
 use callsmith_sip::wire::{Verdict, inspect, validate_request};
 use rsipstack::sip::SipMessage;
 
@@ -34,8 +36,18 @@ fn fuzz_sip_message() {
                     }
                     // The accepted request is the one `validate_request` passes.
                     match SipMessage::try_from(bytes) {
-                        Ok(SipMessage::Request(req)) => validate_request(&req)
-                            .map_err(|r| format!("accepted, then refused on re-parse: {r:?}"))?,
+                        Ok(SipMessage::Request(req)) => {
+                            validate_request(&req).map_err(|r| {
+                                format!("accepted, then refused on re-parse: {r:?}")
+                            })?;
+                            // The 416 rule reads the scheme the parser saw.
+                            let uri = req.uri.to_string();
+                            let sips = req.uri.scheme == Some(rsipstack::sip::Scheme::Sips);
+                            if check_sips(&uri, false).is_err() != sips {
+                                return Err(format!("sips: {sips} but check_sips on {uri:?}"));
+                            }
+                            check_sips(&uri, true).map_err(|e| format!("over TLS: {e}"))?;
+                        }
                         other => return Err(format!("accepted, then re-parsed as {other:?}")),
                     }
                 }
@@ -161,6 +173,25 @@ fn fuzz_sdp_srtp() {
                 }
                 Err(SdpError::Invalid(_)) => return Err("parsed, then invalid".into()),
                 Err(_) => {}
+            }
+            // The same body as a re-offer in a call with SRTP keys (RFC 4568 §7.1.4):
+            // never plain RTP; our key stays only while the peer keeps its key and suite.
+            let current = SrtpKeys {
+                suite: CryptoSuite::AesCm128HmacSha1_80,
+                local: local.srtp.unwrap().key,
+                remote: MasterKey([0x5a; 30]),
+            };
+            if let Ok((body, negotiated)) = answer_reoffer(&sd, &local, Some(&current), 7, 9) {
+                let Some(keys) = negotiated.srtp else {
+                    return Err(format!("a re-offer dropped the call to plain RTP\n{body}"));
+                };
+                let kept = keys.remote == current.remote && keys.suite == current.suite;
+                if kept != (keys.local == current.local) {
+                    return Err(format!(
+                        "peer key kept: {kept}, ours kept: {}\n{body}",
+                        keys.local == current.local
+                    ));
+                }
             }
             Ok(())
         },

@@ -229,6 +229,33 @@ async fn options_over_tls(
     ca: &Path,
     client: Option<(PathBuf, PathBuf)>,
 ) -> Option<String> {
+    let mut tls = connect_tls(server, ca, client).await?;
+    let me = tls.get_ref().0.local_addr().unwrap();
+    let msg = format!(
+        "OPTIONS sip:{server};transport=tls SIP/2.0\r\nVia: SIP/2.0/TLS {me};branch=z9hG4bKtls{}\r\n\
+         From: <sip:probe@{me}>;tag=1\r\nTo: <sip:{server}>\r\nCall-ID: tls-{}\r\n\
+         CSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n",
+        me.port(),
+        me.port()
+    );
+    // TLS 1.3 reports a refused client certificate on the first read, not the handshake.
+    tls.write_all(msg.as_bytes()).await.ok()?;
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&buf[..n]).to_string();
+    (n > 0).then(|| text.lines().next().unwrap_or("").to_string())
+}
+
+/// A TLS connection to `server` verified against `ca`, presenting `client` (cert and key
+/// files) when given; None when the handshake fails.
+async fn connect_tls(
+    server: SocketAddr,
+    ca: &Path,
+    client: Option<(PathBuf, PathBuf)>,
+) -> Option<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_file_iter(ca).unwrap() {
         roots.add(c.unwrap()).unwrap();
@@ -253,24 +280,7 @@ async fn options_over_tls(
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(server).await.unwrap();
     let name = ServerName::try_from("127.0.0.1").unwrap();
-    let mut tls = connector.connect(name, tcp).await.ok()?;
-    let me = tls.get_ref().0.local_addr().unwrap();
-    let msg = format!(
-        "OPTIONS sip:{server};transport=tls SIP/2.0\r\nVia: SIP/2.0/TLS {me};branch=z9hG4bKtls{}\r\n\
-         From: <sip:probe@{me}>;tag=1\r\nTo: <sip:{server}>\r\nCall-ID: tls-{}\r\n\
-         CSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n",
-        me.port(),
-        me.port()
-    );
-    // TLS 1.3 reports a refused client certificate on the first read, not the handshake.
-    tls.write_all(msg.as_bytes()).await.ok()?;
-    let mut buf = vec![0u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf))
-        .await
-        .ok()?
-        .ok()?;
-    let text = String::from_utf8_lossy(&buf[..n]).to_string();
-    (n > 0).then(|| text.lines().next().unwrap_or("").to_string())
+    connector.connect(name, tcp).await.ok()
 }
 
 #[tokio::test]
@@ -383,4 +393,180 @@ async fn a_missing_or_bad_certificate_stops_the_start_with_the_file_named() {
         .expect("the start fails")
         .to_string();
     assert!(e.contains("\"secure\"") && e.contains("sip.tls"), "{e}");
+}
+
+/// An INVITE to `request_uri` from `me` over `via` ("UDP" or "TLS"), with a plain PCMU offer.
+fn invite_to(request_uri: &str, me: SocketAddr, via: &str, call_id: &str) -> String {
+    let sdp = "v=0\r\no=peer 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+               m=audio 6000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
+    let scheme = if via == "TLS" { "sips" } else { "sip" };
+    format!(
+        "INVITE {request_uri} SIP/2.0\r\n\
+         Via: SIP/2.0/{via} {me};rport;branch=z9hG4bK-{call_id}\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:+15550001@127.0.0.1>;tag=caller\r\n\
+         To: <{request_uri}>\r\n\
+         Call-ID: {call_id}@127.0.0.1\r\n\
+         CSeq: 1 INVITE\r\n\
+         Contact: <{scheme}:+15550001@{me}>\r\n\
+         Content-Type: application/sdp\r\n\
+         Content-Length: {}\r\n\r\n{sdp}",
+        sdp.len()
+    )
+}
+
+/// The first final response in what `tls` reads within `T`.
+async fn final_over_tls(
+    tls: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+) -> String {
+    let mut text = String::new();
+    let mut buf = vec![0u8; 8192];
+    let deadline = tokio::time::Instant::now() + T;
+    loop {
+        let n = tokio::time::timeout_at(deadline, tls.read(&mut buf))
+            .await
+            .expect("a final response in time")
+            .unwrap();
+        assert!(n > 0, "connection closed: {text}");
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        // Responses end with an empty body here (1xx) or an SDP; take the first non-1xx.
+        if let Some(start) = text.find("SIP/2.0 2").or_else(|| text.find("SIP/2.0 4")) {
+            let rest = &text[start..];
+            if rest.contains("\r\n\r\n") && rest.contains("Content-Length") {
+                let head_end = rest.find("\r\n\r\n").unwrap() + 4;
+                let len: usize = rest[..head_end]
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Content-Length:"))
+                    .map(|v| v.trim().parse().unwrap())
+                    .unwrap();
+                if rest.len() >= head_end + len {
+                    return rest[..head_end + len].to_string();
+                }
+            }
+        }
+    }
+}
+
+fn contact_of(msg: &str) -> String {
+    msg.lines()
+        .find(|l| {
+            let l = l.to_ascii_lowercase();
+            l.starts_with("contact:") || l.starts_with("m:")
+        })
+        .unwrap_or_else(|| panic!("no Contact: {msg}"))
+        .to_string()
+}
+
+/// RFC 3261 §26.2.2 and RFC 5630: an INVITE for a `sips:` Request-URI over UDP is answered
+/// 416 and never reaches the engine; over TLS it is a call, and the dialog's Contact is
+/// `sips:` (a `sip:` one over TLS keeps `sip:…;transport=tls`).
+#[tokio::test]
+async fn a_sips_request_uri_is_416_without_tls_and_gets_a_sips_contact_over_tls() {
+    let pki = Pki::new();
+    let trunk = TrunkConfig::new("peer", "127.0.0.1:9".parse().unwrap());
+    let server = stack(pki.tls("server"), vec![trunk], &["+15550100"])
+        .await
+        .expect("stack");
+    let mut calls = server.take_incoming().unwrap();
+
+    let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let me = udp.local_addr().unwrap();
+    let uri = format!("sips:+15550100@{}", server.tls_addr().unwrap());
+    udp.send_to(
+        invite_to(&uri, me, "UDP", "sips-udp").as_bytes(),
+        server.udp_addr().unwrap(),
+    )
+    .await
+    .unwrap();
+    let resp = final_response(&udp, T).await.expect("a final response");
+    assert!(resp.starts_with("SIP/2.0 416 "), "sips: over UDP: {resp}");
+    assert!(
+        resp.contains("Warning: 399 callsmith") && resp.contains("only used over TLS"),
+        "{resp}"
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), calls.recv())
+            .await
+            .is_err(),
+        "no call reached the engine"
+    );
+
+    let ca = pki.path("ca.pem");
+    for (scheme, call_id) in [("sips", "sips-tls"), ("sip", "sip-tls")] {
+        let mut tls = connect_tls(server.tls_addr().unwrap(), &ca, None)
+            .await
+            .expect("handshake");
+        let me = tls.get_ref().0.local_addr().unwrap();
+        let uri = format!("{scheme}:+15550100@{}", server.tls_addr().unwrap());
+        tls.write_all(invite_to(&uri, me, "TLS", call_id).as_bytes())
+            .await
+            .unwrap();
+        let call = tokio::time::timeout(T, calls.recv())
+            .await
+            .expect("the call arrives")
+            .expect("a call");
+        let _leg = call.answer(media()).await.expect("answer");
+        let ok = final_over_tls(&mut tls).await;
+        assert!(ok.starts_with("SIP/2.0 200 "), "{ok}");
+        let contact = contact_of(&ok);
+        if scheme == "sips" {
+            assert!(contact.contains("<sips:"), "{contact}");
+            assert!(!contact.contains("transport="), "{contact}");
+        } else {
+            assert!(
+                contact.contains("<sip:") && contact.to_ascii_lowercase().contains("transport=tls"),
+                "{contact}"
+            );
+        }
+    }
+}
+
+/// A trunk whose gateway is written `sips:` sends a `sips:` INVITE (Request-URI and
+/// Contact) over TLS, which the other side takes as a call.
+#[tokio::test]
+async fn a_sips_gateway_places_a_sips_call_over_tls() {
+    let pki = Pki::new();
+    let answering = stack(
+        pki.tls("answering"),
+        vec![TrunkConfig::new("caller", "127.0.0.1:9".parse().unwrap())],
+        &["+15550100"],
+    )
+    .await
+    .expect("answering stack");
+    let mut calls = answering.take_incoming().unwrap();
+    let mut trunk = TrunkConfig::new("secure", "127.0.0.1:1".parse().unwrap());
+    trunk.gateway = format!("sips:{}", answering.tls_addr().unwrap())
+        .parse()
+        .unwrap();
+    trunk.transport = SipTransport::Tls;
+    let calling = stack(pki.tls("calling"), vec![trunk], &[])
+        .await
+        .expect("calling stack");
+    let _leg = calling
+        .place_call(OutboundCall {
+            trunk: None,
+            from_number: "+15550001".into(),
+            from_display: None,
+            to_number: "15550100".into(),
+            headers: Vec::new(),
+            local_media: media(),
+            ring_timeout: T,
+        })
+        .await
+        .expect("invite sent");
+    let call = tokio::time::timeout(T, calls.recv())
+        .await
+        .expect("the INVITE arrives over TLS")
+        .expect("a call");
+    let header = |name: &str| {
+        call.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    assert!(header("Via").contains("TLS"), "{:?}", call.headers);
+    assert!(header("Contact").contains("sips:"), "{:?}", call.headers);
+    assert!(header("To").contains("sips:"), "{:?}", call.headers);
+    call.reject(486, None);
 }

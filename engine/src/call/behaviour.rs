@@ -147,6 +147,33 @@ async fn sip_info_keys_answer_a_question() {
     assert_eq!(done.history["turns"][0]["dtmf"], "7");
 }
 
+/// A re-INVITE's new SRTP keys reach the call's media while a question waits: our new key
+/// protects what we send, the peer's what we receive, and the call goes on.
+#[tokio::test(start_paused = true)]
+async fn new_srtp_keys_from_a_reinvite_re_key_the_media() {
+    use callsmith_media::srtp::SrtpProfile;
+    use callsmith_sip::{CryptoSuite, SrtpKeys};
+    let keys = SrtpKeys {
+        suite: CryptoSuite::AesCm128HmacSha1_32,
+        local: callsmith_sip::sdes::MasterKey([1; 30]),
+        remote: callsmith_sip::sdes::MasterKey([2; 30]),
+    };
+    let done = CallTest::new(question("Your code?", false, "dtmf"))
+        .caller(
+            Script::new()
+                .at(500, Act::Rekey(keys))
+                .at(1000, Act::Keys("7#".into())),
+        )
+        .run()
+        .await;
+    assert_eq!(done.history["goals"], json!(["wrong_code"]));
+    let [rekeyed] = &done.heard.rekeyed[..] else {
+        panic!("one re-key: {:?}", done.heard.rekeyed);
+    };
+    assert_eq!(rekeyed.profile, SrtpProfile::Aes128CmHmacSha1_32);
+    assert_eq!((rekeyed.send_key, rekeyed.recv_key), ([1; 30], [2; 30]));
+}
+
 /// A caller who says nothing: the question waits its `no_input_timeout` (8 s after the
 /// statement) and takes `empty`; the turn says so.
 #[tokio::test(start_paused = true)]

@@ -16,6 +16,7 @@ use callsmith_sip::{CallStatus, EndInfo, LegEvent, Party};
 use futures::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::warn;
 
 use super::leg::Leg;
 use super::media::CallMedia;
@@ -57,6 +58,8 @@ pub use callsmith_domain::communication::history::ForcedEnd;
 /// The leg events an answered call acts on.
 enum Signal {
     Dtmf(char),
+    /// A re-INVITE re-keyed the leg's SRTP: the media takes the new keys.
+    Rekeyed(callsmith_sip::SrtpKeys),
     Ended(EndInfo),
 }
 
@@ -67,6 +70,7 @@ async fn next_signal(leg: &mut Leg) -> Option<Signal> {
     loop {
         match leg.next_event().await? {
             LegEvent::Dtmf(d) => return Some(Signal::Dtmf(d)),
+            LegEvent::SrtpRekeyed(keys) => return Some(Signal::Rekeyed(keys)),
             LegEvent::Ended(e) => return Some(Signal::Ended(e)),
             _ => {}
         }
@@ -173,6 +177,7 @@ impl CallIo {
                 Happening::Media(Some(m)) => return CallEvent::Media(m),
                 Happening::Media(None) => self.media_events = None,
                 Happening::Signal(Some(Signal::Dtmf(d))) => return CallEvent::Digit(d),
+                Happening::Signal(Some(Signal::Rekeyed(keys))) => self.rekey(&keys),
                 Happening::Signal(s) => {
                     self.leg_ended(s);
                     return CallEvent::Ended(CallEnd::HungUp);
@@ -208,10 +213,19 @@ impl CallIo {
         }
     }
 
+    /// Hands a re-INVITE's new SRTP keys to the media (see
+    /// `callsmith_media::srtp::SrtpContexts::continue_from`).
+    fn rekey(&self, keys: &callsmith_sip::SrtpKeys) {
+        if let Err(e) = self.session.rekey_srtp(&super::srtp_params(keys)) {
+            warn!(error = %e, "re-keying the call's SRTP failed");
+        }
+    }
+
     /// Notes the leg's end (`None`: the leg is gone without saying how).
     fn leg_ended(&mut self, s: Option<Signal>) {
         match s {
             Some(Signal::Ended(e)) => self.ended = Some(e),
+            Some(Signal::Rekeyed(keys)) => self.rekey(&keys),
             Some(Signal::Dtmf(_)) => {}
             None => {
                 self.ended.get_or_insert(EndInfo {

@@ -62,6 +62,21 @@ impl CallMedia {
         }
     }
 
+    /// Re-keys the session's SRTP (a re-INVITE's new keys, see [`MediaSession::set_srtp`]).
+    pub(super) fn rekey_srtp(
+        &self,
+        params: &callsmith_media::srtp::SrtpParams,
+    ) -> Result<(), MediaError> {
+        match self {
+            CallMedia::Session(s) => s.set_srtp(Some(params)),
+            #[cfg(any(test, feature = "testing"))]
+            CallMedia::Fake(f) => {
+                f.rekey(params);
+                Ok(())
+            }
+        }
+    }
+
     /// Stops the current prompt and clears the queue.
     pub(super) fn stop_playout(&self) -> Result<(), MediaError> {
         match self {

@@ -77,16 +77,20 @@ fn media_codec(c: callsmith_sip::SdpCodec) -> callsmith_media::codec::RtpCodec {
 /// `local` key protects what the session sends; the peer's `remote` key unprotects what
 /// it receives.
 fn media_srtp(m: &callsmith_sip::NegotiatedMedia) -> Option<callsmith_media::srtp::SrtpParams> {
+    m.srtp.as_ref().map(srtp_params)
+}
+
+/// The media's SRTP parameters for keys a SIP leg agreed.
+fn srtp_params(keys: &callsmith_sip::SrtpKeys) -> callsmith_media::srtp::SrtpParams {
     use callsmith_media::srtp::{SrtpParams, SrtpProfile};
-    let keys = m.srtp.as_ref()?;
-    Some(SrtpParams {
+    SrtpParams {
         profile: match keys.suite {
             callsmith_sip::CryptoSuite::AesCm128HmacSha1_80 => SrtpProfile::Aes128CmHmacSha1_80,
             callsmith_sip::CryptoSuite::AesCm128HmacSha1_32 => SrtpProfile::Aes128CmHmacSha1_32,
         },
         send_key: keys.local.0,
         recv_key: keys.remote.0,
-    })
+    }
 }
 
 /// Holds an outbound call's media for its SRTP keys when the trunk it leaves through

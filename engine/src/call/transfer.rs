@@ -23,7 +23,7 @@ use callsmith_media::{
     Bridge, MediaError, MediaSession, PlayEnd, PlayHandle, Playout, prompt::Playable,
 };
 use callsmith_scenarios::port::{Interruption, PromptSpec, TransferOutcome, TransferSpec};
-use callsmith_sip::{LocalMedia, OutboundCall, ReferOutcome};
+use callsmith_sip::{LegEvent, LocalMedia, OutboundCall, ReferOutcome};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
@@ -213,6 +213,13 @@ impl LivePort {
             };
             let ev = tokio::select! {
                 ev = target.next_event(), if hears_target => match ev {
+                    // A re-INVITE re-keyed the target's SRTP: its media takes the keys.
+                    Some(LegEvent::SrtpRekeyed(keys)) => {
+                        if let Err(e) = target_media.set_srtp(Some(&super::srtp_params(&keys))) {
+                            warn!(error = %e, "re-keying the transfer target's SRTP failed");
+                        }
+                        continue;
+                    }
                     Some(ev) => BridgeEvent::Target(ev),
                     None => BridgeEvent::TargetClosed,
                 },

@@ -109,6 +109,29 @@ fn trunk_gateways_are_addresses_or_host_names() {
     });
 }
 
+/// A `sips:` gateway (port 5061 when left out) on a trunk that is not TLS stops the
+/// start with the trunk and the rule named.
+#[test]
+fn a_sips_gateway_needs_a_tls_trunk() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "c.toml",
+            "[[sip.trunks]]\nname = \"secure\"\ngateway = \"sips:sip.carrier.example\"\n",
+        )?;
+        let c =
+            Config::load(Some(Path::new("c.toml")), Config::env()).map_err(|e| e.to_string())?;
+        let gateway = &c.sip.trunks[0].gateway;
+        assert!(gateway.sips);
+        assert_eq!(gateway.to_string(), "sips:sip.carrier.example:5061");
+        let err = c.sip.to_sip().unwrap_err().to_string();
+        assert!(
+            err.contains("\"secure\"") && err.contains("only used over TLS"),
+            "{err}"
+        );
+        Ok(())
+    });
+}
+
 #[test]
 fn unknown_keys_are_refused_beside_every_number_format_kind() {
     for kind in ["e164_plus", "e164", "as_is"] {

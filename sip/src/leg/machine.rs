@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 use tracing::info;
 
 use super::io::{Action, Input, Reply};
-use super::refer::{Decision, Transfers};
+use super::refer::{Decision, ReferBase, Transfers};
 use super::session_timer::{SessionDeadlines, SessionTimer};
 use super::{EndInfo, LegDirection, LegEvent, Party};
+use crate::sdes::SrtpKeys;
 use crate::sdp::{self, LocalMedia, NegotiatedMedia, SessionDescription};
 use crate::status::{CallStatus, CancelCause};
 
@@ -40,8 +41,8 @@ pub(crate) struct LegSetup {
     pub ring_timeout: Option<Duration>,
     /// Inbound: the timer the INVITE asked for.
     pub session_timer: Option<SessionTimer>,
-    /// Host used to turn a number into a REFER target URI.
-    pub refer_host: String,
+    /// How a number becomes a REFER target URI, and whether `sips:` targets may be used.
+    pub refer: ReferBase,
     /// How long a transfer waits for its final NOTIFY.
     pub refer_timeout: Duration,
     /// SDP o= session id and the version of the last SDP we sent.
@@ -107,9 +108,12 @@ pub(crate) struct LegMachine {
     rang: bool,
     /// The peer holds the call (its last offer was sendonly or inactive).
     on_hold: bool,
+    /// The SRTP keys the answered call's media uses (None: plain RTP); a re-offer
+    /// with new keys replaces them (see [`sdp::answer_reoffer`]).
+    srtp_keys: Option<SrtpKeys>,
     /// Inbound: our 200 is being sent with this media; the answer's outcome follows.
     answering: Option<(LocalMedia, NegotiatedMedia)>,
-    refer_host: String,
+    refer: ReferBase,
     refer_timeout: Duration,
     transfers: Transfers,
     actions: VecDeque<Action>,
@@ -136,8 +140,9 @@ impl LegMachine {
             provisional: false,
             rang: false,
             on_hold: false,
+            srtp_keys: None,
             answering: None,
-            refer_host: setup.refer_host,
+            refer: setup.refer,
             refer_timeout: setup.refer_timeout,
             transfers: Transfers::default(),
             actions: VecDeque::new(),
@@ -385,6 +390,7 @@ impl LegMachine {
             Ok(()) => {
                 self.phase = Phase::Answered;
                 self.on_hold = neg.remote_direction.is_hold();
+                self.srtp_keys = neg.srtp;
                 self.local_media = Some(local);
                 self.arm_session_timer(now);
                 self.emit(LegEvent::Answered(neg.clone()));

@@ -17,6 +17,7 @@ use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use rsipstack::sip::Header;
 use tokio::sync::oneshot;
 
+use crate::sdes::SrtpKeys;
 use crate::sdp::{LocalMedia, NegotiatedMedia};
 use crate::status::CallStatus;
 use crate::takeover::DialogRecord;
@@ -30,6 +31,7 @@ mod session_timer;
 
 pub(crate) use driver::Driver;
 pub(crate) use machine::{LegMachine, LegSetup};
+pub(crate) use refer::ReferBase;
 pub(crate) use session_timer::SessionTimer;
 
 /// Which way the leg was set up.
@@ -88,6 +90,10 @@ pub enum LegEvent {
     Unhold(NegotiatedMedia),
     /// A re-INVITE changed media without a hold change (new address or codec).
     MediaChanged(NegotiatedMedia),
+    /// A re-offer brought new SRTP keys (RFC 4568 §7.1.4) and our answer a fresh key of
+    /// ours: the media re-keys with these. Follows the re-offer's `Hold`, `Unhold` or
+    /// `MediaChanged`; a re-offer keeping the keys brings none.
+    SrtpRekeyed(SrtpKeys),
     /// A DTMF digit carried by SIP INFO (application/dtmf-relay or application/dtmf).
     Dtmf(char),
     /// NOTIFY progress of our REFER (sipfrag status code).

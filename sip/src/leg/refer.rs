@@ -13,16 +13,31 @@ pub(crate) type ReferId = u64;
 /// How long a decided REFER outcome waits for the NOTIFY's 200 to go out.
 pub(crate) const NOTIFY_ANSWER_GRACE: Duration = Duration::from_millis(500);
 
-/// The Refer-To URI: a `sip:`, `sips:` or `tel:` URI as given, else a number at `host`.
-pub(crate) fn refer_target(target: &str, host: &str) -> Result<Uri, String> {
-    let uri = if target.starts_with("sip:")
-        || target.starts_with("sips:")
-        || target.starts_with("tel:")
-    {
-        target.to_string()
-    } else {
-        format!("sip:{target}@{host}")
-    };
+/// Where a leg's transfers go when given as a number, and what its signalling allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReferBase {
+    /// The host (and port) a number is put at: the trunk's gateway.
+    pub host: String,
+    /// The dialog is a `sips:` one (its trunk's gateway, or the INVITE's Request-URI):
+    /// a number becomes a `sips:` target.
+    pub sips: bool,
+    /// The leg's signalling is TLS: only then may a target be a `sips:` URI.
+    pub tls: bool,
+}
+
+/// The Refer-To URI: a `sip:`, `sips:` or `tel:` URI as given, else a number at the
+/// base's host (`sips:` on a `sips:` dialog). A `sips:` target is refused on a leg whose
+/// signalling is not TLS ([`crate::tls::check_sips`]).
+pub(crate) fn refer_target(target: &str, base: &ReferBase) -> Result<Uri, String> {
+    crate::tls::check_sips(target, base.tls).map_err(|e| format!("bad transfer target: {e}"))?;
+    let lower = target.get(..5).unwrap_or(target).to_ascii_lowercase();
+    let uri =
+        if lower.starts_with("sip:") || lower.starts_with("sips:") || lower.starts_with("tel:") {
+            target.to_string()
+        } else {
+            let scheme = if base.sips { "sips" } else { "sip" };
+            format!("{scheme}:{target}@{}", base.host)
+        };
     Uri::try_from(uri.as_str()).map_err(|e| format!("bad transfer target: {e}"))
 }
 
@@ -218,24 +233,57 @@ mod tests {
         );
     }
 
+    fn base(host: &str, sips: bool, tls: bool) -> ReferBase {
+        ReferBase {
+            host: host.into(),
+            sips,
+            tls,
+        }
+    }
+
     #[test]
     fn refer_targets() {
+        let plain = base("10.0.0.1:5060", false, false);
         assert_eq!(
-            refer_target("+4930123", "10.0.0.1:5060")
-                .unwrap()
-                .to_string(),
+            refer_target("+4930123", &plain).unwrap().to_string(),
             "sip:+4930123@10.0.0.1:5060"
         );
         assert_eq!(
-            refer_target("sip:bob@example.com", "10.0.0.1")
+            refer_target("sip:bob@example.com", &plain)
                 .unwrap()
                 .to_string(),
             "sip:bob@example.com"
         );
         assert!(
-            refer_target("sip:", "10.0.0.1")
+            refer_target("sip:", &plain)
                 .unwrap_err()
                 .starts_with("bad transfer target")
+        );
+    }
+
+    /// `sips:` targets only on a TLS leg; a number on a `sips:` dialog becomes `sips:`.
+    #[test]
+    fn sips_refer_targets_need_a_tls_leg() {
+        for leg in [
+            base("10.0.0.1:5060", false, false),
+            base("10.0.0.1:5060", false, true),
+        ] {
+            let got = refer_target("sips:bob@example.com", &leg);
+            if leg.tls {
+                assert_eq!(got.unwrap().to_string(), "sips:bob@example.com");
+            } else {
+                let e = got.unwrap_err();
+                assert!(
+                    e.contains("sips:bob@example.com") && e.contains("TLS"),
+                    "{e}"
+                );
+            }
+            assert!(refer_target("SIPS:bob@example.com", &leg).is_ok() == leg.tls);
+        }
+        let secure = base("sip.carrier.example:5061", true, true);
+        assert_eq!(
+            refer_target("+4930123", &secure).unwrap().to_string(),
+            "sips:+4930123@sip.carrier.example:5061"
         );
     }
 

@@ -43,6 +43,8 @@ pub enum Act {
     /// with the interim transcript `interim` (the local speech node's `EndOfTurn`) and
     /// sends the final 300 ms later.
     SayWithEndOfTurn { interim: String, text: String },
+    /// Re-keys SRTP (a re-INVITE with new keys, as the leg reports it).
+    Rekey(callsmith_sip::SrtpKeys),
     /// Hangs up (a BYE).
     HangUp,
 }
@@ -165,6 +167,8 @@ struct State {
     taps: Vec<mpsc::Sender<AudioFrame>>,
     played: Vec<Played>,
     referred: Vec<String>,
+    /// The SRTP parameters the media was re-keyed with.
+    rekeyed: Vec<callsmith_media::srtp::SrtpParams>,
     /// The leg ended (either side hung up).
     ended: bool,
 }
@@ -179,6 +183,8 @@ pub struct Heard {
     pub played: Vec<Played>,
     /// The targets of the REFERs it got.
     pub referred: Vec<String>,
+    /// The SRTP parameters its media was re-keyed with, in order.
+    pub rekeyed: Vec<callsmith_media::srtp::SrtpParams>,
 }
 
 impl Peer {
@@ -199,6 +205,7 @@ impl Peer {
             taps: Vec::new(),
             played: Vec::new(),
             referred: Vec::new(),
+            rekeyed: Vec::new(),
             ended: false,
         })));
         let acts = script.acts.clone();
@@ -223,6 +230,7 @@ impl Peer {
         Heard {
             played: s.played.clone(),
             referred: s.referred.clone(),
+            rekeyed: s.rekeyed.clone(),
         }
     }
 
@@ -243,6 +251,9 @@ impl Peer {
                 Act::InfoKeys(keys) => self.keys(&keys, false).await,
                 Act::Say(text) => self.say(&text, None).await,
                 Act::SayWithEndOfTurn { interim, text } => self.say(&text, Some(&interim)).await,
+                Act::Rekey(keys) => {
+                    let _ = self.0.lock().leg_events.send(LegEvent::SrtpRekeyed(keys));
+                }
                 Act::HangUp => self.end(EndInfo {
                     call_status: CallStatus::Answered,
                     sip_code: None,
@@ -478,6 +489,11 @@ impl FakeMedia {
         });
         start_next(&self.peer.0, &mut s);
         PlayHandle::new(rx)
+    }
+
+    /// Records a re-key (see [`Heard::rekeyed`]).
+    pub fn rekey(&self, params: &callsmith_media::srtp::SrtpParams) {
+        self.peer.0.lock().rekeyed.push(params.clone());
     }
 
     pub fn watch_speech(&self, on: bool) {

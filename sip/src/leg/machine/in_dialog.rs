@@ -63,12 +63,14 @@ impl LegMachine {
             self.timer_reply(offer, req.supports_timer)
         } else if let Some(local) = &self.local_media {
             self.session_version += 1;
-            match SessionDescription::parse(&req.sdp)
-                .and_then(|sd| sdp::answer_offer(&sd, local, self.session_id, self.session_version))
-            {
+            let (id, version) = (self.session_id, self.session_version);
+            match SessionDescription::parse(&req.sdp).and_then(|sd| {
+                sdp::answer_reoffer(&sd, local, self.srtp_keys.as_ref(), id, version)
+            }) {
                 Ok((body, neg)) => {
                     let reply = self.timer_reply(Some(body), req.supports_timer);
                     self.push(Action::Respond(reply));
+                    let rekeyed = neg.srtp.filter(|k| Some(k) != self.srtp_keys.as_ref());
                     let hold = neg.remote_direction.is_hold();
                     let event = match (self.on_hold, hold) {
                         (false, true) => LegEvent::Hold(neg),
@@ -77,6 +79,15 @@ impl LegMachine {
                     };
                     self.on_hold = hold;
                     self.emit(event);
+                    if let Some(keys) = rekeyed {
+                        // Our later offers (a refresh) carry the key we now send with.
+                        if let Some(srtp) = self.local_media.as_mut().and_then(|l| l.srtp.as_mut())
+                        {
+                            srtp.key = keys.local;
+                        }
+                        self.srtp_keys = Some(keys);
+                        self.emit(LegEvent::SrtpRekeyed(keys));
+                    }
                     self.arm_session_timer(now);
                     return;
                 }
@@ -131,7 +142,7 @@ impl LegMachine {
         } else if self.transfers.in_progress() {
             self.push(failed("a transfer is already in progress".into()));
         } else {
-            match refer_target(target, &self.refer_host) {
+            match refer_target(target, &self.refer) {
                 Ok(uri) => {
                     self.transfers.start(id, now + self.refer_timeout);
                     self.push(Action::Refer { id, target: uri });

@@ -62,6 +62,7 @@ impl LegMachine {
                 match neg {
                     Ok(neg) => {
                         self.phase = Phase::Answered;
+                        self.srtp_keys = neg.srtp;
                         if let Some(v) = &resp.session_expires {
                             self.session_timer = SessionTimer::from_header(v, false);
                             self.arm_session_timer(now);

@@ -33,7 +33,11 @@ fn setup(direction: LegDirection) -> LegSetup {
             .then(|| LocalMedia::g711(LOOPBACK, 40000)),
         ring_timeout: (direction == LegDirection::Outbound).then_some(RING),
         session_timer: None,
-        refer_host: "10.0.0.1".into(),
+        refer: crate::leg::refer::ReferBase {
+            host: "10.0.0.1".into(),
+            sips: false,
+            tls: false,
+        },
         refer_timeout: REFER_TIMEOUT,
         session_id: 7,
         session_version: 1,

@@ -263,3 +263,96 @@ fn a_dropped_controller_ends_the_call_through_the_dialog() {
     m.handle_event(Input::ControllerGone, t0);
     assert_eq!(drain(&mut m), [Action::Cancel { wait: true }]);
 }
+
+/// A re-INVITE's SRTP (RFC 4568 §7.1.4): the same key changes nothing, a new key from
+/// the peer is answered with a fresh key of ours and reported for the media, and an offer
+/// without crypto is answered 488 with the call keeping its keys.
+#[test]
+fn a_reinvite_with_new_keys_rekeys_and_one_without_crypto_gets_488() {
+    use crate::sdes::{CryptoAttribute, LocalSrtp, SrtpPolicy};
+    const KEY1: &str = "WVNfX19zZW1jdGwgKCkgewkyMjA7fQp9CnVubGVz";
+    const KEY2: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwd";
+    let with_key = |key: &str| {
+        format!(
+            "{}a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:{key}\r\n",
+            sdp("sendrecv").replace("RTP/AVP", "RTP/SAVP")
+        )
+    };
+    let our_key = |reply: &Reply| {
+        let body = reply.sdp.as_deref().expect("an answer");
+        let line = body.lines().find_map(|l| l.strip_prefix("a=crypto:"));
+        CryptoAttribute::parse(line.expect("a=crypto in the answer"))
+            .unwrap()
+            .key
+    };
+    for policy in [SrtpPolicy::Optional, SrtpPolicy::Required] {
+        let t0 = Instant::now();
+        let mut m = inbound(t0, None);
+        let local = LocalMedia {
+            srtp: LocalSrtp::for_policy(policy),
+            ..LocalMedia::g711(LOOPBACK, 40000)
+        };
+        let first_key = local.srtp.unwrap().key;
+        m.handle_event(
+            Input::Answer {
+                local,
+                offer: with_key(KEY1),
+                supports_timer: false,
+            },
+            t0,
+        );
+        assert!(matches!(drain(&mut m).as_slice(), [Action::Accept(r)] if our_key(r) == first_key));
+        m.handle_event(Input::Accepted(Ok(())), t0);
+        drain(&mut m);
+        let reinvite = |sdp: String| {
+            Input::Request(PeerRequest::Update(UpdateRequest {
+                invite: true,
+                session_expires: None,
+                supports_timer: false,
+                sdp,
+            }))
+        };
+
+        m.handle_event(reinvite(with_key(KEY1)), t0 + secs(1));
+        let actions = drain(&mut m);
+        assert!(
+            matches!(&actions[..], [Action::Respond(r), Action::Emit(LegEvent::MediaChanged(_))] if r.code == 200 && our_key(r) == first_key),
+            "the same key: {actions:?}"
+        );
+
+        m.handle_event(reinvite(with_key(KEY2)), t0 + secs(2));
+        let actions = drain(&mut m);
+        let [
+            Action::Respond(r),
+            Action::Emit(LegEvent::MediaChanged(_)),
+            Action::Emit(LegEvent::SrtpRekeyed(keys)),
+        ] = &actions[..]
+        else {
+            panic!("a new key: {actions:?}");
+        };
+        assert_eq!(r.code, 200);
+        let second_key = our_key(r);
+        assert_ne!(second_key, first_key, "a fresh key of ours");
+        assert_eq!(keys.local, second_key);
+        assert_eq!(
+            keys.remote,
+            CryptoAttribute::parse(&format!("1 AES_CM_128_HMAC_SHA1_80 inline:{KEY2}"))
+                .unwrap()
+                .key
+        );
+
+        // No crypto: 488, whatever the policy, and the keys stay.
+        m.handle_event(reinvite(sdp("sendrecv")), t0 + secs(3));
+        assert_eq!(
+            drain(&mut m),
+            [Action::Respond(Reply::plain(488))],
+            "{policy:?}"
+        );
+        m.handle_event(reinvite(with_key(KEY2)), t0 + secs(4));
+        let actions = drain(&mut m);
+        assert!(
+            matches!(&actions[..], [Action::Respond(r), Action::Emit(LegEvent::MediaChanged(_))] if our_key(r) == second_key),
+            "the keys after the 488: {actions:?}"
+        );
+    }
+}
