@@ -191,6 +191,38 @@ async function waitSelectedPair() {
   throw new Error('the browser selected no candidate pair within 10 s');
 }
 
+/**
+ * What the browser hears of the bot for `ms`: the power of the call's received audio in the
+ * telephone band (300–3400 Hz) and in 4.5–7.5 kHz, which only a wideband path carries, each
+ * summed over the spectra WebAudio gives every 20 ms (dB relative to full scale).
+ */
+async function receivedBands(ms) {
+  return page.evaluate(async (ms) => {
+    const pc = window.__peerConnections[window.__peerConnections.length - 1];
+    const track = pc.getReceivers().map((r) => r.track).find((t) => t && t.kind === 'audio');
+    const ctx = new AudioContext({sampleRate: 48000});
+    await ctx.resume();
+    const analyser = ctx.createAnalyser();
+    analyser.fftSize = 2048;
+    analyser.smoothingTimeConstant = 0;
+    ctx.createMediaStreamSource(new MediaStream([track])).connect(analyser);
+    const bins = new Float32Array(analyser.frequencyBinCount);
+    const hz = ctx.sampleRate / analyser.fftSize;
+    let low = 0, high = 0;
+    for (let t = 0; t < ms; t += 20) {
+      await new Promise((r) => setTimeout(r, 20));
+      analyser.getFloatFrequencyData(bins);
+      bins.forEach((db, i) => {
+        const f = i * hz, p = Math.pow(10, db / 10);
+        if (f >= 300 && f <= 3400) low += p;
+        if (f >= 4500 && f <= 7500) high += p;
+      });
+    }
+    await ctx.close();
+    return {low_db: 10 * Math.log10(low), high_db: 10 * Math.log10(high)};
+  }, ms);
+}
+
 /** A call of the draft: the fake microphone says "yes"; the live view follows the branch. */
 async function browserCall() {
   await page.click('#call-draft');
@@ -198,6 +230,9 @@ async function browserCall() {
   result.communication = await page.locator('#live').getAttribute('data-communication');
   result.selected_pair = await waitSelectedPair();
   log('in call', result.communication, 'over', JSON.stringify(result.selected_pair));
+  // The bot's greeting and question, as the browser receives them.
+  result.received_bands = await receivedBands(2500);
+  log('received bands', JSON.stringify(result.received_bands));
   await page.locator('#live-bricks li[data-brick="ask"]').waitFor({timeout: 30000});
   await page.locator('svg.graph .node-active[data-brick="ask"]').waitFor();
   await waitOrError(page.locator('#live-transcript li.final').first(), 60000, 'transcript');

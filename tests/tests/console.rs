@@ -7,7 +7,8 @@
 //!   plays flite saying "yes", the local speech node recognises it, the live view shows
 //!   the transcript and the yes branch, and the communication is a completed test call;
 //!   then publishes it and calls version 1 the same way; a third call is hung up from the
-//!   console. Each call speaks Opus, the codec chromium offers first.
+//!   console. Each call speaks Opus, the codec chromium offers first, relayed to the media
+//!   session as G.722, and the browser hears the bot in wideband (speech above 4.5 kHz).
 //! * Chromium runs as a stock browser, with no flag that changes what its WebRTC may
 //!   reach: it offers no loopback candidate, so the call tests give it a machine with a LAN
 //!   address: a network namespace of their own ([`Lan`]). On one machine the browser checks
@@ -323,6 +324,20 @@ async fn draft_and_version_calls() -> Value {
         .unwrap_or_default()
         .to_lowercase();
     assert!(heard.contains("yes"), "the live view showed {heard:?}");
+    // What the browser hears of the bot is wideband: speech above 4.5 kHz, which a
+    // narrowband leg (G.711, or Opus held to narrowband) leaves 60 dB down, arrives within
+    // 40 dB of the telephone band (about 20 dB below it with the shipped relay).
+    let bands = &result["received_bands"];
+    let (low, high) = (
+        bands["low_db"]
+            .as_f64()
+            .expect("the telephone band's power"),
+        bands["high_db"].as_f64().expect("the upper band's power"),
+    );
+    assert!(
+        low > -40.0 && high > low - 40.0,
+        "the browser hears the bot in wideband: {bands}"
+    );
     let id = result["communication"].as_str().expect("communication id");
     let done = engine
         .wait_communication(&t.account, id, Duration::from_secs(30))
