@@ -139,3 +139,82 @@ pub fn tone_wav(secs: f32) -> Vec<u8> {
     w.finalize().expect("finalize");
     out.into_inner()
 }
+
+/// One second of a quiet 6 kHz tone (about -20 dBFS), then flite saying `text` as a mono WAV
+/// at `rate`, after `lead_ms` of silence and with 3 s after (baresip's `aufile` plays a
+/// file only at its codec's own rate; at 8 kHz the tone cannot be carried and is left out).
+pub fn tone_and_speech_wav(
+    dir: &std::path::Path,
+    text: &str,
+    rate: u32,
+    lead_ms: u32,
+) -> std::path::PathBuf {
+    let raw = dir.join("flite.wav");
+    let st = std::process::Command::new("flite")
+        .args(["-t", text, "-o"])
+        .arg(&raw)
+        .status()
+        .expect("run flite");
+    assert!(st.success(), "flite failed");
+    let out = dir.join("speech.wav");
+    let st = std::process::Command::new("sox")
+        .arg(&raw)
+        .args(["-r", &rate.to_string(), "-c", "1", "-b", "16"])
+        .arg(&out)
+        .args(["pad", &format!("{:.3}", f64::from(lead_ms) / 1000.0), "3.0"])
+        .status()
+        .expect("run sox");
+    assert!(st.success(), "sox failed");
+    if rate < 16000 {
+        return out;
+    }
+    let tone = dir.join("tone.wav");
+    let st = std::process::Command::new("sox")
+        .args(["-n", "-r", &rate.to_string(), "-c", "1", "-b", "16"])
+        .arg(&tone)
+        .args(["synth", "1.0", "sine", "6000", "vol", "0.1"])
+        .status()
+        .expect("run sox");
+    assert!(st.success(), "sox synth failed");
+    let both = dir.join("tone-speech.wav");
+    let st = std::process::Command::new("sox")
+        .arg(&tone)
+        .arg(&out)
+        .arg(&both)
+        .status()
+        .expect("run sox");
+    assert!(st.success(), "sox concatenation failed");
+    both
+}
+
+/// The sample rate in a WAV header.
+pub fn wav_rate(wav: &[u8]) -> u32 {
+    assert!(wav.starts_with(b"RIFF") && wav.len() > 44, "a WAV file");
+    u32::from_le_bytes(wav[24..28].try_into().unwrap())
+}
+
+/// Power of `x` at `freq` (Goertzel) at `rate`, normalised by length.
+fn power_at(x: &[i16], freq: f64, rate: f64) -> f64 {
+    let w = 2.0 * std::f64::consts::PI * freq / rate;
+    let (mut s1, mut s2) = (0f64, 0f64);
+    for v in x {
+        let s = *v as f64 + 2.0 * w.cos() * s1 - s2;
+        s2 = s1;
+        s1 = s;
+    }
+    (s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2) / (x.len() as f64).powi(2)
+}
+
+/// The loudest 20 ms of a 6 kHz tone in a stereo 16 kHz recording's left (caller) channel,
+/// as the tone's amplitude, with the power beside it (at 5 kHz) in the same window.
+pub fn caller_tone_6k(wav: &[u8]) -> (f64, f64) {
+    let r = hound::WavReader::new(std::io::Cursor::new(wav)).expect("recording parses");
+    assert_eq!(r.spec().channels, 2);
+    let s: Vec<i16> = r.into_samples::<i16>().map(|x| x.unwrap()).collect();
+    let left: Vec<i16> = s.iter().step_by(2).copied().collect();
+    left.chunks_exact(320)
+        .map(|w| (power_at(w, 6000.0, 16000.0), power_at(w, 5000.0, 16000.0)))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(p, beside)| ((4.0 * p).sqrt(), (4.0 * beside).sqrt()))
+        .unwrap_or((0.0, 0.0))
+}

@@ -19,7 +19,8 @@ pub mod ports;
 pub mod scenario;
 
 pub use audio::{
-    sox, tone_frames, tone_wav, ulaw_greeting_with_beep, ulaw_speech, ulaw_tone, wav_channels,
+    caller_tone_6k, sox, tone_and_speech_wav, tone_frames, tone_wav, ulaw_greeting_with_beep,
+    ulaw_speech, ulaw_tone, wav_channels, wav_rate,
 };
 pub use engine::{
     Engine, EngineOptions, SU_TOKEN, binary, idle_trunk, proc_usage, store_of, workspace,
@@ -29,7 +30,7 @@ pub use fixtures::{
     create_scenario, create_strategy, dispatch_with_strategy, eventually, greeting_scenario,
     provision, question_scenario, reply_scenario, upload_audio, voicemail_scenario,
 };
-pub use peers::baresip::Baresip;
+pub use peers::baresip::{Baresip, tls_certificates};
 pub use peers::http::{HttpPeer, Recorded, Reply, Sink, Timing};
 pub use peers::kamailio::{Kamailio, options_status};
 pub use peers::rtp::{RtpPeer, RtpStep, TonePeer};

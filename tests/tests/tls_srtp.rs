@@ -9,32 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use callsmith_e2e::*;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use serde_json::json;
-
-/// ca.pem, node.crt/.key (the engine's) and phone.pem (baresip's, certificate and key).
-fn certificates(dir: &Path) {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, "e2e CA");
-    let ca = params.self_signed(&ca_key).unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    for stem in ["node", "phone"] {
-        let key = KeyPair::generate().unwrap();
-        let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
-            .unwrap()
-            .signed_by(&key, &ca, &ca_key)
-            .unwrap();
-        std::fs::write(dir.join(format!("{stem}.crt")), cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("{stem}.key")), key.serialize_pem()).unwrap();
-        std::fs::write(
-            dir.join(format!("{stem}.pem")),
-            cert.pem() + &key.serialize_pem(),
-        )
-        .unwrap();
-    }
-}
 
 /// baresip answering `+15550123` over TLS on `port + 1`, SRTP mandatory, audio looped.
 fn spawn_phone(certs: &Path, port: u16) -> (tokio::process::Child, tempfile::TempDir) {
@@ -75,7 +50,7 @@ fn spawn_phone(certs: &Path, port: u16) -> (tokio::process::Child, tempfile::Tem
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_calls_a_phone_over_tls_with_srtp() {
     let certs = tempfile::tempdir().unwrap();
-    certificates(certs.path());
+    tls_certificates(certs.path());
     let mut attempt = 0;
     let (mut phone, _dir, port) = loop {
         attempt += 1;
