@@ -171,12 +171,19 @@ fn crossings_per_second(samples: &[i16], rate: f64) -> f64 {
     n as f64 * rate / samples.len() as f64
 }
 
+/// The tone that crosses an Opus browser leg: above the 4 kHz a narrowband leg carries.
+const TONE_HZ: f64 = 6000.0;
+/// Where its measured frequency must fall.
+const WIDEBAND_TONE: std::ops::Range<f64> = 5800.0..6200.0;
+
+/// Opus with the browser, G.722 with the session: a 6 kHz tone crosses both ways, so the
+/// leg is wideband end to end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_browser_offering_opus_gets_opus_and_a_tone_crosses_both_ways() {
+async fn a_browser_offering_opus_gets_opus_and_a_wideband_tone_crosses_both_ways() {
     use audiopus::coder::{Decoder, Encoder};
     use audiopus::packet::Packet;
     use audiopus::{Application, Channels, MutSignals, SampleRate};
-    use callsmith_media::g711::{ulaw_decode, ulaw_encode};
+    use callsmith_media::g722::{G722Decoder, G722Encoder};
 
     let browser = TestBrowser::with_opus().await;
     let offer = browser.offer().await;
@@ -203,15 +210,21 @@ async fn a_browser_offering_opus_gets_opus_and_a_tone_crosses_both_ways() {
     peer.connect_media(session.local_addr().unwrap());
     let relay = peer.rtp_addr();
 
-    // Engine → browser: a 440 Hz tone in PCMU arrives as Opus.
+    // Engine → browser: a 6 kHz tone (above G.711's band) in G.722 arrives as Opus.
+    let mut g722 = G722Encoder::new();
     for seq in 0..50u16 {
-        let mut p = vec![0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34];
+        let mut p = vec![0x80, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34];
         p[2..4].copy_from_slice(&seq.to_be_bytes());
         p[4..8].copy_from_slice(&(u32::from(seq) * 160).to_be_bytes());
-        p.extend((0..160).map(|i| {
-            let t = f64::from(u32::from(seq) * 160 + i) / 8000.0;
-            ulaw_encode((8000.0 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()) as i16)
-        }));
+        let pcm: Vec<i16> = (0..320)
+            .map(|i| {
+                let t = f64::from(u32::from(seq) * 320 + i) / 16000.0;
+                (8000.0 * (2.0 * std::f64::consts::PI * TONE_HZ * t).sin()) as i16
+            })
+            .collect();
+        let mut codes = [0u8; 160];
+        assert_eq!(g722.encode(&pcm, &mut codes), 160);
+        p.extend_from_slice(&codes);
         session.send_to(&p, relay).await.unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -242,16 +255,16 @@ async fn a_browser_offering_opus_gets_opus_and_a_tone_crosses_both_ways() {
     let tail = &tone[tone.len() / 4..];
     assert!(rms(tail) > 2000.0, "the tone is heard (RMS {})", rms(tail));
     let hz = crossings_per_second(tail, 48000.0) / 2.0;
-    assert!((400.0..480.0).contains(&hz), "a 440 Hz tone: {hz} Hz");
+    assert!(WIDEBAND_TONE.contains(&hz), "a 6 kHz tone: {hz} Hz");
 
-    // Browser → engine: a 440 Hz tone in Opus arrives as PCMU.
+    // Browser → engine: a 6 kHz tone in Opus arrives as G.722 (16 kHz audio).
     let encoder = Encoder::new(SampleRate::Hz48000, Channels::Mono, Application::Voip).unwrap();
     let frames: Vec<Vec<u8>> = (0..50u32)
         .map(|k| {
             let pcm: Vec<i16> = (0..960)
                 .map(|i| {
                     let t = f64::from(k * 960 + i) / 48000.0;
-                    (8000.0 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()) as i16
+                    (8000.0 * (2.0 * std::f64::consts::PI * TONE_HZ * t).sin()) as i16
                 })
                 .collect();
             let mut out = vec![0u8; 1500];
@@ -269,25 +282,28 @@ async fn a_browser_offering_opus_gets_opus_and_a_tone_crosses_both_ways() {
     let mut heard = Vec::new();
     let mut stamps = Vec::new();
     let mut buf = [0u8; 1500];
-    while heard.len() < 160 * 40 {
+    let mut g722 = G722Decoder::new();
+    while heard.len() < 320 * 40 {
         let (n, from) = tokio::time::timeout(Duration::from_secs(5), session.recv_from(&mut buf))
             .await
             .expect("the engine hears the browser")
             .unwrap();
         assert_eq!(from, relay);
-        assert_eq!(buf[1] & 0x7f, 0, "PCMU to the session");
-        assert_eq!(n, 12 + 160, "20 ms at 8 kHz");
+        assert_eq!(buf[1] & 0x7f, 9, "G.722 to the session");
+        assert_eq!(n, 12 + 160, "20 ms of G.722");
         stamps.push(u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]));
-        heard.extend(buf[12..n].iter().map(|b| ulaw_decode(*b)));
+        let mut pcm = [0i16; 320];
+        assert_eq!(g722.decode(&buf[12..n], &mut pcm), 320);
+        heard.extend_from_slice(&pcm);
     }
     assert!(
         stamps.windows(2).all(|w| w[1].wrapping_sub(w[0]) == 160),
-        "the 8 kHz clock steps 160 a packet: {stamps:?}"
+        "G.722's 8000 Hz clock steps 160 a packet: {stamps:?}"
     );
     let tail = &heard[heard.len() / 4..];
     assert!(rms(tail) > 2000.0, "the tone is heard (RMS {})", rms(tail));
-    let hz = crossings_per_second(tail, 8000.0) / 2.0;
-    assert!((400.0..480.0).contains(&hz), "a 440 Hz tone: {hz} Hz");
+    let hz = crossings_per_second(tail, 16000.0) / 2.0;
+    assert!(WIDEBAND_TONE.contains(&hz), "a 6 kHz tone: {hz} Hz");
     speaking.await.unwrap().close().await;
 }
 
