@@ -16,7 +16,7 @@
 //! reached the callee while its phrase, pauses included, was still being spoken: the bot
 //! talked over the caller; such a turn has no response time), the history's `response_ms`
 //! and its parts (speech end → final transcript → reply requested → first RTP),
-//! recognition (the history's transcript against the whole phrase, normalised: exact
+//! recognition (the history's final transcript against the whole phrase, normalised: exact
 //! phrases, word errors, the branch taken), and the CPU of the engine and of the speech
 //! node (% of one core over the level). Writes `voice_turn[_TAG].svg` (the plain set) to
 //! `--out` and prints a markdown table.
@@ -175,7 +175,13 @@ fn diff(a: Option<u64>, b: Option<u64>) -> Option<f64> {
 fn turn_of(h: &Value, rec: &CallRecord, phrase: &Phrase) -> Turn {
     let t = &h["turns"][0];
     let u = |k: &str| t[k].as_u64();
-    let transcript = t["transcript"].as_str().unwrap_or_default().to_string();
+    // Recognition is scored on the final transcript: a turn decided from the interim one
+    // records its final beside it (`final_transcript`).
+    let transcript = t["final_transcript"]
+        .as_str()
+        .or(t["transcript"].as_str())
+        .unwrap_or_default()
+        .to_string();
     let (want, got) = (
         normalize_transcript(&phrase.text),
         normalize_transcript(&transcript),
@@ -731,7 +737,34 @@ fn main() -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::policy_args;
+    use super::{CallRecord, Phrase, json, policy_args, turn_of};
+
+    /// A turn decided from the interim transcript is scored on its final, recorded
+    /// beside it; a turn without one on its transcript.
+    #[test]
+    fn recognition_is_scored_on_the_final_transcript() {
+        let phrase = Phrase {
+            text: "Yes, in the afternoon.".into(),
+            branch: "yes".into(),
+            frames: Vec::new(),
+            last_voiced: 0,
+            pause_ms: None,
+        };
+        let history = |turn| json!({"turns": [turn], "goals": ["yes"]});
+        let rec = CallRecord::default();
+        let decided = history(json!({
+            "transcript": "Yes", "final_transcript": "yes in the afternoon",
+            "notes": ["answer decided from the interim transcript at the recogniser's end of turn, before its final"],
+        }));
+        let t = turn_of(&decided, &rec, &phrase);
+        assert!(t.exact && t.from_interim && t.branch_ok, "{t:?}");
+        assert_eq!(t.errors, 0);
+        let plain = history(json!({"transcript": "yes in the afternoon"}));
+        assert!(turn_of(&plain, &rec, &phrase).exact);
+        let interim_only = history(json!({"transcript": "Yes"}));
+        let t = turn_of(&interim_only, &rec, &phrase);
+        assert!(!t.exact && t.errors == 3, "{t:?}");
+    }
 
     #[test]
     fn each_policy_names_the_speech_nodes_switches() {

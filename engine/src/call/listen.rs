@@ -4,7 +4,9 @@
 use bytes::Bytes;
 use callsmith_domain::objects::CallObjects;
 use callsmith_media::MediaEvent;
-use callsmith_media::stt::{SttEvent, SttNodeConfig, SttParams, SttProtocol};
+use callsmith_media::stt::{
+    SttEvent, SttNodeConfig, SttParams, SttProtocol, SttStream, Transcript,
+};
 use callsmith_scenarios::port::{Heard, ListenSpec, SpeechSpec};
 use callsmith_scenarios::turn::{ListenAction, ListenEvent, ListenTurn};
 use tokio::task::JoinHandle;
@@ -110,6 +112,8 @@ impl LivePort {
         // to send it (ms before it arrived), for the turn's record.
         let mut final_latency_ms = None;
         let mut decision_lag_ms: Option<u64> = None;
+        // The answer was decided from the interim transcript: the final is still to come.
+        let mut from_interim = false;
         let heard = loop {
             let mut done = None;
             while let Some(action) = listen.poll_action() {
@@ -162,6 +166,7 @@ impl LivePort {
                         // interim decides the question.
                         listen.handle_event(now(), ListenEvent::EndOfTurn { text: t.text });
                         if listen.is_done() {
+                            from_interim = true;
                             turn.notes.push(
                                 "answer decided from the interim transcript at the recogniser's \
                                  end of turn, before its final"
@@ -213,7 +218,9 @@ impl LivePort {
         if matches!(heard, Heard::Speech { .. } | Heard::Dtmf { .. }) {
             self.record.answered_now();
         }
-        drop(stt);
+        // A turn decided from the interim transcript keeps its stream until the final
+        // arrives, off the reply's path: the turn's record gets it as `final_transcript`.
+        let late_final = stt.filter(|_| from_interim).map(final_after_interim);
         drop(audio);
         let _ = self.io.session.watch_speech(false);
         turn.ended_ms = self.ms();
@@ -239,6 +246,9 @@ impl LivePort {
             None
         };
         self.record.keep_turn(turn, upload);
+        if let Some(f) = late_final {
+            self.record.final_to_come(f);
+        }
         heard
     }
 
@@ -372,6 +382,31 @@ fn stream_notes(params: &SttParams, node: &SttNodeConfig) -> Vec<String> {
 /// recognition stream's endpointing, within 50 ms and 30 s.
 fn endpointing_ms(secs: f64) -> u32 {
     (secs * 1000.0).round().clamp(50.0, 30_000.0) as u32
+}
+
+/// How long a turn decided from the interim transcript waits for the recogniser's final
+/// (its decoding, a few hundred ms on the local node; more on a loaded machine).
+const LATE_FINAL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads the rest of `stt` for its final transcript (None when the stream ends, fails or
+/// has sent none within [`LATE_FINAL_WAIT`]); the stream closes then.
+fn final_after_interim(mut stt: SttStream) -> JoinHandle<Option<Transcript>> {
+    tokio::spawn(async move {
+        let read = async {
+            while let Some(ev) = stt.next().await {
+                match ev {
+                    SttEvent::Transcript(t) if t.is_final => return Some(t),
+                    SttEvent::Transcript(_) => {}
+                    SttEvent::NodeFailed { .. } | SttEvent::Ended => return None,
+                }
+            }
+            None
+        };
+        tokio::time::timeout(LATE_FINAL_WAIT, read)
+            .await
+            .ok()
+            .flatten()
+    })
 }
 
 /// The time the turn machine is fed: the runtime's clock, the one its deadline is slept on.

@@ -211,7 +211,15 @@ pub struct TurnLog {
     pub final_ms: Option<u64>,
     /// Final transcript minus the end of speech (recognition latency).
     pub final_latency_ms: Option<u64>,
+    /// What was heard: the final transcript, or the interim one when the answer was
+    /// decided from it at the recogniser's end of turn (`notes` then say so).
     pub transcript: Option<String>,
+    /// The recogniser's final transcript of a turn whose answer was decided from the
+    /// interim transcript (docs/voice.md, "Turn policy"): the branch was taken without
+    /// waiting for it, and it is recorded when it arrives. Unset for other turns (their
+    /// `transcript` is the final) and when no final came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_transcript: Option<String>,
     pub dtmf: Option<String>,
     /// `speech`, `dtmf`, `no_input` or `hung_up`.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]

@@ -159,8 +159,9 @@ async fn a_dictionary_the_store_cannot_give_is_left_out_and_noted() {
 
 /// The recogniser's end of turn with an interim transcript that names one answer
 /// ("forty two" of seven / forty two) ends the turn at once with it, before the final
-/// ("forty two please"), and the turn's notes say so; an interim naming no answer leaves
-/// the turn to the final.
+/// ("forty two please"), and the turn's notes say so; the final is recorded as the turn's
+/// `final_transcript` when it arrives. An interim naming no answer leaves the turn to the
+/// final.
 #[tokio::test(start_paused = true)]
 async fn an_end_of_turn_interim_that_names_one_answer_decides_the_question() {
     let say = |interim: &str| {
@@ -180,6 +181,8 @@ async fn an_end_of_turn_interim_that_names_one_answer_decides_the_question() {
     assert_eq!(taken(h, "ask"), "code42", "{}", h["trace"]);
     let turn = &h["turns"][0];
     assert_eq!(turn["transcript"], "forty two", "{turn}");
+    // The final, which came after the branch was taken, is recorded beside the interim.
+    assert_eq!(turn["final_transcript"], "forty two please", "{turn}");
     assert!(
         turn["notes"]
             .as_array()
@@ -196,6 +199,7 @@ async fn an_end_of_turn_interim_that_names_one_answer_decides_the_question() {
     let turn = &undecided.history["turns"][0];
     assert_eq!(taken(&undecided.history, "ask"), "code42");
     assert_eq!(turn["transcript"], "forty two please", "{turn}");
+    assert!(turn.get("final_transcript").is_none(), "{turn}");
     assert!(
         turn.get("notes")
             .is_none_or(|n| n.as_array().unwrap().is_empty()),
