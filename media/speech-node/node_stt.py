@@ -239,8 +239,8 @@ DIGIT_WORDS = {
 # complete, the silence cap, and whether a trailing digit run is held. `normal` is the
 # node's own settings.
 PATIENCE = {
-    # Smart Turn is asked once: asked sooner than the node's own time it more often finds
-    # the turn unfinished, and an unfinished verdict waits for the cap (a 150 ms check
+    # Asked sooner than the node's own time, Smart Turn more often finds the turn
+    # unfinished (a 150 ms first check, with an unfinished verdict waiting for the cap,
     # doubled the plain set's p50 in voice_turn), so `short` only lowers the cap.
     "short": {"max_silence_ms": 800},
     "normal": {},
@@ -286,6 +286,9 @@ class EndpointConfig:
     mode: str = "smart"  # "smart" (VAD + Smart Turn) or "fixed" (VAD + fixed silence timer)
     silence_ms: int = 700  # fixed mode: silence that ends an utterance
     turn_check_ms: int = 200  # smart mode: silence after which Smart Turn is asked
+    # smart mode: Smart Turn is asked again every this many ms of further silence while it
+    # finds the turn unfinished, up to the cap (0: asked once per pause)
+    turn_recheck_ms: int = 150
     final_start_ms: int = 100  # silence after which the final transcription starts (both modes)
     max_silence_ms: int = 1200  # smart mode: silence that ends an utterance whatever Smart Turn said
     turn_threshold: float = 0.5
@@ -338,6 +341,7 @@ class Stream:
         self.voice_seq = 0  # bumps on every speech chunk inside an utterance
         self.speech_end = 0  # stream sample where speech was last heard
         self.turn_checked = False
+        self.checked_at_ms = 0.0  # silence (ms) at the current pause's last "check"
         self.spec_started = False  # "spec" reported for the current silence
         self.held = False  # the current silence is held (an unfinished transcript)
         self.holds = 0  # turns held, for the request log line
@@ -461,12 +465,23 @@ class Stream:
             return "end"
         elif sil_ms >= cfg.turn_check_ms and not self.turn_checked:
             self.turn_checked = True
+            self.checked_at_ms = sil_ms
             self.spec_started = True  # the check starts the final transcription if "spec" did not
+            return "check"
+        elif self.turn_checked and self.recheck_due(sil_ms):
+            self.checked_at_ms = sil_ms
             return "check"
         if sil_ms >= cfg.final_start_ms and not self.spec_started:
             self.spec_started = True
             return "spec"
         return None
+
+    def recheck_due(self, sil_ms):
+        """Whether Smart Turn is asked again in this pause: re-asking is on, the last
+        verdict was "unfinished" (the pause goes on, not held: a held turn waits for the
+        cap) and `turn_recheck_ms` of silence have passed since."""
+        step = self.cfg.turn_recheck_ms
+        return step > 0 and not self.held and sil_ms >= self.checked_at_ms + step
 
     def can_hold(self):
         """Whether the current silence may still be held: the hold is on, not yet held,

@@ -23,8 +23,8 @@ Recognition (websocket):
                 {"type":"Finalize"} finalizes now, {"type":"CloseStream"} flushes, answers
                 {"type":"Metadata"} and closes.
   End of utterance: Silero VAD, then after --turn-check-ms of silence the Smart Turn v3
-  model decides whether the turn is complete (final now) or not (wait up to
-  --max-silence-ms). --endpoint fixed: a plain --silence-ms timer. A turn judged
+  model decides whether the turn is complete (final now) or not (asked again every
+  --turn-recheck-ms of further silence, up to --max-silence-ms). --endpoint fixed: a plain --silence-ms timer. A turn judged
   complete whose transcript ends open ("I'd like to", "um") is held up to the cap
   (--turn-hold); a stream's patience (query `patience`, Vosk config "patience") sets how
   soon a turn may end (--patience off ignores it). README.md, "Recognition".
@@ -605,6 +605,7 @@ def endpoint_cfg(args, endpointing=None, endpoint=None, patience=None):
         mode=args.endpoint if E.turn is not None else "fixed",
         silence_ms=args.silence_ms,
         turn_check_ms=args.turn_check_ms,
+        turn_recheck_ms=args.turn_recheck_ms if args.turn_recheck == "on" else 0,
         final_start_ms=args.final_start_ms,
         max_silence_ms=args.max_silence_ms,
         turn_threshold=args.turn_threshold,
@@ -858,6 +859,10 @@ def parse_args(argv=None):
     p.add_argument("--endpoint", choices=["smart", "fixed"], default="smart",
                    help="end of utterance: VAD + Smart Turn (default) or a fixed silence timer")
     p.add_argument("--turn-check-ms", type=int, default=200, help="smart: silence before asking Smart Turn")
+    p.add_argument("--turn-recheck", choices=["on", "off"], default="on",
+                   help="smart: while Smart Turn finds the turn unfinished, ask it again every "
+                        "--turn-recheck-ms of further silence up to the cap (off: asked once per pause)")
+    p.add_argument("--turn-recheck-ms", type=int, default=150, help="smart: silence between two Smart Turn checks")
     p.add_argument("--final-start-ms", type=int, default=100,
                    help="silence after which the final transcription starts (kept if speech does not resume)")
     p.add_argument("--max-silence-ms", type=int, default=1200, help="smart: silence that always ends an utterance")

@@ -21,10 +21,10 @@
 //! node (% of one core over the level). Writes `voice_turn[_TAG].svg` (the plain set) to
 //! `--out` and prints a markdown table.
 //!
-//! Turn policies (`--policy baseline,hold,patience,interim,all`, docs/voice.md "Turn
+//! Turn policies (`--policy baseline,hold,patience,interim,recheck,all`, docs/voice.md "Turn
 //! policy") are measured side by side in one sitting: each runs on a fresh engine and
 //! speech node whose remedies are switched on or off by the node's flags
-//! (`--turn-hold`, `--patience`, `--end-of-turn-events`), with its own warm-up; every row
+//! (`--turn-hold`, `--patience`, `--end-of-turn-events`, `--turn-recheck`), with its own warm-up; every row
 //! of the table names its policy, and each policy gets its plot (`voice_turn[_TAG]_POLICY.svg`
 //! when several ran).
 //!
@@ -36,7 +36,7 @@
 //! # the remedies side by side
 //! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith $CARGO_TARGET_DIR/release/voice_turn \
 //!   --concurrency 1,5 --calls-per-level 10 --sets plain,paused \
-//!   --policy baseline,hold,patience,interim,all --tag policies
+//!   --policy baseline,hold,patience,interim,recheck,all --tag policies
 //! ```
 
 use std::collections::BTreeMap;
@@ -78,7 +78,7 @@ struct Args {
     #[arg(long)]
     speech_threads: Option<usize>,
     /// Turn policies, each measured on a fresh engine and speech node, in this order:
-    /// `baseline` (none of the remedies), `hold`, `patience`, `interim`, several joined with
+    /// `baseline` (none of the remedies), `hold`, `patience`, `interim`, `recheck`, several joined with
     /// `+` (`hold+patience`), or `all`. Each names the speech node's switches
     /// ([`policy_args`]); the node's defaults are `all`.
     #[arg(long, value_delimiter = ',', default_value = "all")]
@@ -217,12 +217,14 @@ fn turn_of(h: &Value, rec: &CallRecord, phrase: &Phrase) -> Turn {
 }
 
 /// The remedies of the turn policy, each a switch of the speech node (docs/voice.md,
-/// "Turn policy"): the unfinished-transcript hold, the question's patience, and the
-/// end-of-turn event that lets an interim transcript decide the answer.
+/// "Turn policy"): the unfinished-transcript hold, the question's patience, the
+/// end-of-turn event that lets an interim transcript decide the answer, and Smart Turn
+/// asked again while a pause goes on.
 const REMEDIES: &[(&str, &str)] = &[
     ("hold", "--turn-hold"),
     ("patience", "--patience"),
     ("interim", "--end-of-turn-events"),
+    ("recheck", "--turn-recheck"),
 ];
 
 /// The speech node's arguments for a policy: `baseline`, `all`, or remedies joined with
@@ -237,7 +239,11 @@ fn policy_args(policy: &str) -> Result<Vec<String>> {
         .iter()
         .find(|n| !REMEDIES.iter().any(|(name, _)| name == *n))
     {
-        bail!("--policy {policy:?}: {bad:?} is not baseline, all, hold, patience or interim");
+        let names: Vec<&str> = REMEDIES.iter().map(|(name, _)| *name).collect();
+        bail!(
+            "--policy {policy:?}: {bad:?} is not baseline, all or one of {}",
+            names.join(", ")
+        );
     }
     Ok(REMEDIES
         .iter()
@@ -771,19 +777,23 @@ mod tests {
         let flags = |p: &str| policy_args(p).unwrap().join(" ");
         assert_eq!(
             flags("baseline"),
-            "--turn-hold off --patience off --end-of-turn-events off"
+            "--turn-hold off --patience off --end-of-turn-events off --turn-recheck off"
         );
         assert_eq!(
             flags("hold"),
-            "--turn-hold on --patience off --end-of-turn-events off"
+            "--turn-hold on --patience off --end-of-turn-events off --turn-recheck off"
         );
         assert_eq!(
             flags("patience+interim"),
-            "--turn-hold off --patience on --end-of-turn-events on"
+            "--turn-hold off --patience on --end-of-turn-events on --turn-recheck off"
+        );
+        assert_eq!(
+            flags("recheck"),
+            "--turn-hold off --patience off --end-of-turn-events off --turn-recheck on"
         );
         assert_eq!(
             flags("all"),
-            "--turn-hold on --patience on --end-of-turn-events on"
+            "--turn-hold on --patience on --end-of-turn-events on --turn-recheck on"
         );
         assert!(policy_args("eager").is_err());
         assert!(policy_args("hold+eager").is_err());

@@ -187,6 +187,50 @@ def test_smart_turns_complete_is_held_for_an_unfinished_transcript(server):
     assert holds == 0 and out[0][1] == pytest.approx(chunks_for(200), abs=CHUNK_MS)
 
 
+def test_smart_turn_is_asked_again_while_the_pause_goes_on(server):
+    # The turn model finds the turn unfinished at its first check (200 ms of silence) and
+    # complete from its second on: the turn ends at the re-check, 150 ms later, not at
+    # the 1200 ms cap.
+    def scripted(*ps):
+        asked = []
+
+        def predict(audio):
+            asked.append(audio.size)
+            return ps[min(len(asked), len(ps)) - 1]
+
+        return types.SimpleNamespace(predict=predict), asked
+
+    server.E.turn, asked = scripted(0.2, 0.9)
+    cfg = energy(mode="smart", turn_check_ms=200, turn_recheck_ms=150, max_silence_ms=1200)
+    out, _ = run_turn(server, "Yes, please.", cfg)
+    assert [e for e, _ in out] == ["end"]
+    assert out[0][1] == pytest.approx(chunks_for(350), abs=CHUNK_MS)
+    assert len(asked) == 2 and asked[1] > asked[0]  # the second saw the longer pause
+    # Re-asking off: the first verdict waits for the cap.
+    server.E.turn, asked = scripted(0.2, 0.9)
+    cfg = energy(mode="smart", turn_check_ms=200, turn_recheck_ms=0, max_silence_ms=1200)
+    out, _ = run_turn(server, "Yes, please.", cfg)
+    assert out[0][1] == pytest.approx(chunks_for(1200), abs=CHUNK_MS) and len(asked) == 1
+    # Unfinished every time: asked every 150 ms up to the cap, which ends the turn.
+    server.E.turn, asked = scripted(0.2)
+    cfg = energy(mode="smart", turn_check_ms=200, turn_recheck_ms=150, max_silence_ms=1200)
+    out, _ = run_turn(server, "Yes, please.", cfg)
+    assert out[0][1] == pytest.approx(chunks_for(1200), abs=CHUNK_MS)
+    assert 6 <= len(asked) <= 8, asked
+    # A held turn (complete, but the transcript ends open) is not asked again: the cap.
+    server.E.turn, asked = scripted(0.99)
+    cfg = energy(mode="smart", turn_check_ms=200, turn_recheck_ms=150, max_silence_ms=1200)
+    out, holds = run_turn(server, "My number is", cfg)
+    assert holds == 1 and len(asked) == 1
+    assert out[0][1] == pytest.approx(chunks_for(1200), abs=CHUNK_MS)
+
+
+def test_the_node_switch_for_asking_again(server):
+    assert server.endpoint_cfg(args(server), None, None, None).turn_recheck_ms == 150
+    assert server.endpoint_cfg(args(server, "--turn-recheck-ms", "100"), None, None, None).turn_recheck_ms == 100
+    assert server.endpoint_cfg(args(server, "--turn-recheck", "off"), None, None, None).turn_recheck_ms == 0
+
+
 # ---------------------------------------------------------------------------
 # The Deepgram-style endpoint end to end (aiohttp test server, scripted models).
 
