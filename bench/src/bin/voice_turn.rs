@@ -21,10 +21,11 @@
 //! node (% of one core over the level). Writes `voice_turn[_TAG].svg` (the plain set) to
 //! `--out` and prints a markdown table.
 //!
-//! Turn policies (`--policy baseline,hold,patience,interim,recheck,all`, docs/voice.md "Turn
+//! Turn policies (`--policy baseline,hold,patience,interim,recheck,interim+eager,all`, docs/voice.md "Turn
 //! policy") are measured side by side in one sitting: each runs on a fresh engine and
 //! speech node whose remedies are switched on or off by the node's flags
-//! (`--turn-hold`, `--patience`, `--end-of-turn-events`, `--turn-recheck`), with its own warm-up; every row
+//! (`--turn-hold`, `--patience`, `--end-of-turn-events`, `--turn-recheck`,
+//! `--eager-end-of-turn`), with its own warm-up; every row
 //! of the table names its policy, and each policy gets its plot (`voice_turn[_TAG]_POLICY.svg`
 //! when several ran).
 //!
@@ -36,7 +37,7 @@
 //! # the remedies side by side
 //! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith $CARGO_TARGET_DIR/release/voice_turn \
 //!   --concurrency 1,5 --calls-per-level 10 --sets plain,paused \
-//!   --policy baseline,hold,patience,interim,recheck,all --tag policies
+//!   --policy baseline,hold,patience,interim,recheck,interim+eager,all --tag policies
 //! ```
 
 use std::collections::BTreeMap;
@@ -78,9 +79,10 @@ struct Args {
     #[arg(long)]
     speech_threads: Option<usize>,
     /// Turn policies, each measured on a fresh engine and speech node, in this order:
-    /// `baseline` (none of the remedies), `hold`, `patience`, `interim`, `recheck`, several joined with
-    /// `+` (`hold+patience`), or `all`. Each names the speech node's switches
-    /// ([`policy_args`]); the node's defaults are `all`.
+    /// `baseline` (none of the remedies), `hold`, `patience`, `interim`, `recheck`, `eager`,
+    /// several joined with `+` (`interim+eager`: the engine acts on the eager end of turn
+    /// only with the end-of-turn events on), or `all`. Each names the speech node's switches
+    /// ([`policy_args`]); the node's defaults are `all` but `eager`.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     policy: Vec<String>,
     /// More arguments of the speech node's server.py (`[speech] args`), e.g.
@@ -171,9 +173,14 @@ fn diff(a: Option<u64>, b: Option<u64>) -> Option<f64> {
     Some(b? as f64 - a? as f64)
 }
 
-/// Reads one call's first turn from its history and pairs it with the callee's record.
+/// Reads one call's answer from its history (its last turn: a reply taken back after an
+/// eager end of turn leaves a first turn that the second continues) and pairs it with the
+/// callee's record.
 fn turn_of(h: &Value, rec: &CallRecord, phrase: &Phrase) -> Turn {
-    let t = &h["turns"][0];
+    let t = h["turns"]
+        .as_array()
+        .and_then(|a| a.last())
+        .unwrap_or(&Value::Null);
     let u = |k: &str| t[k].as_u64();
     // Recognition is scored on the final transcript: a turn decided from the interim one
     // records its final beside it (`final_transcript`).
@@ -218,13 +225,15 @@ fn turn_of(h: &Value, rec: &CallRecord, phrase: &Phrase) -> Turn {
 
 /// The remedies of the turn policy, each a switch of the speech node (docs/voice.md,
 /// "Turn policy"): the unfinished-transcript hold, the question's patience, the
-/// end-of-turn event that lets an interim transcript decide the answer, and Smart Turn
-/// asked again while a pause goes on.
+/// end-of-turn event that lets an interim transcript decide the answer, Smart Turn asked
+/// again while a pause goes on, and the eager end of turn whose reply is taken back when
+/// the caller goes on (the engine acts on it only with the end-of-turn events on).
 const REMEDIES: &[(&str, &str)] = &[
     ("hold", "--turn-hold"),
     ("patience", "--patience"),
     ("interim", "--end-of-turn-events"),
     ("recheck", "--turn-recheck"),
+    ("eager", "--eager-end-of-turn"),
 ];
 
 /// The speech node's arguments for a policy: `baseline`, `all`, or remedies joined with
@@ -767,6 +776,10 @@ mod tests {
         assert_eq!(t.errors, 0);
         let plain = history(json!({"transcript": "yes in the afternoon"}));
         assert!(turn_of(&plain, &rec, &phrase).exact);
+        // A reply taken back: the second turn, which continues the first, is the answer.
+        let taken_back = json!({"turns": [{"transcript": "Yes"},
+            {"transcript": "yes in the afternoon"}], "goals": ["yes"]});
+        assert!(turn_of(&taken_back, &rec, &phrase).exact);
         let interim_only = history(json!({"transcript": "Yes"}));
         let t = turn_of(&interim_only, &rec, &phrase);
         assert!(!t.exact && t.errors == 3, "{t:?}");
@@ -777,25 +790,29 @@ mod tests {
         let flags = |p: &str| policy_args(p).unwrap().join(" ");
         assert_eq!(
             flags("baseline"),
-            "--turn-hold off --patience off --end-of-turn-events off --turn-recheck off"
+            "--turn-hold off --patience off --end-of-turn-events off --turn-recheck off --eager-end-of-turn off"
         );
         assert_eq!(
             flags("hold"),
-            "--turn-hold on --patience off --end-of-turn-events off --turn-recheck off"
+            "--turn-hold on --patience off --end-of-turn-events off --turn-recheck off --eager-end-of-turn off"
         );
         assert_eq!(
             flags("patience+interim"),
-            "--turn-hold off --patience on --end-of-turn-events on --turn-recheck off"
+            "--turn-hold off --patience on --end-of-turn-events on --turn-recheck off --eager-end-of-turn off"
         );
         assert_eq!(
             flags("recheck"),
-            "--turn-hold off --patience off --end-of-turn-events off --turn-recheck on"
+            "--turn-hold off --patience off --end-of-turn-events off --turn-recheck on --eager-end-of-turn off"
         );
         assert_eq!(
             flags("all"),
-            "--turn-hold on --patience on --end-of-turn-events on --turn-recheck on"
+            "--turn-hold on --patience on --end-of-turn-events on --turn-recheck on --eager-end-of-turn on"
         );
-        assert!(policy_args("eager").is_err());
-        assert!(policy_args("hold+eager").is_err());
+        assert_eq!(
+            flags("interim+eager"),
+            "--turn-hold off --patience off --end-of-turn-events on --turn-recheck off --eager-end-of-turn on"
+        );
+        assert!(policy_args("eagerly").is_err());
+        assert!(policy_args("hold+soon").is_err());
     }
 }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use callsmith_media::stt::SttEvent;
 use callsmith_media::tts::{Synthesis, TtsRequest};
 use callsmith_media::{
     BargeIn, PlayEnd, PlayHandle,
@@ -220,6 +221,12 @@ impl LivePort {
     /// Waits for a playout to end, taking in keys and the call's end meanwhile: what they
     /// do to the prompt is decided by [`PlayTurn`]; this feeds it the call's I/O and does
     /// what it asks. Returns the outcome, the ms played and the first RTP packet's time.
+    ///
+    /// The first prompt after an answer decided at the recogniser's eager end of turn is
+    /// its reply: when the caller goes on speaking (`TurnResumed`) before the recogniser
+    /// confirms the answer, the playout is stopped at once (its next 20 ms frame is not
+    /// sent) and the outcome is [`PlayOutcome::TakenBack`]; the stream stays with the port
+    /// for the turn that goes on. Otherwise the answer is settled when the prompt ends.
     pub(super) async fn drive_playout(
         &mut self,
         handle: PlayHandle,
@@ -229,10 +236,27 @@ impl LivePort {
         tokio::pin!(wait);
         let mut play = PlayTurn::new(interruptible);
         let (mut played_ms, mut first_rtp_ns) = (0, None);
+        let mut eager = self.eager.take();
         loop {
             if let Some(o) = self.play_actions(&mut play) {
-                return (o, played_ms, first_rtp_ns);
+                return match eager {
+                    Some(e) if e.resumed => {
+                        self.eager = Some(e);
+                        (PlayOutcome::TakenBack, played_ms, first_rtp_ns)
+                    }
+                    Some(e) => {
+                        e.settle(&mut self.record);
+                        (o, played_ms, first_rtp_ns)
+                    }
+                    None => (o, played_ms, first_rtp_ns),
+                };
             }
+            let eager_next = async {
+                match eager.as_mut() {
+                    Some(e) if !e.resumed => e.stt.next().await,
+                    _ => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 o = &mut wait => {
                     first_rtp_ns = o.first_rtp_ns;
@@ -240,6 +264,26 @@ impl LivePort {
                     play.handle_event(PlayEvent::PlayoutEnded(playout_end(o.end)));
                 }
                 ev = self.next() => play_event(&mut play, ev),
+                ev = eager_next => match ev {
+                    Some(SttEvent::TurnResumed) => {
+                        let _ = self.io.session.stop_playout();
+                        if let Some(e) = eager.as_mut() {
+                            e.resumed = true;
+                        }
+                    }
+                    // The recogniser's end of turn confirms the answer; its final follows.
+                    Some(SttEvent::Transcript(t)) if t.end_of_turn => {
+                        if let Some(e) = eager.take() {
+                            e.settle(&mut self.record);
+                        }
+                    }
+                    Some(SttEvent::Transcript(t)) if t.is_final => {
+                        self.record.final_of_last_turn(t);
+                        eager = None;
+                    }
+                    Some(SttEvent::Transcript(_) | SttEvent::EagerEndOfTurn { .. }) => {}
+                    Some(SttEvent::NodeFailed { .. } | SttEvent::Ended) | None => eager = None,
+                },
             }
         }
     }
@@ -295,5 +339,6 @@ pub(super) fn outcome_name(o: &PlayOutcome) -> PromptOutcome {
         PlayOutcome::Interrupted => PromptOutcome::Interrupted,
         PlayOutcome::HungUp => PromptOutcome::HungUp,
         PlayOutcome::Failed(_) => PromptOutcome::Failed,
+        PlayOutcome::TakenBack => PromptOutcome::TakenBack,
     }
 }

@@ -145,6 +145,14 @@ impl CallRecord {
         }
     }
 
+    /// The last kept turn's final transcript, which came after its answer was decided
+    /// ([`TurnLog::final_transcript`]).
+    pub(super) fn final_of_last_turn(&mut self, t: Transcript) {
+        if let Some(turn) = self.turns.last_mut() {
+            set_final(turn, t);
+        }
+    }
+
     /// Keeps a call_transfer attempt.
     pub(super) fn keep_transfer(&mut self, log: TransferLog) {
         self.transfers.push(log);
@@ -219,10 +227,7 @@ impl CallRecord {
         } = self;
         for (i, final_) in late_finals {
             if let (Ok(Some(t)), Some(turn)) = (final_.await, turns.get_mut(i)) {
-                if turn.language.is_none() && !t.text.trim().is_empty() {
-                    turn.language = t.language;
-                }
-                turn.final_transcript = Some(t.text);
+                set_final(turn, t);
             }
         }
         for (i, save) in turn_audio_saves {
@@ -264,4 +269,13 @@ impl CallRecord {
         };
         (history, live)
     }
+}
+
+/// Records a turn's final transcript that came after its answer was decided (and its
+/// language, when the turn has none).
+fn set_final(turn: &mut TurnLog, t: Transcript) {
+    if turn.language.is_none() && !t.text.trim().is_empty() {
+        turn.language = t.language;
+    }
+    turn.final_transcript = Some(t.text);
 }

@@ -55,6 +55,9 @@ text_enum!(
         HungUp = "hung_up",
         /// The audio could not be had, or its synthesis stopped part way.
         Failed = "failed",
+        /// The reply to an answer decided at the recogniser's eager end of turn, stopped
+        /// because the caller went on speaking (docs/voice.md, "Turn policy").
+        TakenBack = "taken_back",
     }
 );
 
@@ -421,7 +424,7 @@ mod tests {
         );
         assert_eq!(
             PromptOutcome::names(),
-            "completed, interrupted, hung_up, failed"
+            "completed, interrupted, hung_up, failed, taken_back"
         );
         assert_eq!(Heard::names(), "speech, dtmf, no_input, hung_up");
         assert_eq!(TransferMode::names(), "blind, bridged");

@@ -43,6 +43,15 @@ pub enum Act {
     /// with the interim transcript `interim` (the local speech node's `EndOfTurn`) and
     /// sends the final 300 ms later.
     SayWithEndOfTurn { interim: String, text: String },
+    /// Says `text` as [`Act::Say`] does, but when the speech ends the recogniser reports
+    /// its eager end of turn with `text`. With `more` = (ms, words) the caller goes on that
+    /// long after it: the recogniser takes the eager end of turn back (`TurnResumed`), and
+    /// when `words` are said reports its end of turn and final with the whole. Without, its
+    /// end of turn and final (`text`) follow 300 ms after the eager one.
+    SayEager {
+        text: String,
+        more: Option<(u64, String)>,
+    },
     /// Hangs up (a BYE).
     HangUp,
 }
@@ -243,6 +252,7 @@ impl Peer {
                 Act::InfoKeys(keys) => self.keys(&keys, false).await,
                 Act::Say(text) => self.say(&text, None).await,
                 Act::SayWithEndOfTurn { interim, text } => self.say(&text, Some(&interim)).await,
+                Act::SayEager { text, more } => self.say_eager(&text, more).await,
                 Act::HangUp => self.end(EndInfo {
                     call_status: CallStatus::Answered,
                     sip_code: None,
@@ -306,25 +316,56 @@ impl Peer {
         }
     }
 
+    async fn say_eager(&self, text: &str, more: Option<(u64, String)>) {
+        let long = |t: &str| Duration::from_millis((t.chars().count() as u64 * 60).max(400));
+        {
+            let mut s = self.0.lock();
+            let at_ms = Peer::ms(&s);
+            if s.watching {
+                let _ = s.media_events.try_send(MediaEvent::SpeechStarted { at_ms });
+            }
+        }
+        tokio::time::sleep(long(text)).await;
+        self.event(SttEvent::EagerEndOfTurn { text: text.into() })
+            .await;
+        let whole = match more {
+            Some((after_ms, words)) => {
+                tokio::time::sleep(Duration::from_millis(after_ms)).await;
+                self.event(SttEvent::TurnResumed).await;
+                tokio::time::sleep(long(&words)).await;
+                format!("{text} {words}")
+            }
+            None => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                text.to_string()
+            }
+        };
+        self.transcript(&whole, false, true).await;
+        self.transcript(&whole, true, false).await;
+    }
+
+    /// Tells the recogniser listening now, if any, `ev`.
+    async fn event(&self, ev: SttEvent) {
+        let tx = self.0.lock().recognizer.clone();
+        if let Some(tx) = tx {
+            let _ = tx.send(ev).await;
+        }
+    }
+
     /// Tells the recogniser listening now, if any, what it heard.
     async fn transcript(&self, text: &str, is_final: bool, end_of_turn: bool) {
-        let (tx, at_ms) = {
-            let s = self.0.lock();
-            (s.recognizer.clone(), Peer::ms(&s))
+        let at_ms = Peer::ms(&self.0.lock());
+        let t = Transcript {
+            text: text.to_string(),
+            is_final,
+            at_ms,
+            end_ms: at_ms,
+            node: NODE.into(),
+            decision_to_final_ms: None,
+            language: None,
+            end_of_turn,
         };
-        if let Some(tx) = tx {
-            let t = Transcript {
-                text: text.to_string(),
-                is_final,
-                at_ms,
-                end_ms: at_ms,
-                node: NODE.into(),
-                decision_to_final_ms: None,
-                language: None,
-                end_of_turn,
-            };
-            let _ = tx.send(SttEvent::Transcript(t)).await;
-        }
+        self.event(SttEvent::Transcript(t)).await;
     }
 
     /// The leg ends as `info` says (once).
