@@ -118,6 +118,10 @@ struct Turn {
     branch_ok: bool,
     /// The answer was decided from the interim transcript (the turn's `notes` say so).
     from_interim: bool,
+    /// An answer was decided at the recogniser's eager end of turn (a turn's `notes`).
+    from_eager: bool,
+    /// Its reply was taken back (a prompt's outcome `taken_back`).
+    taken_back: bool,
     live: usize,
     transcript: String,
     phrase: String,
@@ -217,6 +221,18 @@ fn turn_of(h: &Value, rec: &CallRecord, phrase: &Phrase) -> Turn {
             .into_iter()
             .flatten()
             .any(|n| n.as_str().is_some_and(|n| n.contains("interim transcript"))),
+        from_eager: h["turns"].as_array().into_iter().flatten().any(|t| {
+            t["notes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|n| n.as_str().is_some_and(|n| n.contains("eager end of turn")))
+        }),
+        taken_back: h["prompts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| p["outcome"] == "taken_back"),
         live: rec.live_at_speech_end,
         transcript,
         phrase: phrase.text.clone(),
@@ -528,9 +544,9 @@ fn print_level(l: &Level) {
 
 fn print_table(levels: &[Level]) {
     println!(
-        "\n| policy | calls live (cpl) | set | turns | false cut-offs | on-wire p50 / p95 / p99 ms | history response_ms p50 | speech end → final p50 | final → reply requested p50 | → first RTP p50 | mean live at speech end | exact phrases | word errors | branch right | from interim | engine CPU % | node CPU % | load 1-min |"
+        "\n| policy | calls live (cpl) | set | turns | false cut-offs | on-wire p50 / p95 / p99 ms | history response_ms p50 | speech end → final p50 | final → reply requested p50 | → first RTP p50 | mean live at speech end | exact phrases | word errors | branch right | from interim | eager / taken back | engine CPU % | node CPU % | load 1-min |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for l in levels {
         let wire = sorted(l.turns.iter().filter_map(|t| t.wire_ms));
         let hist = sorted(l.turns.iter().filter_map(|t| t.history_response_ms));
@@ -547,7 +563,7 @@ fn print_table(levels: &[Level]) {
         let cut = l.turns.iter().filter(|t| t.cut_off).count();
         let live = l.turns.iter().map(|t| t.live as f64).sum::<f64>() / n;
         println!(
-            "| {} | {} | {} | {} | {}/{} ({:.0} %) | {} / {} / {} | {} | {} | {} | {} | {:.1} | {}/{} ({:.0} %) | {:.1} % | {}/{} | {}/{} | {:.0} | {:.0} | {:.1}–{:.1} |",
+            "| {} | {} | {} | {} | {}/{} ({:.0} %) | {} / {} / {} | {} | {} | {} | {} | {:.1} | {}/{} ({:.0} %) | {:.1} % | {}/{} | {}/{} | {}/{} | {:.0} | {:.0} | {:.1}–{:.1} |",
             l.policy,
             l.n,
             l.set,
@@ -571,6 +587,8 @@ fn print_table(levels: &[Level]) {
             l.turns.len(),
             l.turns.iter().filter(|t| t.from_interim).count(),
             l.turns.len(),
+            l.turns.iter().filter(|t| t.from_eager).count(),
+            l.turns.iter().filter(|t| t.taken_back).count(),
             l.engine_cpu_pct,
             l.node_cpu_pct,
             l.load.0,
@@ -773,13 +791,21 @@ mod tests {
         }));
         let t = turn_of(&decided, &rec, &phrase);
         assert!(t.exact && t.from_interim && t.branch_ok, "{t:?}");
+        assert!(!t.from_eager && !t.taken_back);
         assert_eq!(t.errors, 0);
         let plain = history(json!({"transcript": "yes in the afternoon"}));
         assert!(turn_of(&plain, &rec, &phrase).exact);
         // A reply taken back: the second turn, which continues the first, is the answer.
-        let taken_back = json!({"turns": [{"transcript": "Yes"},
-            {"transcript": "yes in the afternoon"}], "goals": ["yes"]});
-        assert!(turn_of(&taken_back, &rec, &phrase).exact);
+        let taken_back = json!({"turns": [
+            {"transcript": "Yes", "notes": ["answer decided from the transcript at the recogniser's eager end of turn, before its end of turn"]},
+            {"transcript": "yes in the afternoon"}],
+            "prompts": [{"outcome": "completed"}, {"outcome": "taken_back"}, {"outcome": "completed"}],
+            "goals": ["yes"]});
+        let t = turn_of(&taken_back, &rec, &phrase);
+        assert!(
+            t.exact && t.from_eager && t.taken_back && !t.from_interim,
+            "{t:?}"
+        );
         let interim_only = history(json!({"transcript": "Yes"}));
         let t = turn_of(&interim_only, &rec, &phrase);
         assert!(!t.exact && t.errors == 3, "{t:?}");
