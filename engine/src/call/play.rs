@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use callsmith_media::MediaEvent;
 use callsmith_media::stt::SttEvent;
 use callsmith_media::tts::{Synthesis, TtsRequest};
 use callsmith_media::{
@@ -223,10 +224,12 @@ impl LivePort {
     /// what it asks. Returns the outcome, the ms played and the first RTP packet's time.
     ///
     /// The first prompt after an answer decided at the recogniser's eager end of turn is
-    /// its reply: when the caller goes on speaking (`TurnResumed`) before the recogniser
-    /// confirms the answer, the playout is stopped at once (its next 20 ms frame is not
-    /// sent) and the outcome is [`PlayOutcome::TakenBack`]; the stream stays with the port
-    /// for the turn that goes on. Otherwise the answer is settled when the prompt ends.
+    /// its reply: when the caller goes on speaking before the recogniser confirms the
+    /// answer (the call's speech detector's onset, watched meanwhile, or the recogniser's
+    /// `TurnResumed`, whichever comes first), the playout is stopped at once (its next
+    /// 20 ms frame is not sent) and the outcome is [`PlayOutcome::TakenBack`]; the stream
+    /// stays with the port for the turn that goes on. Otherwise the answer is settled when
+    /// the prompt ends.
     pub(super) async fn drive_playout(
         &mut self,
         handle: PlayHandle,
@@ -237,8 +240,12 @@ impl LivePort {
         let mut play = PlayTurn::new(interruptible);
         let (mut played_ms, mut first_rtp_ns) = (0, None);
         let mut eager = self.eager.take();
+        let watching = eager.is_some() && self.io.session.watch_speech(true).is_ok();
         loop {
             if let Some(o) = self.play_actions(&mut play) {
+                if watching {
+                    let _ = self.io.session.watch_speech(false);
+                }
                 return match eager {
                     Some(e) if e.resumed => {
                         self.eager = Some(e);
@@ -263,7 +270,13 @@ impl LivePort {
                     played_ms = o.played_ms;
                     play.handle_event(PlayEvent::PlayoutEnded(playout_end(o.end)));
                 }
-                ev = self.next() => play_event(&mut play, ev),
+                ev = self.next() => match (ev, eager.as_mut()) {
+                    (CallEvent::Media(MediaEvent::SpeechStarted { .. }), Some(e)) if !e.resumed => {
+                        let _ = self.io.session.stop_playout();
+                        e.resumed = true;
+                    }
+                    (ev, _) => play_event(&mut play, ev),
+                },
                 ev = eager_next => match ev {
                     Some(SttEvent::TurnResumed) => {
                         let _ = self.io.session.stop_playout();

@@ -208,9 +208,10 @@ async fn an_end_of_turn_interim_that_names_one_answer_decides_the_question() {
 }
 
 /// The recogniser's eager end of turn names one answer ("forty two"): the reply starts at
-/// once. The caller goes on 200 ms into it ("… please"): the reply stops there (taken
-/// back), the question listens on and the two parts are one answer, whose reply then
-/// plays whole; the goal after the reply is reached once.
+/// once. The caller goes on 200 ms into it ("… please"): the reply stops at the speech
+/// detector's onset, not 100 ms later at the recogniser's `TurnResumed` (taken back), the
+/// question listens on and the two parts are one answer, whose reply then plays whole; the
+/// goal after the reply is reached once.
 #[tokio::test(start_paused = true)]
 async fn a_reply_to_an_eager_answer_is_taken_back_when_the_caller_goes_on() {
     let eager = |more: Option<(u64, String)>| {

@@ -25,6 +25,8 @@ use tokio::time::Instant;
 
 /// One frame of audio.
 const FRAME: Duration = Duration::from_millis(20);
+/// How long after the caller goes on the recogniser takes its eager end of turn back.
+const RESUMED_LAG: Duration = Duration::from_millis(100);
 /// The gap between two keys the caller presses.
 const KEY_GAP: Duration = Duration::from_millis(150);
 
@@ -45,9 +47,10 @@ pub enum Act {
     SayWithEndOfTurn { interim: String, text: String },
     /// Says `text` as [`Act::Say`] does, but when the speech ends the recogniser reports
     /// its eager end of turn with `text`. With `more` = (ms, words) the caller goes on that
-    /// long after it: the recogniser takes the eager end of turn back (`TurnResumed`), and
-    /// when `words` are said reports its end of turn and final with the whole. Without, its
-    /// end of turn and final (`text`) follow 300 ms after the eager one.
+    /// long after it (the speech detector's onset, when watched), the recogniser takes the
+    /// eager end of turn back (`TurnResumed`) 100 ms later, and when `words` are said
+    /// reports its end of turn and final with the whole. Without, its end of turn and final
+    /// (`text`) follow 300 ms after the eager one.
     SayEager {
         text: String,
         more: Option<(u64, String)>,
@@ -331,8 +334,16 @@ impl Peer {
         let whole = match more {
             Some((after_ms, words)) => {
                 tokio::time::sleep(Duration::from_millis(after_ms)).await;
+                {
+                    let mut s = self.0.lock();
+                    let at_ms = Peer::ms(&s);
+                    if s.watching {
+                        let _ = s.media_events.try_send(MediaEvent::SpeechStarted { at_ms });
+                    }
+                }
+                tokio::time::sleep(RESUMED_LAG).await;
                 self.event(SttEvent::TurnResumed).await;
-                tokio::time::sleep(long(&words)).await;
+                tokio::time::sleep(long(&words).saturating_sub(RESUMED_LAG)).await;
                 format!("{text} {words}")
             }
             None => {
