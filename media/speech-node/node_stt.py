@@ -236,16 +236,17 @@ DIGIT_WORDS = {
 }
 # The question's patience (the stream's `patience` option) as endpointing: the silence
 # after which the end-of-turn model is asked, the model's probability that counts as
-# complete, the silence cap, and whether a trailing digit run is held. `normal` is the
-# node's own settings.
+# complete, the silence cap, and whether a trailing digit run is held (`long` and
+# `digits` also send no eager end of turn). `normal` is the node's own settings.
 PATIENCE = {
-    # Smart Turn is asked once: asked sooner than the node's own time it more often finds
-    # the turn unfinished, and an unfinished verdict waits for the cap (a 150 ms check
+    # Asked sooner than the node's own time, Smart Turn more often finds the turn
+    # unfinished (a 150 ms first check, with an unfinished verdict waiting for the cap,
     # doubled the plain set's p50 in voice_turn), so `short` only lowers the cap.
     "short": {"max_silence_ms": 800},
     "normal": {},
-    "long": {"turn_check_ms": 300, "turn_threshold": 0.7, "max_silence_ms": 2000},
-    "digits": {"turn_check_ms": 300, "turn_threshold": 0.7, "max_silence_ms": 2000, "hold_digits": True},
+    "long": {"turn_check_ms": 300, "turn_threshold": 0.7, "max_silence_ms": 2000, "eager_ms": 0},
+    "digits": {"turn_check_ms": 300, "turn_threshold": 0.7, "max_silence_ms": 2000, "hold_digits": True,
+               "eager_ms": 0},
 }
 
 
@@ -286,6 +287,12 @@ class EndpointConfig:
     mode: str = "smart"  # "smart" (VAD + Smart Turn) or "fixed" (VAD + fixed silence timer)
     silence_ms: int = 700  # fixed mode: silence that ends an utterance
     turn_check_ms: int = 200  # smart mode: silence after which Smart Turn is asked
+    # smart mode: Smart Turn is asked again every this many ms of further silence while it
+    # finds the turn unfinished, up to the cap (0: asked once per pause)
+    turn_recheck_ms: int = 150
+    # silence after which an "eager" event is reported once per pause (both modes): the
+    # session may announce a likely end of turn, taken back if speech resumes (0: off)
+    eager_ms: int = 0
     final_start_ms: int = 100  # silence after which the final transcription starts (both modes)
     max_silence_ms: int = 1200  # smart mode: silence that ends an utterance whatever Smart Turn said
     turn_threshold: float = 0.5
@@ -338,6 +345,8 @@ class Stream:
         self.voice_seq = 0  # bumps on every speech chunk inside an utterance
         self.speech_end = 0  # stream sample where speech was last heard
         self.turn_checked = False
+        self.checked_at_ms = 0.0  # silence (ms) at the current pause's last "check"
+        self.eager_reported = False  # "eager" reported for the current silence
         self.spec_started = False  # "spec" reported for the current silence
         self.held = False  # the current silence is held (an unfinished transcript)
         self.holds = 0  # turns held, for the request log line
@@ -385,7 +394,8 @@ class Stream:
     def feed(self, data: bytes):
         """Adds audio and runs the VAD until an event: None, "check" (ask Smart
         Turn), "spec" (start the final transcription, the speaker may still go on),
-        "end" (silence timer ran out) or "max" (utterance too long).
+        "eager" (`eager_ms` of silence: a likely end of turn, once per pause), "end"
+        (silence timer ran out) or "max" (utterance too long).
         After an event, call feed(b"") again: unprocessed audio is kept."""
         if data:
             self._append_input(data)
@@ -431,6 +441,7 @@ class Stream:
                 self.silence = 0
                 self.turn_checked = False
                 self.spec_started = False
+                self.eager_reported = False
                 self.held = False
                 self.speech_end = self.pos
                 self.voice_seq += 1
@@ -446,6 +457,7 @@ class Stream:
             self.silence = 0
             self.turn_checked = False
             self.spec_started = False
+            self.eager_reported = False
             self.held = False
             self.speech_end = self.pos
             self.voice_seq += 1
@@ -461,12 +473,26 @@ class Stream:
             return "end"
         elif sil_ms >= cfg.turn_check_ms and not self.turn_checked:
             self.turn_checked = True
+            self.checked_at_ms = sil_ms
             self.spec_started = True  # the check starts the final transcription if "spec" did not
+            return "check"
+        elif self.turn_checked and self.recheck_due(sil_ms):
+            self.checked_at_ms = sil_ms
             return "check"
         if sil_ms >= cfg.final_start_ms and not self.spec_started:
             self.spec_started = True
             return "spec"
+        if cfg.eager_ms > 0 and sil_ms >= cfg.eager_ms and not self.eager_reported:
+            self.eager_reported = True
+            return "eager"
         return None
+
+    def recheck_due(self, sil_ms):
+        """Whether Smart Turn is asked again in this pause: re-asking is on, the last
+        verdict was "unfinished" (the pause goes on, not held: a held turn waits for the
+        cap) and `turn_recheck_ms` of silence have passed since."""
+        step = self.cfg.turn_recheck_ms
+        return step > 0 and not self.held and sil_ms >= self.checked_at_ms + step
 
     def can_hold(self):
         """Whether the current silence may still be held: the hold is on, not yet held,
@@ -527,6 +553,7 @@ class Stream:
         self.silence = 0
         self.turn_checked = False
         self.spec_started = False
+        self.eager_reported = False
         self.held = False
         self.partial = ""
         self.partial_at = 0

@@ -16,15 +16,18 @@ Recognition (websocket):
                  "channel":{"alternatives":[{"transcript","confidence","words","languages"}]}}
                 out; with interim results, {"type":"EndOfTurn","transcript","uncovered_ms"}
                 when the turn is judged over, before its final (--end-of-turn-events: the
-                latest interim transcript, and the ms of speech after its audio).
+                latest interim transcript, and the ms of speech after its audio); with
+                --eager-end-of-turn, {"type":"EagerEndOfTurn","transcript"} after
+                --eager-ms of silence and {"type":"TurnResumed"} when speech resumes in
+                the same turn after it.
                 `language=multi` with `detect_language` tags: each final is decoded in
                 the most probable of those languages (Whisper's language identification;
                 "languages" names it); `keyterm`/`keywords` are Whisper hotwords.
                 {"type":"Finalize"} finalizes now, {"type":"CloseStream"} flushes, answers
                 {"type":"Metadata"} and closes.
   End of utterance: Silero VAD, then after --turn-check-ms of silence the Smart Turn v3
-  model decides whether the turn is complete (final now) or not (wait up to
-  --max-silence-ms). --endpoint fixed: a plain --silence-ms timer. A turn judged
+  model decides whether the turn is complete (final now) or not (asked again every
+  --turn-recheck-ms of further silence, up to --max-silence-ms). --endpoint fixed: a plain --silence-ms timer. A turn judged
   complete whose transcript ends open ("I'd like to", "um") is held up to the cap
   (--turn-hold); a stream's patience (query `patience`, Vosk config "patience") sets how
   soon a turn may end (--patience off ignores it). README.md, "Recognition".
@@ -605,6 +608,8 @@ def endpoint_cfg(args, endpointing=None, endpoint=None, patience=None):
         mode=args.endpoint if E.turn is not None else "fixed",
         silence_ms=args.silence_ms,
         turn_check_ms=args.turn_check_ms,
+        turn_recheck_ms=args.turn_recheck_ms if args.turn_recheck == "on" else 0,
+        eager_ms=args.eager_ms if args.eager_end_of_turn == "on" else 0,
         final_start_ms=args.final_start_ms,
         max_silence_ms=args.max_silence_ms,
         turn_threshold=args.turn_threshold,
@@ -781,6 +786,45 @@ async def deepgram_ws(request):
             await sess.send(dg_results(text, False, False, st.start_s(), st.start_s() + st.utt_len / SR))
 
     sess.on_partial = on_partial
+    # The eager end of turn sent and not yet settled: (utterance_id, voice_seq) it was for.
+    eager = {"sent": None}
+
+    async def send_eager(uid, seq, text):
+        if text and not st.closed and st.utterance_id == uid and st.voice_seq == seq:
+            eager["sent"] = (uid, seq)
+            await sess.send({"type": "EagerEndOfTurn", "transcript": text})
+
+    def on_eager():
+        """`eager_ms` of silence: the likely end of turn, with the latest interim transcript
+        when it heard all the speech, else with the speculative final's text once decoded
+        (not sent if speech resumed or the turn ended meanwhile)."""
+        uid, seq = st.utterance_id, st.voice_seq
+        if st.partial and st.uncovered_ms() <= 0:
+            asyncio.ensure_future(send_eager(uid, seq, st.partial))
+            return
+        if not sess.spec_valid():
+            sess.launch_spec()
+        fut = st.spec[0]
+
+        async def decoded():
+            try:
+                res = await fut
+            except Exception:
+                return
+            if res is not None:
+                await send_eager(uid, seq, res[0])
+
+        asyncio.ensure_future(decoded())
+
+    async def settle_eager():
+        """After an eager end of turn: speech in the same turn takes it back
+        (TurnResumed); the turn's end (its final) settles it."""
+        sent = eager["sent"]
+        if sent is None or sent == (st.utterance_id, st.voice_seq):
+            return
+        eager["sent"] = None
+        if sent[0] == st.utterance_id:
+            await sess.send({"type": "TurnResumed"})
 
     async def final(speech_final, from_finalize=False):
         text, words, start, end, language = await sess.final(speech_final)
@@ -820,8 +864,14 @@ async def deepgram_ws(request):
                 if vad_events and st.speech and not was_speech:
                     await sess.send({"type": "SpeechStarted", "channel": [0, 1],
                                      "timestamp": round(st.start_s(), 3)})
+                await settle_eager()
                 if ev is None:
                     break
+                if ev == "eager":
+                    if eot_events:
+                        on_eager()
+                    ev = st.feed(b"")
+                    continue
                 ev = await sess.decide(ev)
                 if ev == "end" and eot_events and st.partial:
                     # The end-of-turn decision, ahead of the final's decoding: the client
@@ -858,6 +908,10 @@ def parse_args(argv=None):
     p.add_argument("--endpoint", choices=["smart", "fixed"], default="smart",
                    help="end of utterance: VAD + Smart Turn (default) or a fixed silence timer")
     p.add_argument("--turn-check-ms", type=int, default=200, help="smart: silence before asking Smart Turn")
+    p.add_argument("--turn-recheck", choices=["on", "off"], default="on",
+                   help="smart: while Smart Turn finds the turn unfinished, ask it again every "
+                        "--turn-recheck-ms of further silence up to the cap (off: asked once per pause)")
+    p.add_argument("--turn-recheck-ms", type=int, default=150, help="smart: silence between two Smart Turn checks")
     p.add_argument("--final-start-ms", type=int, default=100,
                    help="silence after which the final transcription starts (kept if speech does not resume)")
     p.add_argument("--max-silence-ms", type=int, default=1200, help="smart: silence that always ends an utterance")
@@ -869,6 +923,11 @@ def parse_args(argv=None):
     p.add_argument("--end-of-turn-events", choices=["on", "off"], default="on",
                    help="Deepgram-style streams with interim results: send {\"type\":\"EndOfTurn\"} with the "
                         "latest interim transcript when the turn is judged over, ahead of the final")
+    p.add_argument("--eager-end-of-turn", choices=["on", "off"], default="off",
+                   help="with --end-of-turn-events: after --eager-ms of silence send {\"type\":\"EagerEndOfTurn\"} "
+                        "with the turn's transcript so far, and {\"type\":\"TurnResumed\"} when the caller "
+                        "goes on speaking in the same turn")
+    p.add_argument("--eager-ms", type=int, default=150, help="silence before the eager end of turn")
     p.add_argument("--patience", choices=["on", "off"], default="on",
                    help="honour a stream's patience option (short, normal, long, digits); off: every stream "
                         "is normal (the option is still checked)")

@@ -63,6 +63,7 @@ async fn call_and_recognise_with(
     loop {
         match tokio::time::timeout(Duration::from_secs(60), stt.next()).await {
             Ok(Some(SttEvent::Transcript(t))) => out.push(t),
+            Ok(Some(SttEvent::EagerEndOfTurn { .. } | SttEvent::TurnResumed)) => {}
             Ok(Some(SttEvent::Ended)) | Ok(None) => break,
             Ok(Some(SttEvent::NodeFailed { node, error })) => panic!("node {node} failed: {error}"),
             Err(_) => panic!("no end of recognition within 60 s"),

@@ -223,6 +223,9 @@ impl Program {
             goals: Vec::new(),
             trace: Trace::default(),
             visits: 0,
+            rewind: None,
+            taken_back: false,
+            resume: None,
         };
         let (end, steps) = run.walk(port).await;
         run.record(
@@ -344,6 +347,22 @@ struct Run<'p> {
     goals: Vec<String>,
     trace: Trace,
     visits: u64,
+    /// Where to go back to when the reply to an eager answer is taken back.
+    rewind: Option<Rewind<'p>>,
+    /// A reply was taken back ([`PlayOutcome::TakenBack`]): the walk goes back to
+    /// `rewind`'s question once the brick returns.
+    taken_back: bool,
+    /// The question re-entered after a take-back listens on without its statement, with
+    /// these fallback counts (invalid, empty).
+    resume: Option<(usize, usize)>,
+}
+
+/// A question whose answer may still be taken back, and the state before the answer.
+struct Rewind<'p> {
+    question: BrickRef<'p>,
+    vars: BTreeMap<String, String>,
+    goals: Vec<String>,
+    fallbacks: (usize, usize),
 }
 
 impl<'p> Run<'p> {
@@ -409,7 +428,12 @@ impl<'p> Run<'p> {
                     kind: brick.kind.as_str().to_string(),
                 },
             );
-            let out = match self.enter(brick, port).await {
+            let step = self.enter(brick, port).await;
+            if let Some(question) = self.take_back() {
+                brick = question;
+                continue;
+            }
+            let out = match step {
                 Step::Stop(reason) => return (reason, steps),
                 Step::Take(out) => out,
             };
@@ -450,6 +474,19 @@ impl<'p> Run<'p> {
                 }
             }
         }
+    }
+
+    /// After a brick whose reply was taken back: the state before the eager answer is
+    /// restored and the question that took it is next (it listens on).
+    fn take_back(&mut self) -> Option<BrickRef<'p>> {
+        if !std::mem::take(&mut self.taken_back) {
+            return None;
+        }
+        let r = self.rewind.take()?;
+        self.vars = r.vars;
+        self.goals = r.goals;
+        self.resume = Some(r.fallbacks);
+        Some(r.question)
     }
 
     async fn enter(&mut self, b: BrickRef<'p>, port: &mut dyn CallPort) -> Step {
@@ -790,7 +827,14 @@ impl<'p> Run<'p> {
         prompt: PromptSpec,
         interruption: Interruption,
     ) -> PlayOutcome {
+        // The rest of a brick whose reply was taken back is not played.
+        if self.taken_back {
+            return PlayOutcome::TakenBack;
+        }
         let outcome = port.play(&prompt, interruption).await;
+        if outcome == PlayOutcome::TakenBack && self.rewind.is_some() {
+            self.taken_back = true;
+        }
         self.record(
             &*port,
             Event::PromptPlayed {
@@ -873,9 +917,11 @@ impl<'p> Run<'p> {
             .get()
             .map(|f| f.fallbacks.items())
             .unwrap_or(&[]);
-        let (mut n_invalid, mut n_empty) = (0usize, 0usize);
+        // Re-entered after a take-back: the caller is still answering; listen on.
+        let resume = self.resume.take();
+        let (mut n_invalid, mut n_empty) = resume.unwrap_or((0, 0));
         let mut pre: Option<Reprompt> = None;
-        let mut say_statement = true;
+        let mut say_statement = resume.is_none();
         loop {
             if let Some(reprompt) = pre.take() {
                 let outcome = match reprompt {
@@ -903,6 +949,12 @@ impl<'p> Run<'p> {
                 return Step::Stop(EndReason::HungUp);
             }
             let heard = port.listen(&spec).await;
+            self.rewind = port.answer_may_be_taken_back().then(|| Rewind {
+                question: b,
+                vars: self.vars.clone(),
+                goals: self.goals.clone(),
+                fallbacks: (n_invalid, n_empty),
+            });
             self.record(
                 &*port,
                 Event::InputHeard {

@@ -37,6 +37,9 @@ pub struct ScriptedCall {
     pub hang_up_on_play: Option<usize>,
     /// Report an interruptible prompt as `Interrupted`.
     pub barge_in: bool,
+    /// Report prompt number `n` (0-based) as `TakenBack`, if set: the answers heard before
+    /// it may be taken back (an eager end of turn the caller then went on after).
+    pub take_back_play: Option<usize>,
 
     // Recordings.
     pub played: Vec<(PromptSpec, bool)>,
@@ -76,6 +79,7 @@ impl ScriptedCall {
             amd: AmdVerdict::Human,
             hang_up_on_play: None,
             barge_in: false,
+            take_back_play: None,
             played: Vec::new(),
             interruptions: Vec::new(),
             listens: Vec::new(),
@@ -185,6 +189,9 @@ impl CallPort for ScriptedCall {
         if self.hang_up_on_play == Some(n) {
             return PlayOutcome::HungUp;
         }
+        if self.take_back_play == Some(n) {
+            return PlayOutcome::TakenBack;
+        }
         if interruption.any() && self.barge_in {
             PlayOutcome::Interrupted
         } else {
@@ -244,6 +251,9 @@ impl CallPort for ScriptedCall {
     }
     fn now(&self) -> DateTime<Utc> {
         self.clock
+    }
+    fn answer_may_be_taken_back(&self) -> bool {
+        self.take_back_play.is_some_and(|n| n >= self.played.len())
     }
 }
 

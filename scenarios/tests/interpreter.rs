@@ -922,3 +922,49 @@ async fn question_filter_timezone_and_date_entities() {
         Some("2026-12-04")
     );
 }
+
+/// A reply taken back (the caller went on after an eager end of turn): the state of before
+/// the answer is restored (the goal reached on the way to the reply is reached once) and
+/// the question listens on without its statement; the second answer decides again, and its
+/// reply plays.
+#[tokio::test]
+async fn a_reply_taken_back_goes_back_to_the_question_which_listens_on() {
+    let v = scenario(json!({
+        "question": {"v1": [{"id": "first", "properties": {
+            "statement": {"audio": {"mode": "tts", "tts": {"text": "Shall we call back?"}}, "is_interruptible": false},
+            "answer": {"answers": [
+                {"answer_id": "yes", "speech_input": {"tokens": ["yes"]}},
+                {"answer_id": "no", "speech_input": {"tokens": ["no"]}}]}},
+            "outputs": [{"type": "yes", "next": "g"}, {"type": "no", "next": "e"},
+                        {"type": "invalid", "next": "e"}, {"type": "empty", "next": "e"}]}]},
+        "goal": {"v1": [{"id": "g", "properties": {"goal": "callback"}, "outputs": next("reply")}]},
+        "audio_tts": {"v1": [{"id": "reply", "properties": {"text": "We will call you."}, "outputs": next("e")}]}
+    }));
+    let mut port = ScriptedCall::new().say("yes").say("yes in the afternoon");
+    port.take_back_play = Some(1);
+    let r = run(&v, &mut port).await;
+    assert_eq!(
+        port.played_texts(),
+        [
+            "Shall we call back?",
+            "We will call you.",
+            "We will call you."
+        ]
+    );
+    assert_eq!(port.listens.len(), 2);
+    assert_eq!(r.goals, vec!["callback"]);
+    assert_eq!(
+        entered(&r),
+        path(&["s", "first", "g", "reply", "first", "g", "reply", "e"])
+    );
+    let outcomes: Vec<&PlayOutcome> = r
+        .trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::PromptPlayed { outcome, .. } => Some(outcome),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outcomes[1], &PlayOutcome::TakenBack);
+}

@@ -16,15 +16,16 @@
 //! reached the callee while its phrase, pauses included, was still being spoken: the bot
 //! talked over the caller; such a turn has no response time), the history's `response_ms`
 //! and its parts (speech end → final transcript → reply requested → first RTP),
-//! recognition (the history's transcript against the whole phrase, normalised: exact
+//! recognition (the history's final transcript against the whole phrase, normalised: exact
 //! phrases, word errors, the branch taken), and the CPU of the engine and of the speech
 //! node (% of one core over the level). Writes `voice_turn[_TAG].svg` (the plain set) to
 //! `--out` and prints a markdown table.
 //!
-//! Turn policies (`--policy baseline,hold,patience,interim,all`, docs/voice.md "Turn
+//! Turn policies (`--policy baseline,hold,patience,interim,recheck,interim+eager,all`, docs/voice.md "Turn
 //! policy") are measured side by side in one sitting: each runs on a fresh engine and
 //! speech node whose remedies are switched on or off by the node's flags
-//! (`--turn-hold`, `--patience`, `--end-of-turn-events`), with its own warm-up; every row
+//! (`--turn-hold`, `--patience`, `--end-of-turn-events`, `--turn-recheck`,
+//! `--eager-end-of-turn`), with its own warm-up; every row
 //! of the table names its policy, and each policy gets its plot (`voice_turn[_TAG]_POLICY.svg`
 //! when several ran).
 //!
@@ -36,7 +37,7 @@
 //! # the remedies side by side
 //! CALLSMITH_BIN=$CARGO_TARGET_DIR/release/callsmith $CARGO_TARGET_DIR/release/voice_turn \
 //!   --concurrency 1,5 --calls-per-level 10 --sets plain,paused \
-//!   --policy baseline,hold,patience,interim,all --tag policies
+//!   --policy baseline,hold,patience,interim,recheck,interim+eager,all --tag policies
 //! ```
 
 use std::collections::BTreeMap;
@@ -78,9 +79,10 @@ struct Args {
     #[arg(long)]
     speech_threads: Option<usize>,
     /// Turn policies, each measured on a fresh engine and speech node, in this order:
-    /// `baseline` (none of the remedies), `hold`, `patience`, `interim`, several joined with
-    /// `+` (`hold+patience`), or `all`. Each names the speech node's switches
-    /// ([`policy_args`]); the node's defaults are `all`.
+    /// `baseline` (none of the remedies), `hold`, `patience`, `interim`, `recheck`, `eager`,
+    /// several joined with `+` (`interim+eager`: the engine acts on the eager end of turn
+    /// only with the end-of-turn events on), or `all`. Each names the speech node's switches
+    /// ([`policy_args`]); the node's defaults are `all` but `eager`.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     policy: Vec<String>,
     /// More arguments of the speech node's server.py (`[speech] args`), e.g.
@@ -116,6 +118,10 @@ struct Turn {
     branch_ok: bool,
     /// The answer was decided from the interim transcript (the turn's `notes` say so).
     from_interim: bool,
+    /// An answer was decided at the recogniser's eager end of turn (a turn's `notes`).
+    from_eager: bool,
+    /// Its reply was taken back (a prompt's outcome `taken_back`).
+    taken_back: bool,
     live: usize,
     transcript: String,
     phrase: String,
@@ -171,11 +177,22 @@ fn diff(a: Option<u64>, b: Option<u64>) -> Option<f64> {
     Some(b? as f64 - a? as f64)
 }
 
-/// Reads one call's first turn from its history and pairs it with the callee's record.
+/// Reads one call's answer from its history (its last turn: a reply taken back after an
+/// eager end of turn leaves a first turn that the second continues) and pairs it with the
+/// callee's record.
 fn turn_of(h: &Value, rec: &CallRecord, phrase: &Phrase) -> Turn {
-    let t = &h["turns"][0];
+    let t = h["turns"]
+        .as_array()
+        .and_then(|a| a.last())
+        .unwrap_or(&Value::Null);
     let u = |k: &str| t[k].as_u64();
-    let transcript = t["transcript"].as_str().unwrap_or_default().to_string();
+    // Recognition is scored on the final transcript: a turn decided from the interim one
+    // records its final beside it (`final_transcript`).
+    let transcript = t["final_transcript"]
+        .as_str()
+        .or(t["transcript"].as_str())
+        .unwrap_or_default()
+        .to_string();
     let (want, got) = (
         normalize_transcript(&phrase.text),
         normalize_transcript(&transcript),
@@ -204,6 +221,18 @@ fn turn_of(h: &Value, rec: &CallRecord, phrase: &Phrase) -> Turn {
             .into_iter()
             .flatten()
             .any(|n| n.as_str().is_some_and(|n| n.contains("interim transcript"))),
+        from_eager: h["turns"].as_array().into_iter().flatten().any(|t| {
+            t["notes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|n| n.as_str().is_some_and(|n| n.contains("eager end of turn")))
+        }),
+        taken_back: h["prompts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| p["outcome"] == "taken_back"),
         live: rec.live_at_speech_end,
         transcript,
         phrase: phrase.text.clone(),
@@ -211,12 +240,16 @@ fn turn_of(h: &Value, rec: &CallRecord, phrase: &Phrase) -> Turn {
 }
 
 /// The remedies of the turn policy, each a switch of the speech node (docs/voice.md,
-/// "Turn policy"): the unfinished-transcript hold, the question's patience, and the
-/// end-of-turn event that lets an interim transcript decide the answer.
+/// "Turn policy"): the unfinished-transcript hold, the question's patience, the
+/// end-of-turn event that lets an interim transcript decide the answer, Smart Turn asked
+/// again while a pause goes on, and the eager end of turn whose reply is taken back when
+/// the caller goes on (the engine acts on it only with the end-of-turn events on).
 const REMEDIES: &[(&str, &str)] = &[
     ("hold", "--turn-hold"),
     ("patience", "--patience"),
     ("interim", "--end-of-turn-events"),
+    ("recheck", "--turn-recheck"),
+    ("eager", "--eager-end-of-turn"),
 ];
 
 /// The speech node's arguments for a policy: `baseline`, `all`, or remedies joined with
@@ -231,7 +264,11 @@ fn policy_args(policy: &str) -> Result<Vec<String>> {
         .iter()
         .find(|n| !REMEDIES.iter().any(|(name, _)| name == *n))
     {
-        bail!("--policy {policy:?}: {bad:?} is not baseline, all, hold, patience or interim");
+        let names: Vec<&str> = REMEDIES.iter().map(|(name, _)| *name).collect();
+        bail!(
+            "--policy {policy:?}: {bad:?} is not baseline, all or one of {}",
+            names.join(", ")
+        );
     }
     Ok(REMEDIES
         .iter()
@@ -507,9 +544,9 @@ fn print_level(l: &Level) {
 
 fn print_table(levels: &[Level]) {
     println!(
-        "\n| policy | calls live (cpl) | set | turns | false cut-offs | on-wire p50 / p95 / p99 ms | history response_ms p50 | speech end → final p50 | final → reply requested p50 | → first RTP p50 | mean live at speech end | exact phrases | word errors | branch right | from interim | engine CPU % | node CPU % | load 1-min |"
+        "\n| policy | calls live (cpl) | set | turns | false cut-offs | on-wire p50 / p95 / p99 ms | history response_ms p50 | speech end → final p50 | final → reply requested p50 | → first RTP p50 | mean live at speech end | exact phrases | word errors | branch right | from interim | eager / taken back | engine CPU % | node CPU % | load 1-min |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for l in levels {
         let wire = sorted(l.turns.iter().filter_map(|t| t.wire_ms));
         let hist = sorted(l.turns.iter().filter_map(|t| t.history_response_ms));
@@ -526,7 +563,7 @@ fn print_table(levels: &[Level]) {
         let cut = l.turns.iter().filter(|t| t.cut_off).count();
         let live = l.turns.iter().map(|t| t.live as f64).sum::<f64>() / n;
         println!(
-            "| {} | {} | {} | {} | {}/{} ({:.0} %) | {} / {} / {} | {} | {} | {} | {} | {:.1} | {}/{} ({:.0} %) | {:.1} % | {}/{} | {}/{} | {:.0} | {:.0} | {:.1}–{:.1} |",
+            "| {} | {} | {} | {} | {}/{} ({:.0} %) | {} / {} / {} | {} | {} | {} | {} | {:.1} | {}/{} ({:.0} %) | {:.1} % | {}/{} | {}/{} | {}/{} | {:.0} | {:.0} | {:.1}–{:.1} |",
             l.policy,
             l.n,
             l.set,
@@ -550,6 +587,8 @@ fn print_table(levels: &[Level]) {
             l.turns.len(),
             l.turns.iter().filter(|t| t.from_interim).count(),
             l.turns.len(),
+            l.turns.iter().filter(|t| t.from_eager).count(),
+            l.turns.iter().filter(|t| t.taken_back).count(),
             l.engine_cpu_pct,
             l.node_cpu_pct,
             l.load.0,
@@ -731,28 +770,75 @@ fn main() -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::policy_args;
+    use super::{CallRecord, Phrase, json, policy_args, turn_of};
+
+    /// A turn decided from the interim transcript is scored on its final, recorded
+    /// beside it; a turn without one on its transcript.
+    #[test]
+    fn recognition_is_scored_on_the_final_transcript() {
+        let phrase = Phrase {
+            text: "Yes, in the afternoon.".into(),
+            branch: "yes".into(),
+            frames: Vec::new(),
+            last_voiced: 0,
+            pause_ms: None,
+        };
+        let history = |turn| json!({"turns": [turn], "goals": ["yes"]});
+        let rec = CallRecord::default();
+        let decided = history(json!({
+            "transcript": "Yes", "final_transcript": "yes in the afternoon",
+            "notes": ["answer decided from the interim transcript at the recogniser's end of turn, before its final"],
+        }));
+        let t = turn_of(&decided, &rec, &phrase);
+        assert!(t.exact && t.from_interim && t.branch_ok, "{t:?}");
+        assert!(!t.from_eager && !t.taken_back);
+        assert_eq!(t.errors, 0);
+        let plain = history(json!({"transcript": "yes in the afternoon"}));
+        assert!(turn_of(&plain, &rec, &phrase).exact);
+        // A reply taken back: the second turn, which continues the first, is the answer.
+        let taken_back = json!({"turns": [
+            {"transcript": "Yes", "notes": ["answer decided from the transcript at the recogniser's eager end of turn, before its end of turn"]},
+            {"transcript": "yes in the afternoon"}],
+            "prompts": [{"outcome": "completed"}, {"outcome": "taken_back"}, {"outcome": "completed"}],
+            "goals": ["yes"]});
+        let t = turn_of(&taken_back, &rec, &phrase);
+        assert!(
+            t.exact && t.from_eager && t.taken_back && !t.from_interim,
+            "{t:?}"
+        );
+        let interim_only = history(json!({"transcript": "Yes"}));
+        let t = turn_of(&interim_only, &rec, &phrase);
+        assert!(!t.exact && t.errors == 3, "{t:?}");
+    }
 
     #[test]
     fn each_policy_names_the_speech_nodes_switches() {
         let flags = |p: &str| policy_args(p).unwrap().join(" ");
         assert_eq!(
             flags("baseline"),
-            "--turn-hold off --patience off --end-of-turn-events off"
+            "--turn-hold off --patience off --end-of-turn-events off --turn-recheck off --eager-end-of-turn off"
         );
         assert_eq!(
             flags("hold"),
-            "--turn-hold on --patience off --end-of-turn-events off"
+            "--turn-hold on --patience off --end-of-turn-events off --turn-recheck off --eager-end-of-turn off"
         );
         assert_eq!(
             flags("patience+interim"),
-            "--turn-hold off --patience on --end-of-turn-events on"
+            "--turn-hold off --patience on --end-of-turn-events on --turn-recheck off --eager-end-of-turn off"
+        );
+        assert_eq!(
+            flags("recheck"),
+            "--turn-hold off --patience off --end-of-turn-events off --turn-recheck on --eager-end-of-turn off"
         );
         assert_eq!(
             flags("all"),
-            "--turn-hold on --patience on --end-of-turn-events on"
+            "--turn-hold on --patience on --end-of-turn-events on --turn-recheck on --eager-end-of-turn on"
         );
-        assert!(policy_args("eager").is_err());
-        assert!(policy_args("hold+eager").is_err());
+        assert_eq!(
+            flags("interim+eager"),
+            "--turn-hold off --patience off --end-of-turn-events on --turn-recheck off --eager-end-of-turn on"
+        );
+        assert!(policy_args("eagerly").is_err());
+        assert!(policy_args("hold+soon").is_err());
     }
 }

@@ -130,6 +130,7 @@ impl AnsweredCall {
             },
             io,
             record: CallRecord::new(started, live.map(Live::new)),
+            eager: None,
         };
         Box::new(AnsweredCall {
             port,
@@ -186,7 +187,15 @@ impl AnsweredCall {
             port.io.wait_leg_end(within).await;
         }
         let ended_at = Utc::now();
-        let LivePort { ctx, io, record } = port;
+        let LivePort {
+            ctx,
+            io,
+            mut record,
+            eager,
+        } = port;
+        if let Some(e) = eager {
+            e.settle(&mut record);
+        }
         let (forced, hangup) = (io.forced(), io.end_info().cloned());
         let (stats, rec_info) = match io.into_session().close().await {
             Ok((s, r)) => (Some(s), r),

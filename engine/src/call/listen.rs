@@ -4,7 +4,9 @@
 use bytes::Bytes;
 use callsmith_domain::objects::CallObjects;
 use callsmith_media::MediaEvent;
-use callsmith_media::stt::{SttEvent, SttNodeConfig, SttParams, SttProtocol};
+use callsmith_media::stt::{
+    SttEvent, SttNodeConfig, SttParams, SttProtocol, SttStream, Transcript,
+};
 use callsmith_scenarios::port::{Heard, ListenSpec, SpeechSpec};
 use callsmith_scenarios::turn::{ListenAction, ListenEvent, ListenTurn};
 use tokio::task::JoinHandle;
@@ -54,6 +56,16 @@ impl LivePort {
                 return Heard::HungUp;
             }
         }
+        // A turn whose eager answer was taken back goes on here, on its stream; one that
+        // was not is settled (its final recorded when it comes).
+        let resumed = match self.eager.take() {
+            Some(e) if e.resumed => Some(e.stt),
+            Some(e) => {
+                e.settle(&mut self.record);
+                None
+            }
+            None => None,
+        };
         self.record.turn_started();
         let mut turn = TurnLog {
             index: self.record.next_turn_index(),
@@ -61,7 +73,16 @@ impl LivePort {
             ..Default::default()
         };
         let mut stt = None;
-        if let Some(speech) = &spec.speech {
+        let continued = resumed.is_some() && spec.speech.is_some();
+        if let Some(s) = resumed.filter(|_| spec.speech.is_some()) {
+            turn.notes.push(
+                "continues the turn whose answer was taken back: the caller went on speaking \
+                 after the recogniser's eager end of turn"
+                    .into(),
+            );
+            turn.stt_node = Some(s.node.name.clone());
+            stt = Some(s);
+        } else if let Some(speech) = &spec.speech {
             let words = self.dictionary_words(speech, &mut turn).await;
             match self.ctx.rt.stt_pool(&speech.engine) {
                 Some(pool) => {
@@ -104,6 +125,10 @@ impl LivePort {
         if spec.speech.is_some() && stt.is_none() {
             listen.handle_event(now(), ListenEvent::RecognitionFailed);
         }
+        if continued {
+            // The caller is speaking: they went on after the eager end of turn.
+            listen.handle_event(now(), ListenEvent::SpeechStarted);
+        }
         if listen.takes_keys() {
             let typed = self.io.take_typed();
             listen.typed_during_prompt(&typed, now());
@@ -112,6 +137,10 @@ impl LivePort {
         // to send it (ms before it arrived), for the turn's record.
         let mut final_latency_ms = None;
         let mut decision_lag_ms: Option<u64> = None;
+        // The answer was decided from the interim transcript: the final is still to come;
+        // at the eager end of turn, the turn may also be taken back.
+        let mut from_interim = false;
+        let mut eager = false;
         let heard = loop {
             let mut done = None;
             while let Some(action) = listen.poll_action() {
@@ -164,6 +193,7 @@ impl LivePort {
                         // interim decides the question.
                         listen.handle_event(now(), ListenEvent::EndOfTurn { text: t.text });
                         if listen.is_done() {
+                            from_interim = true;
                             turn.notes.push(
                                 "answer decided from the interim transcript at the recogniser's \
                                  end of turn, before its final"
@@ -183,6 +213,20 @@ impl LivePort {
                         let ev = ListenEvent::Transcript { text: t.text, is_final: t.is_final };
                         listen.handle_event(now(), ev);
                     }
+                    Some(SttEvent::EagerEndOfTurn { text }) => {
+                        // The node's eager end of turn decides as its end of turn does; the
+                        // reply may then be taken back until the node confirms it.
+                        listen.handle_event(now(), ListenEvent::EndOfTurn { text });
+                        if listen.is_done() {
+                            eager = true;
+                            turn.notes.push(
+                                "answer decided from the transcript at the recogniser's eager \
+                                 end of turn, before its end of turn"
+                                    .into(),
+                            );
+                        }
+                    }
+                    Some(SttEvent::TurnResumed) => {}
                     Some(SttEvent::NodeFailed { node, error }) => {
                         self.recognition_failed(&mut turn, &engine, format!("{node}: {error}"));
                         stt = None;
@@ -219,7 +263,14 @@ impl LivePort {
         if matches!(heard, Heard::Speech { .. } | Heard::Dtmf { .. }) {
             self.record.answered_now();
         }
-        drop(stt);
+        // A turn decided from the interim transcript keeps its stream until the final
+        // arrives, off the reply's path: the turn's record gets it as `final_transcript`.
+        // One decided at the eager end of turn keeps it in the port while the answer may
+        // be taken back.
+        let (late_final, eager) = match stt {
+            Some(s) if eager => (None, Some(EagerTurn::new(s))),
+            s => (s.filter(|_| from_interim).map(final_after_interim), None),
+        };
         drop(audio);
         let _ = self.io.session.watch_speech(false);
         turn.ended_ms = self.ms();
@@ -245,6 +296,10 @@ impl LivePort {
             None
         };
         self.record.keep_turn(turn, upload);
+        if let Some(f) = late_final {
+            self.record.final_to_come(f);
+        }
+        self.eager = eager;
         heard
     }
 
@@ -385,6 +440,56 @@ fn stream_notes(params: &SttParams, node: &SttNodeConfig) -> Vec<String> {
 /// recognition stream's endpointing, within 50 ms and 30 s.
 fn endpointing_ms(secs: f64) -> u32 {
     (secs * 1000.0).round().clamp(50.0, 30_000.0) as u32
+}
+
+/// How long a turn decided from the interim transcript waits for the recogniser's final
+/// (its decoding, a few hundred ms on the local node; more on a loaded machine).
+const LATE_FINAL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads the rest of `stt` for its final transcript (None when the stream ends, fails or
+/// has sent none within [`LATE_FINAL_WAIT`]); the stream closes then.
+fn final_after_interim(mut stt: SttStream) -> JoinHandle<Option<Transcript>> {
+    tokio::spawn(async move {
+        let read = async {
+            while let Some(ev) = stt.next().await {
+                match ev {
+                    SttEvent::Transcript(t) if t.is_final => return Some(t),
+                    SttEvent::Transcript(_) => {}
+                    SttEvent::EagerEndOfTurn { .. } | SttEvent::TurnResumed => {}
+                    SttEvent::NodeFailed { .. } | SttEvent::Ended => return None,
+                }
+            }
+            None
+        };
+        tokio::time::timeout(LATE_FINAL_WAIT, read)
+            .await
+            .ok()
+            .flatten()
+    })
+}
+
+/// The recognition stream of a turn whose answer was decided at the recogniser's eager end
+/// of turn, while the answer may be taken back: the reply that plays meanwhile stops when
+/// the caller goes on (`TurnResumed`), and the next listen turn continues on the stream;
+/// the node's end of turn confirms the answer.
+pub(super) struct EagerTurn {
+    pub(super) stt: SttStream,
+    /// The caller went on speaking: the reply was taken back.
+    pub(super) resumed: bool,
+}
+
+impl EagerTurn {
+    fn new(stt: SttStream) -> EagerTurn {
+        EagerTurn {
+            stt,
+            resumed: false,
+        }
+    }
+
+    /// The answer stands: the turn (the record's last) gets its final when it comes.
+    pub(super) fn settle(self, record: &mut super::record::CallRecord) {
+        record.final_to_come(final_after_interim(self.stt));
+    }
 }
 
 /// The time the turn machine is fed: the runtime's clock, the one its deadline is slept on.

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use callsmith_media::MediaEvent;
+use callsmith_media::stt::SttEvent;
 use callsmith_media::tts::{Synthesis, TtsRequest};
 use callsmith_media::{
     BargeIn, PlayEnd, PlayHandle,
@@ -222,6 +224,14 @@ impl LivePort {
     /// Waits for a playout to end, taking in keys and the call's end meanwhile: what they
     /// do to the prompt is decided by [`PlayTurn`]; this feeds it the call's I/O and does
     /// what it asks. Returns the outcome, the ms played and the first RTP packet's time.
+    ///
+    /// The first prompt after an answer decided at the recogniser's eager end of turn is
+    /// its reply: when the caller goes on speaking before the recogniser confirms the
+    /// answer (the call's speech detector's onset, watched meanwhile, or the recogniser's
+    /// `TurnResumed`, whichever comes first), the playout is stopped at once (its next
+    /// 20 ms frame is not sent) and the outcome is [`PlayOutcome::TakenBack`]; the stream
+    /// stays with the port for the turn that goes on. Otherwise the answer is settled when
+    /// the prompt ends.
     pub(super) async fn drive_playout(
         &mut self,
         handle: PlayHandle,
@@ -231,17 +241,64 @@ impl LivePort {
         tokio::pin!(wait);
         let mut play = PlayTurn::new(interruptible);
         let (mut played_ms, mut first_rtp_ns) = (0, None);
+        let mut eager = self.eager.take();
+        let watching = eager.is_some() && self.io.session.watch_speech(true).is_ok();
         loop {
             if let Some(o) = self.play_actions(&mut play) {
-                return (o, played_ms, first_rtp_ns);
+                if watching {
+                    let _ = self.io.session.watch_speech(false);
+                }
+                return match eager {
+                    Some(e) if e.resumed => {
+                        self.eager = Some(e);
+                        (PlayOutcome::TakenBack, played_ms, first_rtp_ns)
+                    }
+                    Some(e) => {
+                        e.settle(&mut self.record);
+                        (o, played_ms, first_rtp_ns)
+                    }
+                    None => (o, played_ms, first_rtp_ns),
+                };
             }
+            let eager_next = async {
+                match eager.as_mut() {
+                    Some(e) if !e.resumed => e.stt.next().await,
+                    _ => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 o = &mut wait => {
                     first_rtp_ns = o.first_rtp_ns;
                     played_ms = o.played_ms;
                     play.handle_event(PlayEvent::PlayoutEnded(playout_end(o.end)));
                 }
-                ev = self.next() => play_event(&mut play, ev),
+                ev = self.next() => match (ev, eager.as_mut()) {
+                    (CallEvent::Media(MediaEvent::SpeechStarted { .. }), Some(e)) if !e.resumed => {
+                        let _ = self.io.session.stop_playout();
+                        e.resumed = true;
+                    }
+                    (ev, _) => play_event(&mut play, ev),
+                },
+                ev = eager_next => match ev {
+                    Some(SttEvent::TurnResumed) => {
+                        let _ = self.io.session.stop_playout();
+                        if let Some(e) = eager.as_mut() {
+                            e.resumed = true;
+                        }
+                    }
+                    // The recogniser's end of turn confirms the answer; its final follows.
+                    Some(SttEvent::Transcript(t)) if t.end_of_turn => {
+                        if let Some(e) = eager.take() {
+                            e.settle(&mut self.record);
+                        }
+                    }
+                    Some(SttEvent::Transcript(t)) if t.is_final => {
+                        self.record.final_of_last_turn(t);
+                        eager = None;
+                    }
+                    Some(SttEvent::Transcript(_) | SttEvent::EagerEndOfTurn { .. }) => {}
+                    Some(SttEvent::NodeFailed { .. } | SttEvent::Ended) | None => eager = None,
+                },
             }
         }
     }
@@ -297,5 +354,6 @@ pub(super) fn outcome_name(o: &PlayOutcome) -> PromptOutcome {
         PlayOutcome::Interrupted => PromptOutcome::Interrupted,
         PlayOutcome::HungUp => PromptOutcome::HungUp,
         PlayOutcome::Failed(_) => PromptOutcome::Failed,
+        PlayOutcome::TakenBack => PromptOutcome::TakenBack,
     }
 }

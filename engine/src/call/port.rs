@@ -32,6 +32,9 @@ pub struct LivePort {
     pub(super) ctx: CallContext,
     pub(super) io: CallIo,
     pub(super) record: CallRecord,
+    /// The recognition stream of the last turn while its answer, decided at the
+    /// recogniser's eager end of turn, may still be taken back.
+    pub(super) eager: Option<super::listen::EagerTurn>,
 }
 
 impl LivePort {
@@ -233,6 +236,10 @@ impl CallPort for LivePort {
 
     async fn hangup(&mut self, _signal: &str) {
         self.io.hangup();
+    }
+
+    fn answer_may_be_taken_back(&self) -> bool {
+        self.eager.is_some()
     }
 
     fn now(&self) -> DateTime<Utc> {

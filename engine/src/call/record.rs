@@ -3,6 +3,7 @@
 //! kept, and turned into the [`CallHistory`] when the call ends.
 
 use callsmith_media::SessionStats;
+use callsmith_media::stt::Transcript;
 use callsmith_scenarios::history::TraceEvent;
 use callsmith_scenarios::interpreter::CallRun;
 use callsmith_sip::EndInfo;
@@ -37,6 +38,9 @@ pub(super) struct CallRecord {
     /// Uploads of turn audio still running: (index into `turns`, upload). They are
     /// awaited before the history is written; a failed one clears its reference.
     turn_audio_saves: Vec<(usize, JoinHandle<bool>)>,
+    /// The finals still to come of turns decided from the interim transcript: (index into
+    /// `turns`, the stream's reader). Awaited before the history is written.
+    late_finals: Vec<(usize, JoinHandle<Option<Transcript>>)>,
     /// call_transfer attempts.
     transfers: Vec<TransferLog>,
     /// When the last turn's answer became available ([`callsmith_media::clock::now_ns`]),
@@ -71,6 +75,7 @@ impl CallRecord {
             prompts: Vec::new(),
             errors: Vec::new(),
             turn_audio_saves: Vec::new(),
+            late_finals: Vec::new(),
             transfers: Vec::new(),
             answer_ns: None,
             live,
@@ -130,6 +135,22 @@ impl CallRecord {
             self.turn_audio_saves.push((self.turns.len(), u));
         }
         self.turns.push(turn);
+    }
+
+    /// The last kept turn's final transcript comes from `final_`: its answer was decided
+    /// from the interim transcript ([`TurnLog::final_transcript`]).
+    pub(super) fn final_to_come(&mut self, final_: JoinHandle<Option<Transcript>>) {
+        if let Some(i) = self.turns.len().checked_sub(1) {
+            self.late_finals.push((i, final_));
+        }
+    }
+
+    /// The last kept turn's final transcript, which came after its answer was decided
+    /// ([`TurnLog::final_transcript`]).
+    pub(super) fn final_of_last_turn(&mut self, t: Transcript) {
+        if let Some(turn) = self.turns.last_mut() {
+            set_final(turn, t);
+        }
     }
 
     /// Keeps a call_transfer attempt.
@@ -199,10 +220,16 @@ impl CallRecord {
             prompts,
             errors,
             turn_audio_saves,
+            late_finals,
             transfers,
             live,
             ..
         } = self;
+        for (i, final_) in late_finals {
+            if let (Ok(Some(t)), Some(turn)) = (final_.await, turns.get_mut(i)) {
+                set_final(turn, t);
+            }
+        }
         for (i, save) in turn_audio_saves {
             if !save.await.unwrap_or(false)
                 && let Some(t) = turns.get_mut(i)
@@ -242,4 +269,13 @@ impl CallRecord {
         };
         (history, live)
     }
+}
+
+/// Records a turn's final transcript that came after its answer was decided (and its
+/// language, when the turn has none).
+fn set_final(turn: &mut TurnLog, t: Transcript) {
+    if turn.language.is_none() && !t.text.trim().is_empty() {
+        turn.language = t.language;
+    }
+    turn.final_transcript = Some(t.text);
 }

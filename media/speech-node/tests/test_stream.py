@@ -87,7 +87,7 @@ def test_fixed_timer_starts_the_final_early_and_ends_after_the_silence():
 
 
 def test_smart_mode_asks_the_turn_model_then_gives_up_at_the_silence_cap():
-    cfg = energy(mode="smart", final_start_ms=100, turn_check_ms=200, max_silence_ms=1200)
+    cfg = energy(mode="smart", final_start_ms=100, turn_check_ms=200, max_silence_ms=1200, turn_recheck_ms=0)
     s = Stream(cfg, None, rate=SR)
     got = events(s, tone(600) + silence(2000))
     assert [e for e, _ in got] == ["spec", "check", "end"]
@@ -95,8 +95,20 @@ def test_smart_mode_asks_the_turn_model_then_gives_up_at_the_silence_cap():
     assert end == pytest.approx(chunks_for(1200) - chunks_for(200), abs=CHUNK_MS)
 
 
+def test_smart_mode_asks_again_every_recheck_interval_until_the_cap():
+    cfg = energy(mode="smart", final_start_ms=100, turn_check_ms=200, max_silence_ms=1200, turn_recheck_ms=150)
+    s = Stream(cfg, None, rate=SR)
+    got = events(s, tone(600) + silence(2000))
+    kinds = [e for e, _ in got]
+    assert kinds[:2] == ["spec", "check"] and kinds[-1] == "end"
+    checks = [at for e, at in got if e == "check"]
+    assert len(checks) == 7, got  # 200, 350, ... 1100 ms of silence, in whole chunks
+    assert all(b - a == pytest.approx(150, abs=CHUNK_MS) for a, b in zip(checks, checks[1:]))
+    assert got[-1][1] - checks[0] == pytest.approx(chunks_for(1200) - chunks_for(200), abs=CHUNK_MS)
+
+
 def test_speech_after_the_turn_check_reopens_the_turn():
-    cfg = energy(mode="smart", final_start_ms=100, turn_check_ms=200, max_silence_ms=1200)
+    cfg = energy(mode="smart", final_start_ms=100, turn_check_ms=200, max_silence_ms=1200, turn_recheck_ms=0)
     s = Stream(cfg, None, rate=SR)
     taken = []
     got = events(s, tone(500) + silence(300) + tone(500) + silence(1500), taken=taken)

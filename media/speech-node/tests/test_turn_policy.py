@@ -187,6 +187,50 @@ def test_smart_turns_complete_is_held_for_an_unfinished_transcript(server):
     assert holds == 0 and out[0][1] == pytest.approx(chunks_for(200), abs=CHUNK_MS)
 
 
+def test_smart_turn_is_asked_again_while_the_pause_goes_on(server):
+    # The turn model finds the turn unfinished at its first check (200 ms of silence) and
+    # complete from its second on: the turn ends at the re-check, 150 ms later, not at
+    # the 1200 ms cap.
+    def scripted(*ps):
+        asked = []
+
+        def predict(audio):
+            asked.append(audio.size)
+            return ps[min(len(asked), len(ps)) - 1]
+
+        return types.SimpleNamespace(predict=predict), asked
+
+    server.E.turn, asked = scripted(0.2, 0.9)
+    cfg = energy(mode="smart", turn_check_ms=200, turn_recheck_ms=150, max_silence_ms=1200)
+    out, _ = run_turn(server, "Yes, please.", cfg)
+    assert [e for e, _ in out] == ["end"]
+    assert out[0][1] == pytest.approx(chunks_for(350), abs=CHUNK_MS)
+    assert len(asked) == 2 and asked[1] > asked[0]  # the second saw the longer pause
+    # Re-asking off: the first verdict waits for the cap.
+    server.E.turn, asked = scripted(0.2, 0.9)
+    cfg = energy(mode="smart", turn_check_ms=200, turn_recheck_ms=0, max_silence_ms=1200)
+    out, _ = run_turn(server, "Yes, please.", cfg)
+    assert out[0][1] == pytest.approx(chunks_for(1200), abs=CHUNK_MS) and len(asked) == 1
+    # Unfinished every time: asked every 150 ms up to the cap, which ends the turn.
+    server.E.turn, asked = scripted(0.2)
+    cfg = energy(mode="smart", turn_check_ms=200, turn_recheck_ms=150, max_silence_ms=1200)
+    out, _ = run_turn(server, "Yes, please.", cfg)
+    assert out[0][1] == pytest.approx(chunks_for(1200), abs=CHUNK_MS)
+    assert 6 <= len(asked) <= 8, asked
+    # A held turn (complete, but the transcript ends open) is not asked again: the cap.
+    server.E.turn, asked = scripted(0.99)
+    cfg = energy(mode="smart", turn_check_ms=200, turn_recheck_ms=150, max_silence_ms=1200)
+    out, holds = run_turn(server, "My number is", cfg)
+    assert holds == 1 and len(asked) == 1
+    assert out[0][1] == pytest.approx(chunks_for(1200), abs=CHUNK_MS)
+
+
+def test_the_node_switch_for_asking_again(server):
+    assert server.endpoint_cfg(args(server), None, None, None).turn_recheck_ms == 150
+    assert server.endpoint_cfg(args(server, "--turn-recheck-ms", "100"), None, None, None).turn_recheck_ms == 100
+    assert server.endpoint_cfg(args(server, "--turn-recheck", "off"), None, None, None).turn_recheck_ms == 0
+
+
 # ---------------------------------------------------------------------------
 # The Deepgram-style endpoint end to end (aiohttp test server, scripted models).
 
@@ -279,3 +323,35 @@ def test_patience_sets_how_sure_the_turn_model_must_be_and_the_cap(server, monke
     assert turns("patience=long&endpointing=1000") == 2
     # An unknown patience closes the stream with 1008 before any result.
     assert listen(server, monkeypatch, "Yes.", "patience=eager") == []
+
+
+def test_the_eager_end_of_turn_is_taken_back_when_the_caller_goes_on(server, monkeypatch):
+    # "Yes", a 500 ms pause, more words: the turn model finds the pause unfinished, so the
+    # turn runs on to one final; with the eager end of turn the node announces the likely
+    # end at 150 ms of silence, takes it back when the speech resumes, and announces it
+    # again in the last silence, ahead of the turn's EndOfTurn and final.
+    audio = tone(600) + silence(500) + tone(600) + silence(2000)
+    query = "interim_results=true&endpointing=1200"
+
+    def flow(msgs):
+        return [m["type"] if m["type"] != "Results" else ("final" if m["is_final"] else "interim")
+                for m in msgs if m["type"] != "Metadata" and not (m["type"] == "Results" and not m["is_final"])]
+
+    msgs = listen(server, monkeypatch, "Yes, call me back.", query, "--eager-end-of-turn", "on", "--turn-recheck",
+                  "off", audio=audio, p=0.1)
+    assert flow(msgs) == ["EagerEndOfTurn", "TurnResumed", "EagerEndOfTurn", "EndOfTurn", "final"], flow(msgs)
+    eager = [m for m in msgs if m["type"] == "EagerEndOfTurn"]
+    assert all(m["transcript"] == "Yes, call me back." for m in eager)
+    # Off (the default), or for a question expecting a long answer: no eager events.
+    for argv, q in ((("--turn-recheck", "off"), query), (("--eager-end-of-turn", "on"), query + "&patience=long")):
+        msgs = listen(server, monkeypatch, "Yes, call me back.", q, *argv, audio=audio, p=0.1)
+        assert not [m for m in msgs if m["type"] in ("EagerEndOfTurn", "TurnResumed")], flow(msgs)
+        assert flow(msgs)[-2:] == ["EndOfTurn", "final"]
+
+
+def test_an_eager_end_of_turn_the_caller_does_not_take_back_is_followed_by_the_final(server, monkeypatch):
+    msgs = listen(server, monkeypatch, "Yes please.", "interim_results=true", "--eager-end-of-turn", "on", p=0.99)
+    types_ = [m["type"] for m in msgs if m["type"] in ("EagerEndOfTurn", "TurnResumed", "EndOfTurn")]
+    assert types_ == ["EagerEndOfTurn", "EndOfTurn"], types_
+    finals = [i for i, m in enumerate(msgs) if m.get("is_final")]
+    assert len(finals) == 1 and finals[0] > [m["type"] for m in msgs].index("EagerEndOfTurn")

@@ -9,7 +9,9 @@
 //! The service answers `Results` (a transcript, interim or final), `UtteranceEnd` (no word
 //! for `utterance_end_ms`), `SpeechStarted` and `Metadata`; the local speech node also
 //! `EndOfTurn` (its end-of-turn decision with the interim transcript it had, ahead of the
-//! final: reported as an interim marked `end_of_turn`). A final `Results` closes one
+//! final: reported as an interim marked `end_of_turn`), and with its eager end of turn on
+//! `EagerEndOfTurn` (the transcript so far after a short silence) and `TurnResumed` (the
+//! caller went on: the eager one is taken back). A final `Results` closes one
 //! *segment* of speech; the caller's turn ends only at a final with `speech_final: true`
 //! (the service's endpointing), at an `UtteranceEnd`, at a final answering the client's
 //! `Finalize` (`from_finalize`), or when the stream closes after `CloseStream` (what the
@@ -17,7 +19,7 @@
 //! turn: a caller who pauses mid-sentence long enough for the service to finalize a
 //! segment is not cut off there.
 
-use super::{Parsed, SttNodeConfig, SttParams};
+use super::{Eager, Parsed, SttNodeConfig, SttParams};
 
 /// The stream URL: the node's URL (its own query kept) with the stream's options.
 ///
@@ -103,6 +105,12 @@ pub(super) enum Event {
     EndOfTurn {
         text: String,
     },
+    /// The local speech node's eager end of turn (after a short silence) with the turn's
+    /// transcript so far, and its taking it back when the caller goes on.
+    EagerEndOfTurn {
+        text: String,
+    },
+    TurnResumed,
 }
 
 /// A `Results` message.
@@ -160,6 +168,10 @@ pub(super) fn parse(text: &str) -> Option<Event> {
         "EndOfTurn" => Some(Event::EndOfTurn {
             text: v.get("transcript").and_then(|t| t.as_str())?.to_string(),
         }),
+        "EagerEndOfTurn" => Some(Event::EagerEndOfTurn {
+            text: v.get("transcript").and_then(|t| t.as_str())?.to_string(),
+        }),
+        "TurnResumed" => Some(Event::TurnResumed),
         _ => None,
     }
 }
@@ -195,6 +207,7 @@ impl TurnAssembler {
                     end_s: r.end_s,
                     language: r.language,
                     end_of_turn: false,
+                    eager: None,
                 })
             }
             Event::Results(r) => {
@@ -210,6 +223,7 @@ impl TurnAssembler {
                     end_s: self.end_s,
                     language: self.language.clone(),
                     end_of_turn: false,
+                    eager: None,
                 })
             }
             Event::EndOfTurn { text } => {
@@ -220,8 +234,28 @@ impl TurnAssembler {
                     end_s: self.end_s,
                     language: self.language.clone(),
                     end_of_turn: true,
+                    eager: None,
                 })
             }
+            Event::EagerEndOfTurn { text } => {
+                let text = self.joined_with(&text);
+                (!text.is_empty()).then(|| Parsed {
+                    text,
+                    is_final: false,
+                    end_s: self.end_s,
+                    language: self.language.clone(),
+                    end_of_turn: false,
+                    eager: Some(Eager::EndOfTurn),
+                })
+            }
+            Event::TurnResumed => Some(Parsed {
+                text: String::new(),
+                is_final: false,
+                end_s: None,
+                language: None,
+                end_of_turn: false,
+                eager: Some(Eager::Resumed),
+            }),
             Event::UtteranceEnd { last_word_end } => {
                 if self.segments.is_empty() {
                     return None;
@@ -267,6 +301,7 @@ impl TurnAssembler {
             end_s: self.end_s.take(),
             language: self.language.take(),
             end_of_turn: false,
+            eager: None,
         }
     }
 }
@@ -379,6 +414,32 @@ mod tests {
                 .on(Event::EndOfTurn { text: "".into() })
                 .is_none()
         );
+    }
+
+    /// The node's eager end of turn is the turn so far, marked eager; its taking back is
+    /// a marked empty result; neither ends the turn.
+    #[test]
+    fn the_eager_end_of_turn_and_its_taking_back_are_marked() {
+        assert_eq!(
+            parse(r#"{"type":"EagerEndOfTurn","transcript":"yes"}"#),
+            Some(Event::EagerEndOfTurn { text: "yes".into() })
+        );
+        assert_eq!(parse(r#"{"type":"TurnResumed"}"#), Some(Event::TurnResumed));
+        let mut t = TurnAssembler::default();
+        t.on(results("I'd like", true, Some(false)));
+        let p = t
+            .on(Event::EagerEndOfTurn {
+                text: "to pay".into(),
+            })
+            .unwrap();
+        assert_eq!(p.eager, Some(Eager::EndOfTurn));
+        assert!(!p.is_final && !p.end_of_turn);
+        assert_eq!(p.text, "I'd like to pay");
+        let r = t.on(Event::TurnResumed).unwrap();
+        assert_eq!(r.eager, Some(Eager::Resumed));
+        let f = t.on(results("to pay my bill", true, Some(true))).unwrap();
+        assert!(f.is_final && f.eager.is_none());
+        assert_eq!(f.text, "I'd like to pay my bill");
     }
 
     #[test]

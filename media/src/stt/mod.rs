@@ -328,6 +328,15 @@ pub enum SttEvent {
     },
     /// The node closed the stream after the final result.
     Ended,
+    /// The local speech node's eager end of turn (`EagerEndOfTurn`): after a short silence,
+    /// the turn's transcript so far; the node may take it back ([`SttEvent::TurnResumed`]),
+    /// and its `EndOfTurn` and final follow as usual.
+    EagerEndOfTurn {
+        text: String,
+    },
+    /// The caller went on speaking in the turn after an eager end of turn (`TurnResumed`):
+    /// the turn goes on, and its final covers both parts.
+    TurnResumed,
 }
 
 struct NodeState {
@@ -558,6 +567,15 @@ struct Parsed {
     language: Option<String>,
     /// The node's end-of-turn event (an interim transcript ahead of the final).
     end_of_turn: bool,
+    /// The node's eager end of turn, or its taking it back (Deepgram-style streams).
+    eager: Option<Eager>,
+}
+
+/// The local speech node's eager end of turn and its taking back.
+#[derive(Debug, PartialEq, Clone, Copy)]
+enum Eager {
+    EndOfTurn,
+    Resumed,
 }
 
 /// Parses one Vosk-protocol message into its result (text, finality, speech end,
@@ -571,6 +589,7 @@ fn parse_vosk(text: &str) -> Option<Parsed> {
             end_s: None,
             language: None,
             end_of_turn: false,
+            eager: None,
         });
     }
     let t = v.get("text").and_then(|t| t.as_str())?;
@@ -587,6 +606,7 @@ fn parse_vosk(text: &str) -> Option<Parsed> {
         end_s,
         language: language.filter(|l| !l.is_empty()).map(str::to_string),
         end_of_turn: false,
+        eager: None,
     })
 }
 
@@ -745,7 +765,16 @@ async fn run_stream(
             end_s,
             language,
             end_of_turn,
+            eager,
         } = p;
+        match eager {
+            Some(Eager::EndOfTurn) if params.interim_results && !text.is_empty() => {
+                return Some(SttEvent::EagerEndOfTurn { text });
+            }
+            Some(Eager::Resumed) => return Some(SttEvent::TurnResumed),
+            Some(Eager::EndOfTurn) => return None,
+            None => {}
+        }
         // Nodes repeat the current partial for every audio frame: report changes only (the
         // end-of-turn event always: it says when, not what).
         if !is_final
@@ -967,6 +996,7 @@ pub async fn recognize(
                     });
                 }
             }
+            SttEvent::EagerEndOfTurn { .. } | SttEvent::TurnResumed => {}
             SttEvent::Ended => break Ok(()),
             SttEvent::NodeFailed { node, error } => {
                 break Err(SttError::NodeFailed {
@@ -1013,6 +1043,7 @@ mod tests {
             end_s,
             language: language.map(str::to_string),
             end_of_turn: false,
+            eager: None,
         }
     }
 

@@ -86,4 +86,11 @@ pub trait CallPort: Send {
     /// Told of each trace event as the interpreter records it (a live view of the call);
     /// the trace itself is returned in the run's result. Does nothing by default.
     fn traced(&self, _event: &TraceEvent) {}
+    /// Whether the answer the last `listen` returned was decided at the recogniser's eager
+    /// end of turn and may still be taken back: until the recogniser confirms it, a `play`
+    /// that the caller's going on stops returns [`PlayOutcome::TakenBack`], and the next
+    /// `listen` continues that turn. False by default.
+    fn answer_may_be_taken_back(&self) -> bool {
+        false
+    }
 }

@@ -38,6 +38,10 @@ pub enum PlayOutcome {
     HungUp,
     /// The prompt could not be played (synthesis or file error); the scenario goes on.
     Failed(String),
+    /// The reply to an answer decided at the recogniser's eager end of turn, stopped
+    /// because the caller went on speaking ([`super::CallPort::answer_may_be_taken_back`]):
+    /// the question that took the answer listens on.
+    TakenBack,
 }
 
 /// Who may stop a prompt, and when: keys by the prompt's `is_interruptible`; caller speech

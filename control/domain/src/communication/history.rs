@@ -55,6 +55,9 @@ text_enum!(
         HungUp = "hung_up",
         /// The audio could not be had, or its synthesis stopped part way.
         Failed = "failed",
+        /// The reply to an answer decided at the recogniser's eager end of turn, stopped
+        /// because the caller went on speaking (docs/voice.md, "Turn policy").
+        TakenBack = "taken_back",
     }
 );
 
@@ -211,7 +214,15 @@ pub struct TurnLog {
     pub final_ms: Option<u64>,
     /// Final transcript minus the end of speech (recognition latency).
     pub final_latency_ms: Option<u64>,
+    /// What was heard: the final transcript, or the interim one when the answer was
+    /// decided from it at the recogniser's end of turn (`notes` then say so).
     pub transcript: Option<String>,
+    /// The recogniser's final transcript of a turn whose answer was decided from the
+    /// interim transcript (docs/voice.md, "Turn policy"): the branch was taken without
+    /// waiting for it, and it is recorded when it arrives. Unset for other turns (their
+    /// `transcript` is the final) and when no final came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_transcript: Option<String>,
     pub dtmf: Option<String>,
     /// `speech`, `dtmf`, `no_input` or `hung_up`.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
@@ -413,7 +424,7 @@ mod tests {
         );
         assert_eq!(
             PromptOutcome::names(),
-            "completed, interrupted, hung_up, failed"
+            "completed, interrupted, hung_up, failed, taken_back"
         );
         assert_eq!(Heard::names(), "speech, dtmf, no_input, hung_up");
         assert_eq!(TransferMode::names(), "blind, bridged");

@@ -159,8 +159,9 @@ async fn a_dictionary_the_store_cannot_give_is_left_out_and_noted() {
 
 /// The recogniser's end of turn with an interim transcript that names one answer
 /// ("forty two" of seven / forty two) ends the turn at once with it, before the final
-/// ("forty two please"), and the turn's notes say so; an interim naming no answer leaves
-/// the turn to the final.
+/// ("forty two please"), and the turn's notes say so; the final is recorded as the turn's
+/// `final_transcript` when it arrives. An interim naming no answer leaves the turn to the
+/// final.
 #[tokio::test(start_paused = true)]
 async fn an_end_of_turn_interim_that_names_one_answer_decides_the_question() {
     let say = |interim: &str| {
@@ -180,6 +181,8 @@ async fn an_end_of_turn_interim_that_names_one_answer_decides_the_question() {
     assert_eq!(taken(h, "ask"), "code42", "{}", h["trace"]);
     let turn = &h["turns"][0];
     assert_eq!(turn["transcript"], "forty two", "{turn}");
+    // The final, which came after the branch was taken, is recorded beside the interim.
+    assert_eq!(turn["final_transcript"], "forty two please", "{turn}");
     assert!(
         turn["notes"]
             .as_array()
@@ -196,9 +199,77 @@ async fn an_end_of_turn_interim_that_names_one_answer_decides_the_question() {
     let turn = &undecided.history["turns"][0];
     assert_eq!(taken(&undecided.history, "ask"), "code42");
     assert_eq!(turn["transcript"], "forty two please", "{turn}");
+    assert!(turn.get("final_transcript").is_none(), "{turn}");
     assert!(
         turn.get("notes")
             .is_none_or(|n| n.as_array().unwrap().is_empty()),
         "{turn}"
     );
+}
+
+/// The recogniser's eager end of turn names one answer ("forty two"): the reply starts at
+/// once. The caller goes on 200 ms into it ("… please"): the reply stops at the speech
+/// detector's onset, not 100 ms later at the recogniser's `TurnResumed` (taken back), the
+/// question listens on and the two parts are one answer, whose reply then plays whole; the
+/// goal after the reply is reached once.
+#[tokio::test(start_paused = true)]
+async fn a_reply_to_an_eager_answer_is_taken_back_when_the_caller_goes_on() {
+    let eager = |more: Option<(u64, String)>| {
+        Script::new().at(
+            3000,
+            Act::SayEager {
+                text: "forty two".into(),
+                more,
+            },
+        )
+    };
+    let done = CallTest::new(question("Your code?", false, "speech"))
+        .caller(eager(Some((200, "please".into()))))
+        .run()
+        .await;
+    let h = &done.history;
+    let reply = "Code accepted. Thank you.";
+    let prompts = h["prompts"].as_array().unwrap();
+    assert_eq!(prompts.len(), 3, "{}", h["prompts"]);
+    assert_eq!(prompts[1]["prompt"]["text"], reply);
+    assert_eq!(prompts[1]["outcome"], "taken_back", "{}", h["prompts"]);
+    // Stopped at the packet after the caller went on, 200 ms in.
+    let cut = prompts[1]["played_ms"].as_u64().unwrap();
+    assert!((180..=220).contains(&cut), "{}", h["prompts"]);
+    assert_eq!(prompts[2]["prompt"]["text"], reply);
+    assert_eq!(prompts[2]["outcome"], "completed");
+    let heard: Vec<u64> = done.heard.played.iter().map(|p| p.played_ms).collect();
+    assert_eq!(
+        heard[1], cut,
+        "the caller heard the reply until it was taken back"
+    );
+    let turns = h["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 2, "{}", h["turns"]);
+    assert_eq!(turns[0]["transcript"], "forty two");
+    assert!(turns[0]["notes"].to_string().contains("eager end of turn"));
+    assert_eq!(turns[1]["transcript"], "forty two please", "{}", h["turns"]);
+    assert!(turns[1]["notes"].to_string().contains("taken back"));
+    assert_eq!(h["goals"], json!(["code_ok"]), "{}", h["trace"]);
+    let outcomes: Vec<&Value> = h["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "prompt_played")
+        .map(|e| &e["outcome"])
+        .collect();
+    assert_eq!(outcomes[1], &json!({"result": "taken_back"}));
+
+    // The caller does not go on: the reply plays whole, and the turn records the final.
+    let kept = CallTest::new(question("Your code?", false, "speech"))
+        .caller(eager(None))
+        .run()
+        .await;
+    let h = &kept.history;
+    assert_eq!(h["prompts"][1]["outcome"], "completed", "{}", h["prompts"]);
+    assert_eq!(h["prompts"].as_array().unwrap().len(), 2);
+    let turns = h["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 1, "{}", h["turns"]);
+    assert_eq!(turns[0]["transcript"], "forty two");
+    assert_eq!(turns[0]["final_transcript"], "forty two", "{}", h["turns"]);
+    assert_eq!(h["goals"], json!(["code_ok"]));
 }

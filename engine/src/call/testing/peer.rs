@@ -25,6 +25,8 @@ use tokio::time::Instant;
 
 /// One frame of audio.
 const FRAME: Duration = Duration::from_millis(20);
+/// How long after the caller goes on the recogniser takes its eager end of turn back.
+const RESUMED_LAG: Duration = Duration::from_millis(100);
 /// The gap between two keys the caller presses.
 const KEY_GAP: Duration = Duration::from_millis(150);
 
@@ -45,6 +47,16 @@ pub enum Act {
     SayWithEndOfTurn { interim: String, text: String },
     /// Re-keys SRTP (a re-INVITE with new keys, as the leg reports it).
     Rekey(callsmith_sip::SrtpKeys),
+    /// Says `text` as [`Act::Say`] does, but when the speech ends the recogniser reports
+    /// its eager end of turn with `text`. With `more` = (ms, words) the caller goes on that
+    /// long after it (the speech detector's onset, when watched), the recogniser takes the
+    /// eager end of turn back (`TurnResumed`) 100 ms later, and when `words` are said
+    /// reports its end of turn and final with the whole. Without, its end of turn and final
+    /// (`text`) follow 300 ms after the eager one.
+    SayEager {
+        text: String,
+        more: Option<(u64, String)>,
+    },
     /// Hangs up (a BYE).
     HangUp,
 }
@@ -254,6 +266,7 @@ impl Peer {
                 Act::Rekey(keys) => {
                     let _ = self.0.lock().leg_events.send(LegEvent::SrtpRekeyed(keys));
                 }
+                Act::SayEager { text, more } => self.say_eager(&text, more).await,
                 Act::HangUp => self.end(EndInfo {
                     call_status: CallStatus::Answered,
                     sip_code: None,
@@ -317,25 +330,64 @@ impl Peer {
         }
     }
 
+    async fn say_eager(&self, text: &str, more: Option<(u64, String)>) {
+        let long = |t: &str| Duration::from_millis((t.chars().count() as u64 * 60).max(400));
+        {
+            let mut s = self.0.lock();
+            let at_ms = Peer::ms(&s);
+            if s.watching {
+                let _ = s.media_events.try_send(MediaEvent::SpeechStarted { at_ms });
+            }
+        }
+        tokio::time::sleep(long(text)).await;
+        self.event(SttEvent::EagerEndOfTurn { text: text.into() })
+            .await;
+        let whole = match more {
+            Some((after_ms, words)) => {
+                tokio::time::sleep(Duration::from_millis(after_ms)).await;
+                {
+                    let mut s = self.0.lock();
+                    let at_ms = Peer::ms(&s);
+                    if s.watching {
+                        let _ = s.media_events.try_send(MediaEvent::SpeechStarted { at_ms });
+                    }
+                }
+                tokio::time::sleep(RESUMED_LAG).await;
+                self.event(SttEvent::TurnResumed).await;
+                tokio::time::sleep(long(&words).saturating_sub(RESUMED_LAG)).await;
+                format!("{text} {words}")
+            }
+            None => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                text.to_string()
+            }
+        };
+        self.transcript(&whole, false, true).await;
+        self.transcript(&whole, true, false).await;
+    }
+
+    /// Tells the recogniser listening now, if any, `ev`.
+    async fn event(&self, ev: SttEvent) {
+        let tx = self.0.lock().recognizer.clone();
+        if let Some(tx) = tx {
+            let _ = tx.send(ev).await;
+        }
+    }
+
     /// Tells the recogniser listening now, if any, what it heard.
     async fn transcript(&self, text: &str, is_final: bool, end_of_turn: bool) {
-        let (tx, at_ms) = {
-            let s = self.0.lock();
-            (s.recognizer.clone(), Peer::ms(&s))
+        let at_ms = Peer::ms(&self.0.lock());
+        let t = Transcript {
+            text: text.to_string(),
+            is_final,
+            at_ms,
+            end_ms: at_ms,
+            node: NODE.into(),
+            decision_to_final_ms: None,
+            language: None,
+            end_of_turn,
         };
-        if let Some(tx) = tx {
-            let t = Transcript {
-                text: text.to_string(),
-                is_final,
-                at_ms,
-                end_ms: at_ms,
-                node: NODE.into(),
-                decision_to_final_ms: None,
-                language: None,
-                end_of_turn,
-            };
-            let _ = tx.send(SttEvent::Transcript(t)).await;
-        }
+        self.event(SttEvent::Transcript(t)).await;
     }
 
     /// The leg ends as `info` says (once).
