@@ -138,13 +138,6 @@ impl lifecycle::Setup for Dial {
                 return None;
             }
         }
-        if let Some(at) = self.start_at
-            && !wait_for_slot(&rt.draining, at).await
-        {
-            // Draining began before the slot: the call is not placed, the row goes back.
-            release(rt, &comm).await;
-            return None;
-        }
         Some((comm, prep))
     }
 
@@ -167,6 +160,16 @@ impl lifecycle::Setup for Dial {
         prep: &Prepared,
         session: &MediaSession,
     ) -> Option<(Leg, NegotiatedMedia)> {
+        // The call waits for its cps slot with everything ready (prepared, its media
+        // session open), so that only the INVITE follows the slot: a start lags its slot
+        // by the task's wake-up alone, and starts stay `1/cps` apart on the wire.
+        if let Some(at) = self.start_at
+            && !wait_for_slot(&rt.draining, at).await
+        {
+            // Draining began before the slot: the call is not placed, the row goes back.
+            release(rt, comm).await;
+            return None;
+        }
         place(rt, comm, prep, session)
             .await
             .map(|(leg, media)| (Leg::Sip(leg), media))
