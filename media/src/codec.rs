@@ -179,18 +179,7 @@ mod tests {
     }
 
     use crate::prompt::Prompt;
-
-    /// Power of `x` at `freq` (Goertzel) at 16 kHz, normalised by length.
-    fn power_at(x: &[i16], freq: f64) -> f64 {
-        let w = 2.0 * std::f64::consts::PI * freq / 16000.0;
-        let (mut s1, mut s2) = (0f64, 0f64);
-        for v in x {
-            let s = *v as f64 + 2.0 * w.cos() * s1 - s2;
-            s2 = s1;
-            s1 = s;
-        }
-        (s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2) / (x.len() as f64).powi(2)
-    }
+    use crate::tone::power_at;
 
     #[test]
     fn a_g722_stream_is_wideband_and_carries_a_16k_prompts_upper_band() {
@@ -221,9 +210,12 @@ mod tests {
             decoded.extend_from_slice(&out);
         }
         let voiced = &decoded[640..];
-        let (upper, lower) = (power_at(voiced, 6000.0), power_at(voiced, 1000.0));
+        let (upper, lower) = (
+            power_at(voiced, 6000.0, 16000.0),
+            power_at(voiced, 1000.0, 16000.0),
+        );
         assert!(upper > 0.3 * lower, "6 kHz {upper} vs 1 kHz {lower}");
-        assert!(upper > 100.0 * power_at(voiced, 3500.0));
+        assert!(upper > 100.0 * power_at(voiced, 3500.0, 16000.0));
         tx.encode_silence(&mut payload);
         let mut out = [0i16; 320];
         for _ in 0..5 {

@@ -43,6 +43,7 @@ pub mod sentences;
 mod session;
 pub mod srtp;
 pub mod stt;
+pub mod tone;
 pub mod tts;
 mod tts_sentences;
 pub mod vad;

@@ -15,6 +15,7 @@ use callsmith_media::prompt::{Prompt, StreamingAudio};
 use callsmith_media::recording::RecordingTarget;
 use callsmith_media::rtp::write_rtp;
 use callsmith_media::stt::{SttNodeConfig, SttParams, SttPool, SttProtocol};
+use callsmith_media::tone::power_at;
 use callsmith_media::tts::{TtsRequest, TtsService};
 use callsmith_media::{AudioRate, MediaEvent, MediaSession};
 use common::*;
@@ -70,18 +71,6 @@ fn tone(freq: f64, rate: f64, ms: u32, amp: f64) -> Vec<i16> {
     (0..n)
         .map(|i| ((i as f64 * 2.0 * std::f64::consts::PI * freq / rate).sin() * amp) as i16)
         .collect()
-}
-
-/// Power of `x` at `freq` (Goertzel), normalised by length.
-fn power_at(x: &[i16], freq: f64, rate: f64) -> f64 {
-    let w = 2.0 * std::f64::consts::PI * freq / rate;
-    let (mut s1, mut s2) = (0f64, 0f64);
-    for v in x {
-        let s = *v as f64 + 2.0 * w.cos() * s1 - s2;
-        s2 = s1;
-        s1 = s;
-    }
-    (s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2) / (x.len() as f64).powi(2)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

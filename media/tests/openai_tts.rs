@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use callsmith_media::prompt::StreamingAudio;
 use callsmith_media::stt::{SttParams, SttPool, recognize};
+use callsmith_media::tone::power_at;
 use callsmith_media::tts::{OpenAiTts, OpenAiTtsConfig, TtsEngine, TtsError, TtsRequest};
 use common::*;
 use tokio::io::AsyncWriteExt;
@@ -193,18 +194,6 @@ fn chunked_head(extra: &str) -> Vec<u8> {
         "HTTP/1.1 200 OK\r\nContent-Type: audio/pcm\r\nTransfer-Encoding: chunked\r\n{extra}\r\n"
     )
     .into_bytes()
-}
-
-/// Power of `x` at `freq` (Goertzel) at `rate`, normalised by length.
-fn power_at(x: &[i16], freq: f64, rate: f64) -> f64 {
-    let w = 2.0 * std::f64::consts::PI * freq / rate;
-    let (mut s1, mut s2) = (0f64, 0f64);
-    for v in x {
-        let s = *v as f64 + 2.0 * w.cos() * s1 - s2;
-        s2 = s1;
-        s1 = s;
-    }
-    (s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2) / (x.len() as f64).powi(2)
 }
 
 #[tokio::test]

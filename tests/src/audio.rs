@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use callsmith_media::tone::power_at;
+
 /// Runs sox with `args` (panics with its error output on failure).
 pub fn sox(args: &[&str]) {
     let out = std::process::Command::new("sox")
@@ -191,18 +193,6 @@ pub fn tone_and_speech_wav(
 pub fn wav_rate(wav: &[u8]) -> u32 {
     assert!(wav.starts_with(b"RIFF") && wav.len() > 44, "a WAV file");
     u32::from_le_bytes(wav[24..28].try_into().unwrap())
-}
-
-/// Power of `x` at `freq` (Goertzel) at `rate`, normalised by length.
-fn power_at(x: &[i16], freq: f64, rate: f64) -> f64 {
-    let w = 2.0 * std::f64::consts::PI * freq / rate;
-    let (mut s1, mut s2) = (0f64, 0f64);
-    for v in x {
-        let s = *v as f64 + 2.0 * w.cos() * s1 - s2;
-        s2 = s1;
-        s1 = s;
-    }
-    (s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2) / (x.len() as f64).powi(2)
 }
 
 /// The loudest 20 ms of a 6 kHz tone in a stereo 16 kHz recording's left (caller) channel,

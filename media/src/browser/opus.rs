@@ -260,6 +260,7 @@ fn write_g722(encoder: &mut G722Encoder, header: &Header, pcm: &[i16], out: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tone::amplitude_at;
 
     /// 20 ms of a tone at 16 kHz starting at sample `at`.
     fn tone(hz: f64, at: usize) -> [i16; 320] {
@@ -278,18 +279,6 @@ mod tests {
         assert_eq!(encoder.encode(pcm, &mut codes), 160);
         p.extend_from_slice(&codes);
         p
-    }
-
-    /// The energy of `pcm` at `hz` (Goertzel), as an amplitude.
-    fn level_at(pcm: &[i16], hz: f64) -> f64 {
-        let w = 2.0 * std::f64::consts::PI * hz / 16000.0;
-        let (mut s1, mut s2) = (0.0, 0.0);
-        for x in pcm {
-            let s0 = f64::from(*x) + 2.0 * w.cos() * s1 - s2;
-            s2 = s1;
-            s1 = s0;
-        }
-        (s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2).sqrt() * 2.0 / pcm.len() as f64
     }
 
     /// A 6 kHz tone (above G.711's 4 kHz band) sent by the session as G.722 goes to the
@@ -339,8 +328,8 @@ mod tests {
                 heard.extend_from_slice(&pcm);
             }
         }
-        let at_6k = level_at(&heard, 6000.0);
-        let at_1k = level_at(&heard, 1000.0);
+        let at_6k = amplitude_at(&heard, 6000.0, 16000.0);
+        let at_1k = amplitude_at(&heard, 1000.0, 16000.0);
         assert!(
             at_6k > 1000.0 && at_6k > 10.0 * at_1k,
             "the 6 kHz tone arrives (level {at_6k:.0} at 6 kHz, {at_1k:.0} at 1 kHz)"
