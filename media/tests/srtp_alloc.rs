@@ -1,48 +1,26 @@
 //! SRTP's per-packet path allocates nothing: a counting global allocator watches this
 //! test's thread while 1000 RTP packets (and some RTCP) are protected and unprotected.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use callsmith_media::rtp::write_rtp_header;
 use callsmith_media::srtp::{MASTER_LEN, SrtpParams, SrtpProfile};
 
-struct Counting;
-
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::{ALLOCATIONS, Counting};
 
 thread_local! {
     static WATCHED: Cell<bool> = const { Cell::new(false) };
 }
 
-fn count() {
-    if WATCHED.try_with(Cell::get).unwrap_or(false) {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: every call is passed on to the system allocator unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
+fn watched() -> bool {
+    WATCHED.try_with(Cell::get).unwrap_or(false)
 }
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: Counting = Counting(watched);
 
 /// Allocations made on this thread while `f` runs.
 fn allocations_in(f: impl FnOnce()) -> usize {

@@ -3,9 +3,8 @@
 //! two G.722 sessions and two PCMU sessions send prompts to each other, with speech
 //! detection on, a caller audio tap being read and a recording running on each receiver.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use callsmith_media::codec::RtpCodec;
@@ -13,41 +12,21 @@ use callsmith_media::prompt::Prompt;
 use callsmith_media::recording::RecordingTarget;
 use callsmith_media::{AudioRate, MediaConfig, MediaEngine, MediaSession};
 
-struct Counting;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::{ALLOCATIONS, Counting};
 
 /// The watched thread's id (0: none yet).
 static WATCHED: AtomicI32 = AtomicI32::new(0);
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
-fn count() {
+fn watched() -> bool {
     let watched = WATCHED.load(Ordering::Relaxed);
     // SAFETY: gettid has no preconditions.
-    if watched != 0 && unsafe { libc::gettid() } == watched {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: every call is passed on to the system allocator unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
+    watched != 0 && unsafe { libc::gettid() } == watched
 }
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: Counting = Counting(watched);
 
 /// The thread id of this process's thread named `name`.
 fn thread_named(name: &str) -> i32 {
