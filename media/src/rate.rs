@@ -88,12 +88,20 @@ pub fn convert(src: &[i16], from: AudioRate, dst: &mut [i16], to: AudioRate) {
 
 /// 8 kHz to 16 kHz: each sample, then the mean of it and the next (the last is repeated).
 pub fn upsample_2x(src: &[i16], dst: &mut [i16]) {
-    for (i, pair) in dst.chunks_exact_mut(2).take(src.len()).enumerate() {
-        let a = src[i];
-        let b = *src.get(i + 1).unwrap_or(&a);
-        pair[0] = a;
-        pair[1] = ((a as i32 + b as i32) / 2) as i16;
+    for (j, o) in dst.iter_mut().take(2 * src.len()).enumerate() {
+        *o = doubled(src, j);
     }
+}
+
+/// Sample `j` of `src` doubled: `src[j / 2]` at even `j`, the mean of it and the next
+/// sample at odd `j` (the last repeated).
+fn doubled(src: &[i16], j: usize) -> i16 {
+    let a = src[j / 2];
+    if j.is_multiple_of(2) {
+        return a;
+    }
+    let b = *src.get(j / 2 + 1).unwrap_or(&a);
+    ((a as i32 + b as i32) / 2) as i16
 }
 
 /// 16 kHz to 8 kHz: the half-band low-pass at every even sample.
@@ -111,25 +119,17 @@ fn half_band(src: &[i16], c: usize) -> i16 {
 }
 
 /// `src` at `from` as samples at `to`, one by one (nothing allocated): for appending to a
-/// buffer of another rate.
+/// buffer of another rate. Halving keeps a last odd sample.
 pub fn samples_at(src: &[i16], from: AudioRate, to: AudioRate) -> impl Iterator<Item = i16> + '_ {
-    let (step, out) = match (from, to) {
-        (AudioRate::Wide, AudioRate::Narrow) => (2, 1),
-        (AudioRate::Narrow, AudioRate::Wide) => (1, 2),
-        _ => (1, 1),
+    let n = match (from, to) {
+        (AudioRate::Wide, AudioRate::Narrow) => src.len().div_ceil(2),
+        (AudioRate::Narrow, AudioRate::Wide) => 2 * src.len(),
+        _ => src.len(),
     };
-    src.chunks(step).enumerate().flat_map(move |(i, c)| {
-        let v = if step == 2 {
-            half_band(src, 2 * i)
-        } else {
-            c[0]
-        };
-        let next = if out == 2 {
-            ((v as i32 + *src.get(i + 1).unwrap_or(&v) as i32) / 2) as i16
-        } else {
-            v
-        };
-        std::iter::once(v).chain((out == 2).then_some(next))
+    (0..n).map(move |j| match (from, to) {
+        (AudioRate::Wide, AudioRate::Narrow) => half_band(src, 2 * j),
+        (AudioRate::Narrow, AudioRate::Wide) => doubled(src, j),
+        _ => src[j],
     })
 }
 

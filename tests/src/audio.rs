@@ -18,16 +18,21 @@ pub fn sox(args: &[&str]) {
     );
 }
 
+/// Speaks `text` with flite into the WAV file `wav` (flite's own 8 kHz).
+fn flite(text: &str, wav: &Path) {
+    let st = std::process::Command::new("flite")
+        .args(["-t", text, "-o"])
+        .arg(wav)
+        .status()
+        .expect("run flite");
+    assert!(st.success(), "flite failed");
+}
+
 /// Speaks `text` with flite and writes raw 8 kHz µ-law (what SIPp `rtp_stream` plays) to
 /// `dir/name`, with `lead_ms` of silence first and one second after.
 pub fn ulaw_speech(dir: &Path, name: &str, text: &str, lead_ms: u32) -> PathBuf {
     let wav = dir.join(format!("{name}.flite.wav"));
-    let st = std::process::Command::new("flite")
-        .args(["-t", text, "-o"])
-        .arg(&wav)
-        .status()
-        .expect("run flite");
-    assert!(st.success(), "flite failed");
+    flite(text, &wav);
     let out = dir.join(name);
     let st = std::process::Command::new("sox")
         .arg(&wav)
@@ -44,12 +49,7 @@ pub fn ulaw_speech(dir: &Path, name: &str, text: &str, lead_ms: u32) -> PathBuf 
 /// 400 ms of silence, a 1 kHz beep of `beep_ms`, then one second of silence.
 pub fn ulaw_greeting_with_beep(dir: &Path, name: &str, text: &str, beep_ms: u32) -> PathBuf {
     let wav = dir.join(format!("{name}.flite.wav"));
-    let st = std::process::Command::new("flite")
-        .args(["-t", text, "-o"])
-        .arg(&wav)
-        .status()
-        .expect("run flite");
-    assert!(st.success(), "flite failed");
+    flite(text, &wav);
     let speech = dir.join(format!("{name}.speech.ul"));
     let (w, sp) = (wav.display().to_string(), speech.display().to_string());
     sox(&[
@@ -145,47 +145,28 @@ pub fn tone_wav(secs: f32) -> Vec<u8> {
 /// One second of a quiet 6 kHz tone (about -20 dBFS), then flite saying `text` as a mono WAV
 /// at `rate`, after `lead_ms` of silence and with 3 s after (baresip's `aufile` plays a
 /// file only at its codec's own rate; at 8 kHz the tone cannot be carried and is left out).
-pub fn tone_and_speech_wav(
-    dir: &std::path::Path,
-    text: &str,
-    rate: u32,
-    lead_ms: u32,
-) -> std::path::PathBuf {
+pub fn tone_and_speech_wav(dir: &Path, text: &str, rate: u32, lead_ms: u32) -> PathBuf {
     let raw = dir.join("flite.wav");
-    let st = std::process::Command::new("flite")
-        .args(["-t", text, "-o"])
-        .arg(&raw)
-        .status()
-        .expect("run flite");
-    assert!(st.success(), "flite failed");
+    flite(text, &raw);
     let out = dir.join("speech.wav");
-    let st = std::process::Command::new("sox")
-        .arg(&raw)
-        .args(["-r", &rate.to_string(), "-c", "1", "-b", "16"])
-        .arg(&out)
-        .args(["pad", &format!("{:.3}", f64::from(lead_ms) / 1000.0), "3.0"])
-        .status()
-        .expect("run sox");
-    assert!(st.success(), "sox failed");
+    let (r, o, hz) = (
+        raw.display().to_string(),
+        out.display().to_string(),
+        rate.to_string(),
+    );
+    let lead = format!("{:.3}", f64::from(lead_ms) / 1000.0);
+    sox(&[
+        &r, "-r", &hz, "-c", "1", "-b", "16", &o, "pad", &lead, "3.0",
+    ]);
     if rate < 16000 {
         return out;
     }
-    let tone = dir.join("tone.wav");
-    let st = std::process::Command::new("sox")
-        .args(["-n", "-r", &rate.to_string(), "-c", "1", "-b", "16"])
-        .arg(&tone)
-        .args(["synth", "1.0", "sine", "6000", "vol", "0.1"])
-        .status()
-        .expect("run sox");
-    assert!(st.success(), "sox synth failed");
+    let tone = dir.join("tone.wav").display().to_string();
+    sox(&[
+        "-n", "-r", &hz, "-c", "1", "-b", "16", &tone, "synth", "1.0", "sine", "6000", "vol", "0.1",
+    ]);
     let both = dir.join("tone-speech.wav");
-    let st = std::process::Command::new("sox")
-        .arg(&tone)
-        .arg(&out)
-        .arg(&both)
-        .status()
-        .expect("run sox");
-    assert!(st.success(), "sox concatenation failed");
+    sox(&[&tone, &o, &both.display().to_string()]);
     both
 }
 
