@@ -186,6 +186,8 @@ struct StreamState {
     /// Sources that get everything pushed here but are not finished with it
     /// ([`StreamingAudio::pass_to`]).
     passed_to: Vec<Arc<StreamingAudio>>,
+    /// Samples are dropped until the first audible one ([`StreamingAudio::trim_leading_silence`]).
+    trim_leading: bool,
 }
 
 /// What a player got from a growing source this tick.
@@ -197,6 +199,18 @@ pub enum StreamFrame {
     Starved,
     /// The producer finished and everything was played.
     Finished,
+}
+
+/// A sample whose magnitude is at most this (about −60 dBFS) is silence at the start of
+/// synthesised speech ([`StreamingAudio::trim_leading_silence`]).
+pub const LEADING_SILENCE_LEVEL: i16 = 32;
+
+/// The index of the first sample above [`LEADING_SILENCE_LEVEL`] (`pcm.len()` when there
+/// is none).
+pub fn audible_from(pcm: &[i16]) -> usize {
+    pcm.iter()
+        .position(|s| s.unsigned_abs() > LEADING_SILENCE_LEVEL as u16)
+        .unwrap_or(pcm.len())
 }
 
 /// Samples a [`StreamingAudio`] reserves up front: 0.1 s at 8 kHz.
@@ -244,9 +258,19 @@ impl StreamingAudio {
                 followers: Vec::new(),
                 first_audio_ns: None,
                 passed_to: Vec::new(),
+                trim_leading: false,
             }),
             max_buffered: max_buffered.max(rate.frame_samples()),
         })
+    }
+
+    /// Drops what is pushed until its first audible sample (above
+    /// [`LEADING_SILENCE_LEVEL`]), from then on nothing: a synthesis starts with its
+    /// speech, not with the tens of milliseconds of silence synthesisers put before it
+    /// (Piper: 40–60 ms), which a caller waiting for a reply would hear as latency. Its
+    /// history, followers and first audio time start there too.
+    pub fn trim_leading_silence(&self) {
+        self.inner.lock().trim_leading = true;
     }
 
     /// Everything pushed so far (empty unless built with `new_with_history`).
@@ -330,6 +354,16 @@ impl StreamingAudio {
         if s.finished {
             return;
         }
+        let pcm = if s.trim_leading {
+            let from = audible_from(pcm);
+            if from == pcm.len() {
+                return;
+            }
+            s.trim_leading = false;
+            &pcm[from..]
+        } else {
+            pcm
+        };
         if s.first_audio_ns.is_none() && !pcm.is_empty() {
             s.first_audio_ns = Some(crate::clock::now_ns());
         }
@@ -816,6 +850,41 @@ impl PromptCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A synthesis starts with its speech: the silence before its first audible sample
+    /// is not played, kept or passed on; silence after it is.
+    #[test]
+    fn leading_silence_is_trimmed_up_to_the_first_audible_sample() {
+        let src = StreamingAudio::new_with_history(10_000);
+        src.trim_leading_silence();
+        let follower = src.follow(10_000);
+        src.push(&[0; 400]);
+        src.push(&[3, -20, 32, -32]);
+        assert_eq!(src.history_len(), 0, "nothing audible yet");
+        assert_eq!(src.first_audio_ns(), None, "no audio yet");
+        src.push(&[5, -33, 0, 400]);
+        src.push(&[0, 1, 0]);
+        src.push(&[100; FRAME_SAMPLES]);
+        let history = src.take_history();
+        assert_eq!(&history[..6], [-33, 0, 400, 0, 1, 0]);
+        assert_eq!(history.len(), 6 + FRAME_SAMPLES);
+        assert!(src.first_audio_ns().is_some());
+        let mut frame = [0i16; FRAME_SAMPLES];
+        assert_eq!(follower.take_frame(&mut frame), StreamFrame::Frame);
+        assert_eq!(
+            &frame[..6],
+            &[-33, 0, 400, 0, 1, 0],
+            "the follower starts there too"
+        );
+        let untrimmed = StreamingAudio::new_with_history(10_000);
+        untrimmed.push(&[0, 0, 7]);
+        assert_eq!(
+            untrimmed.take_history(),
+            [0, 0, 7],
+            "other sources keep everything"
+        );
+        assert_eq!(audible_from(&[0; 5]), 5);
+    }
 
     #[test]
     fn from_pcm_pads_to_frames_and_encodes() {

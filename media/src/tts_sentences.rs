@@ -9,6 +9,10 @@
 //! * [`TtsService::speech`]: sentences handed over as they come (a language model's
 //!   reply as it streams), spoken in order into one source, each cached under its own key.
 //!
+//! Both start at the synthesis's first audible sample
+//! ([`StreamingAudio::trim_leading_silence`]): the silence a synthesiser puts before its
+//! speech is not played (later sentences keep theirs, the pause between sentences).
+//!
 //! When a sentence fails, the source ends after the audio made so far (what was spoken
 //! stays spoken), nothing of the whole is cached, and the [`SynthStatus`] says why.
 
@@ -87,6 +91,7 @@ impl TtsService {
             // Nobody plays the primary itself (every player follows it): it keeps its
             // history and one frame.
             let primary = StreamingAudio::new_with_history_at(req.rate, 0);
+            primary.trim_leading_silence();
             let status = Arc::new(SynthStatus::default());
             in_flight.insert(key.clone(), (primary.clone(), status.clone()));
             (primary, status)
@@ -138,6 +143,7 @@ impl TtsService {
     pub fn speech(self: &Arc<Self>, voice: &TtsRequest) -> Result<Speech, TtsError> {
         let engine = self.engine(&voice.engine)?;
         let out = StreamingAudio::new_at(voice.rate, STREAM_BUFFER);
+        out.trim_leading_silence();
         let status = Arc::new(SynthStatus::default());
         let stop = CancellationToken::new();
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();

@@ -228,7 +228,8 @@ mod tests {
     use super::*;
     use crate::prompt::Playable;
 
-    /// Pushes 0, 1, 2, … in three chunks with pauses, counting its runs.
+    /// Pushes 20 ms of silence, then 1000, 1001, 1002, … in three chunks with pauses,
+    /// counting its runs.
     struct Slow {
         runs: std::sync::atomic::AtomicUsize,
     }
@@ -244,8 +245,10 @@ mod tests {
             out: &StreamingAudio,
         ) -> Result<(), TtsError> {
             self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // The silence a synthesiser puts before its speech: not played.
+            out.push(&[0; 160]);
             for chunk in 0..3i16 {
-                let pcm: Vec<i16> = (chunk * 160..(chunk + 1) * 160).collect();
+                let pcm: Vec<i16> = (1000 + chunk * 160..1000 + (chunk + 1) * 160).collect();
                 out.push(&pcm);
                 tokio::time::sleep(std::time::Duration::from_millis(30)).await;
             }
@@ -290,12 +293,16 @@ mod tests {
         while !(first.is_finished() && second.is_finished()) {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        let expected: Vec<i16> = (0..480).collect();
+        let expected: Vec<i16> = (1000..1480).collect();
         assert_eq!(drain(&first), expected);
         assert_eq!(drain(&second), expected, "the follower heard it all");
         assert_eq!(slow.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
-        // Once done, it is cached: a third call needs no synthesis.
-        assert!(matches!(svc.playable(&req).unwrap(), Playable::Prompt(_)));
+        // Once done, it is cached, from its first audible sample: a third call needs no
+        // synthesis.
+        let Playable::Prompt(cached) = svc.playable(&req).unwrap() else {
+            panic!("cached")
+        };
+        assert_eq!(&cached.pcm()[..480], &expected[..]);
         assert_eq!(slow.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 

@@ -34,8 +34,9 @@ use crate::call::prepare::Prepared;
 use crate::config::DialerConfig;
 use crate::runtime::{Capacity, Runtime, RuntimeSettings};
 
-/// The synthesizer of the rig: every prompt is silence, 60 ms a character; the texts it
-/// was asked for are kept.
+/// The synthesizer of the rig: every prompt is a faint hum (a constant level above
+/// the silence a synthesis's start is trimmed of), 60 ms a character; the texts it was
+/// asked for are kept.
 struct SilenceTts {
     said: Arc<Mutex<Vec<String>>>,
 }
@@ -49,7 +50,7 @@ impl TtsEngine for SilenceTts {
     async fn synthesize(&self, req: &TtsRequest) -> Result<Prompt, TtsError> {
         self.said.lock().push(req.text.clone());
         let samples = req.text.chars().count() * 480;
-        Ok(Prompt::from_pcm(vec![0; samples]))
+        Ok(Prompt::from_pcm(vec![100; samples]))
     }
 }
 
