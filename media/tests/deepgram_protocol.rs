@@ -33,6 +33,8 @@ struct Seen {
     authorization: Option<String>,
     texts: Vec<String>,
     audio_bytes: usize,
+    /// The size of each audio message.
+    messages: Vec<usize>,
 }
 
 /// How the server answers.
@@ -94,6 +96,7 @@ async fn serve(script: Script) -> (u16, Arc<Mutex<Seen>>) {
                     let total = {
                         let mut s = s2.lock().expect("seen");
                         s.audio_bytes += b.len();
+                        s.messages.push(b.len());
                         s.audio_bytes
                     };
                     if let Script::ErrorClose(reason) = script {
@@ -236,6 +239,9 @@ async fn every_streaming_option_is_sent_as_the_vendor_names_it() {
     );
     assert_eq!(s.texts, vec![r#"{"type":"CloseStream"}"#.to_string()]);
     assert_eq!(s.audio_bytes, 80 * 320, "every sample arrived as linear16");
+    // One message per 20 ms frame: a recogniser counts the silence that ends a turn as the
+    // audio arrives, so none of it is held back for a larger batch.
+    assert!(s.messages.iter().all(|&n| n == 320), "{:?}", s.messages);
 }
 
 #[tokio::test]

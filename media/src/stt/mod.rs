@@ -657,6 +657,9 @@ impl Decoder {
     }
 }
 
+/// Milliseconds of caller audio per message of a recognition stream.
+const STREAM_MESSAGE_MS: usize = 20;
+
 /// How long a Deepgram-style stream may go without audio before the client sends
 /// `KeepAlive` (the service closes a stream that receives nothing for about 10 s).
 const KEEP_ALIVE_AFTER: Duration = Duration::from_secs(3);
@@ -746,9 +749,10 @@ async fn run_stream(
     // First frame's call time: the node counts time from its first sample.
     let mut first_ms: Option<u64> = None;
     let mut sent_ms: u64 = 0;
-    // 100 ms of audio per message.
+    // One message per 20 ms frame: the recogniser counts the silence that ends a turn as
+    // the audio arrives, and a batch of 100 ms held that end back by 50 ms on average.
     let rate = params.audio_rate;
-    let batch_bytes = 100 * rate.samples_per_ms() * 2;
+    let batch_bytes = STREAM_MESSAGE_MS * rate.samples_per_ms() * 2;
     let mut batch: Vec<u8> = Vec::with_capacity(batch_bytes);
     let mut audio_open = true;
     let mut eof_sent = false;
@@ -808,32 +812,9 @@ async fn run_stream(
     };
     loop {
         tokio::select! {
-            frame = audio.recv(), if audio_open && !eof_sent => {
-                match frame {
-                    Some(f) => {
-                        first_ms.get_or_insert(f.at_ms);
-                        sent_ms = f.at_ms + f.duration_ms();
-                        for s in crate::rate::samples_at(&f.pcm, f.rate, rate) {
-                            batch.extend_from_slice(&s.to_le_bytes());
-                        }
-                        if batch.len() >= batch_bytes {
-                            tx.send(Message::binary(std::mem::take(&mut batch))).await.map_err(|e| e.to_string())?;
-                            batch.reserve(batch_bytes);
-                            idle.as_mut().reset(tokio::time::Instant::now() + KEEP_ALIVE_AFTER);
-                        }
-                    }
-                    None => audio_open = false,
-                }
-            }
-            _ = &mut finish, if !eof_sent => {
-                audio_open = false;
-            }
-            _ = &mut idle, if !eof_sent => {
-                if let Some(keep_alive) = decoder.keep_alive() {
-                    tx.send(Message::text(keep_alive)).await.map_err(|e| e.to_string())?;
-                }
-                idle.as_mut().reset(tokio::time::Instant::now() + KEEP_ALIVE_AFTER);
-            }
+            // What the node says first: a close with its reason is read before more audio
+            // is sent into a stream the node has closed.
+            biased;
             msg = rx.next() => {
                 match msg {
                     Some(Ok(Message::Text(t))) => {
@@ -871,24 +852,81 @@ async fn run_stream(
                     Some(Err(e)) => return Err(e.to_string()),
                 }
             }
+            frame = audio.recv(), if audio_open && !eof_sent => {
+                match frame {
+                    Some(f) => {
+                        first_ms.get_or_insert(f.at_ms);
+                        sent_ms = f.at_ms + f.duration_ms();
+                        for s in crate::rate::samples_at(&f.pcm, f.rate, rate) {
+                            batch.extend_from_slice(&s.to_le_bytes());
+                        }
+                        if batch.len() >= batch_bytes {
+                            if let Err(e) = tx.send(Message::binary(std::mem::take(&mut batch))).await {
+                                return Err(send_failed(&mut rx, e).await);
+                            }
+                            batch.reserve(batch_bytes);
+                            idle.as_mut().reset(tokio::time::Instant::now() + KEEP_ALIVE_AFTER);
+                        }
+                    }
+                    None => audio_open = false,
+                }
+            }
+            _ = &mut finish, if !eof_sent => {
+                audio_open = false;
+            }
+            _ = &mut idle, if !eof_sent => {
+                if let Some(keep_alive) = decoder.keep_alive()
+                    && let Err(e) = tx.send(Message::text(keep_alive)).await
+                {
+                    return Err(send_failed(&mut rx, e).await);
+                }
+                idle.as_mut().reset(tokio::time::Instant::now() + KEEP_ALIVE_AFTER);
+            }
             _ = &mut eof_deadline, if eof_sent => {
                 return Err("no final result within 30 s of end of audio".into());
             }
         }
         if !audio_open && !eof_sent {
-            if !batch.is_empty() {
-                tx.send(Message::binary(std::mem::take(&mut batch)))
-                    .await
-                    .map_err(|e| e.to_string())?;
+            if !batch.is_empty()
+                && let Err(e) = tx.send(Message::binary(std::mem::take(&mut batch))).await
+            {
+                return Err(send_failed(&mut rx, e).await);
             }
-            tx.send(Message::text(decoder.eof()))
-                .await
-                .map_err(|e| e.to_string())?;
+            if let Err(e) = tx.send(Message::text(decoder.eof())).await {
+                return Err(send_failed(&mut rx, e).await);
+            }
             eof_sent = true;
             eof_deadline
                 .as_mut()
                 .reset(tokio::time::Instant::now() + Duration::from_secs(30));
         }
+    }
+}
+
+/// Why a send to the node failed: the close the node sent with an error code, when it is
+/// still to be read (a node that closes a stream on bad audio may reset the connection
+/// under the client's next message), else the send's own error.
+async fn send_failed<S>(rx: &mut S, error: tokio_tungstenite::tungstenite::Error) -> String
+where
+    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    let read = async {
+        while let Some(Ok(msg)) = rx.next().await {
+            if let Message::Close(Some(frame)) = msg
+                && !matches!(frame.code, CloseCode::Normal | CloseCode::Away)
+            {
+                return Some(format!(
+                    "node closed the stream ({} {})",
+                    u16::from(frame.code),
+                    frame.reason
+                ));
+            }
+        }
+        None
+    };
+    match tokio::time::timeout(Duration::from_millis(500), read).await {
+        Ok(Some(reason)) => reason,
+        _ => error.to_string(),
     }
 }
 
