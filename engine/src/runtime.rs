@@ -371,19 +371,30 @@ impl TurnMetrics {
     /// `send` (first synthesised audio → its first RTP packet).
     pub fn observe_stages(&self, t: &callsmith_domain::communication::history::TurnLog) {
         let answer = t.final_ms.or(t.dtmf.as_ref().map(|_| t.ended_ms));
+        self.observe_speech_end(t);
         let stages = [
-            ("end_of_turn", t.speech_ended_ms, t.end_of_turn_ms),
             ("transcript", t.end_of_turn_ms, t.final_ms),
             ("reply", answer, t.reply_ready_ms),
             ("synthesis", t.reply_ready_ms, t.first_synthesis_ms),
             ("send", t.first_synthesis_ms, t.reply_first_rtp_ms),
         ];
         for (stage, from, to) in stages {
-            if let (Some(from), Some(to)) = (from, to) {
-                self.stages
-                    .get_or_create(&vec![("stage".to_string(), stage.to_string())])
-                    .observe(to.saturating_sub(from) as f64 / 1000.0);
-            }
+            self.observe_stage(stage, from, to);
+        }
+    }
+
+    /// The `end_of_turn` stage (speech end → the recogniser's end of turn), when both are
+    /// known: with the other stages, or once the speech end arrives after the reply
+    /// ([`crate::call`]'s late speech end).
+    pub fn observe_speech_end(&self, t: &callsmith_domain::communication::history::TurnLog) {
+        self.observe_stage("end_of_turn", t.speech_ended_ms, t.end_of_turn_ms);
+    }
+
+    fn observe_stage(&self, stage: &str, from: Option<u64>, to: Option<u64>) {
+        if let (Some(from), Some(to)) = (from, to) {
+            self.stages
+                .get_or_create(&vec![("stage".to_string(), stage.to_string())])
+                .observe(to.saturating_sub(from) as f64 / 1000.0);
         }
     }
 

@@ -21,6 +21,11 @@ pub enum MediaEvent {
     /// VAD offset, decided `hangover_ms` after the last voiced frame (the speech itself
     /// ended at `at_ms - hangover_ms`).
     SpeechStopped { at_ms: u64, hangover_ms: u32 },
+    /// Speech detection was turned off ([`crate::MediaSession::watch_speech`]) while the
+    /// caller was speaking, before the hangover could end it: their speech last had voice
+    /// `silence_ms` before `at_ms` (0: it had voice then). A listener that decides sooner
+    /// than the hangover (a recogniser's end of turn) learns here where the speech ended.
+    SpeechUnwatched { at_ms: u64, silence_ms: u32 },
     /// No RTP for the configured timeout (reported once until RTP resumes).
     RtpTimeout { at_ms: u64 },
     /// Symmetric RTP: the first packet's source became the send target.

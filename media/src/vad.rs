@@ -109,6 +109,22 @@ impl SpeechDetector {
         self.barge_now
     }
 
+    /// Ends the current speech without waiting for the hangover (the detection is turned
+    /// off while the caller is heard speaking): the milliseconds since its last voiced frame
+    /// (0 while voice is still coming), or `None` when nobody was speaking.
+    pub fn end_speech(&mut self) -> Option<u32> {
+        if !self.speaking {
+            return None;
+        }
+        let silence_ms = self.unvoiced_run * 20;
+        self.speaking = false;
+        self.voiced_run = 0;
+        self.unvoiced_run = 0;
+        self.voiced_frames = 0;
+        self.barge_now = false;
+        Some(silence_ms)
+    }
+
     /// Classifies one 10/20/30 ms frame at 8 kHz.
     pub fn is_voiced(&mut self, frame: &[i16]) -> bool {
         if frame.is_empty() {
@@ -170,6 +186,30 @@ mod tests {
                 (v * 9000.0) as i16
             })
             .collect()
+    }
+
+    /// Ending the speech early gives the silence counted since its last voiced frame and
+    /// leaves the detector ready for a new onset.
+    #[test]
+    fn speech_ended_early_reports_its_silence_and_awaits_a_new_onset() {
+        let mut d = SpeechDetector::new(VadConfig::default());
+        assert_eq!(d.end_speech(), None, "nobody speaking");
+        let v = vowel(20);
+        for f in v.chunks(160).take(10) {
+            d.push(f);
+        }
+        assert!(d.is_speaking());
+        for _ in 0..6 {
+            assert_eq!(d.push(&[0; 160]), None, "within the hangover");
+        }
+        assert_eq!(d.end_speech(), Some(120));
+        assert!(!d.is_speaking());
+        let mut again = v.chunks(160).skip(10);
+        assert_eq!(d.push(again.next().unwrap()), None);
+        assert_eq!(
+            d.push(again.next().unwrap()),
+            Some(SpeechTransition::Started)
+        );
     }
 
     #[test]

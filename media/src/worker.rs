@@ -581,6 +581,16 @@ fn handle_command(cmd: Command, slots: &mut [Slot], now: u64) {
         Command::WatchSpeech { id, on } => {
             if let Some(s) = find(slots, id) {
                 s.speech_watched = on;
+                // Unless a prompt's barge-in keeps it running, detection stops here: speech
+                // it was hearing ends now, with the silence it had counted.
+                let barge_in = s.current.as_ref().is_some_and(|p| p.barge_in.is_on());
+                if !on && !barge_in {
+                    let ended = s.vad.as_mut().and_then(SpeechDetector::end_speech);
+                    if let Some(silence_ms) = ended {
+                        let at_ms = s.at_ms();
+                        s.emit(MediaEvent::SpeechUnwatched { at_ms, silence_ms });
+                    }
+                }
             }
         }
         Command::StopPlayout(id) => {

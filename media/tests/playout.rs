@@ -174,6 +174,58 @@ async fn speech_events_and_stop_playout() {
     assert_eq!(queued.wait().await.end, PlayEnd::Stopped);
 }
 
+/// Detection turned off before the hangover ends the caller's speech (a recogniser that
+/// decides sooner): the session reports where the speech ended instead of a stop, and a
+/// later stretch of speech is a new onset.
+#[tokio::test]
+async fn detection_turned_off_mid_hangover_reports_where_the_speech_ended() {
+    let engine = engine();
+    let (caller, mut bot) = connected(&engine);
+    bot.watch_speech(true).unwrap();
+    caller
+        .play(flite("Hello there, how are you today").await, false)
+        .unwrap()
+        .wait()
+        .await;
+    let mut started = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !started {
+        match tokio::time::timeout_at(deadline, bot.next_event()).await {
+            Ok(Some(MediaEvent::SpeechStarted { .. })) => started = true,
+            Ok(Some(_)) => {}
+            _ => panic!("no speech onset"),
+        }
+    }
+    // The caller's audio is played out: 200 ms into the 400 ms hangover, stop watching.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bot.watch_speech(false).unwrap();
+    let silence_ms = loop {
+        match tokio::time::timeout_at(deadline, bot.next_event()).await {
+            Ok(Some(MediaEvent::SpeechUnwatched { silence_ms, .. })) => break silence_ms,
+            Ok(Some(MediaEvent::SpeechStopped { .. })) => panic!("the hangover ran out first"),
+            Ok(Some(_)) => {}
+            _ => panic!("no SpeechUnwatched"),
+        }
+    };
+    // flite's trailing quiet and the jitter buffer's packet sit between the playout's end
+    // and the last voiced frame the detector heard.
+    assert!(
+        (120..=400).contains(&silence_ms),
+        "speech ended {silence_ms} ms before detection stopped"
+    );
+    // Watching again, the next speech is an onset of its own.
+    bot.watch_speech(true).unwrap();
+    caller.play(flite("Yes").await, false).unwrap().wait().await;
+    let again = loop {
+        match tokio::time::timeout_at(deadline, bot.next_event()).await {
+            Ok(Some(MediaEvent::SpeechStarted { .. })) => break true,
+            Ok(Some(_)) => {}
+            _ => break false,
+        }
+    };
+    assert!(again, "no onset for the next speech");
+}
+
 /// A prompt whose barge-in opens 2.5 s in: the caller's speech at its start does not stop
 /// it, speech after 2.5 s does.
 #[tokio::test]

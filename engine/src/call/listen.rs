@@ -141,6 +141,9 @@ impl LivePort {
         // at the eager end of turn, the turn may also be taken back.
         let mut from_interim = false;
         let mut eager = false;
+        // The call's speech detector hears the caller now (between its onset and its
+        // hangover's end).
+        let mut in_speech = false;
         let heard = loop {
             let mut done = None;
             while let Some(action) = listen.poll_action() {
@@ -248,9 +251,11 @@ impl LivePort {
                 ev = self.next() => match ev {
                     CallEvent::Digit(d) => listen.handle_event(now(), ListenEvent::Digit(d)),
                     CallEvent::Media(MediaEvent::SpeechStarted { .. }) => {
+                        in_speech = true;
                         listen.handle_event(now(), ListenEvent::SpeechStarted);
                     }
                     CallEvent::Media(MediaEvent::SpeechStopped { hangover_ms, .. }) => {
+                        in_speech = false;
                         turn.speech_ended_ms =
                             Some(self.ms().saturating_sub(u64::from(hangover_ms)));
                     }
@@ -295,7 +300,16 @@ impl LivePort {
         } else {
             None
         };
+        // A recogniser that ends the turn before the detector's hangover (400 ms) leaves
+        // the speech's end to come: the detector reports it once detection stops
+        // (`SpeechUnwatched`), and a stop heard earlier in the turn was only a pause.
+        if in_speech && spec.speech.is_some() {
+            turn.speech_ended_ms = None;
+        }
         self.record.keep_turn(turn, upload);
+        if in_speech && spec.speech.is_some() {
+            self.record.speech_end_to_come();
+        }
         if let Some(f) = late_final {
             self.record.final_to_come(f);
         }

@@ -26,6 +26,7 @@ use super::history::TurnLog;
 use super::io::{CallEnd, CallEvent, CallIo, ForcedEnd};
 use super::record::CallRecord;
 use super::sms::send_sms;
+use callsmith_media::MediaEvent;
 
 /// The engine's `CallPort`: one answered call over SIP (or a browser) + media.
 pub struct LivePort {
@@ -47,8 +48,15 @@ impl LivePort {
     /// end the call goes into the history's errors and the log as it is reported.
     pub(super) async fn next(&mut self) -> CallEvent {
         let ev = self.io.next().await;
-        if let CallEvent::Ended(CallEnd::Forced(f)) = ev {
-            self.forced_end(f);
+        match ev {
+            CallEvent::Ended(CallEnd::Forced(f)) => self.forced_end(f),
+            // The last turn ended before the speech detector's hangover: here is where
+            // the caller's speech ended, for its response time.
+            CallEvent::Media(MediaEvent::SpeechUnwatched { silence_ms, .. }) => {
+                let end = self.ms().saturating_sub(u64::from(silence_ms));
+                self.record.late_speech_end(&self.ctx.rt.turns, end);
+            }
+            _ => {}
         }
         ev
     }

@@ -50,6 +50,10 @@ pub(super) struct CallRecord {
     live: Option<Live>,
     /// The answering-machine detector's last verdict (`human`, `machine`).
     pub(super) amd: Option<&'static str>,
+    /// The last turn ended while the call's speech detector still heard the caller (a
+    /// recogniser's end of turn comes before the detector's hangover): where the speech
+    /// ended comes with the detector's [`MediaEvent::SpeechUnwatched`](callsmith_media::MediaEvent).
+    speech_end_to_come: bool,
 }
 
 /// What the history says of the call besides its record.
@@ -78,6 +82,7 @@ impl CallRecord {
             late_finals: Vec::new(),
             transfers: Vec::new(),
             answer_ns: None,
+            speech_end_to_come: false,
             live,
             amd: None,
         }
@@ -169,6 +174,30 @@ impl CallRecord {
     pub(super) fn traced(&self, event: &TraceEvent) {
         if let Some(live) = &self.live {
             live.traced(event);
+        }
+    }
+
+    /// The last turn ended while the speech detector was still in the caller's speech:
+    /// its speech end is not known yet ([`Self::late_speech_end`] brings it).
+    pub(super) fn speech_end_to_come(&mut self) {
+        self.speech_end_to_come = true;
+    }
+
+    /// Where the last turn's speech ended, `ms` into the call, when that turn is waiting
+    /// for it ([`Self::speech_end_to_come`]; otherwise nothing happens): its
+    /// `speech_ended_ms`, and its `response_ms` when its reply is already on the wire.
+    pub(super) fn late_speech_end(&mut self, metrics: &TurnMetrics, ms: u64) {
+        if !std::mem::take(&mut self.speech_end_to_come) {
+            return;
+        }
+        if let Some(t) = self.turns.last_mut() {
+            t.speech_ended_ms = Some(ms);
+            if let Some(at_ms) = t.reply_first_rtp_ms {
+                let response = at_ms.saturating_sub(ms);
+                t.response_ms = Some(response);
+                metrics.response.observe(response as f64 / 1000.0);
+            }
+            metrics.observe_speech_end(t);
         }
     }
 

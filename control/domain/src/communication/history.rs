@@ -201,7 +201,8 @@ pub struct TurnLog {
     /// speech detection and leaves it unset).
     pub speech_started_ms: Option<u64>,
     /// End of the caller's speech: the last voiced frame before the VAD's offset (the
-    /// last one in the turn).
+    /// last one in the turn), or, when the turn ended inside the VAD's hangover, the last
+    /// voiced frame the VAD had heard then.
     #[serde(default)]
     pub speech_ended_ms: Option<u64>,
     pub first_partial_ms: Option<u64>,

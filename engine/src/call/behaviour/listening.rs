@@ -183,6 +183,16 @@ async fn an_end_of_turn_interim_that_names_one_answer_decides_the_question() {
     assert_eq!(turn["transcript"], "forty two", "{turn}");
     // The final, which came after the branch was taken, is recorded beside the interim.
     assert_eq!(turn["final_transcript"], "forty two please", "{turn}");
+    // The turn ended before the speech detector's hangover: the detector, turned off,
+    // told where the speech ended, and the reply's response time counts from there.
+    let ms = |k: &str| turn[k].as_u64().unwrap_or_else(|| panic!("{k}: {turn}"));
+    assert!(ms("speech_ended_ms") >= ms("speech_started_ms"), "{turn}");
+    assert!(ms("speech_ended_ms") <= ms("ended_ms"), "{turn}");
+    assert_eq!(
+        ms("response_ms"),
+        ms("reply_first_rtp_ms") - ms("speech_ended_ms"),
+        "{turn}"
+    );
     assert!(
         turn["notes"]
             .as_array()

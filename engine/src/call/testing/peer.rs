@@ -173,6 +173,8 @@ struct State {
     current: Option<Current>,
     generation: u64,
     watching: bool,
+    /// The caller is speaking by the fake detector (an onset reported, no stop yet).
+    speaking: bool,
     recognizer: Option<mpsc::Sender<SttEvent>>,
     /// What the caller says when the next recogniser starts.
     answers: VecDeque<String>,
@@ -212,6 +214,7 @@ impl Peer {
             current: None,
             generation: 0,
             watching: false,
+            speaking: false,
             recognizer: None,
             answers: script.answers.iter().cloned().collect(),
             taps: Vec::new(),
@@ -303,6 +306,7 @@ impl Peer {
             let mut s = self.0.lock();
             let at_ms = Peer::ms(&s);
             if s.watching {
+                s.speaking = true;
                 let _ = s.media_events.try_send(MediaEvent::SpeechStarted { at_ms });
             }
             if s.current.as_ref().is_some_and(Current::barge_in_open) {
@@ -321,6 +325,7 @@ impl Peer {
         self.transcript(text, true, false).await;
         let mut s = self.0.lock();
         if s.watching {
+            s.speaking = false;
             let at_ms = Peer::ms(&s);
             let ev = MediaEvent::SpeechStopped {
                 at_ms,
@@ -336,6 +341,7 @@ impl Peer {
             let mut s = self.0.lock();
             let at_ms = Peer::ms(&s);
             if s.watching {
+                s.speaking = true;
                 let _ = s.media_events.try_send(MediaEvent::SpeechStarted { at_ms });
             }
         }
@@ -349,6 +355,7 @@ impl Peer {
                     let mut s = self.0.lock();
                     let at_ms = Peer::ms(&s);
                     if s.watching {
+                        s.speaking = true;
                         let _ = s.media_events.try_send(MediaEvent::SpeechStarted { at_ms });
                     }
                 }
@@ -549,7 +556,17 @@ impl FakeMedia {
     }
 
     pub fn watch_speech(&self, on: bool) {
-        self.peer.0.lock().watching = on;
+        let mut s = self.peer.0.lock();
+        // As the media worker does: detection turned off mid-speech ends it there.
+        if s.watching && !on && s.speaking {
+            s.speaking = false;
+            let at_ms = Peer::ms(&s);
+            let _ = s.media_events.try_send(MediaEvent::SpeechUnwatched {
+                at_ms,
+                silence_ms: 0,
+            });
+        }
+        s.watching = on;
     }
 
     /// Stops the prompt playing and the queued ones.
