@@ -481,6 +481,8 @@ class RecSession:
         st = self.stream
         t0 = time.monotonic()
         st.turn_checks += 1
+        log.debug("turn check at %.0f ms of silence, speech ended at %.3f s of stream", st.ms(st.silence),
+                  st.speech_end / SR)
         if not self.spec_valid():
             self.launch_spec()
         fut, uid, audio, end = st.spec[0], st.utterance_id, st.audio(), st.spec[3]["end"]
@@ -549,7 +551,7 @@ class RecSession:
             self.launch_spec()
             return None
         if ev == "check":
-            return "end" if await self.turn_check() else None
+            return self.stream.judged_complete() if await self.turn_check() else None
         if ev == "end" and self.cfg.mode == "fixed" and await self.held():
             return None
         return ev if ev in ("end", "max") else None
@@ -608,6 +610,7 @@ def endpoint_cfg(args, endpointing=None, endpoint=None, patience=None):
         mode=args.endpoint if E.turn is not None else "fixed",
         silence_ms=args.silence_ms,
         turn_check_ms=args.turn_check_ms,
+        turn_lead_ms=args.turn_lead_ms,
         turn_recheck_ms=args.turn_recheck_ms if args.turn_recheck == "on" else 0,
         eager_ms=args.eager_ms if args.eager_end_of_turn == "on" else 0,
         final_start_ms=args.final_start_ms,
@@ -907,12 +910,16 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=2, help="CPU threads for Whisper and Piper")
     p.add_argument("--endpoint", choices=["smart", "fixed"], default="smart",
                    help="end of utterance: VAD + Smart Turn (default) or a fixed silence timer")
-    p.add_argument("--turn-check-ms", type=int, default=200, help="smart: silence before asking Smart Turn")
+    p.add_argument("--turn-check-ms", type=int, default=200,
+                   help="smart: silence after which Smart Turn's verdict ends the turn")
+    p.add_argument("--turn-lead-ms", type=int, default=64,
+                   help="smart: Smart Turn is asked this long before --turn-check-ms, so its verdict "
+                        "is ready when the silence reaches it")
     p.add_argument("--turn-recheck", choices=["on", "off"], default="on",
                    help="smart: while Smart Turn finds the turn unfinished, ask it again every "
                         "--turn-recheck-ms of further silence up to the cap (off: asked once per pause)")
     p.add_argument("--turn-recheck-ms", type=int, default=150, help="smart: silence between two Smart Turn checks")
-    p.add_argument("--final-start-ms", type=int, default=100,
+    p.add_argument("--final-start-ms", type=int, default=32,
                    help="silence after which the final transcription starts (kept if speech does not resume)")
     p.add_argument("--max-silence-ms", type=int, default=1200, help="smart: silence that always ends an utterance")
     p.add_argument("--turn-threshold", type=float, default=0.5, help="smart: Smart Turn probability for complete")

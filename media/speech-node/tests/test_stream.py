@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.dont_write_bytecode = True
 
-from node_stt import SR, VAD_CHUNK, EndpointConfig, Stream  # noqa: E402
+from node_stt import SR, VAD_CHUNK, EndpointConfig, Stream, Upsample2x  # noqa: E402
 
 CHUNK_MS = VAD_CHUNK * 1000 / SR  # 32 ms
 
@@ -87,7 +87,8 @@ def test_fixed_timer_starts_the_final_early_and_ends_after_the_silence():
 
 
 def test_smart_mode_asks_the_turn_model_then_gives_up_at_the_silence_cap():
-    cfg = energy(mode="smart", final_start_ms=100, turn_check_ms=200, max_silence_ms=1200, turn_recheck_ms=0)
+    cfg = energy(mode="smart", final_start_ms=100, turn_check_ms=200, turn_lead_ms=0, max_silence_ms=1200,
+                 turn_recheck_ms=0)
     s = Stream(cfg, None, rate=SR)
     got = events(s, tone(600) + silence(2000))
     assert [e for e, _ in got] == ["spec", "check", "end"]
@@ -96,7 +97,8 @@ def test_smart_mode_asks_the_turn_model_then_gives_up_at_the_silence_cap():
 
 
 def test_smart_mode_asks_again_every_recheck_interval_until_the_cap():
-    cfg = energy(mode="smart", final_start_ms=100, turn_check_ms=200, max_silence_ms=1200, turn_recheck_ms=150)
+    cfg = energy(mode="smart", final_start_ms=100, turn_check_ms=200, turn_lead_ms=0, max_silence_ms=1200,
+                 turn_recheck_ms=150)
     s = Stream(cfg, None, rate=SR)
     got = events(s, tone(600) + silence(2000))
     kinds = [e for e, _ in got]
@@ -108,7 +110,8 @@ def test_smart_mode_asks_again_every_recheck_interval_until_the_cap():
 
 
 def test_speech_after_the_turn_check_reopens_the_turn():
-    cfg = energy(mode="smart", final_start_ms=100, turn_check_ms=200, max_silence_ms=1200, turn_recheck_ms=0)
+    cfg = energy(mode="smart", final_start_ms=100, turn_check_ms=200, turn_lead_ms=0, max_silence_ms=1200,
+                 turn_recheck_ms=0)
     s = Stream(cfg, None, rate=SR)
     taken = []
     got = events(s, tone(500) + silence(300) + tone(500) + silence(1500), taken=taken)
@@ -119,6 +122,56 @@ def test_speech_after_the_turn_check_reopens_the_turn():
     assert start_s == 0.0
     assert audio.size >= SR  # both stretches of speech are in it
     assert s.finals == 1
+
+
+def verdicts(stream, data, complete, step=640):
+    """Like `events`, but a "check" gets the turn model's verdict `complete` (as the server
+    applies it: Stream.judged_complete)."""
+    out = []
+    for i in range(0, len(data), step):
+        ev = stream.feed(data[i : i + step])
+        while ev is not None:
+            out.append((ev, stream.ms(stream.pos)))
+            if ev == "check" and complete:
+                ev = stream.judged_complete()
+                if ev is not None:
+                    out.append((ev, stream.ms(stream.pos)))
+            if ev in ("end", "max"):
+                stream.take_utterance()
+            ev = stream.feed(b"")
+    return out
+
+
+def test_the_turn_model_is_asked_ahead_and_its_verdict_ends_the_turn_at_the_check_time():
+    cfg = energy(mode="smart", final_start_ms=32, turn_check_ms=200, turn_lead_ms=64, max_silence_ms=1200)
+    s = Stream(cfg, None, rate=SR)
+    got = verdicts(s, tone(600) + silence(1500), complete=True)
+    speech_end = chunks_for(600)
+    assert [e for e, _ in got] == ["spec", "check", "end"]
+    # The final transcription starts at the first silent chunk, the model is asked 64 ms
+    # before the check time, and its "complete" counts once the silence has reached it.
+    assert got[0][1] == pytest.approx(speech_end + CHUNK_MS, abs=CHUNK_MS)
+    assert got[1][1] == pytest.approx(speech_end + chunks_for(200 - 64), abs=CHUNK_MS)
+    assert got[2][1] == pytest.approx(speech_end + chunks_for(200), abs=CHUNK_MS)
+    assert got[2][1] - speech_end >= 200
+
+
+def test_speech_before_the_check_time_voids_a_complete_verdict():
+    cfg = energy(mode="smart", final_start_ms=32, turn_check_ms=200, turn_lead_ms=64, max_silence_ms=1200)
+    s = Stream(cfg, None, rate=SR)
+    # A 180 ms pause (a comma): asked at about 136 ms, found complete, but the caller
+    # goes on before 200 ms: the turn does not end there.
+    got = verdicts(s, tone(600) + silence(180) + tone(400) + silence(1500), complete=True)
+    ends = [at for e, at in got if e == "end"]
+    assert len(ends) == 1, got
+    assert ends[0] > chunks_for(600 + 180 + 400), "ended after the second stretch of speech"
+
+
+def test_the_final_transcription_never_starts_while_the_caller_speaks():
+    cfg = energy(mode="smart", final_start_ms=0, turn_check_ms=200, max_silence_ms=1200)
+    got = events(Stream(cfg, None, rate=SR), tone(1000) + silence(600))
+    specs = [at for e, at in got if e == "spec"]
+    assert len(specs) == 1 and specs[0] > chunks_for(1000), got
 
 
 def test_a_blip_shorter_than_the_minimum_speech_is_not_an_onset():
@@ -156,6 +209,34 @@ def test_telephony_rate_input_is_resampled_onto_the_same_stream_clock():
         assert a == pytest.approx(b, abs=CHUNK_MS)
     # Stream time is 16 kHz samples whatever the input rate.
     assert s8.total_in == 8000 * 28 // 10
+
+
+def test_telephone_audio_is_upsampled_without_holding_it_back():
+    # Every 20 ms frame in gives its 320 samples out at once, and a click comes out 23
+    # samples (1.4 ms) late: soxr's HQ stream held back about 66 ms, which every
+    # end-of-turn decision waited for.
+    up = Upsample2x()
+    x = np.zeros(1600, dtype=np.float32)
+    x[800] = 1.0
+    out = []
+    for i in range(0, 1600, 160):
+        y = up.resample_chunk(x[i : i + 160])
+        assert y.size == 320
+        out.append(y)
+    y = np.concatenate(out)
+    assert int(np.argmax(y)) == 1600 + 23
+    # Flat in the telephone band, images above it removed.
+    t = np.arange(8000) / 8000
+    for hz, image_db in ((300, -80), (1000, -80), (3000, -60)):
+        up = Upsample2x()
+        y = up.resample_chunk(np.sin(2 * np.pi * hz * t).astype(np.float32))[2000:14000]
+        n = np.arange(y.size)
+
+        def level(f):
+            return 2 * abs(np.mean(y * np.exp(-2j * np.pi * f * n / 16000)))
+
+        assert level(hz) == pytest.approx(1.0, abs=0.01)
+        assert 20 * np.log10(level(8000 - hz)) < image_db
 
 
 class ScriptedVad:

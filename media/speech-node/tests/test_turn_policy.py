@@ -52,7 +52,7 @@ def test_languages_without_word_lists_are_never_held():
 
 def test_a_held_fixed_timer_ends_at_the_cap_instead():
     taken = []
-    s = Stream(energy(silence_ms=700, max_silence_ms=1500), None, rate=1 * 16000)
+    s = Stream(energy(silence_ms=700, max_silence_ms=1500, final_start_ms=100), None, rate=1 * 16000)
     got = []
     for ev, _at in events(s, tone(600) + silence(50)):
         got.append(ev)
