@@ -89,6 +89,10 @@ struct Args {
     /// `--speech-args=--final-window,trim`.
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     speech_args: Vec<String>,
+    /// The speech node's `server.py` (`[speech] server`; default: the binary's checkout),
+    /// e.g. a previous commit's checkout, to measure two nodes side by side in one sitting.
+    #[arg(long)]
+    speech_server: Option<PathBuf>,
     /// Where the plot goes.
     #[arg(long, default_value = "bench/reports")]
     out: PathBuf,
@@ -360,6 +364,9 @@ async fn run_policy(
     let mut speech = format!("[speech]\nlocal = true\npython = {python:?}\n");
     if let Some(t) = args.speech_threads {
         speech.push_str(&format!("threads = {t}\n"));
+    }
+    if let Some(server) = &args.speech_server {
+        speech.push_str(&format!("server = {server:?}\n"));
     }
     let speech_args: Vec<&String> = args.speech_args.iter().chain(node_args).collect();
     speech.push_str(&format!("args = {speech_args:?}\n"));
