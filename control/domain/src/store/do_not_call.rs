@@ -1,6 +1,7 @@
 //! The do-not-call list of an account (docs/strategies.md): E.164 numbers its calls never
 //! dial. Numbers are stored normalised ([`crate::usecases::normalize_e164`]).
 
+use super::BeginWrite;
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreResult, now, on_db, store_row};
@@ -30,7 +31,7 @@ impl Store {
     ) -> StoreResult<u64> {
         let t = now();
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let mut added = 0;
             for n in numbers {
                 added += sqlx::query("INSERT INTO do_not_call (account_sid, tenant_sid, number, source, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (account_sid, number) DO NOTHING")

@@ -2,6 +2,7 @@
 //! single-use user tokens (password reset, magic link). Only SHA-256 hashes of the
 //! secrets are stored; the lookups here are what the auth guard runs per request.
 
+use super::BeginWrite;
 use chrono::{DateTime, Utc};
 
 use std::sync::LazyLock;
@@ -297,7 +298,7 @@ impl Store {
     ) -> StoreResult<()> {
         let t = now();
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             sqlx::query("UPDATE user_tokens SET used_at = $3 WHERE user_sid = $1 AND purpose = $2 AND used_at IS NULL")
                 .bind(user_sid).bind(purpose.as_str()).bind(t).execute(&mut *tx).await?;
             sqlx::query("INSERT INTO user_tokens (token_hash, user_sid, purpose, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)")
@@ -317,7 +318,7 @@ impl Store {
     ) -> StoreResult<Option<String>> {
         let t = now();
         let user: Option<String> = on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let n = sqlx::query("UPDATE user_tokens SET used_at = $3 WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL")
                 .bind(token_hash).bind(purpose.as_str()).bind(t).execute(&mut *tx).await?.rows_affected();
             if n == 0 {

@@ -5,6 +5,7 @@
 //! contact in `legacy_attempt_calls` (migration 0350). A contact's calls are numbered by
 //! `dial` (1, 2, … as later attempts redial it; unique per contact, migration 0360).
 
+use super::BeginWrite;
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
@@ -153,7 +154,7 @@ impl Store {
     ) -> StoreResult<ContactsAdded> {
         let t = now();
         let total = on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             for chunk in contacts.chunks(INSERT_ROWS) {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO legacy_contacts (sid, tenant_sid, account_sid, campaign_sid, phone, variables, creation_time) ");
@@ -271,7 +272,7 @@ impl Store {
     ) -> StoreResult<()> {
         let t = now();
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             sqlx::query("INSERT INTO legacy_attempts (sid, tenant_sid, account_sid, campaign_sid, scheduled_at, delayed, creation_time, update_time, batch_sid) \
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)")
                 .bind(&a.sid).bind(&a.tenant_sid).bind(&a.account_sid).bind(&a.campaign_sid).bind(a.scheduled_at).bind(a.delayed).bind(t)
@@ -336,7 +337,7 @@ impl Store {
     pub async fn legacy_attempt_cancel(&self, account_sid: &str, sid: &str) -> StoreResult<u64> {
         let t = now();
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let exists: Option<Option<DateTime<Utc>>> = sqlx::query_scalar(
                 "SELECT canceled_at FROM legacy_attempts WHERE sid = $1 AND account_sid = $2")
                 .bind(sid).bind(account_sid).fetch_optional(&mut *tx).await?;

@@ -252,6 +252,31 @@ pub fn default_pool_size(url: &str) -> u32 {
     if is_postgres(url) { 16 } else { 4 }
 }
 
+/// A transaction that writes. SQLite's default transaction is deferred: it reads under a
+/// snapshot and takes the write lock only at its first write, and when another connection
+/// committed in between (the engine's own background writers: leases, the dialer), that
+/// write fails at once with `SQLITE_BUSY` (a stale snapshot is not retried under the busy
+/// timeout), which the API would answer 500. `BEGIN IMMEDIATE` takes the write lock
+/// first, waiting up to the busy timeout. PostgreSQL's `BEGIN` has no such failure.
+pub(crate) trait BeginWrite {
+    type Db: sqlx::Database;
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Self::Db>, sqlx::Error>;
+}
+
+impl BeginWrite for SqlitePool {
+    type Db = sqlx::Sqlite;
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+        self.begin_with("BEGIN IMMEDIATE").await
+    }
+}
+
+impl BeginWrite for sqlx::PgPool {
+    type Db = sqlx::Postgres;
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+        self.begin().await
+    }
+}
+
 fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
@@ -374,7 +399,7 @@ impl Store {
                     if done.contains(v) {
                         continue;
                     }
-                    let mut tx = p.begin().await?;
+                    let mut tx = p.begin_write().await?;
                     sqlx::raw_sql(sqlx::AssertSqlSafe(*sql))
                         .execute(&mut *tx)
                         .await
@@ -441,6 +466,67 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write transaction that reads first (a count before a delete) still writes when
+    /// another connection committed after its read; SQLite's deferred transaction fails
+    /// there at once with "database is locked", which the API answered 500.
+    #[tokio::test]
+    async fn a_write_transaction_that_reads_first_survives_a_commit_in_between() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(dir.path().join("w.db").to_str().unwrap(), 4)
+            .await
+            .unwrap();
+        let Pool::Sqlite(p) = &store.pool else {
+            panic!("a file is SQLite")
+        };
+        sqlx::query("CREATE TABLE w (x INTEGER)")
+            .execute(p)
+            .await
+            .unwrap();
+        // Deferred: the snapshot of the read is stale once the other connection commits.
+        let mut tx = p.begin().await.unwrap();
+        let _: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM w")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO w VALUES (1)")
+            .execute(p)
+            .await
+            .unwrap();
+        let deferred = sqlx::query("INSERT INTO w VALUES (2)")
+            .execute(&mut *tx)
+            .await;
+        assert!(
+            deferred.is_err(),
+            "a deferred transaction's write fails here"
+        );
+        drop(tx);
+        // Immediate: the other connection waits for the write lock instead.
+        let mut tx = p.begin_write().await.unwrap();
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM w")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        let other = {
+            let p = p.clone();
+            tokio::spawn(async move { sqlx::query("INSERT INTO w VALUES (3)").execute(&p).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        sqlx::query("INSERT INTO w VALUES (4)")
+            .execute(&mut *tx)
+            .await
+            .expect("the write transaction writes");
+        tx.commit().await.unwrap();
+        other
+            .await
+            .unwrap()
+            .expect("the other connection waited its turn");
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM w")
+            .fetch_one(p)
+            .await
+            .unwrap();
+        assert_eq!((n, rows), (1, 3));
+    }
 
     #[tokio::test]
     async fn only_a_wal_database_keeps_reads_in_memory() {

@@ -13,6 +13,7 @@
 //! marks it ([`Store::communication_request_hangup`]) and the node holding its claim finds
 //! the mark at its next heartbeat ([`Store::communications_hangups_asked`]).
 
+use super::BeginWrite;
 use chrono::{DateTime, Utc};
 
 use super::communications::{Claim, interrupt_sql};
@@ -105,7 +106,7 @@ impl Store {
         let t = super::now();
         let [maybe_placed, interrupted] = interrupt_sql("claim_token = $2");
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let gone = sqlx::query("DELETE FROM engine_nodes WHERE claim_token = $1 AND seen_at < $2")
                 .bind(lost).bind(seen_before).execute(&mut *tx).await?.rows_affected();
             if gone == 0 {

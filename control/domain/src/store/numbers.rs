@@ -5,6 +5,7 @@
 //! holds each number's [`routing_key`] and a unique index over the keys of active rows
 //! (migration 0372), so inbound routing finds at most one number for a call.
 
+use super::BeginWrite;
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError, StoreResult, filter::Where, now, on_db, store_row};
@@ -201,7 +202,7 @@ impl Store {
     /// Deletes a number unless an agent dials through it (`Conflict`).
     pub async fn number_delete(&self, sid: &str) -> StoreResult<()> {
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let refs: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agents WHERE number_sid = $1")
                 .bind(sid).fetch_one(&mut *tx).await?;
             if refs > 0 {

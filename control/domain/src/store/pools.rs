@@ -1,6 +1,7 @@
 //! Number pools of an account: a named set of numbers an agent dials through (the
 //! dialer picks one active member per call, see [`crate::communication::caller`]).
 
+use super::BeginWrite;
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError, StoreResult, now, on_db, store_row};
@@ -113,7 +114,7 @@ impl Store {
     pub async fn pool_delete(&self, sid: &str) -> StoreResult<()> {
         let t = now();
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let refs: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agents WHERE number_pool_sid = $1")
                 .bind(sid).fetch_one(&mut *tx).await?;
             if refs > 0 {

@@ -9,6 +9,7 @@
 //! Snapshots are stored as JSON text; `content_hash` is the scenarios crate's hash of
 //! the canonical JSON, so equal content has equal hashes whatever the key order.
 
+use super::BeginWrite;
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError, StoreResult, now, on_db, store_row};
@@ -82,7 +83,7 @@ impl Store {
     ) -> StoreResult<ScenarioRecord> {
         let t = now();
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             sqlx::query("INSERT INTO scenarios (sid, tenant_sid, account_sid, name, description, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6)")
                 .bind(sid).bind(tenant_sid).bind(account_sid).bind(name).bind(description).bind(t)
                 .execute(&mut *tx).await?;
@@ -153,7 +154,7 @@ impl Store {
     /// Deletes a scenario and all its version records unless an agent runs it (`Conflict`).
     pub async fn scenario_delete(&self, sid: &str) -> StoreResult<()> {
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let refs: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agents WHERE scenario_sid = $1")
                 .bind(sid).fetch_one(&mut *tx).await?;
             if refs > 0 {

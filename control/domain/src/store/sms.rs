@@ -1,6 +1,7 @@
 //! SMS providers of an account. Type `http`: one templated HTTP request per message.
 //! Lists (headers, alphas, numbers) are JSON text.
 
+use super::BeginWrite;
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError, StoreResult, now, on_db, store_row};
@@ -124,7 +125,7 @@ impl Store {
     /// Deletes a provider unless an agent sends SMS through it (`Conflict`).
     pub async fn sms_provider_delete(&self, sid: &str) -> StoreResult<()> {
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let refs: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agents WHERE sms_provider_sid = $1")
                 .bind(sid).fetch_one(&mut *tx).await?;
             if refs > 0 {

@@ -1,6 +1,7 @@
 //! Communication strategies of an account (docs/strategies.md): a name and the checked
 //! definition ([`crate::strategy::Strategy::parse`]) as JSON text.
 
+use super::BeginWrite;
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError, StoreResult, now, on_db, store_row};
@@ -80,7 +81,7 @@ impl Store {
     /// it keep its sid.
     pub async fn strategy_delete(&self, sid: &str) -> StoreResult<()> {
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let refs: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agents WHERE strategy_sid = $1")
                 .bind(sid).fetch_one(&mut *tx).await?;
             if refs > 0 {

@@ -1,5 +1,6 @@
 //! Tenants, their soft-delete cascade and the hard purge.
 
+use super::BeginWrite;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -82,7 +83,7 @@ impl Store {
     pub async fn tenant_soft_delete(&self, sid: &str) -> StoreResult<()> {
         let t = now();
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let n = sqlx::query("UPDATE tenants SET deleted_at = $2, updated_at = $2 WHERE sid = $1 AND deleted_at IS NULL")
                 .bind(sid).bind(t).execute(&mut *tx).await?.rows_affected();
             if n == 0 {
@@ -110,7 +111,7 @@ impl Store {
         };
         let t = now();
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             sqlx::query("UPDATE tenants SET deleted_at = NULL, updated_at = $2 WHERE sid = $1")
                 .bind(sid).bind(t).execute(&mut *tx).await?;
             sqlx::query("UPDATE accounts SET deleted_at = NULL, updated_at = $3 WHERE tenant_sid = $1 AND deleted_at = $2")
@@ -129,7 +130,7 @@ impl Store {
     pub async fn tenant_hard_delete(&self, sid: &str) -> StoreResult<()> {
         let purgers: Vec<Arc<dyn TenantPurger>> = self.purgers.read().clone();
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             // A write first: it takes SQLite's write lock at once (no upgrade deadlock later)
             // and tells us whether the tenant exists.
             let n = sqlx::query("UPDATE tenants SET updated_at = updated_at WHERE sid = $1")

@@ -1,5 +1,6 @@
 //! Users of an account: identity, roles, password hash, soft delete.
 
+use super::BeginWrite;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -158,7 +159,7 @@ impl Store {
             .as_ref()
             .and_then(|p| p.keep_session.as_deref());
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let n = sqlx::query(
                 "UPDATE users SET name = COALESCE($2, name), roles = COALESCE($3, roles), status = COALESCE($4, status), \
                  password_hash = COALESCE($5, password_hash), updated_at = $6 WHERE sid = $1 AND deleted_at IS NULL")
@@ -183,7 +184,7 @@ impl Store {
     pub async fn user_soft_delete(&self, sid: &str) -> StoreResult<()> {
         let t = now();
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let n = sqlx::query("UPDATE users SET deleted_at = $2, updated_at = $2 WHERE sid = $1 AND deleted_at IS NULL")
                 .bind(sid).bind(t).execute(&mut *tx).await?.rows_affected();
             if n == 0 {

@@ -16,6 +16,7 @@
 //! interrupted with an error that says the call may not have been placed; a row goes back
 //! to `new` only when its owner releases it before the INVITE ([`CallWrite::Release`]).
 
+use super::BeginWrite;
 use chrono::{DateTime, Utc};
 
 pub use crate::communication::CommunicationStatus;
@@ -524,7 +525,7 @@ impl Store {
             format!("SELECT next_start_us FROM agent_dial_slots WHERE agent_sid = $1{lock}");
         let claim_sql = self.claim_sql(&ClaimScope::Agent(agent_sid.to_string()));
         let (mut rows, slots) = on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             sqlx::query("INSERT INTO agent_dial_slots (agent_sid, next_start_us) VALUES ($1, $2) ON CONFLICT (agent_sid) DO NOTHING")
                 .bind(agent_sid).bind(now_us).execute(&mut *tx).await?;
             let next_us: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(select_slot.clone()))

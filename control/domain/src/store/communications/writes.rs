@@ -6,6 +6,7 @@
 //! but [`CallWrite::CreateClaimed`] names the claim token, so a process that lost its
 //! claim never overwrites the row (see the module doc of `store::communications`).
 
+use super::BeginWrite;
 use chrono::{DateTime, Utc};
 
 use super::{CallFinish, Claim, CommunicationRecord, CommunicationStatus, NewCommunication};
@@ -279,13 +280,13 @@ impl Store {
             && writes.len() > 1
             && super::bulk::kind_order(writes)
         {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let changed = super::bulk::apply(&mut tx, writes).await?;
             tx.commit().await?;
             return Ok(changed);
         }
         on_db!(self, p => async {
-            let mut tx = p.begin().await?;
+            let mut tx = p.begin_write().await?;
             let mut changed = Vec::with_capacity(writes.len());
             for w in writes {
                 changed.push(apply_write!(tx, w));
