@@ -298,8 +298,10 @@ class EndpointConfig:
     # silence after which an "eager" event is reported once per pause (both modes): the
     # session may announce a likely end of turn, taken back if speech resumes (0: off)
     eager_ms: int = 0
-    # silence after which the final transcription starts (both modes; at least one VAD chunk)
-    final_start_ms: int = 32
+    # silence after which the final transcription starts (both modes; at least one VAD
+    # chunk). Sooner, the audio misses the tail of the last word that the VAD already
+    # counts as silence, and Whisper mishears short last words.
+    final_start_ms: int = 100
     max_silence_ms: int = 1200  # smart mode: silence that ends an utterance whatever Smart Turn said
     turn_threshold: float = 0.5
     max_utterance_s: float = 15.0

@@ -919,7 +919,7 @@ def parse_args(argv=None):
                    help="smart: while Smart Turn finds the turn unfinished, ask it again every "
                         "--turn-recheck-ms of further silence up to the cap (off: asked once per pause)")
     p.add_argument("--turn-recheck-ms", type=int, default=150, help="smart: silence between two Smart Turn checks")
-    p.add_argument("--final-start-ms", type=int, default=32,
+    p.add_argument("--final-start-ms", type=int, default=100,
                    help="silence after which the final transcription starts (kept if speech does not resume)")
     p.add_argument("--max-silence-ms", type=int, default=1200, help="smart: silence that always ends an utterance")
     p.add_argument("--turn-threshold", type=float, default=0.5, help="smart: Smart Turn probability for complete")

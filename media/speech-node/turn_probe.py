@@ -3,7 +3,7 @@
 python; flite and sox on PATH):
 
     $VENV/bin/python media/speech-node/turn_probe.py [--conc 5] [--reps 2] \
-        [--sets plain,paused] [--node-args "--threads 1 --turn-lead-ms 0"]
+        [--sets plain,paused] [--node-args "--threads 1 --turn-lead-ms 0"] [--server PATH]
 
 Starts server.py on a free loopback port with `--node-args`, speaks the `voice_turn`
 bench's phrases with flite (bench/src/voice.rs: the plain set, and the paused set with
@@ -122,7 +122,7 @@ async def one(session, url, phrase, results):
 
 
 async def run(a):
-    proc = subprocess.Popen([a.python, os.path.join(HERE, "server.py"), "--port", "0", "--log-level", a.log_level]
+    proc = subprocess.Popen([a.python, a.server, "--port", "0", "--log-level", a.log_level]
                             + a.node_args.split(), stderr=subprocess.PIPE, text=True)
     try:
         port = None
@@ -194,6 +194,8 @@ def report(results):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--python", default=sys.executable, help="the node venv's python")
+    ap.add_argument("--server", default=os.path.join(HERE, "server.py"),
+                    help="the node's server.py (a previous commit's checkout, to compare)")
     ap.add_argument("--node-args", default="--threads 1", help="server.py's arguments, space-separated")
     ap.add_argument("--sets", default="plain,paused")
     ap.add_argument("--conc", type=int, default=5, help="streams at a time")
