@@ -514,14 +514,18 @@ class Stream:
             return "eager"
         return None
 
-    def _voiced(self):
-        """A voiced chunk in the utterance: the pause, and what was decided in it, is over."""
+    def _new_pause(self):
+        """No silence counted yet, and nothing decided about it."""
         self.silence = 0
         self.turn_checked = False
         self.complete = False
         self.spec_started = False
         self.eager_reported = False
         self.held = False
+
+    def _voiced(self):
+        """A voiced chunk in the utterance: the pause, and what was decided in it, is over."""
+        self._new_pause()
         self.speech_end = self.pos
         self.voice_seq += 1
 
@@ -597,12 +601,7 @@ class Stream:
         self.utt, self.utt_len = [], 0
         self.speech = False
         self.run = 0
-        self.silence = 0
-        self.turn_checked = False
-        self.complete = False
-        self.spec_started = False
-        self.eager_reported = False
-        self.held = False
+        self._new_pause()
         self.partial = ""
         self.partial_at = 0
         self.partial_end = 0
