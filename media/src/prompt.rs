@@ -915,21 +915,13 @@ mod tests {
     #[test]
     fn a_16k_source_keeps_16k_samples_counted_in_the_cache_budget() {
         let tone = |rate: u32| {
-            let spec = hound::WavSpec {
-                channels: 1,
-                sample_rate: rate,
-                bits_per_sample: 16,
-                sample_format: hound::SampleFormat::Int,
-            };
-            let mut out = std::io::Cursor::new(Vec::new());
-            let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-            for i in 0..rate {
-                let t = i as f32 / rate as f32;
-                w.write_sample(((t * 2.0 * std::f32::consts::PI * 6000.0).sin() * 8000.0) as i16)
-                    .unwrap();
-            }
-            w.finalize().unwrap();
-            out.into_inner()
+            let pcm: Vec<i16> = (0..rate)
+                .map(|i| {
+                    let t = i as f32 / rate as f32;
+                    ((t * 2.0 * std::f32::consts::PI * 6000.0).sin() * 8000.0) as i16
+                })
+                .collect();
+            wav_at(&pcm, rate)
         };
         let p = Prompt::decode(&tone(16000), Some("wav")).unwrap();
         let wide = p.wide().expect("16 kHz kept");
@@ -1018,20 +1010,27 @@ mod tests {
         assert_eq!(out.len(), 2048 * 8000 / 48_000);
     }
 
-    fn wav(samples: usize) -> Vec<u8> {
+    /// A mono 16-bit WAV of `pcm` at `rate`.
+    fn wav_at(pcm: &[i16], rate: u32) -> Vec<u8> {
         let spec = hound::WavSpec {
             channels: 1,
-            sample_rate: SAMPLE_RATE,
+            sample_rate: rate,
             bits_per_sample: 16,
             sample_format: hound::SampleFormat::Int,
         };
         let mut out = std::io::Cursor::new(Vec::new());
         let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-        for i in 0..samples {
-            w.write_sample(((i % 50) as i16 - 25) * 400).unwrap();
+        for s in pcm {
+            w.write_sample(*s).unwrap();
         }
         w.finalize().unwrap();
         out.into_inner()
+    }
+
+    /// `samples` of an 8 kHz sawtooth, as a WAV.
+    fn wav(samples: usize) -> Vec<u8> {
+        let pcm: Vec<i16> = (0..samples).map(|i| ((i % 50) as i16 - 25) * 400).collect();
+        wav_at(&pcm, SAMPLE_RATE)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

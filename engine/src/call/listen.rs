@@ -300,13 +300,10 @@ impl LivePort {
         } else {
             None
         };
+        self.record.keep_turn(turn, upload);
         // A recogniser that ends the turn before the detector's hangover (400 ms) leaves
         // the speech's end to come: the detector reports it once detection stops
-        // (`SpeechUnwatched`), and a stop heard earlier in the turn was only a pause.
-        if in_speech && spec.speech.is_some() {
-            turn.speech_ended_ms = None;
-        }
-        self.record.keep_turn(turn, upload);
+        // (`SpeechUnwatched`).
         if in_speech && spec.speech.is_some() {
             self.record.speech_end_to_come();
         }

@@ -178,9 +178,13 @@ impl CallRecord {
     }
 
     /// The last turn ended while the speech detector was still in the caller's speech:
-    /// its speech end is not known yet ([`Self::late_speech_end`] brings it).
+    /// its speech end is not known yet ([`Self::late_speech_end`] brings it), and a stop
+    /// heard earlier in the turn was only a pause.
     pub(super) fn speech_end_to_come(&mut self) {
         self.speech_end_to_come = true;
+        if let Some(t) = self.turns.last_mut() {
+            t.speech_ended_ms = None;
+        }
     }
 
     /// Where the last turn's speech ended, `ms` into the call, when that turn is waiting
@@ -192,11 +196,7 @@ impl CallRecord {
         }
         if let Some(t) = self.turns.last_mut() {
             t.speech_ended_ms = Some(ms);
-            if let Some(at_ms) = t.reply_first_rtp_ms {
-                let response = at_ms.saturating_sub(ms);
-                t.response_ms = Some(response);
-                metrics.response.observe(response as f64 / 1000.0);
-            }
+            response(t, metrics);
             metrics.observe_speech_end(t);
         }
     }
@@ -224,10 +224,7 @@ impl CallRecord {
             t.reply_requested_ms = Some(requested_ms);
             t.first_synthesis_ms = synthesis_ms;
             t.reply_first_rtp_ms = Some(at_ms);
-            t.response_ms = t.speech_ended_ms.map(|end| at_ms.saturating_sub(end));
-            if let Some(ms) = t.response_ms {
-                metrics.response.observe(ms as f64 / 1000.0);
-            }
+            response(t, metrics);
             t.turn_latency_us = Some(total_us);
             t.turn_engine_us = Some(engine_us);
             metrics.observe_stages(t);
@@ -307,4 +304,14 @@ fn set_final(turn: &mut TurnLog, t: Transcript) {
         turn.language = t.language;
     }
     turn.final_transcript = Some(t.text);
+}
+
+/// The turn's `response_ms` (speech end → the reply's first RTP packet, what the caller
+/// waits), observed on /metrics, once both ends are known.
+fn response(t: &mut TurnLog, metrics: &TurnMetrics) {
+    if let (Some(end), Some(at_ms)) = (t.speech_ended_ms, t.reply_first_rtp_ms) {
+        let ms = at_ms.saturating_sub(end);
+        t.response_ms = Some(ms);
+        metrics.response.observe(ms as f64 / 1000.0);
+    }
 }

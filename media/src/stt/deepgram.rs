@@ -216,38 +216,10 @@ impl TurnAssembler {
                 if ends_turn {
                     return Some(self.take());
                 }
-                let text = self.segments.join(" ");
-                (!text.is_empty()).then(|| Parsed {
-                    text,
-                    is_final: false,
-                    end_s: self.end_s,
-                    language: self.language.clone(),
-                    end_of_turn: false,
-                    eager: None,
-                })
+                self.so_far("", false, None)
             }
-            Event::EndOfTurn { text } => {
-                let text = self.joined_with(&text);
-                (!text.is_empty()).then(|| Parsed {
-                    text,
-                    is_final: false,
-                    end_s: self.end_s,
-                    language: self.language.clone(),
-                    end_of_turn: true,
-                    eager: None,
-                })
-            }
-            Event::EagerEndOfTurn { text } => {
-                let text = self.joined_with(&text);
-                (!text.is_empty()).then(|| Parsed {
-                    text,
-                    is_final: false,
-                    end_s: self.end_s,
-                    language: self.language.clone(),
-                    end_of_turn: false,
-                    eager: Some(Eager::EndOfTurn),
-                })
-            }
+            Event::EndOfTurn { text } => self.so_far(&text, true, None),
+            Event::EagerEndOfTurn { text } => self.so_far(&text, false, Some(Eager::EndOfTurn)),
             Event::TurnResumed => Some(Parsed {
                 text: String::new(),
                 is_final: false,
@@ -283,6 +255,20 @@ impl TurnAssembler {
         if language.is_some() {
             self.language = language;
         }
+    }
+
+    /// The turn so far (its finalized segments, then `interim`) as an interim result with
+    /// the segments' end and language; `None` without a word.
+    fn so_far(&self, interim: &str, end_of_turn: bool, eager: Option<Eager>) -> Option<Parsed> {
+        let text = self.joined_with(interim);
+        (!text.is_empty()).then(|| Parsed {
+            text,
+            is_final: false,
+            end_s: self.end_s,
+            language: self.language.clone(),
+            end_of_turn,
+            eager,
+        })
     }
 
     fn joined_with(&self, interim: &str) -> String {
